@@ -1,1 +1,71 @@
-fn main(){}
+//! `cargo xtask`: the project's automation, in Rust (rust-analyzer's xtask habit).
+//!
+//!   cargo xtask ci                 the test command: fmt, clippy, tests, CUDA build
+//!   cargo xtask toolchain          install the pinned CUDA 13.0 build toolchain (idempotent)
+//!   cargo xtask bench [--gpus N]   build, run every benchmark, write report/
+//!   cargo xtask gpu-pack [JOB..]   build CUDA binaries, pack them into .gpu/, print the run command
+//!   cargo xtask launch --gpus N -- PROGRAM ARGS   start N ranks (comm-launch)
+
+mod cmd;
+mod gpu;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Project automation")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Everything CI checks: cargo fmt --check, clippy -D warnings, tests (CPU), and the
+    /// CUDA build of every crate (installs the toolchain first).
+    Ci {
+        /// Skip the CUDA build (quick local loop).
+        #[arg(long)]
+        no_cuda: bool,
+    },
+    /// Install the CUDA 13.0 build toolchain into .cuda-toolchain/ and print its env.
+    Toolchain,
+    /// Run every benchmark and write report/ (CPU backend when --gpus is 0 or absent).
+    Bench {
+        #[arg(long, default_value_t = 0)]
+        gpus: usize,
+        #[arg(long, default_value = "report")]
+        out: String,
+    },
+    /// Build the CUDA binaries, pack them with the runner into .gpu/, print the `run` call.
+    GpuPack {
+        /// Jobs for the runner (default: check allreduce anchor-allreduce report).
+        jobs: Vec<String>,
+    },
+    /// Launch N ranks of a program with the torchrun environment.
+    Launch {
+        #[arg(long)]
+        gpus: usize,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r: Result<()> = match cli.cmd {
+        Cmd::Ci { no_cuda } => cmd::ci(!no_cuda),
+        Cmd::Toolchain => gpu::toolchain_env().map(|env| {
+            for (k, v) in env {
+                println!("export {k}={v}");
+            }
+        }),
+        Cmd::Bench { gpus, out } => cmd::bench(gpus, &out),
+        Cmd::GpuPack { jobs } => gpu::pack(&jobs),
+        Cmd::Launch { gpus, command } => cmd::launch(gpus, &command),
+    };
+    if let Err(e) = r {
+        eprintln!("xtask: error: {e:#}");
+        std::process::exit(1);
+    }
+}

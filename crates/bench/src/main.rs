@@ -1,1 +1,209 @@
-fn main(){}
+//! `bench`: the project's benchmarks and report writer.
+//!
+//!   bench allreduce --backend nccl --ranks 2,4,6,8   (spawns one process per GPU per rank count)
+//!   bench allreduce --backend cpu  --ranks 2,4       (in-process threads)
+//!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
+
+mod allreduce;
+mod records;
+mod report;
+mod timer;
+mod topology;
+
+use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use clap::{Parser, Subcommand, ValueEnum};
+use comm::{CommOptions, Communicator};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks of the data-parallel stack")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    Nccl,
+    Cpu,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// All-reduce bandwidth sweep (fp32, sum, in place).
+    Allreduce {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Rank counts; on GPUs those above the GPU count are skipped.
+        #[arg(long, value_delimiter = ',', default_values_t = [2usize, 4, 6, 8])]
+        ranks: Vec<usize>,
+        /// Message sizes in MiB (default: the seeds' 0.5 … 1024).
+        #[arg(long)]
+        sizes_mib: Option<String>,
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// Writes report.md and plots from a run's JSON lines.
+    Report {
+        #[arg(long, default_value = "report/results.jsonl")]
+        results: PathBuf,
+        /// PyTorch anchor lines from the same run (optional).
+        #[arg(long)]
+        torch: Option<PathBuf>,
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+    },
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("bench: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Allreduce {
+            backend,
+            ranks,
+            sizes_mib,
+            warmup,
+            iters,
+            out,
+        } => {
+            let sizes_bytes = match sizes_mib {
+                Some(s) => parse_sizes_mib(&s)?,
+                None => DEFAULT_SIZES_MIB
+                    .iter()
+                    .map(|m| (m * (1u64 << 20) as f64) as usize)
+                    .collect(),
+            };
+            if iters == 0 {
+                bail!("--iters must be at least 1");
+            }
+            if let Some(r) = ranks.iter().find(|&&r| r < 1) {
+                bail!("--ranks: {r} is not a rank count");
+            }
+            let cfg = SweepConfig {
+                sizes_bytes,
+                warmup,
+                iters,
+            };
+            match backend {
+                BackendArg::Cpu => cpu_sweeps(&ranks, &cfg, &out),
+                BackendArg::Nccl if std::env::var("RANK").is_ok() => nccl_rank(&cfg, &out),
+                BackendArg::Nccl => nccl_sweeps(&ranks, &out),
+            }
+        }
+        Cmd::Report {
+            results,
+            torch,
+            out,
+        } => {
+            report::write_report(&results, torch.as_deref(), &out)?;
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
+    }
+}
+
+fn print_and_store(out: &std::path::Path) -> impl FnMut(&records::AllReduceRecord) + '_ {
+    move |r| {
+        println!("{}", allreduce::row(r));
+        if let Err(e) = records::append(out, r) {
+            eprintln!("bench: cannot append to {}: {e}", out.display());
+        }
+    }
+}
+
+/// In-process CPU groups, one thread per rank.
+fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+    println!("{}", allreduce::header());
+    let bar = indicatif::ProgressBar::new(ranks.len() as u64).with_message("cpu all-reduce sweeps");
+    for &world in ranks {
+        let comms = comm::cpu_group(world, CommOptions::from_env()?)?;
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> = comms
+                .into_iter()
+                .map(|c| {
+                    let bar = &bar;
+                    s.spawn(move || {
+                        let mut sink = (c.rank() == 0).then(|| print_and_store(out));
+                        allreduce::sweep(&c, &Device::Cpu, "cpu", cfg, |r| {
+                            if let Some(f) = sink.as_mut() {
+                                bar.suspend(|| f(r))
+                            }
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("rank thread panicked"))
+                .collect::<Vec<_>>()
+        });
+        for r in results {
+            r?;
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// One rank of an NCCL sweep (launched with RANK, WORLD_SIZE, ... set).
+fn nccl_rank(cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+    let env = comm::DistEnv::from_env()?;
+    let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
+    let name = topology::gpus()
+        .get(env.local_rank)
+        .cloned()
+        .unwrap_or_else(|| "cuda".into());
+    let device = c.device().clone();
+    let mut sink = (env.rank == 0).then(|| print_and_store(out));
+    allreduce::sweep(&c, &device, &name, cfg, |r| {
+        if let Some(f) = sink.as_mut() {
+            f(r)
+        }
+    })?;
+    Ok(())
+}
+
+/// Orchestrates one launch per rank count on this node's GPUs.
+fn nccl_sweeps(ranks: &[usize], out: &std::path::Path) -> Result<()> {
+    let topo = topology::probe()
+        .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
+    println!(
+        "GPUs: {} × {}; NVLink: {} links × {:.1} GB/s",
+        topo.gpus, topo.gpu, topo.nvlinks, topo.link_gbs
+    );
+    records::append(out, &topo)?;
+    let exe = std::env::current_exe()?;
+    // Re-run this same command line as each rank.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!("{}", allreduce::header());
+    for &world in ranks.iter().filter(|&&w| w <= topo.gpus) {
+        comm::launch::run(&comm::launch::LaunchSpec::local(
+            world,
+            exe.to_string_lossy(),
+            args.clone(),
+        ))
+        .with_context(|| format!("all-reduce sweep on {world} GPUs"))?;
+    }
+    let skipped: Vec<usize> = ranks.iter().copied().filter(|&w| w > topo.gpus).collect();
+    if !skipped.is_empty() {
+        println!(
+            "skipped rank counts {skipped:?}: only {} GPUs here",
+            topo.gpus
+        );
+    }
+    Ok(())
+}

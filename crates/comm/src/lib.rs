@@ -1,1 +1,141 @@
-//! comm
+//! Collectives behind one trait, for data-parallel training.
+//!
+//! How to use:
+//! 1. Get a communicator. In a launched job (`comm-launch`, torchrun, srun), call
+//!    [`init_from_env`] with a [`Backend`]: it reads RANK/WORLD_SIZE/... (see [`DistEnv`]),
+//!    meets the other ranks at MASTER_ADDR:MASTER_PORT ([`store`]) and builds the group.
+//!    For tests and laptops, [`cpu_group`] makes an in-process group, one handle per rank
+//!    (move each into its own thread).
+//! 2. Call collectives on candle [`Tensor`]s (contiguous, possibly views of a larger
+//!    buffer): [`Communicator::all_reduce`] works in place; `reduce_scatter` and
+//!    `all_gather` write into an output tensor; `broadcast` in place; `barrier`.
+//! 3. Each collective has an `_async` form returning a [`Work`]: on GPU the collective is
+//!    queued on a communication stream; [`Work::wait`] makes the compute stream wait for it
+//!    (the host does not block), [`Work::synchronize`] blocks the host.
+//!
+//! Failure: a rank that does not show up makes every rank fail within
+//! [`CommOptions::timeout`], naming the missing ranks; NCCL errors carry NCCL's message.
+//!
+//! Layout: [`env`] (who am I), [`store`] (rendezvous), [`cpu`] (in-process backend),
+//! [`nccl`] (GPU backend; a stub that says so without the `cuda` feature),
+//! [`launch`] (spawning ranks), [`validate`] (per-rank argument checks).
+
+pub mod cpu;
+pub mod env;
+pub mod error;
+pub mod launch;
+pub mod nccl;
+pub mod store;
+pub mod validate;
+mod work;
+
+pub use candle_core::Tensor;
+pub use cpu::{cpu_group, CpuComm};
+pub use env::DistEnv;
+pub use error::{CommError, Result};
+pub use nccl::NcclComm;
+pub use work::{PendingWork, Work};
+
+use std::time::Duration;
+
+/// Reduction applied by all-reduce and reduce-scatter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    /// Sum divided by the world size (NCCL's ncclAvg).
+    Avg,
+    Max,
+    Min,
+}
+
+/// Knobs shared by the backends.
+#[derive(Debug, Clone)]
+pub struct CommOptions {
+    /// How long a rank waits for the others (rendezvous, a collective) before failing.
+    pub timeout: Duration,
+    /// Check before every collective that all ranks pass the same op, dtype and sizes
+    /// (costs one small extra collective on NCCL; the CPU backend always checks).
+    pub check_shapes: bool,
+}
+
+impl Default for CommOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(300),
+            check_shapes: false,
+        }
+    }
+}
+
+impl CommOptions {
+    /// Defaults overridden by `COMM_TIMEOUT_S` and `COMM_CHECK_SHAPES=1`.
+    pub fn from_env() -> Result<Self> {
+        let mut o = Self::default();
+        if let Ok(v) = std::env::var("COMM_TIMEOUT_S") {
+            let secs: f64 =
+                v.parse()
+                    .ok()
+                    .filter(|s: &f64| *s > 0.0)
+                    .ok_or_else(|| CommError::Env {
+                        name: "COMM_TIMEOUT_S".into(),
+                        msg: format!("{v:?} is not a positive number of seconds"),
+                    })?;
+            o.timeout = Duration::from_secs_f64(secs);
+        }
+        o.check_shapes = std::env::var("COMM_CHECK_SHAPES").is_ok_and(|v| v == "1");
+        Ok(o)
+    }
+}
+
+/// The collectives every backend provides. Buffers are candle tensors on the backend's
+/// device (CPU tensors for [`CpuComm`], CUDA tensors for [`NcclComm`]).
+pub trait Communicator: Send + Sync {
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// "cpu" or "nccl".
+    fn backend(&self) -> &'static str;
+
+    /// In place: every rank ends with the reduction of all ranks' `buf`.
+    fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work>;
+    /// `input` has world_size × `output` elements; rank r receives the reduction of
+    /// chunk r of every rank's input.
+    fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work>;
+    /// `output` has world_size × `input` elements: rank r's input lands in chunk r.
+    fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work>;
+    /// In place: every rank ends with rank `root`'s `buf`.
+    fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work>;
+    /// Returns once every rank has called it (or fails on timeout).
+    fn barrier(&self) -> Result<()>;
+
+    fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {
+        self.all_reduce_async(buf, op)?.wait()
+    }
+    fn reduce_scatter(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<()> {
+        self.reduce_scatter_async(input, output, op)?.wait()
+    }
+    fn all_gather(&self, input: &Tensor, output: &Tensor) -> Result<()> {
+        self.all_gather_async(input, output)?.wait()
+    }
+    fn broadcast(&self, buf: &Tensor, root: usize) -> Result<()> {
+        self.broadcast_async(buf, root)?.wait()
+    }
+}
+
+/// Which backend [`init_from_env`] builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Nccl,
+}
+
+/// Builds this process's communicator from the launcher's environment. Returns the
+/// environment too (the local rank picks the GPU).
+pub fn init_from_env(
+    backend: Backend,
+    opts: CommOptions,
+) -> Result<(DistEnv, Box<dyn Communicator>)> {
+    let env = DistEnv::from_env()?;
+    let comm: Box<dyn Communicator> = match backend {
+        Backend::Nccl => Box::new(NcclComm::new(&env, env.local_rank, opts)?),
+    };
+    Ok((env, comm))
+}

@@ -1,0 +1,207 @@
+//! The all-reduce sweep (nccl-tests' all_reduce_perf, the seeds'
+//! distributed_communication_single_node): fp32 in place, sum, per message size.
+//!
+//! Per size: one checked all-reduce (exact expected values), `warmup` untimed, `iters`
+//! timed back to back (CUDA events on the compute stream, or the wall clock on CPU),
+//! then a second checked all-reduce. Time is the slowest rank's mean, as nccl-tests
+//! reports; busbw = algbw · 2(n−1)/n.
+
+use crate::records::{busbw, AllReduceRecord};
+use crate::timer::Timer;
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use comm::{Communicator, ReduceOp};
+
+/// The seeds' sizes, in MiB (as the PyTorch anchor measures them).
+pub const DEFAULT_SIZES_MIB: &[f64] = &[0.5, 1.0, 10.0, 50.0, 100.0, 500.0, 1024.0];
+
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    pub sizes_bytes: Vec<usize>,
+    pub warmup: usize,
+    pub iters: usize,
+}
+
+/// Rank r's input element i is (r+1)·((i mod 7)+1); the sum over n ranks is
+/// n(n+1)/2·((i mod 7)+1): exact in fp32 for any size we run.
+struct Pattern {
+    base: Tensor,
+}
+
+impl Pattern {
+    fn new(count: usize, device: &Device) -> Result<Self> {
+        let host: Vec<f32> = (0..count).map(|i| ((i % 7) + 1) as f32).collect();
+        Ok(Self {
+            base: Tensor::from_vec(host, count, device)?,
+        })
+    }
+    fn input(&self, rank: usize) -> Result<Tensor> {
+        Ok(self.base.affine((rank + 1) as f64, 0.0)?)
+    }
+    /// Number of elements that differ from the expected sum.
+    fn mismatches(&self, got: &Tensor, world: usize) -> Result<u64> {
+        let want = self.base.affine((world * (world + 1) / 2) as f64, 0.0)?;
+        Ok(got
+            .ne(&want)?
+            .to_dtype(DType::F32)?
+            .sum_all()?
+            .to_scalar::<f32>()? as u64)
+    }
+}
+
+fn checked_once(comm: &dyn Communicator, p: &Pattern) -> Result<(Tensor, u64)> {
+    let buf = p.input(comm.rank())?;
+    comm.all_reduce(&buf, ReduceOp::Sum)?;
+    let bad = p.mismatches(&buf, comm.world_size())?;
+    Ok((buf, bad))
+}
+
+/// Runs the sweep on this rank; returns the records (identical on every rank).
+pub fn sweep(
+    comm: &dyn Communicator,
+    device: &Device,
+    device_name: &str,
+    cfg: &SweepConfig,
+    mut on_record: impl FnMut(&AllReduceRecord),
+) -> Result<Vec<AllReduceRecord>> {
+    let world = comm.world_size();
+    let mut out = Vec::new();
+    for &bytes in &cfg.sizes_bytes {
+        let count = bytes / 4;
+        if count < world {
+            bail!("message size {bytes} B is too small for {world} ranks");
+        }
+        let p = Pattern::new(count, device)?;
+        let (buf, bad_before) = checked_once(comm, &p)?;
+        for _ in 0..cfg.warmup {
+            comm.all_reduce(&buf, ReduceOp::Sum)?;
+        }
+        let timer = Timer::start(device)?;
+        for _ in 0..cfg.iters {
+            comm.all_reduce(&buf, ReduceOp::Sum)?;
+        }
+        let secs = timer.stop()?;
+        drop(buf);
+        let (_, bad_after) = checked_once(comm, &p)?;
+        // Slowest rank's time and everybody's mismatch count, through the backend itself.
+        let stats = Tensor::new(&[secs as f32, (bad_before + bad_after) as f32], device)?;
+        let stats_max = stats.copy()?;
+        comm.all_reduce(&stats_max, ReduceOp::Max)?;
+        let v = stats_max.to_vec1::<f32>()?;
+        let (secs, bad) = (v[0] as f64, v[1] as u64);
+        let t = secs / cfg.iters as f64;
+        let algbw = bytes as f64 / t / 1e9;
+        let rec = AllReduceRecord {
+            bench: "allreduce".into(),
+            backend: comm.backend().into(),
+            world,
+            bytes,
+            iters: cfg.iters,
+            time_us: t * 1e6,
+            algbw_gbs: algbw,
+            busbw_gbs: busbw(algbw, world),
+            correct: bad == 0,
+            device: device_name.into(),
+        };
+        on_record(&rec);
+        if bad != 0 {
+            bail!("all-reduce of {bytes} B on {world} ranks: {bad} wrong elements");
+        }
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// nccl-tests' fixed-column table.
+pub fn header() -> String {
+    format!(
+        "{:>8} {:>6} {:>12} {:>10} {:>12} {:>12} {:>12} {:>6}",
+        "backend", "ranks", "size(B)", "size", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
+    )
+}
+
+pub fn row(r: &AllReduceRecord) -> String {
+    format!(
+        "{:>8} {:>6} {:>12} {:>10} {:>12.1} {:>12.2} {:>12.2} {:>6}",
+        r.backend,
+        r.world,
+        r.bytes,
+        human_bytes(r.bytes),
+        r.time_us,
+        r.algbw_gbs,
+        r.busbw_gbs,
+        if r.correct { "OK" } else { "FAIL" }
+    )
+}
+
+pub fn human_bytes(b: usize) -> String {
+    let mib = b as f64 / (1u64 << 20) as f64;
+    if mib >= 1024.0 {
+        format!("{:.0} GiB", mib / 1024.0)
+    } else if mib >= 1.0 {
+        format!("{mib:.0} MiB")
+    } else {
+        format!("{:.0} KiB", b as f64 / 1024.0)
+    }
+}
+
+/// Parses "0.5,1,10" (MiB) into byte counts, rejecting bad entries by name.
+pub fn parse_sizes_mib(spec: &str) -> Result<Vec<usize>> {
+    spec.split(',')
+        .map(|s| {
+            let v: f64 = s
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--sizes-mib: {s:?} is not a number"))?;
+            if !(v.is_finite() && v > 0.0) {
+                bail!("--sizes-mib: {s:?} must be a positive size in MiB");
+            }
+            Ok(((v * (1u64 << 20) as f64) as usize / 4) * 4)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use comm::{cpu_group, CommOptions};
+
+    fn run_cpu(world: usize, sizes: Vec<usize>) -> Vec<AllReduceRecord> {
+        let cfg = SweepConfig {
+            sizes_bytes: sizes,
+            warmup: 1,
+            iters: 2,
+        };
+        let handles: Vec<_> = cpu_group(world, CommOptions::default())
+            .unwrap()
+            .into_iter()
+            .map(|c| {
+                let cfg = cfg.clone();
+                std::thread::spawn(move || sweep(&c, &Device::Cpu, "cpu", &cfg, |_| {}).unwrap())
+            })
+            .collect();
+        let all: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        all[0].clone()
+    }
+
+    #[test]
+    fn cpu_sweep_is_correct_for_several_world_sizes() {
+        for world in [2, 3, 4] {
+            let recs = run_cpu(world, vec![4 * 1000, 4 * 4099]);
+            assert_eq!(recs.len(), 2);
+            assert!(recs
+                .iter()
+                .all(|r| r.correct && r.world == world && r.busbw_gbs > 0.0));
+        }
+    }
+
+    #[test]
+    fn sizes_are_parsed_and_bad_ones_named() {
+        assert_eq!(parse_sizes_mib("0.5,1").unwrap(), vec![1 << 19, 1 << 20]);
+        assert!(parse_sizes_mib("1,x")
+            .unwrap_err()
+            .to_string()
+            .contains("\"x\""));
+        assert!(parse_sizes_mib("-1").is_err());
+    }
+}

@@ -1,0 +1,124 @@
+//! Result records: one JSON object per line, shared by the benchmarks and the report.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// One all-reduce measurement (one backend, world size and message size).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AllReduceRecord {
+    pub bench: String, // "allreduce"
+    pub backend: String,
+    pub world: usize,
+    pub bytes: usize,
+    pub iters: usize,
+    /// Mean time per all-reduce, slowest rank, microseconds.
+    pub time_us: f64,
+    pub algbw_gbs: f64,
+    pub busbw_gbs: f64,
+    /// Every checked result was exact.
+    pub correct: bool,
+    pub device: String,
+}
+
+/// What the machine's interconnect allows, for the reference curve.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopologyRecord {
+    pub bench: String, // "topology"
+    pub gpu: String,
+    pub gpus: usize,
+    /// Active NVLink links of GPU 0 and the speed of each, GB/s per direction.
+    pub nvlinks: usize,
+    pub link_gbs: f64,
+    /// Theoretical all-reduce bus bandwidth: links × speed (GB/s).
+    pub peak_busbw_gbs: f64,
+    /// `nvidia-smi topo -m`, verbatim.
+    pub matrix: String,
+}
+
+/// The PyTorch anchor's all-reduce lines (`torch_baseline.py allreduce`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct TorchAllReduce {
+    pub mode: String,
+    #[serde(default)]
+    pub transport: Option<String>,
+    pub world: usize,
+    #[serde(rename = "MiB")]
+    pub mib: f64,
+    pub ms: f64,
+    #[serde(rename = "busbw_GBs")]
+    pub busbw_gbs: f64,
+}
+
+pub fn busbw(algbw: f64, world: usize) -> f64 {
+    algbw * 2.0 * (world as f64 - 1.0) / world as f64
+}
+
+/// Appends one record as a JSON line.
+pub fn append(path: &Path, rec: &impl Serialize) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "{}", serde_json::to_string(rec)?)?;
+    Ok(())
+}
+
+/// Reads every line of `path` that parses as `T` (other benchmarks' lines are skipped).
+pub fn read<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    bench: Option<&str>,
+) -> anyhow::Result<Vec<T>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        if let Some(b) = bench {
+            if v.get("bench").and_then(|x| x.as_str()) != Some(b) {
+                continue;
+            }
+        }
+        if let Ok(r) = serde_json::from_value(v) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_matches_nccl_tests_formula() {
+        assert_eq!(busbw(100.0, 2), 100.0);
+        assert_eq!(busbw(100.0, 8), 175.0);
+    }
+
+    #[test]
+    fn records_round_trip_and_other_lines_are_skipped() {
+        let dir = std::env::temp_dir().join(format!("bench-rec-{}", std::process::id()));
+        let p = dir.join("r.jsonl");
+        let r = AllReduceRecord {
+            bench: "allreduce".into(),
+            backend: "cpu".into(),
+            world: 2,
+            bytes: 1 << 20,
+            iters: 5,
+            time_us: 10.0,
+            algbw_gbs: 1.0,
+            busbw_gbs: 1.0,
+            correct: true,
+            device: "cpu".into(),
+        };
+        append(&p, &r).unwrap();
+        append(&p, &serde_json::json!({"bench": "other", "x": 1})).unwrap();
+        let back: Vec<AllReduceRecord> = read(&p, Some("allreduce")).unwrap();
+        assert_eq!(back, vec![r]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,105 @@
+//! SVG plots (plotters): bus bandwidth against message size, one curve per rank count.
+
+use crate::records::AllReduceRecord;
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use std::path::Path;
+
+const COLORS: [RGBColor; 6] = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+
+/// `reference`: (label, busbw GB/s) drawn as a flat dashed line (theoretical peak).
+/// `extra`: other measured curves (e.g. PyTorch), as (label, [(bytes, busbw)]).
+pub fn busbw_plot(
+    path: &Path,
+    title: &str,
+    recs: &[AllReduceRecord],
+    extra: &[(String, Vec<(f64, f64)>)],
+    reference: Option<(String, f64)>,
+) -> Result<()> {
+    let e = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
+    let xs = recs
+        .iter()
+        .map(|r| r.bytes as f64)
+        .chain(extra.iter().flat_map(|(_, v)| v.iter().map(|p| p.0)));
+    let (xmin, xmax) = xs.fold((f64::MAX, 0f64), |(a, b), x| (a.min(x), b.max(x)));
+    if recs.is_empty() || xmin <= 0.0 {
+        return Err(anyhow!(
+            "no all-reduce records to plot for {}",
+            path.display()
+        ));
+    }
+    let ymax = recs
+        .iter()
+        .map(|r| r.busbw_gbs)
+        .chain(extra.iter().flat_map(|(_, v)| v.iter().map(|p| p.1)))
+        .chain(reference.iter().map(|r| r.1))
+        .fold(0f64, f64::max)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((xmin / 1.5..xmax * 1.5).log_scale(), 0f64..ymax.max(1e-9))
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes, log scale)")
+        .y_desc("bus bandwidth (GB/s)")
+        .x_label_formatter(&|v| crate::allreduce::human_bytes(*v as usize))
+        .draw()
+        .map_err(|x| e(&x))?;
+    let mut worlds: Vec<usize> = recs.iter().map(|r| r.world).collect();
+    worlds.sort_unstable();
+    worlds.dedup();
+    for (i, w) in worlds.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let pts: Vec<(f64, f64)> = recs
+            .iter()
+            .filter(|r| r.world == *w)
+            .map(|r| (r.bytes as f64, r.busbw_gbs))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(format!("{} ranks", w))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+            .map_err(|x| e(&x))?;
+    }
+    for (j, (label, pts)) in extra.iter().enumerate() {
+        let c = COLORS[(worlds.len() + j) % COLORS.len()];
+        chart
+            .draw_series(pts.iter().map(|p| TriangleMarker::new(*p, 5, c.filled())))
+            .map_err(|x| e(&x))?
+            .label(label.clone())
+            .legend(move |(x, y)| TriangleMarker::new((x + 9, y), 5, c.filled()));
+    }
+    if let Some((label, peak)) = reference {
+        let dashes: Vec<(f64, f64)> = (0..60)
+            .map(|k| xmin / 1.5 * ((xmax * 2.25 / xmin).powf(k as f64 / 59.0)))
+            .map(|x| (x, peak))
+            .collect();
+        chart
+            .draw_series(
+                dashes
+                    .chunks(2)
+                    .map(|seg| PathElement::new(seg.to_vec(), BLACK.stroke_width(1))),
+            )
+            .map_err(|x| e(&x))?
+            .label(label)
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(1)));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Spawning ranks on one node, torchrun-style (`comm-launch` is the command line).
+//!
+//! Each rank is a child process with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+//! MASTER_ADDR and MASTER_PORT set. Its output lines are prefixed with `[rank r]`. When a
+//! rank fails, the others are killed and the launch fails naming the rank and its status.
+
+use crate::error::{CommError, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+/// What to launch and where this node sits in the job.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub nproc_per_node: usize,
+    pub nnodes: usize,
+    pub node_rank: usize,
+    pub master_addr: String,
+    /// `None`: a free local port (single node only).
+    pub master_port: Option<u16>,
+    pub program: String,
+    pub args: Vec<String>,
+    /// Extra environment for every rank.
+    pub env: Vec<(String, String)>,
+}
+
+impl LaunchSpec {
+    pub fn local(nproc: usize, program: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            nproc_per_node: nproc,
+            nnodes: 1,
+            node_rank: 0,
+            master_addr: "127.0.0.1".into(),
+            master_port: None,
+            program: program.into(),
+            args,
+            env: Vec::new(),
+        }
+    }
+}
+
+fn bad(msg: String) -> CommError {
+    CommError::invalid("launch", 0, msg)
+}
+
+/// A free TCP port on this machine (bound then released).
+pub fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn pipe_lines(
+    src: impl std::io::Read + Send + 'static,
+    rank: usize,
+    to_stderr: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(src).lines() {
+            let Ok(line) = line else { break };
+            if to_stderr {
+                let _ = writeln!(std::io::stderr().lock(), "[rank {rank}] {line}");
+            } else {
+                let _ = writeln!(std::io::stdout().lock(), "[rank {rank}] {line}");
+            }
+        }
+    })
+}
+
+/// Runs all ranks of this node to completion. Fails (after killing the others) as soon
+/// as one rank fails.
+pub fn run(spec: &LaunchSpec) -> Result<()> {
+    if spec.nproc_per_node == 0 || spec.nnodes == 0 {
+        return Err(bad("nproc-per-node and nnodes must be at least 1".into()));
+    }
+    if spec.node_rank >= spec.nnodes {
+        return Err(bad(format!(
+            "node-rank {} is not below nnodes {}",
+            spec.node_rank, spec.nnodes
+        )));
+    }
+    let port = match spec.master_port {
+        Some(p) => p,
+        None if spec.nnodes == 1 => free_port()?,
+        None => return Err(bad("a multi-node launch needs --master-port".into())),
+    };
+    let world = spec.nproc_per_node * spec.nnodes;
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    let mut pipes = Vec::new();
+    for local in 0..spec.nproc_per_node {
+        let rank = spec.node_rank * spec.nproc_per_node + local;
+        let spawned = Command::new(&spec.program)
+            .args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("RANK", rank.to_string())
+            .env("LOCAL_RANK", local.to_string())
+            .env("WORLD_SIZE", world.to_string())
+            .env("LOCAL_WORLD_SIZE", spec.nproc_per_node.to_string())
+            .env("MASTER_ADDR", &spec.master_addr)
+            .env("MASTER_PORT", port.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so that stopping a rank stops what it started too.
+            .process_group(0)
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                kill_all(&mut children);
+                return Err(bad(format!("cannot start {:?}: {e}", spec.program)));
+            }
+        };
+        pipes.push(pipe_lines(child.stdout.take().expect("piped"), rank, false));
+        pipes.push(pipe_lines(child.stderr.take().expect("piped"), rank, true));
+        children.push((rank, child));
+    }
+    let outcome = supervise(&mut children);
+    for p in pipes {
+        let _ = p.join();
+    }
+    outcome
+}
+
+fn supervise(children: &mut [(usize, Child)]) -> Result<()> {
+    let mut running = children.len();
+    while running > 0 {
+        std::thread::sleep(Duration::from_millis(20));
+        running = 0;
+        let mut failed: Option<(usize, ExitStatus)> = None;
+        for (rank, child) in children.iter_mut() {
+            match child.try_wait()? {
+                None => running += 1,
+                Some(st) if !st.success() => failed = failed.or(Some((*rank, st))),
+                Some(_) => {}
+            }
+        }
+        if let Some((rank, st)) = failed {
+            kill_all(children);
+            return Err(bad(format!(
+                "rank {rank} failed ({st}); stopped the other ranks"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn kill_all(children: &mut [(usize, Child)]) {
+    for (_, c) in children.iter_mut() {
+        if let Ok(None) = c.try_wait() {
+            // SAFETY: plain kill(2) on the rank's process group (pgid = its pid).
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+        }
+    }
+    for (_, c) in children.iter_mut() {
+        let _ = c.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, n: usize) -> Result<()> {
+        run(&LaunchSpec::local(
+            n,
+            "sh",
+            vec!["-c".into(), script.into()],
+        ))
+    }
+
+    #[test]
+    fn sets_rank_environment_and_succeeds() {
+        sh("test \"$WORLD_SIZE\" = 3 && test \"$RANK\" = \"$LOCAL_RANK\" && test -n \"$MASTER_PORT\"", 3).unwrap();
+    }
+
+    #[test]
+    fn one_failing_rank_stops_the_others() {
+        let t0 = std::time::Instant::now();
+        let err = sh("if [ \"$RANK\" = 1 ]; then exit 3; else sleep 30; fi", 3)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rank 1 failed"), "{err}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "others were not stopped"
+        );
+    }
+
+    #[test]
+    fn bad_spec_is_rejected() {
+        let mut s = LaunchSpec::local(2, "true", vec![]);
+        s.node_rank = 1;
+        assert!(run(&s).unwrap_err().to_string().contains("node-rank 1"));
+        assert!(run(&LaunchSpec::local(1, "/nonexistent/prog", vec![]))
+            .unwrap_err()
+            .to_string()
+            .contains("cannot start"));
+    }
+}

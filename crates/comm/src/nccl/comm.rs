@@ -1,0 +1,421 @@
+//! [`NcclComm`]: the [`Communicator`] over NCCL for candle CUDA tensors.
+//!
+//! Ordering: before each collective the communication stream waits for an event recorded
+//! on candle's compute stream (so the collective sees every queued write); after it, an
+//! event is recorded on the communication stream. [`Work::wait`] makes the compute
+//! stream wait for that event; [`Work::synchronize`] blocks the host on it. cudarc's
+//! per-allocation events additionally order later uses and frees of the buffers.
+
+use super::raw::{nccl_dtype, nccl_op, unique_id, RawComm};
+use super::watchdog::{Pending, Watchdog};
+use crate::error::{CommError, Result};
+use crate::validate::{check_buffer, check_pair, check_root};
+use crate::{store, CommOptions, Communicator, DistEnv, PendingWork, ReduceOp, Tensor, Work};
+use candle_core::cuda_backend::{CudaStorage, CudaStorageSlice};
+use candle_core::{DType, Device, InplaceOp1, InplaceOp2, Layout};
+use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
+    move |e| CommError::Cuda {
+        call,
+        msg: format!("{e:?}"),
+    }
+}
+
+/// One rank of an NCCL group, bound to one GPU.
+pub struct NcclComm {
+    rank: usize,
+    world: usize,
+    device: Device,
+    compute: Arc<CudaStream>,
+    stream: Arc<CudaStream>,
+    raw: Arc<RawComm>,
+    opts: CommOptions,
+    seq: AtomicU64,
+    watchdog: Watchdog,
+}
+
+impl NcclComm {
+    /// Opens GPU `device_ordinal`, meets the other ranks at the store named by `env`,
+    /// and initialises NCCL. Fails on every rank if a rank does not arrive in time.
+    pub fn new(env: &DistEnv, device_ordinal: usize, opts: CommOptions) -> Result<Self> {
+        let device = Device::new_cuda(device_ordinal)?;
+        let compute = device.as_cuda_device()?.cuda_stream();
+        let ctx = compute.context().clone();
+        let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;
+        let id = store::rendezvous(env, opts.timeout, || Ok(unique_id()?.to_vec()))?;
+        let id: [u8; 128] = id.try_into().map_err(|v: Vec<u8>| CommError::Store {
+            addr: format!("{}:{}", env.master_addr, env.master_port),
+            msg: format!("NCCL id of {} bytes, expected 128", v.len()),
+        })?;
+        ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
+        let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
+        let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
+        Ok(Self {
+            rank: env.rank,
+            world: env.world_size,
+            device,
+            compute,
+            stream,
+            raw,
+            opts,
+            seq: AtomicU64::new(0),
+            watchdog,
+        })
+    }
+
+    /// The candle device this rank's tensors must live on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn check_cuda(&self, op: &'static str, t: &Tensor) -> Result<()> {
+        check_buffer(op, self.rank, t)?;
+        if !t.device().same_device(&self.device) {
+            return Err(CommError::invalid(
+                op,
+                self.rank,
+                format!(
+                    "tensor is on {:?}, this rank's NCCL device is {:?}",
+                    t.device().location(),
+                    self.device.location()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// With `check_shapes`: all ranks exchange (op, count, dtype, root) and compare.
+    fn agree(
+        &self,
+        op: &'static str,
+        code: i64,
+        count: usize,
+        dtype: DType,
+        root: usize,
+    ) -> Result<()> {
+        if !self.opts.check_shapes {
+            return Ok(());
+        }
+        let mine = [code, count as i64, dtype as i64, root as i64];
+        let send = self.stream.clone_htod(&mine).map_err(drv("cuMemcpyHtoD"))?;
+        let mut recv = self
+            .stream
+            .alloc_zeros::<i64>(4 * self.world)
+            .map_err(drv("cuMemAlloc"))?;
+        {
+            let (s, _g1) = send.device_ptr(&self.stream);
+            let (r, _g2) = recv.device_ptr_mut(&self.stream);
+            let res = unsafe {
+                cudarc::nccl::result::all_gather(
+                    s as *const c_void,
+                    r as *mut c_void,
+                    4,
+                    cudarc::nccl::sys::ncclDataType_t::ncclInt64,
+                    self.raw.ptr(),
+                    self.stream.cu_stream() as _,
+                )
+            };
+            self.raw.check("ncclAllGather (shape check)", res)?;
+        }
+        let all = self.stream.clone_dtoh(&recv).map_err(drv("cuMemcpyDtoH"))?;
+        if all.chunks(4).any(|c| c != mine) {
+            let detail = all
+                .chunks(4)
+                .enumerate()
+                .map(|(r, c)| {
+                    format!(
+                        "rank {r}: op#{} of {} elements, dtype#{}, root {}",
+                        c[0], c[1], c[2], c[3]
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(CommError::Mismatch { op, detail });
+        }
+        Ok(())
+    }
+
+    /// Queue point: the communication stream waits for the compute stream.
+    fn before(&self) -> Result<()> {
+        let ev = self
+            .compute
+            .record_event(None)
+            .map_err(drv("cuEventRecord"))?;
+        self.stream.wait(&ev).map_err(drv("cuStreamWaitEvent"))
+    }
+
+    /// Records completion, registers it with the watchdog, returns the handle.
+    fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let event = Arc::new(
+            self.stream
+                .record_event(None)
+                .map_err(drv("cuEventRecord"))?,
+        );
+        self.watchdog.push(Pending {
+            seq,
+            op,
+            event: event.clone(),
+            deadline: Instant::now() + self.opts.timeout,
+        });
+        Ok(Work::new(Box::new(NcclWork {
+            op,
+            seq,
+            rank: self.rank,
+            event,
+            compute: self.compute.clone(),
+            raw: self.raw.clone(),
+            timeout: self.opts.timeout,
+            _keep: keep,
+        })))
+    }
+}
+
+/// Which NCCL call an in-place op issues.
+#[derive(Clone, Copy)]
+enum Call {
+    AllReduce(ReduceOp),
+    Broadcast(usize),
+    ReduceScatter(ReduceOp),
+    AllGather,
+}
+
+struct Launch<'a> {
+    comm: &'a NcclComm,
+    call: Call,
+}
+
+fn cerr(e: CommError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+macro_rules! with_ptr {
+    ($slice:expr, $layout:expr, $stream:expr, $method:ident, |$p:ident| $body:expr) => {
+        match $slice {
+            CudaStorageSlice::F32(s) => {
+                let (b, _g) = s.$method($stream);
+                let $p = b + 4 * $layout.start_offset() as u64;
+                $body
+            }
+            CudaStorageSlice::F64(s) => {
+                let (b, _g) = s.$method($stream);
+                let $p = b + 8 * $layout.start_offset() as u64;
+                $body
+            }
+            CudaStorageSlice::BF16(s) => {
+                let (b, _g) = s.$method($stream);
+                let $p = b + 2 * $layout.start_offset() as u64;
+                $body
+            }
+            CudaStorageSlice::F16(s) => {
+                let (b, _g) = s.$method($stream);
+                let $p = b + 2 * $layout.start_offset() as u64;
+                $body
+            }
+            _ => candle_core::bail!("unsupported dtype for NCCL"),
+        }
+    };
+}
+
+impl Launch<'_> {
+    fn dtype(&self, s: &CudaStorage) -> candle_core::Result<cudarc::nccl::sys::ncclDataType_t> {
+        use candle_core::backend::BackendStorage;
+        nccl_dtype(s.dtype()).ok_or_else(|| {
+            candle_core::Error::Msg(format!("dtype {:?} unsupported by NCCL", s.dtype()))
+        })
+    }
+}
+
+impl InplaceOp1 for Launch<'_> {
+    fn name(&self) -> &'static str {
+        "nccl-inplace"
+    }
+    fn cpu_fwd(&self, _: &mut candle_core::CpuStorage, _: &Layout) -> candle_core::Result<()> {
+        candle_core::bail!("NCCL collectives need CUDA tensors")
+    }
+    fn cuda_fwd(&self, s: &mut CudaStorage, l: &Layout) -> candle_core::Result<()> {
+        let (c, dt, n) = (self.comm, self.dtype(s)?, l.shape().elem_count());
+        let (raw, st) = (c.raw.ptr(), c.stream.cu_stream() as _);
+        with_ptr!(&mut s.slice, l, &c.stream, device_ptr_mut, |p| {
+            let p = p as *mut c_void;
+            let r = match self.call {
+                Call::AllReduce(op) => ("ncclAllReduce", unsafe {
+                    cudarc::nccl::result::all_reduce(p, p, n, dt, nccl_op(op), raw, st)
+                }),
+                Call::Broadcast(root) => ("ncclBroadcast", unsafe {
+                    cudarc::nccl::result::broadcast(p, p, n, dt, root as i32, raw, st)
+                }),
+                _ => unreachable!("two-buffer calls go through InplaceOp2"),
+            };
+            c.raw.check(r.0, r.1).map_err(cerr)
+        })
+    }
+}
+
+impl InplaceOp2 for Launch<'_> {
+    fn name(&self) -> &'static str {
+        "nccl-two-buffer"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &mut candle_core::CpuStorage,
+        _: &Layout,
+        _: &candle_core::CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<()> {
+        candle_core::bail!("NCCL collectives need CUDA tensors")
+    }
+    fn cuda_fwd(
+        &self,
+        dst: &mut CudaStorage,
+        dl: &Layout,
+        src: &CudaStorage,
+        sl: &Layout,
+    ) -> candle_core::Result<()> {
+        let (c, dt) = (self.comm, self.dtype(src)?);
+        let (raw, st) = (c.raw.ptr(), c.stream.cu_stream() as _);
+        let (n_out, n_in) = (dl.shape().elem_count(), sl.shape().elem_count());
+        with_ptr!(&src.slice, sl, &c.stream, device_ptr, |sp| {
+            with_ptr!(&mut dst.slice, dl, &c.stream, device_ptr_mut, |dp| {
+                let (sp, dp) = (sp as *const c_void, dp as *mut c_void);
+                let r = match self.call {
+                    Call::ReduceScatter(op) => ("ncclReduceScatter", unsafe {
+                        cudarc::nccl::result::reduce_scatter(
+                            sp,
+                            dp,
+                            n_out,
+                            dt,
+                            nccl_op(op),
+                            raw,
+                            st,
+                        )
+                    }),
+                    Call::AllGather => ("ncclAllGather", unsafe {
+                        cudarc::nccl::result::all_gather(sp, dp, n_in, dt, raw, st)
+                    }),
+                    _ => unreachable!("one-buffer calls go through InplaceOp1"),
+                };
+                c.raw.check(r.0, r.1).map_err(cerr)
+            })
+        })
+    }
+}
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn world_size(&self) -> usize {
+        self.world
+    }
+    fn backend(&self) -> &'static str {
+        "nccl"
+    }
+
+    fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
+        self.check_cuda("all_reduce", buf)?;
+        self.agree("all_reduce", 1, buf.elem_count(), buf.dtype(), 0)?;
+        self.before()?;
+        buf.inplace_op1(&Launch {
+            comm: self,
+            call: Call::AllReduce(op),
+        })?;
+        self.after("all_reduce", vec![buf.clone()])
+    }
+
+    fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
+        check_pair("reduce_scatter", self.rank, self.world, output, input)?;
+        self.check_cuda("reduce_scatter", input)?;
+        self.agree("reduce_scatter", 2, input.elem_count(), input.dtype(), 0)?;
+        self.before()?;
+        output.inplace_op2(
+            input,
+            &Launch {
+                comm: self,
+                call: Call::ReduceScatter(op),
+            },
+        )?;
+        self.after("reduce_scatter", vec![input.clone(), output.clone()])
+    }
+
+    fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
+        check_pair("all_gather", self.rank, self.world, input, output)?;
+        self.check_cuda("all_gather", input)?;
+        self.agree("all_gather", 3, input.elem_count(), input.dtype(), 0)?;
+        self.before()?;
+        output.inplace_op2(
+            input,
+            &Launch {
+                comm: self,
+                call: Call::AllGather,
+            },
+        )?;
+        self.after("all_gather", vec![input.clone(), output.clone()])
+    }
+
+    fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
+        check_root("broadcast", self.rank, self.world, root)?;
+        self.check_cuda("broadcast", buf)?;
+        self.agree("broadcast", 4, buf.elem_count(), buf.dtype(), root)?;
+        self.before()?;
+        buf.inplace_op1(&Launch {
+            comm: self,
+            call: Call::Broadcast(root),
+        })?;
+        self.after("broadcast", vec![buf.clone()])
+    }
+
+    fn barrier(&self) -> Result<()> {
+        // Like PyTorch: an all-reduce of one element, then block the host on it.
+        let t = Tensor::zeros(1, DType::F32, &self.device)?;
+        self.all_reduce_async(&t, ReduceOp::Sum)?.synchronize()
+    }
+}
+
+struct NcclWork {
+    op: &'static str,
+    seq: u64,
+    rank: usize,
+    event: Arc<CudaEvent>,
+    compute: Arc<CudaStream>,
+    raw: Arc<RawComm>,
+    timeout: Duration,
+    _keep: Vec<Tensor>,
+}
+
+impl PendingWork for NcclWork {
+    fn wait(self: Box<Self>) -> Result<()> {
+        self.compute
+            .wait(&self.event)
+            .map_err(drv("cuStreamWaitEvent"))
+    }
+
+    fn synchronize(self: Box<Self>) -> Result<()> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            if self.event.try_is_complete().map_err(drv("cuEventQuery"))? {
+                return Ok(());
+            }
+            self.raw.async_error()?;
+            if Instant::now() > deadline {
+                self.raw.abort();
+                return Err(CommError::CollectiveTimeout {
+                    op: self.op,
+                    seq: self.seq,
+                    rank: self.rank,
+                    timeout: self.timeout,
+                });
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    fn is_completed(&self) -> Result<bool> {
+        self.event.try_is_complete().map_err(drv("cuEventQuery"))
+    }
+}

@@ -1,0 +1,25 @@
+//! NCCL backend: one process per GPU, NCCL over cudarc.
+//!
+//! Layering as in cudarc: [`raw`] owns the `ncclComm_t` and turns every NCCL return code
+//! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
+//! [`crate::Communicator`] on candle CUDA tensors, queueing collectives on a dedicated
+//! communication stream ordered with candle's compute stream by events; `watchdog`
+//! enforces the timeout on collectives in flight.
+//!
+//! Without the `cuda` feature, [`NcclComm`] still exists so code builds the same way, but
+//! constructing one returns [`crate::CommError::Unavailable`] (candle's dummy-backend
+//! pattern).
+
+#[cfg(feature = "cuda")]
+mod comm;
+#[cfg(feature = "cuda")]
+pub mod raw;
+#[cfg(feature = "cuda")]
+mod watchdog;
+#[cfg(feature = "cuda")]
+pub use comm::NcclComm;
+
+#[cfg(not(feature = "cuda"))]
+mod stub;
+#[cfg(not(feature = "cuda"))]
+pub use stub::NcclComm;

@@ -1,0 +1,51 @@
+//! Stand-in for builds without the `cuda` feature: same API, every constructor fails.
+
+use crate::error::{CommError, Result};
+use crate::{CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work};
+
+/// NCCL communicator (unavailable: built without the `cuda` feature).
+pub struct NcclComm(());
+
+fn unavailable<T>() -> Result<T> {
+    Err(CommError::Unavailable {
+        backend: "nccl",
+        msg: "this binary was built without the `cuda` feature (rebuild with --features cuda)"
+            .into(),
+    })
+}
+
+impl NcclComm {
+    pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
+        unavailable()
+    }
+    pub fn device(&self) -> &candle_core::Device {
+        unreachable!("an NcclComm cannot be built without the cuda feature")
+    }
+}
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world_size(&self) -> usize {
+        1
+    }
+    fn backend(&self) -> &'static str {
+        "nccl"
+    }
+    fn all_reduce_async(&self, _: &Tensor, _: ReduceOp) -> Result<Work> {
+        unavailable()
+    }
+    fn reduce_scatter_async(&self, _: &Tensor, _: &Tensor, _: ReduceOp) -> Result<Work> {
+        unavailable()
+    }
+    fn all_gather_async(&self, _: &Tensor, _: &Tensor) -> Result<Work> {
+        unavailable()
+    }
+    fn broadcast_async(&self, _: &Tensor, _: usize) -> Result<Work> {
+        unavailable()
+    }
+    fn barrier(&self) -> Result<()> {
+        unavailable()
+    }
+}

@@ -1,0 +1,159 @@
+//! Running cargo and the project's binaries.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}
+
+/// Runs a command in the workspace root, echoing it; fails naming it.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    cmd.current_dir(root());
+    eprintln!("$ {}", format!("{cmd:?}").replace('"', ""));
+    let st = cmd
+        .status()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    if !st.success() {
+        bail!("{cmd:?} failed ({st})");
+    }
+    Ok(())
+}
+
+pub fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+pub fn ci(cuda: bool) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    run(cargo().args(["test", "--workspace"]))?;
+    if cuda {
+        let env = crate::gpu::toolchain_env()?;
+        run(cargo()
+            .args(["build", "--workspace", "--features", "cuda"])
+            .envs(env))?;
+    }
+    eprintln!(
+        "xtask ci: all checks passed in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Builds `bench` (and `comm-launch`) and runs the benchmark pipeline into `out`.
+pub fn bench(gpus: usize, out: &str) -> Result<()> {
+    let out_dir = root().join(out);
+    std::fs::create_dir_all(&out_dir)?;
+    let results = out_dir.join("results.jsonl");
+    let _ = std::fs::remove_file(&results);
+    let bin = if gpus > 0 {
+        let env = crate::gpu::toolchain_env()?;
+        run(cargo()
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "bench",
+                "-p",
+                "comm",
+                "--features",
+                "cuda",
+            ])
+            .envs(env))?;
+        root().join("target/release/bench")
+    } else {
+        run(cargo().args(["build", "--release", "-p", "bench"]))?;
+        root().join("target/release/bench")
+    };
+    let results_s = results.to_string_lossy().to_string();
+    if gpus > 0 {
+        let ranks: Vec<String> = [2usize, 4, 6, 8]
+            .iter()
+            .filter(|&&r| r <= gpus)
+            .map(|r| r.to_string())
+            .collect();
+        if ranks.is_empty() {
+            bail!("--gpus {gpus}: the all-reduce sweep needs at least 2 GPUs");
+        }
+        run(Command::new(&bin)
+            .args([
+                "allreduce",
+                "--backend",
+                "nccl",
+                "--ranks",
+                &ranks.join(","),
+                "--out",
+                &results_s,
+            ])
+            .env("NCCL_NVLS_ENABLE", "0"))?;
+        let anchor = root().join("scripts/anchors/run_torch.sh");
+        let has_torch = Command::new("python3")
+            .args(["-c", "import torch"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if has_torch {
+            run(Command::new("bash")
+                .arg(anchor)
+                .arg("allreduce")
+                .env("OUT", &out_dir))?;
+        } else {
+            eprintln!(
+                "xtask bench: python3 with PyTorch not found: no PyTorch columns in the report"
+            );
+        }
+    } else {
+        run(Command::new(&bin).args([
+            "allreduce",
+            "--backend",
+            "cpu",
+            "--ranks",
+            "2,4",
+            "--sizes-mib",
+            "0.5,1,10,50",
+            "--warmup",
+            "2",
+            "--iters",
+            "5",
+            "--out",
+            &results_s,
+        ]))?;
+    }
+    let torch = out_dir.join("torch.jsonl");
+    run(Command::new(&bin).args([
+        "report",
+        "--results",
+        &results_s,
+        "--torch",
+        &torch.to_string_lossy(),
+        "--out",
+        &out_dir.to_string_lossy(),
+    ]))?;
+    Ok(())
+}
+
+pub fn launch(gpus: usize, command: &[String]) -> Result<()> {
+    run(cargo().args(["build", "--release", "-p", "comm", "--bin", "comm-launch"]))?;
+    let mut args = vec![
+        "--nproc-per-node".to_string(),
+        gpus.to_string(),
+        "--".to_string(),
+    ];
+    args.extend(command.iter().cloned());
+    run(Command::new(root().join("target/release/comm-launch"))
+        .args(args)
+        .env("NCCL_NVLS_ENABLE", "0"))
+}

@@ -1,0 +1,105 @@
+//! The CUDA toolchain and the GPU run loop: build here (no GPU needed), pack into an
+//! ignored folder, run on the GPU machine with the runner script.
+
+use crate::cmd::{cargo, root, run};
+use anyhow::{bail, Context, Result};
+use std::process::Command;
+
+/// Installs the pinned toolchain (idempotent) and returns the environment cargo needs.
+pub fn toolchain_env() -> Result<Vec<(String, String)>> {
+    let script = root().join("scripts/install-cuda-toolchain.sh");
+    run(Command::new("bash").arg(&script))?;
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("--env")
+        .current_dir(root())
+        .output()?;
+    if !out.status.success() {
+        bail!("{} --env failed", script.display());
+    }
+    let mut env = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        for kv in line.trim_start_matches("export ").split_whitespace() {
+            if let Some((k, v)) = kv.split_once('=') {
+                env.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+    // Expand the two shell forms the script prints.
+    let path = std::env::var("PATH").unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .to_string();
+    for (k, v) in env.iter_mut() {
+        *v = v.replace("$PATH", &path);
+        if k == "CUDA_COMPUTE_CAP" {
+            *v = std::env::var(k.as_str()).unwrap_or_else(|_| "90".into());
+        }
+        if k == "CUDAFORGE_THREADS" {
+            *v = std::env::var(k.as_str()).unwrap_or_else(|_| cores.clone());
+        }
+    }
+    Ok(env)
+}
+
+const BINARIES: &[(&str, &str)] = &[("bench", "bench"), ("comm", "comm-launch")];
+
+/// Builds release CUDA binaries, copies them (stripped by the release profile) with the
+/// runner and the PyTorch anchor into `.gpu/`, and prints the device call.
+pub fn pack(jobs: &[String]) -> Result<()> {
+    let env = toolchain_env()?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--features", "cuda"]);
+    for (pkg, _) in BINARIES {
+        build.args(["-p", pkg]);
+    }
+    run(build.envs(env))?;
+    let dest = root().join(".gpu");
+    let _ = std::fs::remove_dir_all(&dest);
+    std::fs::create_dir_all(dest.join("bin"))?;
+    std::fs::create_dir_all(dest.join("anchors"))?;
+    for (_, bin) in BINARIES {
+        std::fs::copy(
+            root().join("target/release").join(bin),
+            dest.join("bin").join(bin),
+        )
+        .with_context(|| format!("copying {bin}"))?;
+    }
+    std::fs::copy(root().join("scripts/gpu/run.sh"), dest.join("run.sh"))?;
+    for f in ["run_torch.sh", "torch_baseline.py"] {
+        std::fs::copy(
+            root().join("scripts/anchors").join(f),
+            dest.join("anchors").join(f),
+        )?;
+    }
+    let size: u64 = walk(&dest)?;
+    if size > 60 << 20 {
+        bail!(
+            ".gpu/ is {} MiB: over the 64 MiB the device tool carries",
+            size >> 20
+        );
+    }
+    println!(
+        "packed .gpu/ ({:.1} MiB). Device call:",
+        size as f64 / (1u64 << 20) as f64
+    );
+    println!(
+        "  run(kind=\"nvidia-h200-x2\", carry=[\".gpu\"], command=\"bash .gpu/run.sh {}\")",
+        jobs.join(" ")
+    );
+    Ok(())
+}
+
+fn walk(dir: &std::path::Path) -> Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        n += if e.file_type()?.is_dir() {
+            walk(&e.path())?
+        } else {
+            e.metadata()?.len()
+        };
+    }
+    Ok(n)
+}
