@@ -51,6 +51,23 @@ job() {
       nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1 | sed 's/^/driver /'
       echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
       ldd "$BIN/bench" | grep -E 'cuda|nccl|cublas|curand' ;;
+    selftest)
+      "$BIN/comm-launch" --nproc-per-node "$(nvidia-smi -L | wc -l)" -- "$BIN/comm-selftest" &&
+      COMM_CHECK_SHAPES=1 "$BIN/comm-launch" --nproc-per-node "$(nvidia-smi -L | wc -l)" -- "$BIN/comm-selftest" ;;
+    faults)
+      # A rank that never arrives: rank 0 of 2 alone must fail naming rank 1.
+      local t0=$SECONDS
+      RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 COMM_TIMEOUT_S=5 timeout 60 "$BIN/comm-selftest"
+      echo "missing rank: exit $? after $((SECONDS - t0)) s (want non-zero, ~5 s)"
+      # A rank that dies after NCCL init, no launcher to stop the other: the watchdog must.
+      t0=$SECONDS
+      RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 COMM_TIMEOUT_S=10 "$BIN/comm-selftest" --die-after-init &
+      RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 COMM_TIMEOUT_S=10 timeout 120 "$BIN/comm-selftest"
+      echo "dead peer: exit $? after $((SECONDS - t0)) s (want non-zero, <= ~10 s after init)"; wait
+      # The launcher: one failing rank stops the rest.
+      t0=$SECONDS
+      "$BIN/comm-launch" --nproc-per-node 2 -- bash -c 'if [ $RANK = 1 ]; then exit 7; fi; sleep 100'
+      echo "launcher: exit $? after $((SECONDS - t0)) s (want non-zero, ~0 s)" ;;
     allreduce)
       "$BIN/bench" allreduce --backend nccl --out "$RES/results.jsonl" ${ALLREDUCE_ARGS:-} ;;
     allreduce-cpu)

@@ -20,6 +20,7 @@
 //! [`nccl`] (GPU backend; a stub that says so without the `cuda` feature),
 //! [`launch`] (spawning ranks), [`validate`] (per-rank argument checks).
 
+pub mod conformance;
 pub mod cpu;
 pub mod env;
 pub mod error;

@@ -163,3 +163,13 @@ fn bad_arguments_are_rejected_before_communicating() {
     assert!(e2.contains("root 5"), "{e2}");
     assert!(e3.contains("expected world_size 2"), "{e3}");
 }
+
+#[test]
+fn conformance_suite_passes_on_1_to_4_ranks() {
+    for world in 1..=4 {
+        let counts = on_ranks(world, CommOptions::default(), |c| comm::conformance::run_all(c, &Device::Cpu).unwrap());
+        assert!(counts.iter().all(|&n| n == 14), "world {world}: {counts:?}");
+    }
+    let errs = on_ranks(2, CommOptions::default(), |c| comm::conformance::mismatch_is_detected(c, &Device::Cpu));
+    assert!(errs.iter().all(|e| e.is_ok()), "{errs:?}");
+}

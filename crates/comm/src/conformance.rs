@@ -1,0 +1,116 @@
+//! One conformance suite for every backend (like nccl-tests' `-c`): each collective's
+//! result checked against values computed by hand, on whatever device the backend uses.
+//! The CPU backend runs it in `cargo test`; the NCCL backend runs it on GPUs through
+//! `comm-selftest` (one process per GPU).
+
+use crate::{CommError, Communicator, ReduceOp, Result};
+use candle_core::{DType, Device, Tensor};
+
+fn fail(what: &str, got: impl std::fmt::Debug, want: impl std::fmt::Debug) -> CommError {
+    CommError::Mismatch { op: "conformance", detail: format!("{what}: got {got:?}, want {want:?}") }
+}
+
+fn expect(what: &str, t: &Tensor, want: &[f32]) -> Result<()> {
+    let got = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    if got.len() != want.len() || got.iter().zip(want).any(|(g, w)| (g - w).abs() > 1e-5 * w.abs().max(1.0)) {
+        return Err(fail(what, got, want));
+    }
+    Ok(())
+}
+
+/// Runs every check on this rank; all ranks must call it together. Returns the check count.
+pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
+    let (r, n) = (c.rank() as f32, c.world_size());
+    let nf = n as f32;
+    let ranks = || (0..n).map(|k| k as f32);
+    let mut checks = 0;
+
+    // 1. all-reduce, every op, on 5 elements (not divisible by most world sizes).
+    let sum: f32 = ranks().sum();
+    let sq: f32 = ranks().map(|k| k * k).sum();
+    for (op, want) in [
+        (ReduceOp::Sum, vec![sum, 2.0 * sum, -sum, nf, sq]),
+        (ReduceOp::Avg, vec![sum / nf, 2.0 * sum / nf, -sum / nf, 1.0, sq / nf]),
+        (ReduceOp::Max, vec![nf - 1.0, 2.0 * (nf - 1.0), 0.0, 1.0, (nf - 1.0).powi(2)]),
+        (ReduceOp::Min, vec![0.0, 0.0, 1.0 - nf, 1.0, 0.0]),
+    ] {
+        let x = Tensor::new(&[r, 2.0 * r, -r, 1.0, r * r], dev)?;
+        c.all_reduce(&x, op)?;
+        expect(&format!("all_reduce {op:?}"), &x, &want)?;
+        checks += 1;
+    }
+
+    // 2. A large all-reduce and one on a view: only the view changes.
+    let big = Tensor::ones(1_000_003, DType::F32, dev)?.affine(1.0, r as f64)?;
+    c.all_reduce(&big, ReduceOp::Sum)?;
+    let s = big.sum_all()?.to_scalar::<f32>()? as f64;
+    let want = 1_000_003.0 * (nf + sum) as f64;
+    if (s - want).abs() > 1e-6 * want {
+        return Err(fail("all_reduce of 1,000,003 elements (sum of all)", s, want));
+    }
+    let flat = Tensor::ones(4, DType::F32, dev)?;
+    c.all_reduce(&flat.narrow(0, 1, 2)?, ReduceOp::Sum)?;
+    expect("all_reduce on a view", &flat, &[1.0, nf, nf, 1.0])?;
+    checks += 2;
+
+    // 3. reduce-scatter, all-gather, broadcast, barrier.
+    let input: Vec<f32> = (0..n).flat_map(|k| [r + k as f32, 1.0]).collect();
+    let out = Tensor::zeros(2, DType::F32, dev)?;
+    c.reduce_scatter(&Tensor::new(input.as_slice(), dev)?, &out, ReduceOp::Sum)?;
+    expect("reduce_scatter", &out, &[sum + nf * r, nf])?;
+    let gathered = Tensor::zeros(2 * n, DType::F32, dev)?;
+    c.all_gather(&Tensor::new(&[r, 10.0 * r], dev)?, &gathered)?;
+    let want: Vec<f32> = ranks().flat_map(|k| [k, 10.0 * k]).collect();
+    expect("all_gather", &gathered, &want)?;
+    let b = Tensor::new(&[r, r + 0.5], dev)?;
+    c.broadcast(&b, n - 1)?;
+    expect("broadcast from the last rank", &b, &[nf - 1.0, nf - 0.5])?;
+    c.barrier()?;
+    checks += 4;
+
+    // 4. bf16 buffers.
+    let h = Tensor::new(&[1.0f32, 0.5], dev)?.to_dtype(DType::BF16)?;
+    c.all_reduce(&h, ReduceOp::Sum)?;
+    expect("all_reduce bf16", &h, &[nf, 0.5 * nf])?;
+    checks += 1;
+
+    // 5. Asynchronous collectives ordered with compute: inputs produced by queued compute,
+    //    several in flight at once, results consumed by compute after wait().
+    let base = Tensor::ones((256, 256), DType::F32, dev)?;
+    let mut pending = Vec::new();
+    for k in 0..3 {
+        let x = (base.matmul(&base)? * ((k + 1) as f64))?.affine(1.0, r as f64)?; // 256·(k+1) + r
+        let w = c.all_reduce_async(&x, ReduceOp::Sum)?;
+        pending.push((k, x, w));
+    }
+    for (k, x, w) in pending {
+        w.wait()?;
+        let y = (x * 2.0)?;
+        let want = 2.0 * (nf * 256.0 * (k + 1) as f32 + sum);
+        let got = y.mean_all()?.to_scalar::<f32>()?;
+        if (got - want).abs() > 1e-3 * want {
+            return Err(fail(&format!("async all_reduce #{k} then compute"), got, want));
+        }
+    }
+    let w = c.all_reduce_async(&Tensor::ones(8, DType::F32, dev)?, ReduceOp::Sum)?;
+    w.synchronize()?;
+    checks += 2;
+
+    // 6. Bad input fails before anything is sent, the same way on every rank.
+    let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
+    match c.all_reduce(&t, ReduceOp::Sum) {
+        Err(CommError::InvalidArgument { .. }) => checks += 1,
+        other => return Err(fail("non-contiguous all_reduce", other.map(|_| ()), "InvalidArgument")),
+    }
+    Ok(checks)
+}
+
+/// With shape checks on (always on CPU; `COMM_CHECK_SHAPES=1` on NCCL): ranks passing
+/// different sizes all get a `Mismatch` error naming each rank's size.
+pub fn mismatch_is_detected(c: &dyn Communicator, dev: &Device) -> Result<()> {
+    let x = Tensor::zeros(3 + c.rank(), DType::F32, dev)?;
+    match c.all_reduce(&x, ReduceOp::Sum) {
+        Err(CommError::Mismatch { detail, .. }) if detail.contains("rank 1") => Ok(()),
+        other => Err(fail("mismatched sizes", other.map(|_| ()), "Mismatch naming rank 1")),
+    }
+}
