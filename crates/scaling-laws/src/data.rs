@@ -97,7 +97,12 @@ pub fn parse_runs(text: &str) -> Result<Vec<Run>, DataError> {
     if text.trim().is_empty() {
         return Err(DataError::Empty);
     }
-    let value: Value = serde_json::from_str(text).map_err(DataError::Json)?;
+    // Python's json module writes NaN/Infinity as bare tokens, which are not JSON; quote them
+    // so the offending record can be named below instead of failing with a syntax error.
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => serde_json::from_str(&quote_non_finite(text)).map_err(|_| DataError::Json(e))?,
+    };
     let records = match &value {
         Value::Array(items) => items,
         Value::Object(_) => return Err(DataError::NotArray("an object")),
@@ -107,13 +112,14 @@ pub fn parse_runs(text: &str) -> Result<Vec<Run>, DataError> {
     for (index, record) in records.iter().enumerate() {
         let mut values = [0.0; 3];
         for (slot, field) in values.iter_mut().zip(FIELDS) {
-            *slot = record.get(field).and_then(Value::as_f64).ok_or_else(|| {
-                DataError::MissingField {
+            *slot = record
+                .get(field)
+                .and_then(number)
+                .ok_or_else(|| DataError::MissingField {
                     index,
                     record: record.to_string(),
                     field,
-                }
-            })?;
+                })?;
         }
         runs.push(Run {
             index,
@@ -124,6 +130,50 @@ pub fn parse_runs(text: &str) -> Result<Vec<Run>, DataError> {
     }
     validate_runs(&runs)?;
     Ok(runs)
+}
+
+/// A JSON number, or a string holding one (e.g. "NaN", "Infinity").
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// Wraps bare `NaN`, `Infinity` and `-Infinity` tokens outside strings in quotes.
+fn quote_non_finite(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if !in_string {
+            if let Some(tok) = ["-Infinity", "Infinity", "NaN"]
+                .into_iter()
+                .find(|t| rest.starts_with(t))
+            {
+                out.push('"');
+                out.push_str(tok);
+                out.push('"');
+                rest = &rest[tok.len()..];
+                continue;
+            }
+        }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
 }
 
 /// Checks that there is at least one run and every value is finite and positive.

@@ -72,7 +72,7 @@ pub fn fit_parabola(budget: &Budget) -> Result<Parabola, FitError> {
         ))
     })?;
     let curvature = coefficients[2];
-    if !(curvature > 0.0) || !curvature.is_finite() {
+    if curvature <= 0.0 || !curvature.is_finite() {
         return Err(FitError::NoMinimum {
             compute: budget.compute,
             curvature,
@@ -96,10 +96,11 @@ fn solve3(mut m: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
         }
         m.swap(col, pivot);
         b.swap(col, pivot);
+        let pivot_row = m[col];
         for row in col + 1..3 {
-            let f = m[row][col] / m[col][col];
-            for k in col..3 {
-                m[row][k] -= f * m[col][k];
+            let f = m[row][col] / pivot_row[col];
+            for (dst, src) in m[row].iter_mut().zip(pivot_row).skip(col) {
+                *dst -= f * src;
             }
             b[row] -= f * b[col];
         }

@@ -168,12 +168,15 @@ impl HuberProblem {
     }
 }
 
+/// A cached (parameters, cost, gradient) triple.
+type Evaluation = (Vec<f64>, f64, [f64; 5]);
+
 /// One L-BFGS run's view of a [`HuberProblem`]: computes cost and gradient together and
 /// caches them (More–Thuente asks for both at each trial point), rejects non-finite values and
 /// caps the number of evaluations, since argmin's inner line search has no iteration limit.
 struct Counted<'a> {
     inner: &'a HuberProblem,
-    cache: RefCell<Option<(Vec<f64>, f64, [f64; 5])>>,
+    cache: RefCell<Option<Evaluation>>,
     evals: Cell<u64>,
     limit: u64,
 }

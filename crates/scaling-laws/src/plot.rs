@@ -10,6 +10,9 @@ use crate::pipeline::Analysis;
 
 const SIZE: (u32, u32) = (900, 640);
 
+/// A labelled, coloured polyline.
+type Line = (String, RGBColor, Vec<(f64, f64)>);
+
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plotting failed: {e}")
 }
@@ -69,7 +72,7 @@ fn optimum_plot(an: &Analysis, path: &Path, model_size: bool) -> Result<()> {
             law.d_opt(c)
         }
     };
-    let lines: Vec<(String, RGBColor, Vec<(f64, f64)>)> = vec![
+    let lines: Vec<Line> = vec![
         (
             "approach 1 fit".into(),
             BLUE,

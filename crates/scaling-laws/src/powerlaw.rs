@@ -55,7 +55,7 @@ pub fn linear_regression(x: &[f64], y: &[f64]) -> Result<(f64, f64, f64), FitErr
     let sxx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum();
     let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
     let syy: f64 = y.iter().map(|v| (v - my).powi(2)).sum();
-    if !(sxx > 0.0) || !sxx.is_finite() {
+    if sxx <= 0.0 || !sxx.is_finite() {
         return Err(FitError::Degenerate(
             "all x values are equal (need at least 2 distinct compute budgets)".into(),
         ));
