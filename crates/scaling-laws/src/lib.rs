@@ -18,6 +18,7 @@ pub mod bootstrap;
 pub mod data;
 pub mod error;
 pub mod isoflop;
+pub mod optimizer;
 pub mod parabola;
 pub mod parametric;
 pub mod pipeline;

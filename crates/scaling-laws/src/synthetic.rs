@@ -47,3 +47,20 @@ pub fn log_budgets(lo: f64, hi: f64, step: f64) -> Vec<f64> {
         .map(|i| 10f64.powf(lo + step * i as f64))
         .collect()
 }
+
+/// Multiplies each loss by exp(σ·z), z ~ N(0, 1) (Box–Muller, seeded).
+pub fn with_log_noise(runs: &[Run], sigma: f64, seed: u64) -> Vec<Run> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    runs.iter()
+        .map(|r| {
+            let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
+            let u2: f64 = rng.random();
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            Run {
+                final_loss: r.final_loss * (sigma * z).exp(),
+                ..*r
+            }
+        })
+        .collect()
+}
