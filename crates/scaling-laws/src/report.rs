@@ -258,5 +258,5 @@ pub fn render_table(r: &Report, runs: usize, budgets: usize) -> String {
             ci(pi.map(|x| x.d_opt), true)
         );
     }
-    out
+    out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }

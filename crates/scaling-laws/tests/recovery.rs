@@ -65,3 +65,28 @@ fn approach3_recovers_exponents() {
     assert!(rel(fit.law.beta, CHINCHILLA.beta) < 0.01, "{:?}", fit.law);
     assert!(rel(fit.law.e, CHINCHILLA.e) < 0.01, "{:?}", fit.law);
 }
+
+#[test]
+fn full_pipeline_on_noisy_data_is_sane() {
+    use scaling_laws::pipeline::{analyze, Options};
+    use scaling_laws::synthetic::with_log_noise;
+    let clean = isoflop_sweeps(&CHINCHILLA, &log_budgets(18.0, 22.0, 0.5), 8, 0.75);
+    let runs = with_log_noise(&clean, 0.01, 7);
+    let mut opts = Options::default();
+    opts.bootstrap.resamples = 40;
+    let an = analyze(&runs, &opts).expect("analysis");
+    let law = an.approach3.law;
+    assert!(rel(law.alpha, CHINCHILLA.alpha) < 0.15, "{law:?}");
+    assert!(rel(law.beta, CHINCHILLA.beta) < 0.15, "{law:?}");
+    let iv = an.intervals.expect("bootstrap ran");
+    let a3 = iv.approach3.expect("approach 3 intervals");
+    assert!(a3.resamples >= 35, "{} resamples succeeded", a3.resamples);
+    assert!(
+        a3.alpha.lo <= law.alpha && law.alpha <= a3.alpha.hi,
+        "{:?}",
+        a3.alpha
+    );
+    let a2 = iv.approach2.expect("approach 2 intervals");
+    let (a, _) = truth();
+    assert!(a2.n_exponent.lo < a2.n_exponent.hi && rel(an.approach2.n_law.exponent, a) < 0.1);
+}
