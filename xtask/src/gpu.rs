@@ -43,7 +43,11 @@ pub fn toolchain_env() -> Result<Vec<(String, String)>> {
     Ok(env)
 }
 
-const BINARIES: &[(&str, &str)] = &[("bench", "bench"), ("comm", "comm-launch"), ("comm", "comm-selftest")];
+const BINARIES: &[(&str, &str)] = &[
+    ("bench", "bench"),
+    ("comm", "comm-launch"),
+    ("comm", "comm-selftest"),
+];
 
 /// Builds release CUDA binaries, copies them (stripped by the release profile) with the
 /// runner and the PyTorch anchor into `.gpu/`, and prints the device call.

@@ -7,12 +7,20 @@ use crate::{CommError, Communicator, ReduceOp, Result};
 use candle_core::{DType, Device, Tensor};
 
 fn fail(what: &str, got: impl std::fmt::Debug, want: impl std::fmt::Debug) -> CommError {
-    CommError::Mismatch { op: "conformance", detail: format!("{what}: got {got:?}, want {want:?}") }
+    CommError::Mismatch {
+        op: "conformance",
+        detail: format!("{what}: got {got:?}, want {want:?}"),
+    }
 }
 
 fn expect(what: &str, t: &Tensor, want: &[f32]) -> Result<()> {
     let got = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    if got.len() != want.len() || got.iter().zip(want).any(|(g, w)| (g - w).abs() > 1e-5 * w.abs().max(1.0)) {
+    if got.len() != want.len()
+        || got
+            .iter()
+            .zip(want)
+            .any(|(g, w)| (g - w).abs() > 1e-5 * w.abs().max(1.0))
+    {
         return Err(fail(what, got, want));
     }
     Ok(())
@@ -30,8 +38,14 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     let sq: f32 = ranks().map(|k| k * k).sum();
     for (op, want) in [
         (ReduceOp::Sum, vec![sum, 2.0 * sum, -sum, nf, sq]),
-        (ReduceOp::Avg, vec![sum / nf, 2.0 * sum / nf, -sum / nf, 1.0, sq / nf]),
-        (ReduceOp::Max, vec![nf - 1.0, 2.0 * (nf - 1.0), 0.0, 1.0, (nf - 1.0).powi(2)]),
+        (
+            ReduceOp::Avg,
+            vec![sum / nf, 2.0 * sum / nf, -sum / nf, 1.0, sq / nf],
+        ),
+        (
+            ReduceOp::Max,
+            vec![nf - 1.0, 2.0 * (nf - 1.0), 0.0, 1.0, (nf - 1.0).powi(2)],
+        ),
         (ReduceOp::Min, vec![0.0, 0.0, 1.0 - nf, 1.0, 0.0]),
     ] {
         let x = Tensor::new(&[r, 2.0 * r, -r, 1.0, r * r], dev)?;
@@ -46,7 +60,11 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     let s = big.sum_all()?.to_scalar::<f32>()? as f64;
     let want = 1_000_003.0 * (nf + sum) as f64;
     if (s - want).abs() > 1e-6 * want {
-        return Err(fail("all_reduce of 1,000,003 elements (sum of all)", s, want));
+        return Err(fail(
+            "all_reduce of 1,000,003 elements (sum of all)",
+            s,
+            want,
+        ));
     }
     let flat = Tensor::ones(4, DType::F32, dev)?;
     c.all_reduce(&flat.narrow(0, 1, 2)?, ReduceOp::Sum)?;
@@ -89,7 +107,11 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         let want = 2.0 * (nf * 256.0 * (k + 1) as f32 + sum);
         let got = y.mean_all()?.to_scalar::<f32>()?;
         if (got - want).abs() > 1e-3 * want {
-            return Err(fail(&format!("async all_reduce #{k} then compute"), got, want));
+            return Err(fail(
+                &format!("async all_reduce #{k} then compute"),
+                got,
+                want,
+            ));
         }
     }
     let w = c.all_reduce_async(&Tensor::ones(8, DType::F32, dev)?, ReduceOp::Sum)?;
@@ -100,7 +122,13 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
     match c.all_reduce(&t, ReduceOp::Sum) {
         Err(CommError::InvalidArgument { .. }) => checks += 1,
-        other => return Err(fail("non-contiguous all_reduce", other.map(|_| ()), "InvalidArgument")),
+        other => {
+            return Err(fail(
+                "non-contiguous all_reduce",
+                other.map(|_| ()),
+                "InvalidArgument",
+            ))
+        }
     }
     Ok(checks)
 }
@@ -111,6 +139,10 @@ pub fn mismatch_is_detected(c: &dyn Communicator, dev: &Device) -> Result<()> {
     let x = Tensor::zeros(3 + c.rank(), DType::F32, dev)?;
     match c.all_reduce(&x, ReduceOp::Sum) {
         Err(CommError::Mismatch { detail, .. }) if detail.contains("rank 1") => Ok(()),
-        other => Err(fail("mismatched sizes", other.map(|_| ()), "Mismatch naming rank 1")),
+        other => Err(fail(
+            "mismatched sizes",
+            other.map(|_| ()),
+            "Mismatch naming rank 1",
+        )),
     }
 }

@@ -167,9 +167,13 @@ fn bad_arguments_are_rejected_before_communicating() {
 #[test]
 fn conformance_suite_passes_on_1_to_4_ranks() {
     for world in 1..=4 {
-        let counts = on_ranks(world, CommOptions::default(), |c| comm::conformance::run_all(c, &Device::Cpu).unwrap());
+        let counts = on_ranks(world, CommOptions::default(), |c| {
+            comm::conformance::run_all(c, &Device::Cpu).unwrap()
+        });
         assert!(counts.iter().all(|&n| n == 14), "world {world}: {counts:?}");
     }
-    let errs = on_ranks(2, CommOptions::default(), |c| comm::conformance::mismatch_is_detected(c, &Device::Cpu));
+    let errs = on_ranks(2, CommOptions::default(), |c| {
+        comm::conformance::mismatch_is_detected(c, &Device::Cpu)
+    });
     assert!(errs.iter().all(|e| e.is_ok()), "{errs:?}");
 }

@@ -23,11 +23,23 @@ fn main() {
         if shape_checks && c.world_size() > 1 {
             conformance::mismatch_is_detected(&c, &dev)?;
         }
-        println!("rank {}/{}: {n} conformance checks passed{}", c.rank(), c.world_size(), if shape_checks { ", mismatch detected" } else { "" });
+        println!(
+            "rank {}/{}: {n} conformance checks passed{}",
+            c.rank(),
+            c.world_size(),
+            if shape_checks {
+                ", mismatch detected"
+            } else {
+                ""
+            }
+        );
         Ok(())
     })();
     if let Err(e) = r {
-        eprintln!("comm-selftest: FAILED after {:.1} s: {e}", t0.elapsed().as_secs_f64());
+        eprintln!(
+            "comm-selftest: FAILED after {:.1} s: {e}",
+            t0.elapsed().as_secs_f64()
+        );
         std::process::exit(1);
     }
 }

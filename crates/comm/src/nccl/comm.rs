@@ -6,13 +6,13 @@
 //! stream wait for that event; [`Work::synchronize`] blocks the host on it. cudarc's
 //! per-allocation events additionally order later uses and frees of the buffers.
 
-use super::raw::{nccl_dtype, nccl_op, unique_id, RawComm};
+use super::launch_op::{Call, Launch};
+use super::raw::{unique_id, RawComm};
 use super::watchdog::{Pending, Watchdog};
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
 use crate::{store, CommOptions, Communicator, DistEnv, PendingWork, ReduceOp, Tensor, Work};
-use candle_core::cuda_backend::{CudaStorage, CudaStorageSlice};
-use candle_core::{DType, Device, InplaceOp1, InplaceOp2, Layout};
+use candle_core::{DType, Device};
 use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -149,6 +149,35 @@ impl NcclComm {
         self.stream.wait(&ev).map_err(drv("cuStreamWaitEvent"))
     }
 
+    /// Queues one collective writing `dst` (reading `src`, or `dst` itself): the
+    /// communication stream waits for compute, the host call runs under the watchdog's
+    /// eye (NCCL can block there connecting to a peer that is gone), completion is
+    /// recorded and handed back as a [`Work`].
+    fn launch(
+        &self,
+        op: &'static str,
+        call: Call,
+        dst: &Tensor,
+        src: Option<&Tensor>,
+    ) -> Result<Work> {
+        self.before()?;
+        let l = Launch {
+            raw: &self.raw,
+            stream: &self.stream,
+            call,
+        };
+        self.watchdog
+            .in_call(Some((op, self.seq.load(Ordering::Relaxed))));
+        let r = match src {
+            None => dst.inplace_op1(&l),
+            Some(src) => dst.inplace_op2(src, &l),
+        };
+        self.watchdog.in_call(None);
+        r?;
+        let keep = std::iter::once(dst).chain(src).cloned().collect();
+        self.after(op, keep)
+    }
+
     /// Records completion, registers it with the watchdog, returns the handle.
     fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -176,136 +205,6 @@ impl NcclComm {
     }
 }
 
-/// Which NCCL call an in-place op issues.
-#[derive(Clone, Copy)]
-enum Call {
-    AllReduce(ReduceOp),
-    Broadcast(usize),
-    ReduceScatter(ReduceOp),
-    AllGather,
-}
-
-struct Launch<'a> {
-    comm: &'a NcclComm,
-    call: Call,
-}
-
-fn cerr(e: CommError) -> candle_core::Error {
-    candle_core::Error::Msg(e.to_string())
-}
-
-macro_rules! with_ptr {
-    ($slice:expr, $layout:expr, $stream:expr, $method:ident, |$p:ident| $body:expr) => {
-        match $slice {
-            CudaStorageSlice::F32(s) => {
-                let (b, _g) = s.$method($stream);
-                let $p = b + 4 * $layout.start_offset() as u64;
-                $body
-            }
-            CudaStorageSlice::F64(s) => {
-                let (b, _g) = s.$method($stream);
-                let $p = b + 8 * $layout.start_offset() as u64;
-                $body
-            }
-            CudaStorageSlice::BF16(s) => {
-                let (b, _g) = s.$method($stream);
-                let $p = b + 2 * $layout.start_offset() as u64;
-                $body
-            }
-            CudaStorageSlice::F16(s) => {
-                let (b, _g) = s.$method($stream);
-                let $p = b + 2 * $layout.start_offset() as u64;
-                $body
-            }
-            _ => candle_core::bail!("unsupported dtype for NCCL"),
-        }
-    };
-}
-
-impl Launch<'_> {
-    fn dtype(&self, s: &CudaStorage) -> candle_core::Result<cudarc::nccl::sys::ncclDataType_t> {
-        use candle_core::backend::BackendStorage;
-        nccl_dtype(s.dtype()).ok_or_else(|| {
-            candle_core::Error::Msg(format!("dtype {:?} unsupported by NCCL", s.dtype()))
-        })
-    }
-}
-
-impl InplaceOp1 for Launch<'_> {
-    fn name(&self) -> &'static str {
-        "nccl-inplace"
-    }
-    fn cpu_fwd(&self, _: &mut candle_core::CpuStorage, _: &Layout) -> candle_core::Result<()> {
-        candle_core::bail!("NCCL collectives need CUDA tensors")
-    }
-    fn cuda_fwd(&self, s: &mut CudaStorage, l: &Layout) -> candle_core::Result<()> {
-        let (c, dt, n) = (self.comm, self.dtype(s)?, l.shape().elem_count());
-        let (raw, st) = (c.raw.ptr(), c.stream.cu_stream() as _);
-        with_ptr!(&mut s.slice, l, &c.stream, device_ptr_mut, |p| {
-            let p = p as *mut c_void;
-            let r = match self.call {
-                Call::AllReduce(op) => ("ncclAllReduce", unsafe {
-                    cudarc::nccl::result::all_reduce(p, p, n, dt, nccl_op(op), raw, st)
-                }),
-                Call::Broadcast(root) => ("ncclBroadcast", unsafe {
-                    cudarc::nccl::result::broadcast(p, p, n, dt, root as i32, raw, st)
-                }),
-                _ => unreachable!("two-buffer calls go through InplaceOp2"),
-            };
-            c.raw.check(r.0, r.1).map_err(cerr)
-        })
-    }
-}
-
-impl InplaceOp2 for Launch<'_> {
-    fn name(&self) -> &'static str {
-        "nccl-two-buffer"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &mut candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
-        candle_core::bail!("NCCL collectives need CUDA tensors")
-    }
-    fn cuda_fwd(
-        &self,
-        dst: &mut CudaStorage,
-        dl: &Layout,
-        src: &CudaStorage,
-        sl: &Layout,
-    ) -> candle_core::Result<()> {
-        let (c, dt) = (self.comm, self.dtype(src)?);
-        let (raw, st) = (c.raw.ptr(), c.stream.cu_stream() as _);
-        let (n_out, n_in) = (dl.shape().elem_count(), sl.shape().elem_count());
-        with_ptr!(&src.slice, sl, &c.stream, device_ptr, |sp| {
-            with_ptr!(&mut dst.slice, dl, &c.stream, device_ptr_mut, |dp| {
-                let (sp, dp) = (sp as *const c_void, dp as *mut c_void);
-                let r = match self.call {
-                    Call::ReduceScatter(op) => ("ncclReduceScatter", unsafe {
-                        cudarc::nccl::result::reduce_scatter(
-                            sp,
-                            dp,
-                            n_out,
-                            dt,
-                            nccl_op(op),
-                            raw,
-                            st,
-                        )
-                    }),
-                    Call::AllGather => ("ncclAllGather", unsafe {
-                        cudarc::nccl::result::all_gather(sp, dp, n_in, dt, raw, st)
-                    }),
-                    _ => unreachable!("one-buffer calls go through InplaceOp1"),
-                };
-                c.raw.check(r.0, r.1).map_err(cerr)
-            })
-        })
-    }
-}
-
 impl Communicator for NcclComm {
     fn rank(&self) -> usize {
         self.rank
@@ -320,54 +219,33 @@ impl Communicator for NcclComm {
     fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
         self.check_cuda("all_reduce", buf)?;
         self.agree("all_reduce", 1, buf.elem_count(), buf.dtype(), 0)?;
-        self.before()?;
-        buf.inplace_op1(&Launch {
-            comm: self,
-            call: Call::AllReduce(op),
-        })?;
-        self.after("all_reduce", vec![buf.clone()])
+        self.launch("all_reduce", Call::AllReduce(op), buf, None)
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
         check_pair("reduce_scatter", self.rank, self.world, output, input)?;
         self.check_cuda("reduce_scatter", input)?;
         self.agree("reduce_scatter", 2, input.elem_count(), input.dtype(), 0)?;
-        self.before()?;
-        output.inplace_op2(
-            input,
-            &Launch {
-                comm: self,
-                call: Call::ReduceScatter(op),
-            },
-        )?;
-        self.after("reduce_scatter", vec![input.clone(), output.clone()])
+        self.launch(
+            "reduce_scatter",
+            Call::ReduceScatter(op),
+            output,
+            Some(input),
+        )
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
         check_pair("all_gather", self.rank, self.world, input, output)?;
         self.check_cuda("all_gather", input)?;
         self.agree("all_gather", 3, input.elem_count(), input.dtype(), 0)?;
-        self.before()?;
-        output.inplace_op2(
-            input,
-            &Launch {
-                comm: self,
-                call: Call::AllGather,
-            },
-        )?;
-        self.after("all_gather", vec![input.clone(), output.clone()])
+        self.launch("all_gather", Call::AllGather, output, Some(input))
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
         check_root("broadcast", self.rank, self.world, root)?;
         self.check_cuda("broadcast", buf)?;
         self.agree("broadcast", 4, buf.elem_count(), buf.dtype(), root)?;
-        self.before()?;
-        buf.inplace_op1(&Launch {
-            comm: self,
-            call: Call::Broadcast(root),
-        })?;
-        self.after("broadcast", vec![buf.clone()])
+        self.launch("broadcast", Call::Broadcast(root), buf, None)
     }
 
     fn barrier(&self) -> Result<()> {

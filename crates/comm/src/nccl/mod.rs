@@ -13,6 +13,8 @@
 #[cfg(feature = "cuda")]
 mod comm;
 #[cfg(feature = "cuda")]
+mod launch_op;
+#[cfg(feature = "cuda")]
 pub mod raw;
 #[cfg(feature = "cuda")]
 mod watchdog;

@@ -1,10 +1,11 @@
-//! Enforces the timeout on collectives in flight, like PyTorch's NCCL watchdog.
+//! Enforces the timeout on collectives, like PyTorch's NCCL watchdog.
 //!
-//! Every queued collective registers its completion event. A background thread checks
-//! the oldest one (the communication stream completes in order) and NCCL's asynchronous
-//! error. If a collective outlives the timeout, or NCCL reports an error, the watchdog
-//! prints a clear message, aborts the communicator (so kernels in flight return) and ends
-//! the process with exit code 1, so that the launcher stops the other ranks.
+//! Every queued collective registers its completion event, and every host call into NCCL
+//! is marked while it runs (NCCL may block inside the call, connecting to a peer that is
+//! gone). A background thread checks the oldest event (the communication stream completes
+//! in order), the call in progress, and NCCL's asynchronous error. If either outlives the
+//! timeout, or NCCL reports an error, the watchdog prints a clear message, aborts the
+//! communicator and ends the process with exit code 1, so the launcher stops the others.
 
 use super::raw::RawComm;
 use std::collections::VecDeque;
@@ -19,33 +20,49 @@ pub struct Pending {
     pub deadline: Instant,
 }
 
+/// What the watchdog thread watches.
+#[derive(Default)]
+struct Watched {
+    queue: VecDeque<Pending>,
+    /// A host call into NCCL in progress: (op, seq, deadline).
+    in_call: Option<(&'static str, u64, Instant)>,
+}
+
 pub struct Watchdog {
-    queue: Arc<Mutex<VecDeque<Pending>>>,
+    watched: Arc<Mutex<Watched>>,
+    timeout: Duration,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watchdog {
     pub fn start(raw: Arc<RawComm>, rank: usize, timeout: Duration) -> Self {
-        let queue: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+        let watched: Arc<Mutex<Watched>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (q, s) = (queue.clone(), stop.clone());
+        let (w, s) = (watched.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name(format!("nccl-watchdog-{rank}"))
-            .spawn(move || watch(raw, rank, timeout, q, s))
+            .spawn(move || watch(raw, rank, timeout, w, s))
             .expect("spawning the watchdog thread");
         Self {
-            queue,
+            watched,
+            timeout,
             stop,
             thread: Some(thread),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Watched> {
+        self.watched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn push(&self, p: Pending) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(p);
+        self.lock().queue.push_back(p);
+    }
+
+    /// Marks the start (`Some((op, seq))`) or the end (`None`) of a host call into NCCL.
+    pub fn in_call(&self, call: Option<(&'static str, u64)>) {
+        self.lock().in_call = call.map(|(op, seq)| (op, seq, Instant::now() + self.timeout));
     }
 }
 
@@ -59,7 +76,7 @@ fn watch(
     raw: Arc<RawComm>,
     rank: usize,
     timeout: Duration,
-    queue: Arc<Mutex<VecDeque<Pending>>>,
+    watched: Arc<Mutex<Watched>>,
     stop: Arc<AtomicBool>,
 ) {
     while !stop.load(Ordering::Acquire) {
@@ -67,11 +84,16 @@ fn watch(
         if let Err(e) = raw.async_error() {
             fatal(&raw, rank, e.to_string());
         }
-        let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(front) = q.front() {
+        let mut w = watched.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((op, seq, deadline)) = w.in_call {
+            if Instant::now() > deadline {
+                fatal(&raw, rank, format!("{op} (collective #{seq}) was still being queued after {timeout:?}: NCCL cannot reach a peer rank"));
+            }
+        }
+        while let Some(front) = w.queue.front() {
             match front.event.try_is_complete() {
                 Ok(true) => {
-                    q.pop_front();
+                    w.queue.pop_front();
                 }
                 Ok(false) if Instant::now() > front.deadline => fatal(
                     &raw,
