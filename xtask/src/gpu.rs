@@ -6,39 +6,45 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 /// Installs the pinned toolchain (idempotent) and returns the environment cargo needs.
+/// The script reports progress on stderr and prints `export K=V` lines on stdout.
 pub fn toolchain_env() -> Result<Vec<(String, String)>> {
     let script = root().join("scripts/install-cuda-toolchain.sh");
-    run(Command::new("bash").arg(&script))?;
+    eprintln!("$ bash {}", script.display());
     let out = Command::new("bash")
         .arg(&script)
-        .arg("--env")
         .current_dir(root())
-        .output()?;
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
     if !out.status.success() {
-        bail!("{} --env failed", script.display());
+        bail!(
+            "{} failed ({}): the CUDA 13.0 toolchain comes from PyPI wheels (python3 -m pip)",
+            script.display(),
+            out.status
+        );
     }
-    let mut env = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        for kv in line.trim_start_matches("export ").split_whitespace() {
-            if let Some((k, v)) = kv.split_once('=') {
-                env.push((k.to_string(), v.to_string()));
-            }
-        }
-    }
-    // Expand the two shell forms the script prints.
     let path = std::env::var("PATH").unwrap_or_default();
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
         .to_string();
-    for (k, v) in env.iter_mut() {
-        *v = v.replace("$PATH", &path);
-        if k == "CUDA_COMPUTE_CAP" {
-            *v = std::env::var(k.as_str()).unwrap_or_else(|_| "90".into());
+    let mut env = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        for kv in line.trim_start_matches("export ").split_whitespace() {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            // The two shell forms the script prints: $PATH, and defaults the caller may override.
+            let v = match k {
+                "CUDA_COMPUTE_CAP" => std::env::var(k).unwrap_or_else(|_| "90".into()),
+                "CUDAFORGE_THREADS" => std::env::var(k).unwrap_or_else(|_| cores.clone()),
+                _ => v.replace("$PATH", &path),
+            };
+            env.push((k.to_string(), v));
         }
-        if k == "CUDAFORGE_THREADS" {
-            *v = std::env::var(k.as_str()).unwrap_or_else(|_| cores.clone());
-        }
+    }
+    if !env.iter().any(|(k, _)| k == "CUDA_ROOT") {
+        bail!("{} printed no CUDA_ROOT", script.display());
     }
     Ok(env)
 }
