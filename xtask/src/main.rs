@@ -5,9 +5,13 @@
 //!   cargo xtask bench [--gpus N]   build, run every benchmark, write report/
 //!   cargo xtask gpu-pack [JOB..]   build CUDA binaries, pack them into .gpu/, print the run command
 //!   cargo xtask launch --gpus N -- PROGRAM ARGS   start N ranks (comm-launch)
+//!   cargo xtask plan [--config F] [--json] ...  memory/communication accounting calculator
 
 mod cmd;
 mod gpu;
+mod plan;
+mod plan_math;
+mod plan_render;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -49,6 +53,9 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Memory and communication accounting of a Transformer (CS336 assignment 2): parameters,
+    /// FP32 state, activations, GPUs needed, N_FSDP, compute-bound mesh batch, DDP buckets.
+    Plan(Box<plan::PlanArgs>),
 }
 
 fn main() {
@@ -63,6 +70,7 @@ fn main() {
         Cmd::Bench { gpus, out } => cmd::bench(gpus, &out),
         Cmd::GpuPack { jobs } => gpu::pack(&jobs),
         Cmd::Launch { gpus, command } => cmd::launch(gpus, &command),
+        Cmd::Plan(args) => plan::run(&args),
     };
     if let Err(e) = r {
         eprintln!("xtask: error: {e:#}");
