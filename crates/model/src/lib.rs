@@ -1,1 +1,38 @@
-//! placeholder
+//! The models the benchmarks train, on candle.
+//!
+//! How to use:
+//! ```no_run
+//! use model::{Batch, LmConfig, StagedModel, TransformerLm, AdamW, AdamWConfig, forward_backward};
+//! # fn main() -> model::Result<()> {
+//! let dev = candle_core::Device::Cpu;
+//! let lm = TransformerLm::new(LmConfig::by_name("small")?, 0, &dev)?;
+//! let input = lm.tokens(&vec![1u32; 2 * 128], 2, &dev)?;
+//! let targets = lm.tokens(&vec![2u32; 2 * 128], 2, &dev)?;
+//! let batch = Batch { input, targets };
+//! let mut opt = AdamW::new(AdamWConfig::default())?;
+//! // Staged backward: the callback sees each stage's gradients as soon as they are final.
+//! let (loss, grads) = forward_backward(&lm, &batch, |_stage, _grads| Ok(()))?;
+//! opt.step(lm.params().vars(), &grads)?;
+//! # let _ = loss; Ok(()) }
+//! ```
+//!
+//! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
+//! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
+//! [`toy`] (the ToyModel), [`staged`] (the stage seam DDP uses), [`adamw`].
+
+pub mod adamw;
+pub mod config;
+pub mod error;
+pub mod layers;
+pub mod lm;
+pub mod params;
+pub mod staged;
+pub mod toy;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
+pub use error::{ModelError, Result};
+pub use lm::TransformerLm;
+pub use params::ParamSet;
+pub use staged::{forward_backward, Batch, Grads, StagedModel};
+pub use toy::ToyModel;

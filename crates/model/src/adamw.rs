@@ -1,0 +1,94 @@
+//! AdamW with decoupled weight decay and bias correction, step for step as PyTorch's
+//! `torch.optim.AdamW` (single-tensor path):
+//!   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+//!   p ← p − (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + ε)
+//! State is kept in f32 next to each f32 parameter.
+
+use crate::error::{ModelError, Result};
+use candle_core::{Tensor, Var};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamWConfig {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+impl Default for AdamWConfig {
+    /// PyTorch's defaults.
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 1e-2,
+        }
+    }
+}
+
+pub struct AdamW {
+    pub cfg: AdamWConfig,
+    step: u64,
+    /// (m, v) per parameter, created on the first step.
+    state: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl AdamW {
+    pub fn new(cfg: AdamWConfig) -> Result<Self> {
+        let ok = cfg.lr >= 0.0
+            && (0.0..1.0).contains(&cfg.beta1)
+            && (0.0..1.0).contains(&cfg.beta2)
+            && cfg.eps >= 0.0
+            && cfg.weight_decay >= 0.0;
+        if !ok {
+            return Err(ModelError::Config(format!(
+                "invalid AdamW hyperparameters {cfg:?}"
+            )));
+        }
+        Ok(Self {
+            cfg,
+            step: 0,
+            state: Vec::new(),
+        })
+    }
+
+    pub fn steps_taken(&self) -> u64 {
+        self.step
+    }
+
+    /// One step over `params` with `grads` (same order; `None` = no gradient, skipped).
+    pub fn step(&mut self, params: &[Var], grads: &[Option<Tensor>]) -> Result<()> {
+        if params.len() != grads.len() {
+            return Err(ModelError::Input(format!(
+                "{} parameters but {} gradients",
+                params.len(),
+                grads.len()
+            )));
+        }
+        self.state.resize_with(params.len(), || None);
+        self.step += 1;
+        let c = self.cfg;
+        let t = self.step as i32;
+        let bc1 = 1.0 - c.beta1.powi(t);
+        let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
+        for (i, (p, g)) in params.iter().zip(grads).enumerate() {
+            let Some(g) = g else { continue };
+            let g = g.to_dtype(p.dtype())?;
+            let (m, v) = match self.state[i].take() {
+                Some(s) => s,
+                None => (g.zeros_like()?, g.zeros_like()?),
+            };
+            let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
+            let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
+            let decayed = (p.as_tensor() * (1.0 - c.lr * c.weight_decay))?;
+            let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
+            let upd = (m.div(&denom)? * (c.lr / bc1))?;
+            p.set(&(decayed - upd)?)?;
+            self.state[i] = Some((m, v));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! The Transformer LM: token embedding; pre-norm blocks (RMSNorm, causal multi-head
+//! attention with RoPE, residual; RMSNorm, SwiGLU, residual); final RMSNorm; untied head;
+//! no biases. Stages: embedding, one per block, final norm + head + loss.
+
+use crate::config::LmConfig;
+use crate::error::{ModelError, Result};
+use crate::layers::{attention, causal_mask, linear, rms_norm, rope_tables, swiglu};
+use crate::params::{rng, Init, ParamSet};
+use crate::staged::{Batch, StagedModel};
+use candle_core::{DType, Device, Tensor};
+
+struct BlockIds {
+    norm1: usize,
+    qkv: usize,
+    o: usize,
+    norm2: usize,
+    w1: usize,
+    w3: usize,
+    w2: usize,
+}
+
+pub struct TransformerLm {
+    cfg: LmConfig,
+    params: ParamSet,
+    emb: usize,
+    blocks: Vec<BlockIds>,
+    norm: usize,
+    head: usize,
+    device: Device,
+    /// Compute dtype (F32, or BF16 with f32 master weights).
+    dtype: DType,
+}
+
+impl TransformerLm {
+    /// Builds the model with weights drawn from `seed` (same seed, same weights anywhere).
+    pub fn new(cfg: LmConfig, seed: u64, device: &Device) -> Result<Self> {
+        cfg.validate()?;
+        let (d, f, v) = (cfg.d_model, cfg.d_ff, cfg.vocab);
+        let mut r = rng(seed);
+        let mut p = ParamSet::new();
+        let emb = p.add("emb", &[v, d], Init::Normal { std: 1.0 }, &mut r, device)?;
+        let mut blocks = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let lin = |fan_in| Init::Linear { fan_in };
+            blocks.push(BlockIds {
+                norm1: p.add(
+                    format!("blocks.{l}.norm1"),
+                    &[d],
+                    Init::Const(1.0),
+                    &mut r,
+                    device,
+                )?,
+                qkv: p.add(
+                    format!("blocks.{l}.qkv"),
+                    &[3 * d, d],
+                    lin(d),
+                    &mut r,
+                    device,
+                )?,
+                o: p.add(format!("blocks.{l}.o"), &[d, d], lin(d), &mut r, device)?,
+                norm2: p.add(
+                    format!("blocks.{l}.norm2"),
+                    &[d],
+                    Init::Const(1.0),
+                    &mut r,
+                    device,
+                )?,
+                w1: p.add(format!("blocks.{l}.w1"), &[f, d], lin(d), &mut r, device)?,
+                w3: p.add(format!("blocks.{l}.w3"), &[f, d], lin(d), &mut r, device)?,
+                w2: p.add(format!("blocks.{l}.w2"), &[d, f], lin(f), &mut r, device)?,
+            });
+        }
+        let norm = p.add("norm", &[d], Init::Const(1.0), &mut r, device)?;
+        // The readout starts small (N(0, 1/d²), muP-style) so that the logits start near zero
+        // and the loss at initialisation is ln(vocab); every other layer uses PyTorch's
+        // defaults, as the anchor does.
+        let head = p.add(
+            "head",
+            &[v, d],
+            Init::Normal {
+                std: 1.0 / d as f32,
+            },
+            &mut r,
+            device,
+        )?;
+        Ok(Self {
+            cfg,
+            params: p,
+            emb,
+            blocks,
+            norm,
+            head,
+            device: device.clone(),
+            dtype: DType::F32,
+        })
+    }
+
+    pub fn config(&self) -> &LmConfig {
+        &self.cfg
+    }
+
+    /// Sets the compute dtype (parameters stay f32 masters; they are cast per use).
+    pub fn set_compute_dtype(&mut self, dtype: DType) {
+        self.dtype = dtype;
+    }
+
+    fn w(&self, i: usize) -> Result<Tensor> {
+        Ok(self.params.var(i).as_tensor().to_dtype(self.dtype)?)
+    }
+
+    /// Token ids (batch, seq) of dtype u32 for this model and `device`, from host values;
+    /// rejects out-of-range ids and over-long sequences naming the value.
+    pub fn tokens(&self, ids: &[u32], batch: usize, device: &Device) -> Result<Tensor> {
+        if batch == 0 || !ids.len().is_multiple_of(batch) {
+            return Err(ModelError::Input(format!(
+                "{} token ids do not split into {batch} sequences",
+                ids.len()
+            )));
+        }
+        let t = Tensor::from_vec(ids.to_vec(), (batch, ids.len() / batch), device)?;
+        self.check_ids(&t, "token")?;
+        Ok(t)
+    }
+
+    fn check_ids(&self, t: &Tensor, what: &str) -> Result<()> {
+        let (_, seq) = t.dims2().map_err(|_| {
+            ModelError::Input(format!(
+                "{what} ids must have shape (batch, seq), got {:?}",
+                t.dims()
+            ))
+        })?;
+        if seq > self.cfg.context {
+            return Err(ModelError::Input(format!(
+                "sequence length {seq} is longer than the context {}",
+                self.cfg.context
+            )));
+        }
+        if t.dtype() != DType::U32 {
+            return Err(ModelError::Input(format!(
+                "{what} ids must be u32, got {:?}",
+                t.dtype()
+            )));
+        }
+        let max = t.flatten_all()?.max(0)?.to_scalar::<u32>()?;
+        if max as usize >= self.cfg.vocab {
+            return Err(ModelError::Input(format!(
+                "{what} id {max} is out of range for vocabulary {}",
+                self.cfg.vocab
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl StagedModel for TransformerLm {
+    fn params(&self) -> &ParamSet {
+        &self.params
+    }
+
+    fn num_stages(&self) -> usize {
+        self.cfg.layers + 2
+    }
+
+    fn stage_params(&self, s: usize) -> Vec<usize> {
+        let l = self.cfg.layers;
+        match s {
+            0 => vec![self.emb],
+            s if s <= l => {
+                let b = &self.blocks[s - 1];
+                vec![b.norm1, b.qkv, b.o, b.norm2, b.w1, b.w3, b.w2]
+            }
+            _ => vec![self.norm, self.head],
+        }
+    }
+
+    fn check_batch(&self, batch: &Batch) -> Result<()> {
+        self.check_ids(&batch.input, "token")?;
+        self.check_ids(&batch.targets, "target")?;
+        if batch.input.dims() != batch.targets.dims() {
+            return Err(ModelError::Input(format!(
+                "targets {:?} do not match tokens {:?}",
+                batch.targets.dims(),
+                batch.input.dims()
+            )));
+        }
+        Ok(())
+    }
+
+    fn forward_stage(&self, s: usize, x: Option<&Tensor>, batch: &Batch) -> Result<Tensor> {
+        let l = self.cfg.layers;
+        if s == 0 {
+            let (b, t) = batch.input.dims2()?;
+            let e = self
+                .w(self.emb)?
+                .index_select(&batch.input.flatten_all()?, 0)?;
+            return Ok(e.reshape((b, t, self.cfg.d_model))?);
+        }
+        let x = x.ok_or_else(|| ModelError::Config(format!("stage {s} needs an input")))?;
+        let eps = self.cfg.norm_eps;
+        if s <= l {
+            let blk = &self.blocks[s - 1];
+            let t = x.dim(1)?;
+            let (cos, sin) =
+                rope_tables(t, self.cfg.head_dim(), self.cfg.rope_theta, &self.device)?;
+            let mask = causal_mask(t, &self.device)?;
+            let h = rms_norm(x, &self.w(blk.norm1)?, eps)?;
+            let x = (x + attention(
+                &h,
+                &self.w(blk.qkv)?,
+                &self.w(blk.o)?,
+                self.cfg.heads,
+                &cos,
+                &sin,
+                &mask,
+            )?)?;
+            let h = rms_norm(&x, &self.w(blk.norm2)?, eps)?;
+            return Ok((&x + swiglu(&h, &self.w(blk.w1)?, &self.w(blk.w3)?, &self.w(blk.w2)?)?)?);
+        }
+        let h = rms_norm(x, &self.w(self.norm)?, eps)?;
+        let logits = linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?;
+        let v = self.cfg.vocab;
+        Ok(candle_nn::loss::cross_entropy(
+            &logits.reshape(((), v))?,
+            &batch.targets.flatten_all()?,
+        )?)
+    }
+}

@@ -1,0 +1,114 @@
+//! Named parameters in a fixed order, and their seeded initialisation (PyTorch's defaults:
+//! Linear U(±1/√fan_in), Embedding N(0, 1), norms ones / zeros; the models may
+//! choose otherwise per parameter). Values are drawn on the
+//! host from a seeded RNG, one tensor at a time, so every device and rank gets the same
+//! weights for the same seed.
+
+use crate::error::Result;
+use candle_core::{DType, Device, Tensor, Var};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+
+/// How a parameter is initialised.
+#[derive(Debug, Clone, Copy)]
+pub enum Init {
+    /// U(-1/√fan_in, 1/√fan_in), nn.Linear's default (kaiming_uniform with a = √5).
+    Linear {
+        fan_in: usize,
+    },
+    /// N(0, std²); nn.Embedding's default is std = 1.
+    Normal {
+        std: f32,
+    },
+    Const(f32),
+}
+
+/// The model's parameters, in the order the model declares them (DDP buckets follow the
+/// reverse of this order).
+pub struct ParamSet {
+    names: Vec<String>,
+    vars: Vec<Var>,
+}
+
+impl ParamSet {
+    pub fn new() -> Self {
+        Self {
+            names: Vec::new(),
+            vars: Vec::new(),
+        }
+    }
+
+    /// Adds a parameter drawn from `init` with `rng`; returns its index.
+    pub fn add(
+        &mut self,
+        name: impl Into<String>,
+        shape: &[usize],
+        init: Init,
+        rng: &mut StdRng,
+        device: &Device,
+    ) -> Result<usize> {
+        let n: usize = shape.iter().product();
+        let host: Vec<f32> = match init {
+            Init::Linear { fan_in } => {
+                let b = 1.0 / (fan_in as f32).sqrt();
+                (0..n).map(|_| rng.random_range(-b..b)).collect()
+            }
+            Init::Normal { std } => (0..n)
+                .map(|_| std * <StandardNormal as Distribution<f32>>::sample(&StandardNormal, rng))
+                .collect(),
+            Init::Const(c) => vec![c; n],
+        };
+        let t = Tensor::from_vec(host, shape, device)?;
+        self.names.push(name.into());
+        self.vars.push(Var::from_tensor(&t)?);
+        Ok(self.vars.len() - 1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.vars.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+    pub fn vars(&self) -> &[Var] {
+        &self.vars
+    }
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+    pub fn var(&self, i: usize) -> &Var {
+        &self.vars[i]
+    }
+    /// Total number of elements.
+    pub fn numel(&self) -> usize {
+        self.vars.iter().map(|v| v.elem_count()).sum()
+    }
+
+    /// Copies every value from `other` (same names and shapes), e.g. to start two models
+    /// from identical weights.
+    pub fn copy_from(&self, other: &ParamSet) -> Result<()> {
+        for (i, (a, b)) in self.vars.iter().zip(&other.vars).enumerate() {
+            if a.dims() != b.dims() {
+                return Err(crate::ModelError::Input(format!(
+                    "parameter {} has shape {:?}, the source has {:?}",
+                    self.names[i],
+                    a.dims(),
+                    b.dims()
+                )));
+            }
+            a.set(&b.as_tensor().to_device(a.device())?.to_dtype(DType::F32)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Default for ParamSet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
