@@ -3,6 +3,7 @@
 //!   bench allreduce --backend nccl --ranks 2,4,6,8   (spawns one process per GPU per rank count)
 //!   bench allreduce --backend cpu  --ranks 2,4       (in-process threads)
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
+//!                [--isoflops data/isoflops_curves.json]
 
 mod allreduce;
 mod records;
@@ -59,6 +60,10 @@ enum Cmd {
         torch: Option<PathBuf>,
         #[arg(long, default_value = "report")]
         out: PathBuf,
+        /// IsoFLOPs runs for the scaling-law section (relative paths are also looked up
+        /// from the workspace root); the section is skipped when the file is absent.
+        #[arg(long, default_value = report::DEFAULT_ISOFLOPS)]
+        isoflops: PathBuf,
     },
 }
 
@@ -107,8 +112,10 @@ fn run(cli: Cli) -> Result<()> {
             results,
             torch,
             out,
+            isoflops,
         } => {
-            report::write_report(&results, torch.as_deref(), &out)?;
+            let isoflops = report::resolve_isoflops(&isoflops);
+            report::write_report(&results, torch.as_deref(), &isoflops, &out)?;
             println!("wrote {}", out.join("report.md").display());
             Ok(())
         }

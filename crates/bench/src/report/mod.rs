@@ -2,6 +2,9 @@
 //! a plot and a few generated sentences per section.
 
 mod plot;
+mod scaling;
+
+pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
 
 use crate::allreduce::human_bytes;
 use crate::records::{read, AllReduceRecord, TopologyRecord, TorchAllReduce};
@@ -10,8 +13,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Writes `out/report.md` and `out/allreduce-<backend>.svg` from `results` (and the
-/// PyTorch anchor's lines in `torch`, when given and present).
-pub fn write_report(results: &Path, torch: Option<&Path>, out: &Path) -> Result<()> {
+/// PyTorch anchor's lines in `torch`, when given and present), and the scaling-law section
+/// fitted to `isoflops` (skipped with a note when that file is absent).
+pub fn write_report(
+    results: &Path,
+    torch: Option<&Path>,
+    isoflops: &Path,
+    out: &Path,
+) -> Result<()> {
     std::fs::create_dir_all(out)?;
     let recs: Vec<AllReduceRecord> = read(results, Some("allreduce"))?;
     let topo: Option<TopologyRecord> = read(results, Some("topology"))?.into_iter().next();
@@ -44,6 +53,7 @@ pub fn write_report(results: &Path, torch: Option<&Path>, out: &Path) -> Result<
     if recs.is_empty() {
         md += "No all-reduce results in this run.\n";
     }
+    scaling::section(&mut md, isoflops, out)?;
     std::fs::write(out.join("report.md"), md)?;
     Ok(())
 }
