@@ -2,7 +2,8 @@
 # Runs on the GPU machine, from the packed folder made by `cargo xtask gpu-pack`
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
-#   bash .gpu/run.sh JOB...      JOB: check | allreduce | anchor-allreduce | report | all
+#   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
+#                                  single anchor-single model-check adamw-ref report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -44,6 +45,14 @@ for b in "$BIN"/*; do
 done
 export LD_LIBRARY_PATH="$LDP"
 
+# The PyTorch anchor (run_torch.sh overwrites its output file): its lines are appended
+# to $RES/torch.jsonl and shown.
+anchor() {
+  local tmp; tmp="$(mktemp -d)"
+  OUT="$tmp" bash "$HERE/anchors/run_torch.sh" "$@" > /dev/null
+  grep '^{' "$tmp/torch.jsonl" | tee -a "$RES/torch.jsonl"
+}
+
 job() {
   echo; echo "=== $1 ($(date -u +%T))"
   case "$1" in
@@ -68,14 +77,22 @@ job() {
       t0=$SECONDS
       "$BIN/comm-launch" --nproc-per-node 2 -- bash -c 'if [ $RANK = 1 ]; then exit 7; fi; sleep 100'
       echo "launcher: exit $? after $((SECONDS - t0)) s (want non-zero, ~0 s)" ;;
+    single)
+      "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ;;
+    anchor-single)
+      SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
+    model-check)
+      "$BIN/bench" model-check ;;
+    adamw-ref)
+      python3 "$HERE/anchors/adamw_ref.py" ;;
     allreduce)
       "$BIN/bench" allreduce --backend nccl --out "$RES/results.jsonl" ${ALLREDUCE_ARGS:-} ;;
     allreduce-cpu)
       "$BIN/bench" allreduce --backend cpu --ranks 2,4 --sizes-mib 0.5,1,10,50,100 --warmup 2 --iters 5 --out "$RES/results.jsonl" ;;
     anchor-allreduce)
-      OUT="$RES" bash "$HERE/anchors/run_torch.sh" allreduce > /dev/null; grep '^{' "$RES/torch.jsonl" ;;
+      anchor allreduce ;;
     report)
-      "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --out "$RES/report" && cat "$RES/report/report.md" ;;
+      "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }

@@ -6,8 +6,11 @@
 //!                [--isoflops data/isoflops_curves.json]
 
 mod allreduce;
+mod memory;
+mod modelcheck;
 mod records;
 mod report;
+mod single;
 mod timer;
 mod topology;
 
@@ -51,6 +54,29 @@ enum Cmd {
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },
+    /// Single-GPU training step of the LM: forward, backward, AdamW timed separately.
+    Single {
+        /// Model sizes, comma-separated (small, medium, large, xl, 2.7B).
+        #[arg(long, value_delimiter = ',', default_value = "small")]
+        size: Vec<String>,
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        #[arg(long, value_enum, default_value = "step")]
+        mode: single::Mode,
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        /// Run on the CPU instead of GPU 0.
+        #[arg(long)]
+        cpu: bool,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
+    ModelCheck,
     /// Writes report.md and plots from a run's JSON lines.
     Report {
         #[arg(long, default_value = "report/results.jsonl")]
@@ -107,6 +133,44 @@ fn run(cli: Cli) -> Result<()> {
                 BackendArg::Nccl if std::env::var("RANK").is_ok() => nccl_rank(&cfg, &out),
                 BackendArg::Nccl => nccl_sweeps(&ranks, &out),
             }
+        }
+        Cmd::Single {
+            size,
+            dtype,
+            mode,
+            warmup,
+            steps,
+            batch,
+            cpu,
+            out,
+        } => {
+            let device = if cpu {
+                Device::Cpu
+            } else {
+                Device::new_cuda(0).context("GPU 0 (use --cpu to run on the CPU)")?
+            };
+            println!("{}", single::header());
+            for s in &size {
+                for &d in &dtype {
+                    // Dense peak of an H100/H200 SXM: fp32 (no tensor cores) and bf16 tensor cores.
+                    let peak = (!cpu).then_some(if d == single::Precision::Fp32 {
+                        67.0
+                    } else {
+                        989.0
+                    });
+                    let r = single::run(s, d, mode, warmup, steps, batch, &device, peak)?;
+                    println!("{}", single::row(&r));
+                    records::append(&out, &r)?;
+                }
+            }
+            Ok(())
+        }
+        Cmd::ModelCheck => {
+            let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
+            for (dtype, dl, worst) in modelcheck::run(&gpu)? {
+                println!("model-check {dtype:?}: |loss GPU - CPU| = {dl:.2e}, worst gradient error {worst:.2e} (relative): OK");
+            }
+            Ok(())
         }
         Cmd::Report {
             results,

@@ -53,5 +53,18 @@ fn adamw_matches_pytorch_within_1e6() {
     for (g, w) in got.iter().zip(&want) {
         assert!((*g as f64 - w).abs() < 1e-6, "got {got:?}\nwant {want:?}");
     }
+    // The same inputs through torch.optim.AdamW 2.11 (scripts/anchors/adamw_ref.py, run on
+    // the GPU machine, nvidia-h200-x2, 2026-11-22).
+    let torch = [
+        0.47935304,
+        -1.24509752,
+        1.97141612,
+        -0.00110927504,
+        3.51686668,
+        -0.772817194,
+    ];
+    for (g, w) in got.iter().zip(&torch) {
+        assert!((*g as f64 - w).abs() < 1e-6, "got {got:?}\ntorch {torch:?}");
+    }
     assert!(AdamW::new(AdamWConfig { beta1: 1.0, ..c }).is_err());
 }

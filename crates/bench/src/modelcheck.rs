@@ -1,0 +1,56 @@
+//! GPU against CPU on a tiny LM: same seed, same batch; the loss and every gradient must
+//! agree within the dtype's tolerance (fp32: cuBLAS vs CPU summation order; bf16: 8-bit
+//! mantissa).
+
+use anyhow::{bail, Result};
+use candle_core::{DType, Device};
+use model::{forward_backward, Batch, LmConfig, StagedModel, TransformerLm};
+
+fn build(dev: &Device, dtype: DType) -> Result<(TransformerLm, Batch)> {
+    let mut lm = TransformerLm::new(LmConfig::tiny(512), 42, dev)?;
+    lm.set_compute_dtype(dtype);
+    let ids: Vec<u32> = (0..4 * 32).map(|i| (i * 37 % 512) as u32).collect();
+    let tg: Vec<u32> = (0..4 * 32).map(|i| (i * 91 % 512) as u32).collect();
+    let b = Batch {
+        input: lm.tokens(&ids, 4, dev)?,
+        targets: lm.tokens(&tg, 4, dev)?,
+    };
+    Ok((lm, b))
+}
+
+/// Returns (dtype, |loss diff|, worst relative gradient error) per dtype; fails past tolerance.
+pub fn run(gpu: &Device) -> Result<Vec<(DType, f32, f32)>> {
+    let mut out = Vec::new();
+    for (dtype, tol) in [(DType::F32, 1e-4f32), (DType::BF16, 5e-2)] {
+        let (cpu_lm, cpu_b) = build(&Device::Cpu, DType::F32)?;
+        let (gpu_lm, gpu_b) = build(gpu, dtype)?;
+        let (lc, gc) = forward_backward(&cpu_lm, &cpu_b, |_, _| Ok(()))?;
+        let (lg, gg) = forward_backward(&gpu_lm, &gpu_b, |_, _| Ok(()))?;
+        let mut worst = 0f32;
+        for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
+            let (Some(a), Some(b)) = (a, b) else {
+                bail!("parameter {i} has no gradient")
+            };
+            let b = b.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+            let scale = a
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?
+                .max(1e-6);
+            let err = (a - &b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? / scale;
+            if err > worst {
+                worst = err;
+            }
+            if err > tol {
+                bail!("{dtype:?}: gradient of {} differs by {err:.2e} (relative to its max) > {tol:.0e}", cpu_lm.params().names()[i]);
+            }
+        }
+        let dl = (lc - lg).abs();
+        if dl > tol * lc.abs() {
+            bail!("{dtype:?}: loss CPU {lc} GPU {lg}");
+        }
+        out.push((dtype, dl, worst));
+    }
+    Ok(out)
+}

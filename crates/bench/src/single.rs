@@ -1,0 +1,211 @@
+//! The single-GPU training-step benchmark (the seeds' benchmarking_script, mixed precision
+//! and memory profiling): forward, backward and AdamW timed separately with CUDA events,
+//! mean and standard deviation over `steps` after `warmup`, tokens/s, model FLOP
+//! utilisation, and peak memory for forward-only and for a whole step.
+
+use crate::memory;
+use crate::timer::Timer;
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Bf16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Fwd,
+    FwdBwd,
+    Step,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SingleRecord {
+    pub bench: String, // "single"
+    pub size: String,
+    pub dtype: Precision,
+    pub mode: Mode,
+    pub params: usize,
+    pub batch: usize,
+    pub seq: usize,
+    pub steps: usize,
+    pub fwd_ms: (f64, f64),
+    pub bwd_ms: (f64, f64),
+    pub opt_ms: (f64, f64),
+    /// Whole step, mean and standard deviation.
+    pub step_ms: (f64, f64),
+    pub tokens_per_s: f64,
+    pub mfu: Option<f64>,
+    pub peak_fwd_gib: Option<f64>,
+    pub peak_step_gib: Option<f64>,
+    pub loss_first: f32,
+    pub loss_last: f32,
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var =
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
+    (m, var.sqrt())
+}
+
+/// Training FLOPs of one step: 6·N·tokens for the matmuls with parameters (forward 2,
+/// backward 4) plus attention scores and values (2·2·b·t²·d per layer forward, ×3).
+pub fn step_flops(cfg: &LmConfig, batch: usize, seq: usize) -> f64 {
+    let tokens = (batch * seq) as f64;
+    let matmul_params =
+        (cfg.param_count() - cfg.vocab * cfg.d_model - cfg.d_model * (2 * cfg.layers + 1)) as f64;
+    6.0 * matmul_params * tokens + 12.0 * (cfg.layers * batch * seq * seq * cfg.d_model) as f64
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    size: &str,
+    dtype: Precision,
+    mode: Mode,
+    warmup: usize,
+    steps: usize,
+    batch: usize,
+    device: &Device,
+    peak_tflops: Option<f64>,
+) -> Result<SingleRecord> {
+    if steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let cfg = LmConfig::by_name(size)?;
+    let seq = cfg.context;
+    let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
+    if dtype == Precision::Bf16 {
+        lm.set_compute_dtype(DType::BF16);
+    }
+    let ids = |s: u64| -> Result<Tensor> {
+        let v: Vec<u32> = (0..batch * seq)
+            .map(|i| ((i as u64 * 2654435761 + s) % cfg.vocab as u64) as u32)
+            .collect();
+        Ok(lm.tokens(&v, batch, device)?)
+    };
+    let b = Batch {
+        input: ids(1)?,
+        targets: ids(7)?,
+    };
+    let mut opt = AdamW::new(AdamWConfig {
+        lr: 1e-4,
+        ..AdamWConfig::default()
+    })?;
+    let (mut fwd, mut bwd, mut optt, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
+    let (mut peak_fwd, mut peak_step) = (None, None);
+    for i in 0..warmup + steps {
+        let timed = i >= warmup;
+        if i == warmup {
+            memory::reset_peak(device);
+        }
+        let t0 = Timer::start(device)?;
+        let loss = lm.loss(&b)?;
+        let tf = t0.stop()?;
+        if i == warmup {
+            peak_fwd = memory::peak(device);
+        }
+        let (mut tb, mut to) = (0.0, 0.0);
+        if mode != Mode::Fwd {
+            let t1 = Timer::start(device)?;
+            let grads = loss.backward()?;
+            tb = t1.stop()?;
+            if mode == Mode::Step {
+                let g: Vec<Option<Tensor>> = lm
+                    .params()
+                    .vars()
+                    .iter()
+                    .map(|v| grads.get(v.as_tensor()).cloned())
+                    .collect();
+                drop(grads);
+                let t2 = Timer::start(device)?;
+                opt.step(lm.params().vars(), &g)?;
+                to = t2.stop()?;
+            }
+        }
+        let l = loss.to_scalar::<f32>()?;
+        if timed {
+            if i == warmup {
+                loss_first = l;
+                peak_step = memory::peak(device);
+            }
+            loss_last = l;
+            fwd.push(tf * 1e3);
+            bwd.push(tb * 1e3);
+            optt.push(to * 1e3);
+            total.push((tf + tb + to) * 1e3);
+        }
+    }
+    let step_ms = mean_std(&total);
+    let flops = match mode {
+        Mode::Fwd => step_flops(&cfg, batch, seq) / 3.0,
+        _ => step_flops(&cfg, batch, seq),
+    };
+    Ok(SingleRecord {
+        bench: "single".into(),
+        size: size.into(),
+        dtype,
+        mode,
+        params: cfg.param_count(),
+        batch,
+        seq,
+        steps,
+        fwd_ms: mean_std(&fwd),
+        bwd_ms: mean_std(&bwd),
+        opt_ms: mean_std(&optt),
+        step_ms,
+        tokens_per_s: (batch * seq) as f64 / (step_ms.0 / 1e3),
+        mfu: peak_tflops.map(|p| flops / (step_ms.0 / 1e3) / (p * 1e12)),
+        peak_fwd_gib: memory::gib(peak_fwd),
+        peak_step_gib: memory::gib(peak_step),
+        loss_first,
+        loss_last,
+    })
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10} {:>6} {:>9} {:>9}",
+        "size",
+        "dtype",
+        "mode",
+        "fwd(ms)",
+        "bwd(ms)",
+        "opt(ms)",
+        "step(ms)",
+        "tok/s",
+        "MFU",
+        "peakF(GiB)",
+        "peakS(GiB)"
+    )
+}
+
+pub fn row(r: &SingleRecord) -> String {
+    let ms = |p: (f64, f64)| format!("{:.2}±{:.2}", p.0, p.1);
+    let opt =
+        |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    format!(
+        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}",
+        r.size,
+        format!("{:?}", r.dtype).to_lowercase(),
+        format!("{:?}", r.mode).to_lowercase(),
+        ms(r.fwd_ms),
+        ms(r.bwd_ms),
+        ms(r.opt_ms),
+        ms(r.step_ms),
+        r.tokens_per_s,
+        opt(r.mfu.map(|m| m * 100.0), 1),
+        opt(r.peak_fwd_gib, 2),
+        opt(r.peak_step_gib, 2)
+    )
+}
