@@ -77,7 +77,10 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         .with_context(|| format!("copying {bin}"))?;
     }
     std::fs::copy(root().join("scripts/gpu/run.sh"), dest.join("run.sh"))?;
-    std::fs::copy(root().join("data/isoflops_curves.json"), dest.join("isoflops_curves.json"))?;
+    std::fs::copy(
+        root().join("data/isoflops_curves.json"),
+        dest.join("isoflops_curves.json"),
+    )?;
     for f in ["run_torch.sh", "torch_baseline.py", "adamw_ref.py"] {
         std::fs::copy(
             root().join("scripts/anchors").join(f),

@@ -29,8 +29,8 @@ fn main() -> anyhow::Result<()> {
         let r = build_report(&an);
         println!(
             "fit: alpha = {:.4}, beta = {:.4} (true 0.34, 0.28); a1 = {:.4}, a2 = {:.4} (true {:.4})",
-            r.approach3.alpha,
-            r.approach3.beta,
+            r.approach3.law.alpha,
+            r.approach3.law.beta,
             r.approach1.n_exponent,
             r.approach2.n_exponent,
             CHINCHILLA.beta / (CHINCHILLA.alpha + CHINCHILLA.beta)

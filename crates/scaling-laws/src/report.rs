@@ -53,19 +53,9 @@ pub struct PowerLawReport {
 /// Approach 3 in the JSON report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParametricReport {
-    /// Irreducible loss.
-    #[serde(rename = "E")]
-    pub e: f64,
-    /// Model-size coefficient.
-    #[serde(rename = "A")]
-    pub a: f64,
-    /// Data coefficient.
-    #[serde(rename = "B")]
-    pub b: f64,
-    /// Model-size exponent.
-    pub alpha: f64,
-    /// Data exponent.
-    pub beta: f64,
+    /// The fitted law: E, A, B, alpha, beta at the top level of the JSON object.
+    #[serde(flatten)]
+    pub law: crate::parametric::ParametricLaw,
     /// Predictions from the closed-form optimum.
     pub predictions: Vec<Prediction>,
     /// Huber objective (sum over runs, δ = 1e-3) at the optimum.
@@ -130,11 +120,7 @@ pub fn build_report(an: &Analysis) -> Report {
         approach1: power_report(&an.approach1, &an.computes, i1),
         approach2: power_report(&an.approach2, &an.computes, i2),
         approach3: ParametricReport {
-            e: law.e,
-            a: law.a,
-            b: law.b,
-            alpha: law.alpha,
-            beta: law.beta,
+            law,
             predictions: an
                 .computes
                 .iter()
@@ -225,21 +211,21 @@ pub fn render_table(r: &Report, runs: usize, budgets: usize) -> String {
         "Approach 3: L(N, D) = E + A/N^alpha + B/D^beta (Huber on log L)"
     );
     let rows = [
-        ("E", a3.e, iv.map(|i| i.e)),
-        ("A", a3.a, iv.map(|i| i.a)),
-        ("B", a3.b, iv.map(|i| i.b)),
-        ("alpha", a3.alpha, iv.map(|i| i.alpha)),
-        ("beta", a3.beta, iv.map(|i| i.beta)),
+        ("E", a3.law.e, iv.map(|i| i.e)),
+        ("A", a3.law.a, iv.map(|i| i.a)),
+        ("B", a3.law.b, iv.map(|i| i.b)),
+        ("alpha", a3.law.alpha, iv.map(|i| i.alpha)),
+        ("beta", a3.law.beta, iv.map(|i| i.beta)),
     ];
     for (name, v, i) in rows {
         let _ = writeln!(out, "  {name:<5} = {v:<12.5} {}", ci(i, false));
     }
-    let s = a3.alpha + a3.beta;
+    let s = a3.law.alpha + a3.law.beta;
     let _ = writeln!(
         out,
         "  => a = beta/(alpha+beta) = {:.4}, b = alpha/(alpha+beta) = {:.4}",
-        a3.beta / s,
-        a3.alpha / s
+        a3.law.beta / s,
+        a3.law.alpha / s
     );
     let _ = writeln!(
         out,

@@ -133,25 +133,25 @@ fn fit_section(isoflops: &Path, out: &Path) -> Result<String> {
     }
     let a3 = &r.approach3;
     let i3 = a3.intervals.as_ref();
-    let s = a3.alpha + a3.beta;
+    let s = a3.law.alpha + a3.law.beta;
     writeln!(
         md,
         "| 3: parametric L(N, D) ¹ | {:.4} | {:.4} |{}",
-        a3.beta / s,
-        a3.alpha / s,
+        a3.law.beta / s,
+        a3.law.alpha / s,
         prediction_cells(&a3.predictions, i3.map(|i| &i.predictions))
     )?;
     writeln!(
         md,
         "\n¹ L(N, D) = E + A/N^α + B/D^β with E = {:.4}{}, A = {:.2}, B = {:.2}, \
          α = {:.4}{}, β = {:.4}{}; a = β/(α+β), b = α/(α+β); RMSE(ln L) = {:.2e}.\n",
-        a3.e,
+        a3.law.e,
         iv(i3.map(|i| i.e), false),
-        a3.a,
-        a3.b,
-        a3.alpha,
+        a3.law.a,
+        a3.law.b,
+        a3.law.alpha,
         iv(i3.map(|i| i.alpha), false),
-        a3.beta,
+        a3.law.beta,
         iv(i3.map(|i| i.beta), false),
         a3.rmse_log_loss
     )?;
@@ -177,7 +177,7 @@ fn sentences(r: &Report, secs: f64) -> String {
     let exps = [
         ("1", r.approach1.n_exponent),
         ("2", r.approach2.n_exponent),
-        ("3", a3.beta / (a3.alpha + a3.beta)),
+        ("3", a3.law.beta / (a3.law.alpha + a3.law.beta)),
     ];
     let mut s = String::new();
     let agree: Vec<(usize, usize)> = (0..3)
