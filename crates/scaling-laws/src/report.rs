@@ -163,8 +163,17 @@ fn power_rows(out: &mut String, name: &str, r: &PowerLawReport) {
         ci(iv.map(|i| i.d_exponent), false),
         r.r2.d
     );
-    for (k, p) in r.predictions.iter().enumerate() {
-        let pi = iv.and_then(|i| i.predictions.get(k));
+    prediction_rows(out, &r.predictions, iv.map(|i| i.predictions.as_slice()));
+}
+
+/// One line per compute budget: N_opt and D_opt with their intervals.
+fn prediction_rows(
+    out: &mut String,
+    preds: &[Prediction],
+    ivs: Option<&[crate::bootstrap::PredictionInterval]>,
+) {
+    for (k, p) in preds.iter().enumerate() {
+        let pi = ivs.and_then(|i| i.get(k));
         let _ = writeln!(
             out,
             "  C = {:.0e}: N_opt = {:.3e} {:<24}  D_opt = {:.3e} {}",
@@ -232,17 +241,10 @@ pub fn render_table(r: &Report, runs: usize, budgets: usize) -> String {
         "  Huber objective = {:.4e}, RMSE(log L) = {:.4e}",
         a3.huber_loss, a3.rmse_log_loss
     );
-    for (k, p) in a3.predictions.iter().enumerate() {
-        let pi = iv.and_then(|i| i.predictions.get(k));
-        let _ = writeln!(
-            out,
-            "  C = {:.0e}: N_opt = {:.3e} {:<24}  D_opt = {:.3e} {}",
-            p.compute,
-            p.n_opt,
-            ci(pi.map(|x| x.n_opt), true),
-            p.d_opt,
-            ci(pi.map(|x| x.d_opt), true)
-        );
-    }
+    prediction_rows(
+        &mut out,
+        &a3.predictions,
+        iv.map(|i| i.predictions.as_slice()),
+    );
     out.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }
