@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device};
-use model::{forward_backward, Batch, LmConfig, StagedModel, TransformerLm};
+use model::{forward_backward, AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 
 fn build(dev: &Device, dtype: DType) -> Result<(TransformerLm, Batch)> {
     let mut lm = TransformerLm::new(LmConfig::tiny(512), 42, dev)?;
@@ -53,4 +53,35 @@ pub fn run(gpu: &Device) -> Result<Vec<(DType, f32, f32)>> {
         out.push((dtype, dl, worst));
     }
     Ok(out)
+}
+
+/// The fused AdamW kernel against the candle-op AdamW, both on the GPU, three steps with
+/// the same gradients: returns the largest parameter difference; fails above 2e-6.
+pub fn fused_adamw(gpu: &Device) -> Result<f32> {
+    let (a, b) = (build(gpu, DType::F32)?, build(gpu, DType::F32)?);
+    let cfg = AdamWConfig {
+        lr: 1e-2,
+        weight_decay: 0.1,
+        ..AdamWConfig::default()
+    };
+    let (mut fused, mut plain) = (AdamW::new(cfg)?, AdamW::new(cfg)?);
+    plain.fused = false;
+    for _ in 0..3 {
+        let (_, grads) = forward_backward(&a.0, &a.1, |_, _| Ok(()))?;
+        fused.step(a.0.params().vars(), &grads)?;
+        plain.step(b.0.params().vars(), &grads)?;
+    }
+    let mut worst = 0f32;
+    for (x, y) in a.0.params().vars().iter().zip(b.0.params().vars()) {
+        let d = (x.as_tensor() - y.as_tensor())?
+            .abs()?
+            .flatten_all()?
+            .max(0)?
+            .to_scalar::<f32>()?;
+        worst = worst.max(d);
+    }
+    if worst > 2e-6 {
+        bail!("fused AdamW differs from the candle-op AdamW by {worst:.2e}");
+    }
+    Ok(worst)
 }

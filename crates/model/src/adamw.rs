@@ -2,7 +2,9 @@
 //! `torch.optim.AdamW` (single-tensor path):
 //!   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //!   p ← p − (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + ε)
-//! State is kept in f32 next to each f32 parameter.
+//! State is kept in f32 next to each f32 parameter. On a CUDA device (with the `cuda`
+//! feature) each parameter is updated by one fused kernel ([`crate::fused_adamw`]);
+//! elsewhere by candle ops.
 
 use crate::error::{ModelError, Result};
 use candle_core::{Tensor, Var};
@@ -29,11 +31,20 @@ impl Default for AdamWConfig {
     }
 }
 
+/// First and second moments of one parameter.
+enum Moments {
+    Tensors(Tensor, Tensor),
+    #[cfg(feature = "cuda")]
+    Device(crate::fused_adamw::DeviceMoments),
+}
+
 pub struct AdamW {
     pub cfg: AdamWConfig,
     step: u64,
-    /// (m, v) per parameter, created on the first step.
-    state: Vec<Option<(Tensor, Tensor)>>,
+    /// Moments per parameter, created on the first step.
+    state: Vec<Option<Moments>>,
+    /// Use the fused kernel for CUDA parameters (default true).
+    pub fused: bool,
 }
 
 impl AdamW {
@@ -52,6 +63,7 @@ impl AdamW {
             cfg,
             step: 0,
             state: Vec::new(),
+            fused: true,
         })
     }
 
@@ -76,10 +88,28 @@ impl AdamW {
         let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
         for (i, (p, g)) in params.iter().zip(grads).enumerate() {
             let Some(g) = g else { continue };
+            #[cfg(feature = "cuda")]
+            if self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32 {
+                let mut mom = match self.state[i].take() {
+                    Some(Moments::Device(d)) => d,
+                    _ => crate::fused_adamw::zero_moments(p.as_tensor())?,
+                };
+                let s = crate::fused_adamw::StepScalars {
+                    decay: (1.0 - c.lr * c.weight_decay) as f32,
+                    b1: c.beta1 as f32,
+                    b2: c.beta2 as f32,
+                    eps: c.eps as f32,
+                    step_size: (c.lr / bc1) as f32,
+                    bc2_sqrt: bc2_sqrt as f32,
+                };
+                crate::fused_adamw::step(p, g, &mut mom, s)?;
+                self.state[i] = Some(Moments::Device(mom));
+                continue;
+            }
             let g = g.to_dtype(p.dtype())?;
             let (m, v) = match self.state[i].take() {
-                Some(s) => s,
-                None => (g.zeros_like()?, g.zeros_like()?),
+                Some(Moments::Tensors(m, v)) => (m, v),
+                _ => (g.zeros_like()?, g.zeros_like()?),
             };
             let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
             let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
@@ -87,7 +117,7 @@ impl AdamW {
             let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
             let upd = (m.div(&denom)? * (c.lr / bc1))?;
             p.set(&(decayed - upd)?)?;
-            self.state[i] = Some((m, v));
+            self.state[i] = Some(Moments::Tensors(m, v));
         }
         Ok(())
     }

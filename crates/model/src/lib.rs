@@ -23,6 +23,8 @@
 pub mod adamw;
 pub mod config;
 pub mod error;
+#[cfg(feature = "cuda")]
+pub mod fused_adamw;
 pub mod layers;
 pub mod lm;
 pub mod params;

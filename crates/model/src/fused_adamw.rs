@@ -1,0 +1,126 @@
+//! The fused AdamW kernel (kernels/adamw.cu) for f32 parameters on a CUDA device: one
+//! launch per parameter tensor that reads p, g, m, v once and writes p, m, v once. The
+//! moments live in plain device buffers owned by the optimizer (not candle tensors), so a
+//! sharded optimizer can keep only its shard.
+
+use crate::error::{ModelError, Result};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::{DType, InplaceOp2, Layout, Tensor, Var};
+use std::cell::RefCell;
+
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/adamw.ptx"));
+
+/// AdamW's first and second moments of one parameter, on its device.
+pub struct DeviceMoments {
+    m: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+}
+
+/// The scalars of one step (computed on the host in f64, passed as f32).
+#[derive(Clone, Copy)]
+pub struct StepScalars {
+    pub decay: f32,
+    pub b1: f32,
+    pub b2: f32,
+    pub eps: f32,
+    pub step_size: f32,
+    pub bc2_sqrt: f32,
+}
+
+pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
+    let candle_core::Device::Cuda(dev) = p.device() else {
+        return Err(ModelError::Input(
+            "fused AdamW needs a CUDA parameter".into(),
+        ));
+    };
+    let s = dev.cuda_stream();
+    let n = p.elem_count();
+    Ok(DeviceMoments {
+        m: s.alloc_zeros::<f32>(n).w()?,
+        v: s.alloc_zeros::<f32>(n).w()?,
+    })
+}
+
+struct Launch<'a> {
+    moments: RefCell<&'a mut DeviceMoments>,
+    s: StepScalars,
+}
+
+impl InplaceOp2 for Launch<'_> {
+    fn name(&self) -> &'static str {
+        "fused-adamw"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &mut candle_core::CpuStorage,
+        _: &Layout,
+        _: &candle_core::CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<()> {
+        candle_core::bail!("fused AdamW runs on CUDA only")
+    }
+    fn cuda_fwd(
+        &self,
+        p: &mut CudaStorage,
+        pl: &Layout,
+        g: &CudaStorage,
+        gl: &Layout,
+    ) -> candle_core::Result<()> {
+        for (what, l) in [("parameter", pl), ("gradient", gl)] {
+            if !l.is_contiguous() || l.start_offset() != 0 {
+                candle_core::bail!("fused AdamW: the {what} must be a whole contiguous tensor");
+            }
+        }
+        let n = pl.shape().elem_count();
+        let func = p
+            .device
+            .get_or_load_custom_func("adamw_f32", "model_adamw", PTX)?;
+        let mut mom = self.moments.borrow_mut();
+        if mom.m.len() != n {
+            candle_core::bail!(
+                "fused AdamW: moments of {} elements for a parameter of {n}",
+                mom.m.len()
+            );
+        }
+        let pd = p.as_cuda_slice_mut::<f32>()?;
+        let gd = g.as_cuda_slice::<f32>()?;
+        let DeviceMoments { m, v } = &mut **mom;
+        let n64 = n as u64;
+        let s = self.s;
+        let blocks = n.div_ceil(256).min(132 * 16) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = func.builder();
+        b.arg(pd).arg(gd).arg(m).arg(v).arg(&n64);
+        b.arg(&s.decay)
+            .arg(&s.b1)
+            .arg(&s.b2)
+            .arg(&s.eps)
+            .arg(&s.step_size)
+            .arg(&s.bc2_sqrt);
+        // SAFETY: the kernel's signature matches the arguments; all buffers hold n f32.
+        unsafe { b.launch(cfg) }.w()?;
+        Ok(())
+    }
+}
+
+/// One fused step of parameter `p` with gradient `g`.
+pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: StepScalars) -> Result<()> {
+    let g = if g.dtype() == DType::F32 {
+        g.contiguous()?
+    } else {
+        g.to_dtype(DType::F32)?
+    };
+    p.as_tensor().inplace_op2(
+        &g,
+        &Launch {
+            moments: RefCell::new(moments),
+            s,
+        },
+    )?;
+    Ok(())
+}
