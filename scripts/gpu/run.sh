@@ -81,6 +81,8 @@ job() {
       "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ;;
     anchor-single)
       SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
+    rmsnorm)
+      "$BIN/bench" rmsnorm ;;
     model-check)
       "$BIN/bench" model-check ;;
     adamw-ref)

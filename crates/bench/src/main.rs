@@ -10,6 +10,7 @@ mod memory;
 mod modelcheck;
 mod records;
 mod report;
+mod rmsnorm;
 mod single;
 mod timer;
 mod topology;
@@ -77,6 +78,13 @@ enum Cmd {
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,
+    /// RMSNorm micro-benchmark: fused vs composed vs LayerNorm, 50,000 rows (GPU 0).
+    Rmsnorm {
+        #[arg(long, default_value_t = 50_000)]
+        rows: usize,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+    },
     /// Writes report.md and plots from a run's JSON lines.
     Report {
         #[arg(long, default_value = "report/results.jsonl")]
@@ -172,6 +180,19 @@ fn run(cli: Cli) -> Result<()> {
             }
             let d = modelcheck::fused_adamw(&gpu)?;
             println!("model-check fused AdamW vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
+            let (dy, dg) = modelcheck::fused_rmsnorm(&gpu)?;
+            println!("model-check fused RMSNorm vs composition (GPU, 2368x1600): max |y diff| {dy:.2e}, max relative grad diff {dg:.2e}: OK");
+            Ok(())
+        }
+        Cmd::Rmsnorm { rows, iters } => {
+            let gpu = Device::new_cuda(0).context("the RMSNorm benchmark needs GPU 0")?;
+            println!(
+                "{:>6} {:>10} {:>10} {:>12}",
+                "cols", "variant", "fwd(ms)", "fwd+bwd(ms)"
+            );
+            for (cols, name, fwd, both) in rmsnorm::run(&gpu, rows, iters)? {
+                println!("{cols:>6} {name:>10} {fwd:>10.3} {both:>12.3}");
+            }
             Ok(())
         }
         Cmd::Report {

@@ -28,6 +28,7 @@ pub mod fused_adamw;
 pub mod layers;
 pub mod lm;
 pub mod params;
+pub mod rmsnorm;
 pub mod staged;
 pub mod toy;
 

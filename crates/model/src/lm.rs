@@ -4,8 +4,9 @@
 
 use crate::config::LmConfig;
 use crate::error::{ModelError, Result};
-use crate::layers::{attention, causal_mask, linear, rms_norm, rope_tables, swiglu};
+use crate::layers::{attention, causal_mask, linear, rope_tables, swiglu};
 use crate::params::{rng, Init, ParamSet};
+use crate::rmsnorm::rms_norm_fused as rms_norm;
 use crate::staged::{Batch, StagedModel};
 use candle_core::{DType, Device, Tensor};
 
