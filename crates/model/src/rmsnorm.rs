@@ -28,12 +28,17 @@ fn contiguous(what: &str, l: &Layout) -> candle_core::Result<()> {
     Ok(())
 }
 
+/// r = 1/√(mean(x²) + eps) of one row.
+fn row_rstd(xr: &[f32], eps: f32) -> f32 {
+    1.0 / (xr.iter().map(|v| v * v).sum::<f32>() / xr.len() as f32 + eps).sqrt()
+}
+
 /// Host reference of the forward, row by row.
 fn cpu_forward(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let d = w.len();
     let mut y = vec![0f32; x.len()];
     for (xr, yr) in x.chunks(d).zip(y.chunks_mut(d)) {
-        let r = 1.0 / (xr.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+        let r = row_rstd(xr, eps);
         for ((yi, xi), wi) in yr.iter_mut().zip(xr).zip(w) {
             *yi = xi * r * wi;
         }
@@ -46,7 +51,7 @@ fn cpu_dx(x: &[f32], w: &[f32], g: &[f32], eps: f32) -> Vec<f32> {
     let d = w.len();
     let mut dx = vec![0f32; x.len()];
     for ((xr, gr), dr) in x.chunks(d).zip(g.chunks(d)).zip(dx.chunks_mut(d)) {
-        let r = 1.0 / (xr.iter().map(|v| v * v).sum::<f32>() / d as f32 + eps).sqrt();
+        let r = row_rstd(xr, eps);
         let m = xr
             .iter()
             .zip(gr)
