@@ -1,0 +1,103 @@
+//! Which gradients travel together: the bucket plan of each strategy.
+//!
+//! Parameters are taken in reverse declaration order (the order backward produces
+//! them). `Naive` and `Overlap` put each parameter in its own bucket, `Flat` puts all in
+//! one, `Bucketed { bucket_mb }` fills buckets greedily up to `bucket_mb` MiB (as PyTorch's
+//! `bucket_cap_mb`); a parameter larger than the cap gets a bucket of its own.
+
+use crate::strategy::Strategy;
+
+/// What the planner needs to know of one parameter.
+#[derive(Debug, Clone)]
+pub struct ParamInfo {
+    pub numel: usize,
+    /// The stage whose backward makes this gradient final (the earliest stage using it).
+    pub ready_stage: usize,
+}
+
+/// Parameters reduced by one collective.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    /// Parameter indices, in the order their gradients sit in the bucket's buffer.
+    pub params: Vec<usize>,
+    pub numel: usize,
+    /// The bucket can be launched once the backward of this stage has run.
+    pub ready_stage: usize,
+}
+
+/// Buckets in launch order.
+pub fn plan(strategy: Strategy, params: &[ParamInfo], elem_bytes: usize) -> Vec<Bucket> {
+    let cap_elems = match strategy {
+        Strategy::Naive | Strategy::Overlap => 1,
+        Strategy::Flat => usize::MAX,
+        Strategy::Bucketed { bucket_mb } => ((bucket_mb * 1024.0 * 1024.0) / elem_bytes as f64)
+            .floor()
+            .max(1.0) as usize,
+    };
+    let mut out: Vec<Bucket> = Vec::new();
+    let mut cur = Bucket {
+        params: Vec::new(),
+        numel: 0,
+        ready_stage: usize::MAX,
+    };
+    for i in (0..params.len()).rev() {
+        let p = &params[i];
+        if !cur.params.is_empty() && cur.numel + p.numel > cap_elems {
+            out.push(std::mem::replace(
+                &mut cur,
+                Bucket {
+                    params: Vec::new(),
+                    numel: 0,
+                    ready_stage: usize::MAX,
+                },
+            ));
+        }
+        cur.params.push(i);
+        cur.numel += p.numel;
+        cur.ready_stage = cur.ready_stage.min(p.ready_stage);
+    }
+    if !cur.params.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn infos(numels: &[usize]) -> Vec<ParamInfo> {
+        numels
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| ParamInfo {
+                numel: n,
+                ready_stage: i / 2,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn buckets_fill_in_reverse_order_up_to_the_cap() {
+        // 1 MiB of f32 = 262,144 elements.
+        let p = infos(&[100_000, 100_000, 100_000, 300_000, 50_000]);
+        let b = plan(Strategy::Bucketed { bucket_mb: 1.0 }, &p, 4);
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![4], vec![3], vec![2, 1], vec![0]]);
+        assert_eq!(b[2].ready_stage, 0);
+        assert_eq!(b[0].ready_stage, 2);
+        let total: usize = b.iter().map(|b| b.numel).sum();
+        assert_eq!(total, 650_000);
+    }
+
+    #[test]
+    fn strategies_shape_their_plans() {
+        let p = infos(&[3, 4, 5]);
+        assert_eq!(plan(Strategy::Naive, &p, 4).len(), 3);
+        assert_eq!(plan(Strategy::Overlap, &p, 4)[0].params, vec![2]);
+        let flat = plan(Strategy::Flat, &p, 4);
+        assert_eq!(flat.len(), 1);
+        assert_eq!(flat[0].params, vec![2, 1, 0]);
+        assert_eq!(flat[0].ready_stage, 0);
+    }
+}

@@ -1,0 +1,92 @@
+//! Before training: every rank must hold the same model and options, and start from rank
+//! 0's weights (PyTorch DDP's `_verify_param_shape_across_processes` and initial broadcast).
+
+use crate::error::{DdpError, Result};
+use candle_core::{DType, Device, Tensor};
+use comm::Communicator;
+use model::StagedModel;
+
+/// What must agree across ranks, as numbers (so one all-gather compares them).
+const FIELDS: [&str; 6] = [
+    "parameter count",
+    "element count",
+    "parameter shapes",
+    "stage count",
+    "strategy",
+    "gradient dtype",
+];
+
+/// FNV-1a over names and shapes, folded to 48 bits so f64 carries it exactly.
+fn shape_hash(model: &dyn StagedModel) -> f64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    };
+    let p = model.params();
+    for (name, v) in p.names().iter().zip(p.vars()) {
+        eat(name.as_bytes());
+        for d in v.dims() {
+            eat(&(*d as u64).to_le_bytes());
+        }
+    }
+    (h & ((1 << 48) - 1)) as f64
+}
+
+/// Fails on every rank, naming the first rank and field that differ from rank 0.
+pub fn check_same_everywhere(
+    comm: &dyn Communicator,
+    model: &dyn StagedModel,
+    device: &Device,
+    strategy_code: f64,
+    grad_dtype: Option<DType>,
+) -> Result<()> {
+    let p = model.params();
+    let dtype_code = match grad_dtype {
+        None => 0.0,
+        Some(DType::BF16) => 1.0,
+        Some(DType::F16) => 2.0,
+        Some(d) => 3.0 + d.size_in_bytes() as f64,
+    };
+    let mine = [
+        p.len() as f64,
+        p.numel() as f64,
+        shape_hash(model),
+        model.num_stages() as f64,
+        strategy_code,
+        dtype_code,
+    ];
+    let w = comm.world_size();
+    let input = Tensor::new(&mine[..], device)?;
+    let output = Tensor::zeros(w * FIELDS.len(), DType::F64, device)?;
+    comm.all_gather(&input, &output)?;
+    let all: Vec<f64> = output.to_device(&Device::Cpu)?.to_vec1()?;
+    let rank0 = &all[..FIELDS.len()];
+    for r in 1..w {
+        let other = &all[r * FIELDS.len()..(r + 1) * FIELDS.len()];
+        if let Some(f) = (0..FIELDS.len()).find(|&f| other[f] != rank0[f]) {
+            let detail = match f {
+                0 | 1 | 3 => format!(
+                    "rank {r} has {} {} but rank 0 has {}",
+                    FIELDS[f], other[f], rank0[f]
+                ),
+                _ => format!("rank {r}'s {} differs from rank 0's", FIELDS[f]),
+            };
+            return Err(DdpError::Mismatch(format!(
+                "{detail} (seen on rank {}); every rank must build the same model with the same DDP options",
+                comm.rank()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Overwrites every parameter with rank 0's value.
+pub fn broadcast_params(comm: &dyn Communicator, model: &dyn StagedModel) -> Result<()> {
+    for v in model.params().vars() {
+        comm.broadcast(v.as_tensor(), 0)?;
+    }
+    Ok(())
+}

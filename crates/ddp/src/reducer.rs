@@ -1,0 +1,300 @@
+//! `Ddp`: runs a model's staged backward and averages its gradients across ranks with one
+//! of the [`Strategy`]s.
+//!
+//! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
+//! bucket's all-reduce (asynchronous, on the communication stream) from the stage
+//! callback of `model::forward_backward` as soon as its last gradient is final; the others
+//! launch every bucket after backward. A bucket of one f32 gradient is reduced in place; a
+//! larger one (or a bf16 one) is first copied into one flat buffer. Gradients come back as
+//! views of those buffers from [`Ddp::finish_gradient_synchronization`].
+
+use crate::buckets::{self, Bucket, ParamInfo};
+use crate::consistency;
+use crate::error::{DdpError, Result};
+use crate::strategy::Strategy;
+use candle_core::{DType, Device, Shape, Tensor};
+use comm::{Communicator, ReduceOp, Work};
+use model::{Batch, Grads, StagedModel};
+use std::sync::Arc;
+
+/// How [`Ddp`] synchronises gradients.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DdpOptions {
+    pub strategy: Strategy,
+    /// Communicate gradients in this dtype (e.g. bf16); `None` keeps them f32.
+    pub grad_dtype: Option<DType>,
+}
+
+impl DdpOptions {
+    pub fn new(strategy: Strategy) -> Self {
+        Self {
+            strategy,
+            grad_dtype: None,
+        }
+    }
+}
+
+/// A bucket whose all-reduce has been launched.
+struct InFlight {
+    bucket: usize,
+    buf: Tensor,
+    work: Work,
+}
+
+/// Counters of the last synchronised step.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SyncStats {
+    pub collectives: usize,
+    pub bytes: usize,
+    /// Collectives launched while backward was still running.
+    pub launched_during_backward: usize,
+}
+
+pub struct Ddp {
+    comm: Arc<dyn Communicator>,
+    opts: DdpOptions,
+    buckets: Vec<Bucket>,
+    shapes: Vec<Shape>,
+    /// Local gradients summed over `forward_backward_no_sync` calls.
+    accumulated: Option<Grads>,
+    in_flight: Vec<InFlight>,
+    stats: SyncStats,
+}
+
+impl Ddp {
+    /// Checks that every rank has the same model and options (fails on every rank,
+    /// naming the rank that differs), then copies rank 0's parameters to all ranks.
+    pub fn new(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        opts: DdpOptions,
+    ) -> Result<Self> {
+        let p = model.params();
+        if p.is_empty() {
+            return Err(DdpError::Input("the model has no parameters".into()));
+        }
+        if let Some(d) = opts.grad_dtype {
+            if !matches!(d, DType::F32 | DType::BF16 | DType::F16) {
+                return Err(DdpError::Input(format!(
+                    "gradient dtype {d:?} is not supported (f32, bf16, f16)"
+                )));
+            }
+        }
+        let device = p.var(0).device().clone();
+        let mut ready = vec![usize::MAX; p.len()];
+        for s in 0..model.num_stages() {
+            for i in model.stage_params(s) {
+                ready[i] = ready[i].min(s);
+            }
+        }
+        if let Some(i) = ready.iter().position(|&r| r == usize::MAX) {
+            return Err(DdpError::Input(format!(
+                "parameter {} is used by no stage",
+                p.names()[i]
+            )));
+        }
+        let infos: Vec<ParamInfo> = p
+            .vars()
+            .iter()
+            .zip(&ready)
+            .map(|(v, &r)| ParamInfo {
+                numel: v.elem_count(),
+                ready_stage: r,
+            })
+            .collect();
+        let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
+        consistency::check_same_everywhere(
+            comm.as_ref(),
+            model,
+            &device,
+            opts.strategy.code(),
+            opts.grad_dtype,
+        )?;
+        consistency::broadcast_params(comm.as_ref(), model)?;
+        Ok(Self {
+            buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
+            shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
+            comm,
+            opts,
+            accumulated: None,
+            in_flight: Vec::new(),
+            stats: SyncStats::default(),
+        })
+    }
+
+    pub fn options(&self) -> DdpOptions {
+        self.opts
+    }
+    pub fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    pub fn comm(&self) -> &dyn Communicator {
+        self.comm.as_ref()
+    }
+    pub fn last_stats(&self) -> SyncStats {
+        self.stats
+    }
+
+    /// Forward and backward on this rank's batch; gradients are averaged across ranks
+    /// (launched now, collected by [`Self::finish_gradient_synchronization`]). Adds the
+    /// gradients accumulated by earlier `forward_backward_no_sync` calls.
+    pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<f32> {
+        self.expect_idle("forward_backward")?;
+        self.stats = SyncStats::default();
+        let acc = self.accumulated.take();
+        let eager = self.opts.strategy.eager();
+        let mut launched: Vec<InFlight> = Vec::new();
+        let mut stats = SyncStats::default();
+        // A failed launch inside the stage callback is kept here with its own type.
+        let mut failure: Option<DdpError> = None;
+        let result = model::forward_backward(model, batch, |s, grads| {
+            if eager {
+                for (b, bucket) in self.buckets.iter().enumerate() {
+                    if bucket.ready_stage == s {
+                        match launch(self, b, grads, acc.as_ref()) {
+                            Ok(f) => launched.push(f),
+                            Err(e) => {
+                                let msg = e.to_string();
+                                failure = Some(e);
+                                return Err(model::ModelError::Input(msg));
+                            }
+                        }
+                        stats.launched_during_backward += 1;
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let (loss, grads) = result?;
+        if !eager {
+            for b in 0..self.buckets.len() {
+                launched.push(launch(self, b, &grads, acc.as_ref())?);
+            }
+        }
+        stats.collectives = launched.len();
+        stats.bytes = launched
+            .iter()
+            .map(|f| f.buf.elem_count() * f.buf.dtype().size_in_bytes())
+            .sum();
+        self.stats = stats;
+        self.in_flight = launched;
+        Ok(loss)
+    }
+
+    /// Forward and backward without communication: gradients are summed locally and
+    /// reduced by the next [`Self::forward_backward`] (PyTorch's `no_sync`).
+    pub fn forward_backward_no_sync(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+    ) -> Result<f32> {
+        self.expect_idle("forward_backward_no_sync")?;
+        let (loss, grads) = model::forward_backward(model, batch, |_, _| Ok(()))?;
+        self.accumulated = Some(match self.accumulated.take() {
+            None => grads,
+            Some(acc) => add_grads(acc, grads)?,
+        });
+        Ok(loss)
+    }
+
+    /// Averages gradients computed elsewhere (no backward here): launches every bucket
+    /// and collects them. Benchmarks use it to time communication alone.
+    pub fn synchronize_grads(&mut self, grads: &Grads) -> Result<Grads> {
+        self.expect_idle("synchronize_grads")?;
+        let mut launched = Vec::with_capacity(self.buckets.len());
+        for b in 0..self.buckets.len() {
+            launched.push(launch(self, b, grads, None)?);
+        }
+        self.in_flight = launched;
+        self.finish_gradient_synchronization()
+    }
+
+    /// Waits for every launched all-reduce (the compute stream waits; the host does not
+    /// block on GPU) and returns the averaged gradients, f32, by parameter index.
+    pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
+        if self.in_flight.is_empty() {
+            return Err(DdpError::Input(
+                "finish_gradient_synchronization called with no synchronised backward in flight"
+                    .into(),
+            ));
+        }
+        let mut out: Grads = vec![None; self.shapes.len()];
+        for f in std::mem::take(&mut self.in_flight) {
+            f.work.wait()?;
+            let mut off = 0;
+            for &i in &self.buckets[f.bucket].params {
+                let n = self.shapes[i].elem_count();
+                let g = f
+                    .buf
+                    .narrow(0, off, n)?
+                    .reshape(self.shapes[i].clone())?
+                    .to_dtype(DType::F32)?;
+                out[i] = Some(g);
+                off += n;
+            }
+        }
+        Ok(out)
+    }
+
+    fn expect_idle(&self, what: &str) -> Result<()> {
+        if self.in_flight.is_empty() {
+            Ok(())
+        } else {
+            Err(DdpError::Input(format!(
+                "{what} called while the previous step's gradients are still in flight; call finish_gradient_synchronization first"
+            )))
+        }
+    }
+}
+
+/// Gathers bucket `b`'s gradients (plus accumulated ones) into one buffer in the
+/// communication dtype and launches its all-reduce (average).
+fn launch(ddp: &Ddp, b: usize, grads: &Grads, acc: Option<&Grads>) -> Result<InFlight> {
+    let bucket = &ddp.buckets[b];
+    let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
+    let mut parts = Vec::with_capacity(bucket.params.len());
+    for &i in &bucket.params {
+        let g = match (&grads[i], acc.and_then(|a| a[i].as_ref())) {
+            (Some(g), Some(a)) => (g + a)?,
+            (Some(g), None) => g.clone(),
+            (None, Some(a)) => a.clone(),
+            (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &device_of(grads))?,
+        };
+        parts.push(g.flatten_all()?.to_dtype(dtype)?);
+    }
+    let buf = if parts.len() == 1 {
+        parts.pop().expect("one part").contiguous()?
+    } else {
+        Tensor::cat(&parts, 0)?
+    };
+    let work = ddp.comm.all_reduce_async(&buf, ReduceOp::Avg)?;
+    Ok(InFlight {
+        bucket: b,
+        buf,
+        work,
+    })
+}
+
+fn device_of(grads: &Grads) -> Device {
+    grads
+        .iter()
+        .flatten()
+        .next()
+        .map(|g| g.device().clone())
+        .unwrap_or(Device::Cpu)
+}
+
+fn add_grads(a: Grads, b: Grads) -> Result<Grads> {
+    a.into_iter()
+        .zip(b)
+        .map(|(x, y)| {
+            Ok(match (x, y) {
+                (Some(x), Some(y)) => Some((x + y)?),
+                (x, y) => x.or(y),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,108 @@
+//! Shared by the ddp tests: models, batches, single-process reference training, and
+//! running one closure per rank on the CPU backend.
+
+#![allow(dead_code)]
+
+use candle_core::{Device, Tensor};
+use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Toy,
+    Lm,
+}
+
+pub fn build(kind: Kind, seed: u64) -> Box<dyn StagedModel + Send> {
+    let dev = Device::Cpu;
+    match kind {
+        Kind::Toy => Box::new(ToyModel::new(6, 5, seed, &dev).unwrap()),
+        Kind::Lm => Box::new(TransformerLm::new(LmConfig::tiny(64), seed, &dev).unwrap()),
+    }
+}
+
+/// The global batch of step `step`: 8 rows.
+pub fn global_batch(kind: Kind, step: u64) -> Batch {
+    let dev = Device::Cpu;
+    let mut r = rand::rngs::StdRng::seed_from_u64(1000 + step);
+    match kind {
+        Kind::Toy => {
+            let x: Vec<f32> = (0..8 * 6).map(|_| r.random_range(-1.0..1.0)).collect();
+            let y: Vec<u32> = (0..8).map(|_| r.random_range(0..5)).collect();
+            Batch {
+                input: Tensor::from_vec(x, (8, 6), &dev).unwrap(),
+                targets: Tensor::from_vec(y, 8, &dev).unwrap(),
+            }
+        }
+        Kind::Lm => {
+            let ids: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
+            let tg: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
+            Batch {
+                input: Tensor::from_vec(ids, (8, 16), &dev).unwrap(),
+                targets: Tensor::from_vec(tg, (8, 16), &dev).unwrap(),
+            }
+        }
+    }
+}
+
+pub fn weights(m: &dyn StagedModel) -> Vec<Vec<f32>> {
+    m.params()
+        .vars()
+        .iter()
+        .map(|v| v.as_tensor().flatten_all().unwrap().to_vec1().unwrap())
+        .collect()
+}
+
+pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Single-process AdamW training on the whole global batch; with `micro` > 1 each step
+/// sums the gradients of `micro` consecutive global batches (gradient accumulation).
+pub fn reference(kind: Kind, steps: u64, micro: u64) -> Vec<Vec<f32>> {
+    let m = build(kind, 0);
+    let mut opt = AdamW::new(AdamWConfig::default()).unwrap();
+    for s in 0..steps {
+        let mut total: Option<model::Grads> = None;
+        for k in 0..micro {
+            let (_, g) =
+                model::forward_backward(m.as_ref(), &global_batch(kind, s * micro + k), |_, _| {
+                    Ok(())
+                })
+                .unwrap();
+            total = Some(match total {
+                None => g,
+                Some(t) => t
+                    .into_iter()
+                    .zip(g)
+                    .map(|(a, b)| Some((a.unwrap() + b.unwrap()).unwrap()))
+                    .collect(),
+            });
+        }
+        opt.step(m.params().vars(), &total.unwrap()).unwrap();
+    }
+    weights(m.as_ref())
+}
+
+/// Runs `f(rank, comm)` on `world` threads over one CPU group; returns the results by rank.
+pub fn on_ranks<T: Send + 'static>(
+    world: usize,
+    f: impl Fn(usize, Arc<dyn comm::Communicator>) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let f = Arc::new(f);
+    let comms = comm::cpu_group(world, comm::CommOptions::default()).unwrap();
+    let handles: Vec<_> = comms
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| {
+            let f = f.clone();
+            std::thread::spawn(move || f(r, Arc::new(c) as Arc<dyn comm::Communicator>))
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
