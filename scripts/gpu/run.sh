@@ -3,7 +3,8 @@
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
-#                                  single anchor-single model-check adamw-ref report
+#                                  single anchor-single model-check adamw-ref ddp-check ddp
+#                                  anchor-ddp report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -93,6 +94,20 @@ job() {
       "$BIN/bench" allreduce --backend cpu --ranks 2,4 --sizes-mib 0.5,1,10,50,100 --warmup 2 --iters 5 --out "$RES/results.jsonl" ;;
     anchor-allreduce)
       anchor allreduce ;;
+    ddp-check)
+      # NCCL DDP against single-process training, every strategy; bf16 gradients looser.
+      local n; n="$(nvidia-smi -L | wc -l)"
+      for m in toy tiny; do for s in naive flat overlap bucketed:0.01 bucketed:25; do
+        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model $m --strategy $s --check | grep '^\[rank 0\] check' || return 1
+      done; done
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model tiny --strategy bucketed:25 --bf16-grads --tol 5e-3 --check | grep '^\[rank 0\] check'
+      # Different global batch: indivisible must fail on every rank with a clear error.
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error ;;
+    ddp)
+      "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} \
+        --strategies ${STRATEGIES:-naive,flat,overlap,bucketed} --out "$RES/results.jsonl" ${DDP_ARGS:-} ;;
+    anchor-ddp)
+      SIZES="${SIZES:-xl}" anchor ddp ;;
     report)
       "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;

@@ -2,10 +2,12 @@
 //!
 //!   bench allreduce --backend nccl --ranks 2,4,6,8   (spawns one process per GPU per rank count)
 //!   bench allreduce --backend cpu  --ranks 2,4       (in-process threads)
+//!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
 mod allreduce;
+mod ddp;
 mod memory;
 mod modelcheck;
 mod records;
@@ -73,6 +75,40 @@ enum Cmd {
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
         cpu: bool,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// DDP strategies (naive, flat, overlap, bucketed sweep): step, compute, communication
+    /// and exposed communication time, against this GPU alone.
+    Ddp {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Ranks: GPUs (one process each) or CPU threads.
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, value_delimiter = ',', default_value = "small")]
+        size: Vec<String>,
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        /// naive, flat, overlap, bucketed (expanded over --buckets-mb), bucketed:MB.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "naive,flat,overlap,bucketed"
+        )]
+        strategies: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0])]
+        buckets_mb: Vec<f64>,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        /// Sequences per rank.
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        /// Send fp32 gradients even when the model computes in bf16 (as PyTorch autocast does).
+        #[arg(long)]
+        fp32_grads: bool,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },
@@ -172,6 +208,30 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
             Ok(())
+        }
+        Cmd::Ddp {
+            backend,
+            ranks,
+            size,
+            dtype,
+            strategies,
+            buckets_mb,
+            warmup,
+            steps,
+            batch,
+            fp32_grads,
+            out,
+        } => {
+            let cfg = ddp::DdpBenchConfig {
+                sizes: size,
+                dtypes: dtype,
+                strategies: ddp::strategies(&strategies, &buckets_mb)?,
+                warmup,
+                steps,
+                batch,
+                bf16_grads: !fp32_grads,
+            };
+            ddp_bench(backend, ranks, &cfg, &out)
         }
         Cmd::ModelCheck => {
             let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
@@ -300,4 +360,79 @@ fn nccl_sweeps(ranks: &[usize], out: &std::path::Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The DDP benchmark: CPU threads, one NCCL rank (launched), or the launcher of the ranks.
+fn ddp_bench(
+    backend: BackendArg,
+    ranks: usize,
+    cfg: &ddp::DdpBenchConfig,
+    out: &std::path::Path,
+) -> Result<()> {
+    let store = |r: &ddp::DdpRecord| {
+        println!("{}", ddp::row(r));
+        if let Err(e) = records::append(out, r) {
+            eprintln!("bench: cannot append to {}: {e}", out.display());
+        }
+    };
+    match backend {
+        BackendArg::Cpu => {
+            if ranks == 0 {
+                bail!("--ranks must be at least 1");
+            }
+            println!("{}", ddp::header());
+            let comms = comm::cpu_group(ranks, CommOptions::from_env()?)?;
+            std::thread::scope(|s| {
+                let handles: Vec<_> = comms
+                    .into_iter()
+                    .map(|c| {
+                        s.spawn(move || {
+                            let rank0 = c.rank() == 0;
+                            let c: std::sync::Arc<dyn Communicator> = std::sync::Arc::new(c);
+                            ddp::run_rank(c, &Device::Cpu, cfg, |r| {
+                                if rank0 {
+                                    store(r)
+                                }
+                            })
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("rank thread panicked"))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            Ok(())
+        }
+        BackendArg::Nccl if std::env::var("RANK").is_ok() => {
+            let env = comm::DistEnv::from_env()?;
+            let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
+            let dev = c.device().clone();
+            if env.rank == 0 {
+                println!("{}", ddp::header());
+            }
+            let c: std::sync::Arc<dyn Communicator> = std::sync::Arc::new(c);
+            ddp::run_rank(c, &dev, cfg, |r| {
+                if env.rank == 0 {
+                    store(r)
+                }
+            })
+        }
+        BackendArg::Nccl => {
+            let topo = topology::probe()
+                .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
+            if ranks == 0 || ranks > topo.gpus {
+                bail!("--ranks {ranks}: this node has {} GPUs", topo.gpus);
+            }
+            let exe = std::env::current_exe()?;
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            comm::launch::run(&comm::launch::LaunchSpec::local(
+                ranks,
+                exe.to_string_lossy(),
+                args,
+            ))
+            .with_context(|| format!("DDP benchmark on {ranks} GPUs"))?;
+            Ok(())
+        }
+    }
 }

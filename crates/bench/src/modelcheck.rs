@@ -24,9 +24,11 @@ pub fn run(gpu: &Device) -> Result<Vec<(DType, f32, f32)>> {
     // The CPU reference is f32 for both comparisons: computed once.
     let (cpu_lm, cpu_b) = build(&Device::Cpu, DType::F32)?;
     let (lc, gc) = forward_backward(&cpu_lm, &cpu_b, |_, _| Ok(()))?;
+    let lc = lc.to_scalar::<f32>()?;
     for (dtype, tol) in [(DType::F32, 1e-4f32), (DType::BF16, 5e-2)] {
         let (gpu_lm, gpu_b) = build(gpu, dtype)?;
         let (lg, gg) = forward_backward(&gpu_lm, &gpu_b, |_, _| Ok(()))?;
+        let lg = lg.to_scalar::<f32>()?;
         let mut worst = 0f32;
         for (i, (a, b)) in gc.iter().zip(&gg).enumerate() {
             let (Some(a), Some(b)) = (a, b) else {

@@ -122,3 +122,24 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// The PyTorch anchor's training-step lines (`torch_baseline.py single|ddp|zero`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct TorchStep {
+    pub mode: String,
+    #[serde(default)]
+    pub transport: Option<String>,
+    #[serde(default)]
+    pub compile: bool,
+    #[serde(default)]
+    pub fused: bool,
+    #[serde(default)]
+    pub opt: Option<String>,
+    #[serde(default)]
+    pub world: Option<usize>,
+    pub size: String,
+    pub dtype: String,
+    pub step_ms: f64,
+    #[serde(rename = "peak_GiB")]
+    pub peak_gib: f64,
+}

@@ -135,10 +135,11 @@ impl Ddp {
         self.stats
     }
 
-    /// Forward and backward on this rank's batch; gradients are averaged across ranks
-    /// (launched now, collected by [`Self::finish_gradient_synchronization`]). Adds the
-    /// gradients accumulated by earlier `forward_backward_no_sync` calls.
-    pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<f32> {
+    /// Forward and backward on this rank's batch; returns this rank's loss (f32 scalar
+    /// tensor). Gradients are averaged across ranks (launched now, collected by
+    /// [`Self::finish_gradient_synchronization`]). Adds the gradients accumulated by
+    /// earlier `forward_backward_no_sync` calls.
+    pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<Tensor> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
         let acc = self.accumulated.take();
@@ -190,7 +191,7 @@ impl Ddp {
         &mut self,
         model: &dyn StagedModel,
         batch: &Batch,
-    ) -> Result<f32> {
+    ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
         let (loss, grads) = model::forward_backward(model, batch, |_, _| Ok(()))?;
         self.accumulated = Some(match self.accumulated.take() {

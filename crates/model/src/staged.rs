@@ -43,13 +43,14 @@ pub trait StagedModel {
 pub type Grads = Vec<Option<Tensor>>;
 
 /// Staged forward and backward. `on_stage(s, grads)` runs right after stage `s`'s
-/// backward, when the gradients of `stage_params(s)` are final. Returns the loss and all
-/// gradients.
+/// backward, when the gradients of `stage_params(s)` are final. Returns the loss (an f32
+/// scalar tensor, detached: reading it is the caller's choice, so the host does not wait
+/// for the device here) and all gradients.
 pub fn forward_backward(
     model: &dyn StagedModel,
     batch: &Batch,
     mut on_stage: impl FnMut(usize, &Grads) -> Result<()>,
-) -> Result<(f32, Grads)> {
+) -> Result<(Tensor, Grads)> {
     model.check_batch(batch)?;
     let n = model.num_stages();
     let mut cut_inputs: Vec<Option<Var>> = Vec::with_capacity(n);
@@ -67,7 +68,7 @@ pub fn forward_backward(
         .last()
         .expect("at least one stage")
         .to_dtype(candle_core::DType::F32)?
-        .to_scalar::<f32>()?;
+        .detach();
     let mut grads: Grads = vec![None; model.params().len()];
     let mut upstream: Option<Tensor> = None;
     for s in (0..n).rev() {

@@ -44,7 +44,7 @@ fn staged_backward_equals_one_backward() {
     })
     .unwrap();
     assert_eq!(seen, (0..lm.num_stages()).rev().collect::<Vec<_>>());
-    assert!((loss - full.to_scalar::<f32>().unwrap()).abs() < 1e-6);
+    assert!((loss.to_scalar::<f32>().unwrap() - full.to_scalar::<f32>().unwrap()).abs() < 1e-6);
     for (i, v) in lm.params().vars().iter().enumerate() {
         let want = store.get(v.as_tensor()).unwrap();
         let got = grads[i].as_ref().unwrap();
@@ -73,7 +73,7 @@ fn a_tiny_model_overfits_a_fixed_batch() {
     let mut loss = f32::MAX;
     for step in 0..300 {
         let (l, grads) = forward_backward(&lm, &batch, |_, _| Ok(())).unwrap();
-        loss = l;
+        loss = l.to_scalar::<f32>().unwrap();
         if loss < 1.0 {
             eprintln!("loss {loss} after {step} steps");
             break;

@@ -1,13 +1,14 @@
 //! The report writer: reads the JSON lines of a run and writes `report.md` with a table,
 //! a plot and a few generated sentences per section.
 
+mod ddp;
 mod plot;
 mod scaling;
 
 pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
 
 use crate::allreduce::human_bytes;
-use crate::records::{read, AllReduceRecord, TopologyRecord, TorchAllReduce};
+use crate::records::{read, AllReduceRecord, TopologyRecord, TorchAllReduce, TorchStep};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,6 +23,7 @@ pub fn write_report(
     out: &Path,
 ) -> Result<()> {
     std::fs::create_dir_all(out)?;
+    let torch_path = torch;
     let recs: Vec<AllReduceRecord> = read(results, Some("allreduce"))?;
     let topo: Option<TopologyRecord> = read(results, Some("topology"))?.into_iter().next();
     let torch: Vec<TorchAllReduce> = match torch.filter(|p| p.exists()) {
@@ -53,6 +55,12 @@ pub fn write_report(
     if recs.is_empty() {
         md += "No all-reduce results in this run.\n";
     }
+    let ddp_recs: Vec<crate::ddp::DdpRecord> = read(results, Some("ddp"))?;
+    let torch_steps: Vec<TorchStep> = match torch_path.filter(|p| p.exists()) {
+        Some(p) => read(p, None)?,
+        None => Vec::new(),
+    };
+    ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
     scaling::section(&mut md, isoflops, out)?;
     std::fs::write(out.join("report.md"), md)?;
     Ok(())

@@ -103,3 +103,57 @@ pub fn busbw_plot(
     root.present().map_err(|x| e(&x))?;
     Ok(())
 }
+
+/// Curves `series` (label, points, dashed) against a log-scale x axis.
+pub fn lines_log_x(
+    path: &Path,
+    title: &str,
+    (x_desc, y_desc): (&str, &str),
+    series: &[(String, Vec<(f64, f64)>, bool)],
+) -> Result<()> {
+    let e = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
+    let pts = || series.iter().flat_map(|s| s.1.iter());
+    let (xmin, xmax) = pts().fold((f64::MAX, 0f64), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let ymax = pts().fold(0f64, |a, p| a.max(p.1)) * 1.15;
+    if xmin <= 0.0 || xmin > xmax {
+        return Err(anyhow!("nothing to plot for {}", path.display()));
+    }
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((xmin / 1.5..xmax * 1.5).log_scale(), 0f64..ymax.max(1e-9))
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(|x| e(&x))?;
+    for (i, (label, pts, dashed)) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let style = c.stroke_width(if *dashed { 1 } else { 2 });
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(|x| e(&x))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        if !dashed {
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
+                .map_err(|x| e(&x))?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! The DDP benchmark (the seeds' naive / flat / overlap / bucketed DDP benchmarking): per
+//! model size, precision and strategy, on every rank of a launched group:
+//!   - `single_ms`: this GPU alone, plain backward + AdamW (the "own 1-GPU step");
+//!   - `compute_ms`: the staged backward DDP runs on, no communication;
+//!   - `step_ms`: the DDP step (forward, staged backward with the strategy's all-reduces,
+//!     finish_gradient_synchronization, AdamW);
+//!   - `comm_ms`: the strategy's collectives alone on the same gradients;
+//!   - `exposed_ms` = step − compute: communication not hidden by compute.
+//! Times are CUDA-event (compute stream) means over `steps`, slowest rank; batch is per rank.
+
+use crate::memory;
+use crate::single::Precision;
+use crate::timer::Timer;
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use comm::{Communicator, ReduceOp};
+use ddp::{Ddp, DdpOptions, Strategy};
+use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DdpRecord {
+    pub bench: String, // "ddp"
+    pub backend: String,
+    pub world: usize,
+    pub size: String,
+    pub dtype: Precision,
+    pub strategy: String,
+    pub bucket_mb: Option<f64>,
+    pub grad_dtype: String,
+    pub batch_per_rank: usize,
+    pub steps: usize,
+    pub collectives: usize,
+    pub comm_bytes: usize,
+    pub single_ms: f64,
+    pub compute_ms: f64,
+    pub step_ms: f64,
+    pub step_std_ms: f64,
+    pub comm_ms: f64,
+    pub exposed_ms: f64,
+    pub peak_gib: Option<f64>,
+    pub loss_last: f32,
+}
+
+pub struct DdpBenchConfig {
+    pub sizes: Vec<String>,
+    pub dtypes: Vec<Precision>,
+    pub strategies: Vec<Strategy>,
+    pub warmup: usize,
+    pub steps: usize,
+    pub batch: usize,
+    /// Communicate bf16 gradients when the model computes in bf16.
+    pub bf16_grads: bool,
+}
+
+/// The strategies the seeds benchmark: naive, flat, overlap, and bucketed per size.
+pub fn strategies(names: &[String], buckets_mb: &[f64]) -> Result<Vec<Strategy>> {
+    let mut out = Vec::new();
+    for n in names {
+        if n == "bucketed" {
+            out.extend(
+                buckets_mb
+                    .iter()
+                    .map(|&b| Strategy::Bucketed { bucket_mb: b }),
+            );
+        } else {
+            out.push(n.parse::<Strategy>()?);
+        }
+    }
+    if out.is_empty() {
+        bail!("no strategy to run (--strategies is empty)");
+    }
+    Ok(out)
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let var =
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
+    (m, var.sqrt())
+}
+
+/// Slowest rank's values.
+fn max_over_ranks(comm: &dyn Communicator, dev: &Device, v: &[f64]) -> Result<Vec<f64>> {
+    let t = Tensor::new(v, dev)?;
+    comm.all_reduce(&t, ReduceOp::Max)?;
+    Ok(t.to_device(&Device::Cpu)?.to_vec1()?)
+}
+
+/// Times `f` over `warmup + steps` calls; returns per-call milliseconds of the timed ones.
+fn timed(
+    dev: &Device,
+    warmup: usize,
+    steps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let t = Timer::start(dev)?;
+        f()?;
+        let s = t.stop()?;
+        if i >= warmup {
+            out.push(s * 1e3);
+        }
+    }
+    Ok(out)
+}
+
+fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device) -> Result<Batch> {
+    let (v, t) = (lm.config().vocab as u64, lm.config().context);
+    let ids = |s: u64| -> Result<Tensor> {
+        let x: Vec<u32> = (0..b * t)
+            .map(|i| ((i as u64 * 2654435761 + s * 97 + rank as u64 * 7919) % v) as u32)
+            .collect();
+        Ok(lm.tokens(&x, b, dev)?)
+    };
+    Ok(Batch {
+        input: ids(1)?,
+        targets: ids(7)?,
+    })
+}
+
+/// Model config by name; `tiny` is the CPU report's model.
+pub fn config(size: &str) -> Result<LmConfig> {
+    Ok(if size == "tiny" {
+        LmConfig::tiny(model::VOCAB)
+    } else {
+        LmConfig::by_name(size)?
+    })
+}
+
+/// Runs every (size, precision, strategy) on this rank; `sink` gets the records (rank 0).
+pub fn run_rank(
+    comm: Arc<dyn Communicator>,
+    dev: &Device,
+    cfg: &DdpBenchConfig,
+    mut sink: impl FnMut(&DdpRecord),
+) -> Result<()> {
+    if cfg.steps == 0 || cfg.batch == 0 {
+        bail!("--steps and --batch must be at least 1");
+    }
+    let c = comm.as_ref();
+    for size in &cfg.sizes {
+        let lc = config(size)?;
+        for &prec in &cfg.dtypes {
+            let mut lm = TransformerLm::new(lc.clone(), 0, dev)?;
+            if prec == Precision::Bf16 {
+                lm.set_compute_dtype(DType::BF16);
+            }
+            let batch = batch_for(&lm, c.rank(), cfg.batch, dev)?;
+            let mut opt = AdamW::new(AdamWConfig {
+                lr: 1e-4,
+                ..AdamWConfig::default()
+            })?;
+            let vars = lm.params().vars().to_vec();
+            let single = timed(dev, cfg.warmup, cfg.steps, || {
+                let store = lm.loss(&batch)?.backward()?;
+                let g: Vec<Option<Tensor>> = vars
+                    .iter()
+                    .map(|v| store.get(v.as_tensor()).cloned())
+                    .collect();
+                drop(store);
+                Ok(opt.step(&vars, &g)?)
+            })?;
+            let compute = timed(dev, cfg.warmup, cfg.steps, || {
+                let (_, g) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
+                Ok(opt.step(&vars, &g)?)
+            })?;
+            let (single_ms, compute_ms) = (mean_std(&single).0, mean_std(&compute).0);
+            for &strategy in &cfg.strategies {
+                let grad_dtype = (prec == Precision::Bf16 && cfg.bf16_grads).then_some(DType::BF16);
+                let mut d = Ddp::new(
+                    comm.clone(),
+                    &lm,
+                    DdpOptions {
+                        strategy,
+                        grad_dtype,
+                    },
+                )?;
+                let mut loss = Tensor::new(0f32, dev)?;
+                memory::reset_peak(dev);
+                let steps = timed(dev, cfg.warmup, cfg.steps, || {
+                    loss = d.forward_backward(&lm, &batch)?;
+                    let g = d.finish_gradient_synchronization()?;
+                    Ok(opt.step(&vars, &g)?)
+                })?;
+                let peak = memory::gib(memory::peak(dev));
+                let stats = d.last_stats();
+                let (_, grads) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
+                let comm_only = timed(dev, 1, cfg.steps.min(5), || {
+                    d.synchronize_grads(&grads)?;
+                    Ok(())
+                })?;
+                drop(grads);
+                let (step, step_std) = mean_std(&steps);
+                let m = max_over_ranks(
+                    c,
+                    dev,
+                    &[
+                        single_ms,
+                        compute_ms,
+                        step,
+                        step_std,
+                        mean_std(&comm_only).0,
+                    ],
+                )?;
+                let rec = DdpRecord {
+                    bench: "ddp".into(),
+                    backend: c.backend().into(),
+                    world: c.world_size(),
+                    size: size.clone(),
+                    dtype: prec,
+                    strategy: match strategy {
+                        Strategy::Bucketed { .. } => "bucketed".into(),
+                        s => s.to_string(),
+                    },
+                    bucket_mb: match strategy {
+                        Strategy::Bucketed { bucket_mb } => Some(bucket_mb),
+                        _ => None,
+                    },
+                    grad_dtype: if grad_dtype.is_some() { "bf16" } else { "fp32" }.into(),
+                    batch_per_rank: cfg.batch,
+                    steps: cfg.steps,
+                    collectives: stats.collectives,
+                    comm_bytes: stats.bytes,
+                    single_ms: m[0],
+                    compute_ms: m[1],
+                    step_ms: m[2],
+                    step_std_ms: m[3],
+                    comm_ms: m[4],
+                    exposed_ms: (m[2] - m[1]).max(0.0),
+                    peak_gib: peak,
+                    loss_last: loss.to_dtype(DType::F32)?.to_scalar::<f32>()?,
+                };
+                sink(&rec);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
+        "size",
+        "dtype",
+        "w",
+        "strategy",
+        "grads",
+        "colls",
+        "1gpu(ms)",
+        "compute",
+        "step(ms)",
+        "comm(ms)",
+        "exposed",
+        "ratio",
+        "peak(GiB)"
+    )
+}
+
+pub fn row(r: &DdpRecord) -> String {
+    let s = match r.bucket_mb {
+        Some(b) => format!("bucketed:{b}"),
+        None => r.strategy.clone(),
+    };
+    format!(
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8}",
+        r.size,
+        format!("{:?}", r.dtype).to_lowercase(),
+        r.world,
+        s,
+        r.grad_dtype,
+        r.collectives,
+        r.single_ms,
+        r.compute_ms,
+        r.step_ms,
+        r.comm_ms,
+        r.exposed_ms,
+        r.step_ms / r.single_ms,
+        r.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into())
+    )
+}

@@ -1,0 +1,231 @@
+//! The DDP section: per model size and precision, every strategy's step, compute,
+//! communication and exposed communication time against this GPU alone and PyTorch DDP
+//! (same run); the bucket sweep plotted; and the seeds' overhead model
+//! T(s_b) = (s + s_b)/w + s·o/s_b, with w and o fitted to the all-reduce sweep, whose
+//! optimum s_b* = √(s·o·w) is set beside the measured best bucket.
+
+use super::plot;
+use crate::ddp::DdpRecord;
+use crate::records::{AllReduceRecord, TorchStep};
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Least squares t = o + bytes / w over the all-reduce sweep of `world` ranks: (w bytes/s, o s).
+pub fn fit_overhead(recs: &[AllReduceRecord], world: usize) -> Option<(f64, f64)> {
+    let pts: Vec<(f64, f64)> = recs
+        .iter()
+        .filter(|r| r.world == world && r.backend == "nccl")
+        .map(|r| (r.bytes as f64, r.time_us * 1e-6))
+        .collect();
+    if pts.len() < 2 {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    let o = my - slope * mx;
+    (slope > 0.0).then_some((1.0 / slope, o.max(0.0)))
+}
+
+fn torch_for<'a>(
+    torch: &'a [TorchStep],
+    mode: &str,
+    size: &str,
+    dtype: &str,
+) -> Option<&'a TorchStep> {
+    torch.iter().find(|t| {
+        t.mode == mode
+            && t.size == size
+            && t.dtype == dtype
+            && !t.compile
+            && !t.fused
+            && t.opt.as_deref().unwrap_or("adamw") == "adamw"
+            && t.transport.as_deref().unwrap_or("default") == "default"
+    })
+}
+
+fn label(r: &DdpRecord) -> String {
+    match r.bucket_mb {
+        Some(b) => format!("bucketed {b} MB"),
+        None => r.strategy.clone(),
+    }
+}
+
+pub fn section(
+    md: &mut String,
+    recs: &[DdpRecord],
+    allreduce: &[AllReduceRecord],
+    torch: &[TorchStep],
+    out: &Path,
+) -> Result<()> {
+    md.push_str("## Data-parallel training (DDP)\n\n");
+    if recs.is_empty() {
+        md.push_str("No DDP results in this run.\n\n");
+        return Ok(());
+    }
+    md.push_str("Per rank: batch of sequences as below, context 128. `1-GPU` = this GPU alone (plain backward + AdamW); `compute` = the staged backward with no communication; `comm` = the strategy's collectives alone; `exposed` = step − compute; `hidden` = 1 − exposed / comm. Times in ms, slowest rank, CUDA events.\n\n");
+    let mut keys: Vec<(usize, String, String, String)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r.world,
+                r.size.clone(),
+                format!("{:?}", r.dtype).to_lowercase(),
+                r.backend.clone(),
+            )
+        })
+        .collect();
+    keys.dedup();
+    keys.sort();
+    keys.dedup();
+    for (world, size, dtype, backend) in keys {
+        let rows: Vec<&DdpRecord> = recs
+            .iter()
+            .filter(|r| {
+                r.world == world
+                    && r.size == size
+                    && format!("{:?}", r.dtype).to_lowercase() == dtype
+                    && r.backend == backend
+            })
+            .collect();
+        let first = rows[0];
+        writeln!(
+            md,
+            "### {size} {dtype}, {world} ranks ({backend}), batch {} per rank\n",
+            first.batch_per_rank
+        )?;
+        md.push_str("| strategy | grads | collectives | step | ± | compute | comm | exposed | hidden | step / own 1-GPU | peak GiB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for r in &rows {
+            let hidden = if r.comm_ms > 0.0 {
+                (1.0 - r.exposed_ms / r.comm_ms).clamp(0.0, 1.0) * 100.0
+            } else {
+                0.0
+            };
+            writeln!(
+                md,
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.3} | {} |",
+                label(r),
+                r.grad_dtype,
+                r.collectives,
+                r.step_ms,
+                r.step_std_ms,
+                r.compute_ms,
+                r.comm_ms,
+                r.exposed_ms,
+                hidden,
+                r.step_ms / r.single_ms,
+                r.peak_gib
+                    .map(|g| format!("{g:.1}"))
+                    .unwrap_or_else(|| "-".into())
+            )?;
+        }
+        let best = rows
+            .iter()
+            .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
+            .expect("rows");
+        let naive = rows.iter().find(|r| r.strategy == "naive");
+        writeln!(
+            md,
+            "\nOwn 1-GPU step {:.1} ms, staged compute {:.1} ms (the stage cut costs {:+.1}%). Best strategy: **{}** at {:.1} ms, {:.3}× the own 1-GPU step{}.",
+            first.single_ms,
+            first.compute_ms,
+            (first.compute_ms / first.single_ms - 1.0) * 100.0,
+            label(best),
+            best.step_ms,
+            best.step_ms / first.single_ms,
+            naive.map(|n| format!("; naive exposes {:.1} of its {:.1} ms of communication", n.exposed_ms, n.comm_ms)).unwrap_or_default()
+        )?;
+        let tdd = torch_for(torch, "ddp", &size, &dtype).filter(|t| t.world == Some(world));
+        if let Some(t) = tdd {
+            let ts = torch_for(torch, "single", &size, &dtype);
+            writeln!(
+                md,
+                "PyTorch DDP (eager, 25 MB buckets, same run): {:.1} ms, peak {:.1} GiB{}; ours/PyTorch = {:.3} (our best's peak {} GiB).",
+                t.step_ms,
+                t.peak_gib,
+                ts.map(|s| format!(
+                    ", its 1-GPU step {:.1} ms (ratio {:.3})",
+                    s.step_ms,
+                    t.step_ms / s.step_ms
+                ))
+                .unwrap_or_default(),
+                best.step_ms / t.step_ms,
+                best.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into())
+            )?;
+        }
+        let buckets: Vec<&&DdpRecord> = rows.iter().filter(|r| r.bucket_mb.is_some()).collect();
+        if buckets.len() >= 2 {
+            let s = rows
+                .iter()
+                .find(|r| r.strategy == "flat")
+                .map(|r| r.comm_bytes as f64)
+                .unwrap_or_else(|| {
+                    crate::ddp::config(&size)
+                        .map(|c| c.param_count() as f64 * 4.0)
+                        .unwrap_or(0.0)
+                });
+            let bbest = buckets
+                .iter()
+                .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
+                .expect("buckets");
+            let mb = 1024.0 * 1024.0;
+            let mut series = vec![
+                (
+                    "exposed comm (measured)".to_string(),
+                    buckets
+                        .iter()
+                        .map(|r| (r.bucket_mb.unwrap(), r.exposed_ms))
+                        .collect::<Vec<_>>(),
+                    false,
+                ),
+                (
+                    "comm alone (measured)".to_string(),
+                    buckets
+                        .iter()
+                        .map(|r| (r.bucket_mb.unwrap(), r.comm_ms))
+                        .collect(),
+                    false,
+                ),
+            ];
+            if let Some((w, o)) = fit_overhead(allreduce, world) {
+                let star = (s * o * w).sqrt();
+                let model = |sb: f64| ((s + sb) / w + s * o / sb) * 1e3;
+                let lo = buckets
+                    .iter()
+                    .map(|r| r.bucket_mb.unwrap())
+                    .fold(f64::MAX, f64::min);
+                let hi = buckets
+                    .iter()
+                    .map(|r| r.bucket_mb.unwrap())
+                    .fold(0.0, f64::max);
+                series.push((
+                    "model T(s_b)".to_string(),
+                    (0..40)
+                        .map(|k| lo * (hi / lo).powf(k as f64 / 39.0))
+                        .map(|x| (x, model(x * mb)))
+                        .collect(),
+                    true,
+                ));
+                writeln!(
+                    md,
+                    "Overhead model, fitted to this run's all-reduce sweep ({world} ranks): w = {:.1} GB/s, o = {:.1} µs; s = {:.2} GB of gradients → s_b* = √(s·o·w) = **{:.1} MB** (T = {:.1} ms); measured best bucket: **{} MB** ({:.1} ms step, {:.1} ms exposed).",
+                    w / 1e9, o * 1e6, s / 1e9, star / mb, model(star), bbest.bucket_mb.unwrap(), bbest.step_ms, bbest.exposed_ms
+                )?;
+            }
+            let name = format!("ddp-buckets-{size}-{dtype}-w{world}.svg");
+            plot::lines_log_x(
+                &out.join(&name),
+                &format!("DDP bucket sweep, {size} {dtype}, {world} ranks"),
+                ("bucket size (MB, log scale)", "time (ms)"),
+                &series,
+            )?;
+            writeln!(md, "\n![bucket sweep]({name})")?;
+        }
+        md.push('\n');
+    }
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! `ddp-train`: trains a model data-parallel for N steps with any strategy, sharding a
+//! global batch over the ranks. With `--check`, rank 0 also trains the same model alone on
+//! the whole batch and every rank compares its final weights with it and with rank 0's.
+//!
+//!   ddp-train --backend cpu --world 4 --model toy --strategy bucketed:25 --check
+//!   comm-launch --nproc-per-node 2 -- ddp-train --backend nccl --model tiny --check
+
+use candle_core::{DType, Device, Tensor};
+use clap::{Parser, ValueEnum};
+use comm::{CommOptions, Communicator, ReduceOp};
+use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
+use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Cpu,
+    Nccl,
+}
+
+#[derive(Parser, Clone)]
+#[command(about = "Data-parallel training of the ToyModel or the LM")]
+struct Args {
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// CPU ranks (threads); NCCL takes the launcher's WORLD_SIZE.
+    #[arg(long, default_value_t = 2)]
+    world: usize,
+    /// toy, tiny, or an LM size (small, medium, large, xl, 2.7B).
+    #[arg(long, default_value = "toy")]
+    model: String,
+    /// naive, flat, overlap, bucketed:MB.
+    #[arg(long, default_value = "bucketed:25")]
+    strategy: String,
+    #[arg(long, default_value_t = 5)]
+    steps: u64,
+    /// Sequences (or rows) per step over all ranks.
+    #[arg(long, default_value_t = 8)]
+    global_batch: usize,
+    /// Communicate bf16 gradients.
+    #[arg(long)]
+    bf16_grads: bool,
+    /// Compare with single-process training (rank 0) and across ranks; fail above --tol.
+    #[arg(long)]
+    check: bool,
+    #[arg(long, default_value_t = 1e-5)]
+    tol: f32,
+}
+
+fn build(name: &str, seed: u64, dev: &Device) -> model::Result<Box<dyn StagedModel>> {
+    Ok(match name {
+        "toy" => Box::new(ToyModel::new(16, 8, seed, dev)?),
+        "tiny" => Box::new(TransformerLm::new(LmConfig::tiny(model::VOCAB), seed, dev)?),
+        s => Box::new(TransformerLm::new(LmConfig::by_name(s)?, seed, dev)?),
+    })
+}
+
+/// The same global batch on every rank: a function of the step only.
+fn global_batch(name: &str, step: u64, b: usize, dev: &Device) -> anyhow::Result<Batch> {
+    let h = |i: usize, k: u64| {
+        (i as u64)
+            .wrapping_mul(2654435761)
+            .wrapping_add(step * 1_000_003 + k)
+            % 1_000_003
+    };
+    Ok(if name == "toy" {
+        let x: Vec<f32> = (0..b * 16)
+            .map(|i| h(i, 1) as f32 / 500_000.0 - 1.0)
+            .collect();
+        let y: Vec<u32> = (0..b).map(|i| (h(i, 2) % 8) as u32).collect();
+        Batch {
+            input: Tensor::from_vec(x, (b, 16), dev)?,
+            targets: Tensor::from_vec(y, b, dev)?,
+        }
+    } else {
+        let t = if name == "tiny" { 32 } else { model::CONTEXT };
+        let v = model::VOCAB as u64;
+        let ids: Vec<u32> = (0..b * t).map(|i| (h(i, 3) % v) as u32).collect();
+        let tg: Vec<u32> = (0..b * t).map(|i| (h(i, 4) % v) as u32).collect();
+        Batch {
+            input: Tensor::from_vec(ids, (b, t), dev)?,
+            targets: Tensor::from_vec(tg, (b, t), dev)?,
+        }
+    })
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f32> {
+    Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
+}
+
+fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Result<()> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let strategy: Strategy = a.strategy.parse()?;
+    // Each rank starts from other weights: Ddp::new must broadcast rank 0's.
+    let m = build(&a.model, rank as u64 * 17, dev)?;
+    let opts = DdpOptions {
+        strategy,
+        grad_dtype: a.bf16_grads.then_some(DType::BF16),
+    };
+    let mut d = Ddp::new(comm.clone(), m.as_ref(), opts)?;
+    let mut opt = AdamW::new(AdamWConfig::default())?;
+    for s in 0..a.steps {
+        let global = global_batch(&a.model, s, a.global_batch, dev)?;
+        let local = shard_batch(&global, rank, world)?;
+        let loss = d.forward_backward(m.as_ref(), &local)?;
+        let g = d.finish_gradient_synchronization()?;
+        opt.step(m.params().vars(), &g)?;
+        let l = loss.to_scalar::<f32>()?;
+        if rank == 0 {
+            let n = d.last_stats().collectives;
+            println!("step {s}: loss {l:.5} (rank 0's shard), {n} collectives");
+        }
+    }
+    if !a.check {
+        return Ok(());
+    }
+    // Rank 0's weights everywhere, then each rank's largest difference from them.
+    let mut diff_ranks = 0f32;
+    for v in m.params().vars() {
+        let r0 = v.as_tensor().copy()?;
+        comm.broadcast(&r0, 0)?;
+        diff_ranks = diff_ranks.max(max_abs_diff(v.as_tensor(), &r0)?);
+    }
+    let mut diff_single = 0f32;
+    if rank == 0 {
+        let single = build(&a.model, 0, dev)?;
+        let mut o = AdamW::new(AdamWConfig::default())?;
+        for s in 0..a.steps {
+            let b = global_batch(&a.model, s, a.global_batch, dev)?;
+            let (_, g) = model::forward_backward(single.as_ref(), &b, |_, _| Ok(()))?;
+            o.step(single.params().vars(), &g)?;
+        }
+        for (x, y) in m.params().vars().iter().zip(single.params().vars()) {
+            diff_single = diff_single.max(max_abs_diff(x.as_tensor(), y.as_tensor())?);
+        }
+    }
+    let t = Tensor::new(&[diff_ranks, diff_single], dev)?;
+    comm.all_reduce(&t, ReduceOp::Max)?;
+    let v: Vec<f32> = t.to_device(&Device::Cpu)?.to_vec1()?;
+    let ok = v[0] == 0.0 && v[1] <= a.tol;
+    if rank == 0 {
+        println!(
+            "check {} {} {} world {world}{}: max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e} (tol {:.0e}): {}",
+            comm.backend(),
+            a.model,
+            a.strategy,
+            if a.bf16_grads { " bf16 grads" } else { "" },
+            v[0],
+            v[1],
+            a.tol,
+            if ok { "OK" } else { "FAILED" }
+        );
+    }
+    if !ok {
+        anyhow::bail!("rank {rank}: DDP weights differ from single-process training");
+    }
+    Ok(())
+}
+
+fn run(a: Args) -> anyhow::Result<()> {
+    match a.backend {
+        Backend::Cpu => {
+            let comms = comm::cpu_group(a.world, CommOptions::from_env()?)?;
+            std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .into_iter()
+                    .map(|c| {
+                        let a = a.clone();
+                        s.spawn(move || rank_main(&a, Arc::new(c), &Device::Cpu))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().expect("rank thread panicked"))
+                    .collect::<anyhow::Result<Vec<_>>>()
+            })?;
+            Ok(())
+        }
+        Backend::Nccl => {
+            let env = comm::DistEnv::from_env()?;
+            let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
+            // The communicator's device: its compute stream is the one collectives order with.
+            let dev = c.device().clone();
+            rank_main(&a, Arc::new(c), &dev)
+        }
+    }
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("ddp-train: error: {e:#}");
+        std::process::exit(1);
+    }
+}
