@@ -105,7 +105,7 @@ job() {
       "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error ;;
     ddp)
       "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} \
-        --strategies ${STRATEGIES:-naive,flat,overlap,bucketed} --out "$RES/results.jsonl" ${DDP_ARGS:-} ;;
+        --strategies ${STRATEGIES:-naive,flat,overlap,bucketed} --trace-dir "$RES/traces" --out "$RES/results.jsonl" ${DDP_ARGS:-} ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;
     report)

@@ -13,10 +13,11 @@ use crate::single::Precision;
 use crate::timer::Timer;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
-use comm::{Communicator, ReduceOp};
+use comm::{Communicator, NcclComm, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -41,6 +42,12 @@ pub struct DdpRecord {
     pub exposed_ms: f64,
     pub peak_gib: Option<f64>,
     pub loss_last: f32,
+    /// Of one extra traced step (`--trace-dir`): compute during communication ÷
+    /// communication (HTA's overlap ratio), and that step's time on the event timeline.
+    #[serde(default)]
+    pub overlap_ratio: Option<f64>,
+    #[serde(default)]
+    pub traced_step_ms: Option<f64>,
 }
 
 pub struct DdpBenchConfig {
@@ -52,6 +59,8 @@ pub struct DdpBenchConfig {
     pub batch: usize,
     /// Communicate bf16 gradients when the model computes in bf16.
     pub bf16_grads: bool,
+    /// Where rank 0 writes one Chrome trace per (size, dtype, strategy); NCCL only.
+    pub trace_dir: Option<PathBuf>,
 }
 
 /// The strategies the seeds benchmark: naive, flat, overlap, and bucketed per size.
@@ -130,9 +139,49 @@ pub fn config(size: &str) -> Result<LmConfig> {
     })
 }
 
+/// One more step with a timeline on: returns (overlap ratio, step ms); rank 0 writes the
+/// Chrome trace to `dir`.
+#[allow(clippy::too_many_arguments)]
+fn traced_step(
+    nccl: &Arc<NcclComm>,
+    dir: &std::path::Path,
+    title: &str,
+    d: &mut Ddp,
+    lm: &TransformerLm,
+    batch: &Batch,
+    opt: &mut AdamW,
+) -> Result<(f64, f64)> {
+    let vars = lm.params().vars().to_vec();
+    nccl.start_timeline()?;
+    let marker = nccl.clone();
+    d.set_stage_hook(Some(Box::new(move |s| marker.mark(format!("bwd{s}")))));
+    let run = (|| -> Result<()> {
+        d.forward_backward(lm, batch)?;
+        let g = d.finish_gradient_synchronization()?;
+        nccl.mark("synced")?;
+        opt.step(&vars, &g)?;
+        Ok(nccl.mark("step")?)
+    })();
+    d.set_stage_hook(None);
+    let timeline = nccl.take_timeline()?;
+    run?;
+    let spans = crate::trace::spans(&timeline, lm.num_stages());
+    let step_ms = spans.iter().map(|s| s.end_ms).fold(0.0, f64::max);
+    if nccl.rank() == 0 {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("trace-{}.json", title.replace([' ', ':'], "-")));
+        let json = crate::trace::chrome_trace(&spans, 0, title);
+        std::fs::write(&path, serde_json::to_string(&json)?)?;
+    }
+    Ok((crate::trace::overlap_ratio(&spans), step_ms))
+}
+
 /// Runs every (size, precision, strategy) on this rank; `sink` gets the records (rank 0).
+/// With `tracer` (the same communicator, concretely NCCL) and `cfg.trace_dir`, each
+/// strategy also runs one traced step.
 pub fn run_rank(
     comm: Arc<dyn Communicator>,
+    tracer: Option<Arc<NcclComm>>,
     dev: &Device,
     cfg: &DdpBenchConfig,
     mut sink: impl FnMut(&DdpRecord),
@@ -187,6 +236,21 @@ pub fn run_rank(
                 })?;
                 let peak = memory::gib(memory::peak(dev));
                 let stats = d.last_stats();
+                let label = match strategy {
+                    Strategy::Bucketed { bucket_mb } => format!("bucketed:{bucket_mb}"),
+                    s => s.to_string(),
+                };
+                let traced = match (&tracer, &cfg.trace_dir) {
+                    (Some(t), Some(dir)) => {
+                        let title =
+                            format!("{size} {} {label}", format!("{prec:?}").to_lowercase());
+                        let (ratio, ms) =
+                            traced_step(t, dir, &title, &mut d, &lm, &batch, &mut opt)?;
+                        let m = max_over_ranks(c, dev, &[ms])?;
+                        Some((ratio, m[0]))
+                    }
+                    _ => None,
+                };
                 let (_, grads) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
                 let comm_only = timed(dev, 1, cfg.steps.min(5), || {
                     d.synchronize_grads(&grads)?;
@@ -232,6 +296,8 @@ pub fn run_rank(
                     exposed_ms: (m[2] - m[1]).max(0.0),
                     peak_gib: peak,
                     loss_last: loss.to_dtype(DType::F32)?.to_scalar::<f32>()?,
+                    overlap_ratio: traced.map(|t| t.0),
+                    traced_step_ms: traced.map(|t| t.1),
                 };
                 sink(&rec);
             }
@@ -242,7 +308,7 @@ pub fn run_rank(
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
         "size",
         "dtype",
         "w",
@@ -255,7 +321,8 @@ pub fn header() -> String {
         "comm(ms)",
         "exposed",
         "ratio",
-        "peak(GiB)"
+        "peak(GiB)",
+        "overlap"
     )
 }
 
@@ -265,7 +332,7 @@ pub fn row(r: &DdpRecord) -> String {
         None => r.strategy.clone(),
     };
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7}",
         r.size,
         format!("{:?}", r.dtype).to_lowercase(),
         r.world,
@@ -278,6 +345,9 @@ pub fn row(r: &DdpRecord) -> String {
         r.comm_ms,
         r.exposed_ms,
         r.step_ms / r.single_ms,
-        r.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into())
+        r.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
+        r.overlap_ratio
+            .map(|o| format!("{o:.2}"))
+            .unwrap_or_else(|| "-".into())
     )
 }

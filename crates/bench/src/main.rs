@@ -16,6 +16,7 @@ mod rmsnorm;
 mod single;
 mod timer;
 mod topology;
+mod trace;
 
 use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
 use anyhow::{bail, Context, Result};
@@ -109,6 +110,10 @@ enum Cmd {
         /// Send fp32 gradients even when the model computes in bf16 (as PyTorch autocast does).
         #[arg(long)]
         fp32_grads: bool,
+        /// Trace one extra step per strategy (CUDA events on both streams) and write
+        /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
+        #[arg(long)]
+        trace_dir: Option<PathBuf>,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },
@@ -220,8 +225,12 @@ fn run(cli: Cli) -> Result<()> {
             steps,
             batch,
             fp32_grads,
+            trace_dir,
             out,
         } => {
+            if trace_dir.is_some() && matches!(backend, BackendArg::Cpu) {
+                bail!("--trace-dir: tracing needs CUDA events (--backend nccl)");
+            }
             let cfg = ddp::DdpBenchConfig {
                 sizes: size,
                 dtypes: dtype,
@@ -230,6 +239,7 @@ fn run(cli: Cli) -> Result<()> {
                 steps,
                 batch,
                 bf16_grads: !fp32_grads,
+                trace_dir,
             };
             ddp_bench(backend, ranks, &cfg, &out)
         }
@@ -389,7 +399,7 @@ fn ddp_bench(
                         s.spawn(move || {
                             let rank0 = c.rank() == 0;
                             let c: std::sync::Arc<dyn Communicator> = std::sync::Arc::new(c);
-                            ddp::run_rank(c, &Device::Cpu, cfg, |r| {
+                            ddp::run_rank(c, None, &Device::Cpu, cfg, |r| {
                                 if rank0 {
                                     store(r)
                                 }
@@ -411,8 +421,9 @@ fn ddp_bench(
             if env.rank == 0 {
                 println!("{}", ddp::header());
             }
-            let c: std::sync::Arc<dyn Communicator> = std::sync::Arc::new(c);
-            ddp::run_rank(c, &dev, cfg, |r| {
+            let c = std::sync::Arc::new(c);
+            let tracer = cfg.trace_dir.is_some().then(|| c.clone());
+            ddp::run_rank(c, tracer, &dev, cfg, |r| {
                 if env.rank == 0 {
                     store(r)
                 }

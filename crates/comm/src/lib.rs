@@ -27,6 +27,7 @@ pub mod error;
 pub mod launch;
 pub mod nccl;
 pub mod store;
+pub mod timeline;
 pub mod validate;
 mod work;
 
@@ -35,6 +36,7 @@ pub use cpu::{cpu_group, CpuComm};
 pub use env::DistEnv;
 pub use error::{CommError, Result};
 pub use nccl::NcclComm;
+pub use timeline::{CollectiveSpan, Mark, Timeline};
 pub use work::{PendingWork, Work};
 
 use std::time::Duration;

@@ -59,7 +59,12 @@ pub struct Ddp {
     accumulated: Option<Grads>,
     in_flight: Vec<InFlight>,
     stats: SyncStats,
+    stage_hook: Option<StageHook>,
 }
+
+/// Called with each stage's index as soon as its backward has been queued, before the
+/// stage's buckets are launched (a profiler's place to mark the compute stream).
+pub type StageHook = Box<dyn FnMut(usize) -> comm::Result<()> + Send>;
 
 impl Ddp {
     /// Checks that every rank has the same model and options (fails on every rank,
@@ -119,7 +124,13 @@ impl Ddp {
             accumulated: None,
             in_flight: Vec::new(),
             stats: SyncStats::default(),
+            stage_hook: None,
         })
+    }
+
+    /// Installs (or with `None` removes) the [`StageHook`] run in every staged backward.
+    pub fn set_stage_hook(&mut self, hook: Option<StageHook>) {
+        self.stage_hook = hook;
     }
 
     pub fn options(&self) -> DdpOptions {
@@ -148,7 +159,15 @@ impl Ddp {
         let mut stats = SyncStats::default();
         // A failed launch inside the stage callback is kept here with its own type.
         let mut failure: Option<DdpError> = None;
+        let mut hook = self.stage_hook.take();
         let result = model::forward_backward(model, batch, |s, grads| {
+            if let Some(h) = hook.as_mut() {
+                if let Err(e) = h(s) {
+                    let msg = e.to_string();
+                    failure = Some(e.into());
+                    return Err(model::ModelError::Input(msg));
+                }
+            }
             if eager {
                 for (b, bucket) in self.buckets.iter().enumerate() {
                     if bucket.ready_stage == s {
@@ -166,6 +185,7 @@ impl Ddp {
             }
             Ok(())
         });
+        self.stage_hook = hook;
         if let Some(e) = failure {
             return Err(e);
         }

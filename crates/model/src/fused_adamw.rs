@@ -67,12 +67,21 @@ impl InplaceOp2 for Launch<'_> {
         g: &CudaStorage,
         gl: &Layout,
     ) -> candle_core::Result<()> {
-        for (what, l) in [("parameter", pl), ("gradient", gl)] {
-            if !l.is_contiguous() || l.start_offset() != 0 {
-                candle_core::bail!("fused AdamW: the {what} must be a whole contiguous tensor");
-            }
+        // The parameter is a whole tensor; the gradient may be a contiguous view into a
+        // larger buffer (DDP's flat buckets), so it is read from its start offset.
+        if !pl.is_contiguous() || pl.start_offset() != 0 {
+            candle_core::bail!("fused AdamW: the parameter must be a whole contiguous tensor");
+        }
+        if !gl.is_contiguous() {
+            candle_core::bail!("fused AdamW: the gradient must be contiguous");
         }
         let n = pl.shape().elem_count();
+        if gl.shape().elem_count() != n {
+            candle_core::bail!(
+                "fused AdamW: gradient of {} elements for a parameter of {n}",
+                gl.shape().elem_count()
+            );
+        }
         let func = p
             .device
             .get_or_load_custom_func("adamw_f32", "model_adamw", PTX)?;
@@ -84,7 +93,8 @@ impl InplaceOp2 for Launch<'_> {
             );
         }
         let pd = p.as_cuda_slice_mut::<f32>()?;
-        let gd = g.as_cuda_slice::<f32>()?;
+        let go = gl.start_offset();
+        let gd = g.as_cuda_slice::<f32>()?.slice(go..go + n);
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         let s = self.s;
@@ -95,7 +105,7 @@ impl InplaceOp2 for Launch<'_> {
             shared_mem_bytes: 0,
         };
         let mut b = func.builder();
-        b.arg(pd).arg(gd).arg(m).arg(v).arg(&n64);
+        b.arg(pd).arg(&gd).arg(m).arg(v).arg(&n64);
         b.arg(&s.decay)
             .arg(&s.b1)
             .arg(&s.b2)

@@ -67,7 +67,7 @@ pub fn section(
         md.push_str("No DDP results in this run.\n\n");
         return Ok(());
     }
-    md.push_str("Per rank: batch of sequences as below, context 128. `1-GPU` = this GPU alone (plain backward + AdamW); `compute` = the staged backward with no communication; `comm` = the strategy's collectives alone; `exposed` = step − compute; `hidden` = 1 − exposed / comm. Times in ms, slowest rank, CUDA events.\n\n");
+    md.push_str("Per rank: batch of sequences as below, context 128. `1-GPU` = this GPU alone (plain backward + AdamW); `compute` = the staged backward with no communication; `comm` = the strategy's collectives alone; `exposed` = step − compute; `hidden` = 1 − exposed / comm; `overlap` = compute time during communication ÷ communication time on one traced step (CUDA events on both streams; Holistic Trace Analysis' ratio; Chrome traces beside this report). Times in ms, slowest rank, CUDA events.\n\n");
     let mut keys: Vec<(usize, String, String, String)> = recs
         .iter()
         .map(|r| {
@@ -98,7 +98,7 @@ pub fn section(
             "### {size} {dtype}, {world} ranks ({backend}), batch {} per rank\n",
             first.batch_per_rank
         )?;
-        md.push_str("| strategy | grads | collectives | step | ± | compute | comm | exposed | hidden | step / own 1-GPU | peak GiB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        md.push_str("| strategy | grads | collectives | step | ± | compute | comm | exposed | hidden | step / own 1-GPU | peak GiB | overlap |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in &rows {
             let hidden = if r.comm_ms > 0.0 {
                 (1.0 - r.exposed_ms / r.comm_ms).clamp(0.0, 1.0) * 100.0
@@ -107,7 +107,7 @@ pub fn section(
             };
             writeln!(
                 md,
-                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.3} | {} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0}% | {:.3} | {} | {} |",
                 label(r),
                 r.grad_dtype,
                 r.collectives,
@@ -120,6 +120,9 @@ pub fn section(
                 r.step_ms / r.single_ms,
                 r.peak_gib
                     .map(|g| format!("{g:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+                r.overlap_ratio
+                    .map(|o| format!("{o:.2}"))
                     .unwrap_or_else(|| "-".into())
             )?;
         }

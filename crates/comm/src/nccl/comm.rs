@@ -6,17 +6,21 @@
 //! stream wait for that event; [`Work::synchronize`] blocks the host on it. cudarc's
 //! per-allocation events additionally order later uses and frees of the buffers.
 
+use super::events::EventLog;
 use super::launch_op::{Call, Launch};
 use super::raw::{unique_id, RawComm};
 use super::watchdog::{Pending, Watchdog};
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
-use crate::{store, CommOptions, Communicator, DistEnv, PendingWork, ReduceOp, Tensor, Work};
+use crate::{
+    store, timeline::Timeline, CommOptions, Communicator, DistEnv, PendingWork, ReduceOp, Tensor,
+    Work,
+};
 use candle_core::{DType, Device};
 use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
@@ -37,6 +41,7 @@ pub struct NcclComm {
     opts: CommOptions,
     seq: AtomicU64,
     watchdog: Watchdog,
+    timeline: Mutex<Option<EventLog>>,
 }
 
 impl NcclComm {
@@ -65,6 +70,7 @@ impl NcclComm {
             opts,
             seq: AtomicU64::new(0),
             watchdog,
+            timeline: Mutex::new(None),
         })
     }
 
@@ -140,6 +146,41 @@ impl NcclComm {
         Ok(())
     }
 
+    /// Starts recording a [`Timeline`]: from now on every collective's span on the
+    /// communication stream, and every [`NcclComm::mark`] on the compute stream, in
+    /// milliseconds since this call's point on the compute stream. Costs two events per
+    /// collective; restarting discards what was recorded.
+    pub fn start_timeline(&self) -> Result<()> {
+        *self.log() = Some(EventLog::start(&self.compute)?);
+        Ok(())
+    }
+
+    /// Records the point the compute stream has reached, labelled (no-op without a
+    /// started timeline).
+    pub fn mark(&self, label: impl Into<String>) -> Result<()> {
+        match self.log().as_mut() {
+            Some(log) => log.mark(&self.compute, label.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops recording and returns the timeline (waits for its events to complete).
+    pub fn take_timeline(&self) -> Result<Timeline> {
+        let log = self
+            .log()
+            .take()
+            .ok_or_else(|| CommError::InvalidArgument {
+                op: "take_timeline",
+                rank: self.rank,
+                msg: "no timeline was started (call start_timeline first)".into(),
+            })?;
+        log.resolve()
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Option<EventLog>> {
+        self.timeline.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Queue point: the communication stream waits for the compute stream.
     fn before(&self) -> Result<()> {
         let ev = self
@@ -161,6 +202,8 @@ impl NcclComm {
         src: Option<&Tensor>,
     ) -> Result<Work> {
         self.before()?;
+        let timing = self.log().is_some();
+        let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
         let l = Launch {
             raw: &self.raw,
             stream: &self.stream,
@@ -174,6 +217,11 @@ impl NcclComm {
         };
         self.watchdog.in_call(None);
         r?;
+        if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
+            let bytes = |t: &Tensor| t.elem_count() * t.dtype().size_in_bytes();
+            let b = bytes(dst).max(src.map(bytes).unwrap_or(0));
+            log.end(&self.stream, op, b, start)?;
+        }
         let keep = std::iter::once(dst).chain(src).cloned().collect();
         self.after(op, keep)
     }

@@ -4,7 +4,8 @@
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
 //! [`crate::Communicator`] on candle CUDA tensors, queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
-//! enforces the timeout on collectives in flight.
+//! enforces the timeout on collectives in flight; `events` records an opt-in
+//! [`crate::Timeline`] (collective spans and compute marks) with timing CUDA events.
 //!
 //! Without the `cuda` feature, [`NcclComm`] still exists so code builds the same way, but
 //! constructing one returns [`crate::CommError::Unavailable`] (candle's dummy-backend
@@ -12,6 +13,8 @@
 
 #[cfg(feature = "cuda")]
 mod comm;
+#[cfg(feature = "cuda")]
+mod events;
 #[cfg(feature = "cuda")]
 mod launch_op;
 #[cfg(feature = "cuda")]

@@ -18,6 +18,15 @@ impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()
     }
+    pub fn start_timeline(&self) -> Result<()> {
+        unavailable()
+    }
+    pub fn mark(&self, _label: impl Into<String>) -> Result<()> {
+        unavailable()
+    }
+    pub fn take_timeline(&self) -> Result<crate::Timeline> {
+        unavailable()
+    }
     pub fn device(&self) -> &candle_core::Device {
         unreachable!("an NcclComm cannot be built without the cuda feature")
     }

@@ -1,0 +1,85 @@
+//! The event log behind [`super::NcclComm::start_timeline`]: timing-enabled CUDA events
+//! around each collective on the communication stream and at each caller mark on the
+//! compute stream, resolved against one origin event when the timeline is taken.
+
+use crate::error::{CommError, Result};
+use crate::timeline::{CollectiveSpan, Mark, Timeline};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+
+fn event(stream: &CudaStream) -> Result<CudaEvent> {
+    stream
+        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(|e| CommError::Cuda {
+            call: "cuEventRecord",
+            msg: format!("{e:?}"),
+        })
+}
+
+pub(super) struct EventLog {
+    origin: CudaEvent,
+    marks: Vec<(String, CudaEvent)>,
+    spans: Vec<(&'static str, usize, CudaEvent, CudaEvent)>,
+}
+
+impl EventLog {
+    pub fn start(compute: &CudaStream) -> Result<Self> {
+        Ok(Self {
+            origin: event(compute)?,
+            marks: Vec::new(),
+            spans: Vec::new(),
+        })
+    }
+
+    pub fn mark(&mut self, compute: &CudaStream, label: String) -> Result<()> {
+        self.marks.push((label, event(compute)?));
+        Ok(())
+    }
+
+    /// Start of a collective: recorded after the stream's wait on compute, so it is when
+    /// the collective could actually begin.
+    pub fn begin(stream: &CudaStream) -> Result<CudaEvent> {
+        event(stream)
+    }
+
+    pub fn end(
+        &mut self,
+        stream: &CudaStream,
+        op: &'static str,
+        bytes: usize,
+        start: CudaEvent,
+    ) -> Result<()> {
+        let end = event(stream)?;
+        self.spans.push((op, bytes, start, end));
+        Ok(())
+    }
+
+    /// Waits for every recorded event and converts it to milliseconds since the origin.
+    pub fn resolve(self) -> Result<Timeline> {
+        let at = |e: &CudaEvent| -> Result<f64> {
+            self.origin
+                .elapsed_ms(e)
+                .map(f64::from)
+                .map_err(|e| CommError::Cuda {
+                    call: "cuEventElapsedTime",
+                    msg: format!("{e:?}"),
+                })
+        };
+        let mut t = Timeline::default();
+        for (label, e) in &self.marks {
+            t.marks.push(Mark {
+                label: label.clone(),
+                at_ms: at(e)?,
+            });
+        }
+        for (op, bytes, s, e) in &self.spans {
+            t.collectives.push(CollectiveSpan {
+                op,
+                bytes: *bytes,
+                start_ms: at(s)?,
+                end_ms: at(e)?,
+            });
+        }
+        Ok(t)
+    }
+}
