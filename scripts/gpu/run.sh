@@ -96,16 +96,23 @@ job() {
       anchor allreduce ;;
     ddp-check)
       # NCCL DDP against single-process training, every strategy; bf16 gradients looser.
-      local n; n="$(nvidia-smi -L | wc -l)"
+      local n rc=0; n="$(nvidia-smi -L | wc -l)"
       for m in toy tiny; do for s in naive flat overlap bucketed:0.01 bucketed:25; do
-        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model $m --strategy $s --check | grep '^\[rank 0\] check' || return 1
+        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model $m --strategy $s --check 2>&1 | grep '^\[rank 0\] check' || rc=1
       done; done
-      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model tiny --strategy bucketed:25 --bf16-grads --tol 5e-3 --check | grep '^\[rank 0\] check'
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model tiny --strategy bucketed:25 --bf16-grads --tol 5e-3 --check 2>&1 | grep '^\[rank 0\] check' || rc=1
       # Different global batch: indivisible must fail on every rank with a clear error.
-      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error ;;
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error
+      return $rc ;;
     ddp)
       "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} \
-        --strategies ${STRATEGIES:-naive,flat,overlap,bucketed} --trace-dir "$RES/traces" --out "$RES/results.jsonl" ${DDP_ARGS:-} ;;
+        --strategies ${STRATEGIES:-naive,flat,overlap,bucketed} --trace-dir "$RES/traces" --out "$RES/results.jsonl" ${DDP_ARGS:-}
+      local rc=$?; tar czf "$RES/traces-${SIZES:-xl}.tgz" -C "$RES" traces && rm -r "$RES/traces"; return $rc ;;
+    ddp-ctas)
+      # The same benchmark with NCCL limited to $CTAS CTAs (SMs) per collective, apart.
+      NCCL_MAX_CTAS=${CTAS:-8} "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} \
+        --dtype ${DTYPES:-fp32,bf16} --strategies ${STRATEGIES:-overlap,bucketed} --buckets-mb ${BUCKETS:-1,1000} \
+        --out "$RES/ddp-ctas${CTAS:-8}.jsonl" ${DDP_ARGS:-} ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;
     report)
