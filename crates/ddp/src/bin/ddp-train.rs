@@ -101,6 +101,34 @@ fn worst_ratio(a: &Tensor, b: &Tensor, tol: f32, rtol: f32) -> anyhow::Result<f3
         .to_scalar::<f32>()?)
 }
 
+/// Step 0's averaged gradients against the single process's full-batch gradients from the
+/// same weights: worst max|Δg| / max|g| over parameters (rank 0; 0 elsewhere). A wrong
+/// reduction (a sum, a lost bucket, a stale gradient) gives ~1; float reordering ~1e-6.
+fn gradient_error(
+    a: &Args,
+    d: &mut Ddp,
+    m: &dyn StagedModel,
+    rank: usize,
+    world: usize,
+    dev: &Device,
+) -> anyhow::Result<f32> {
+    let global = global_batch(&a.model, 0, a.global_batch, dev)?;
+    d.forward_backward(m, &shard_batch(&global, rank, world)?)?;
+    let g = d.finish_gradient_synchronization()?;
+    if rank != 0 {
+        return Ok(0.0);
+    }
+    let (_, single) = model::forward_backward(m, &global, |_, _| Ok(()))?;
+    let mut worst = 0f32;
+    for (x, y) in g.iter().zip(&single) {
+        if let (Some(x), Some(y)) = (x, y) {
+            let scale = y.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            worst = worst.max(max_abs_diff(x, y)? / scale.max(f32::MIN_POSITIVE));
+        }
+    }
+    Ok(worst)
+}
+
 fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Result<()> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let strategy: Strategy = a.strategy.parse()?;
@@ -111,6 +139,11 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
         grad_dtype: a.bf16_grads.then_some(DType::BF16),
     };
     let mut d = Ddp::new(comm.clone(), m.as_ref(), opts)?;
+    let grad_err = if a.check {
+        gradient_error(a, &mut d, m.as_ref(), rank, world, dev)?
+    } else {
+        0.0
+    };
     let mut opt = AdamW::new(AdamWConfig::default())?;
     for s in 0..a.steps {
         let global = global_batch(&a.model, s, a.global_batch, dev)?;
@@ -158,17 +191,20 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
             }
         }
     }
-    let t = Tensor::new(&[diff_ranks, diff_single, ratio], dev)?;
+    let t = Tensor::new(&[diff_ranks, diff_single, ratio, grad_err], dev)?;
     comm.all_reduce(&t, ReduceOp::Max)?;
     let v: Vec<f32> = t.to_device(&Device::Cpu)?.to_vec1()?;
-    let ok = v[0] == 0.0 && v[2] <= 1.0;
+    let grad_ok = v[3] <= if a.bf16_grads { 1e-2 } else { 1e-4 };
+    let ok = v[0] == 0.0 && v[2] <= 1.0 && grad_ok;
     if rank == 0 {
         println!(
-            "check {} {} {} world {world}{}: max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e}, worst |diff| / ({:.0e} + {:.1e}|w|) = {:.3} at {worst}: {}",
+            "check {} {} {} world {world}{}: step-0 gradients max|Δg|/max|g| = {:.1e}; after {} steps max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e}, worst |diff| / ({:.0e} + {:.1e}|w|) = {:.3} at {worst}: {}",
             comm.backend(),
             a.model,
             a.strategy,
             if a.bf16_grads { " bf16 grads" } else { "" },
+            v[3],
+            a.steps,
             v[0],
             v[1],
             a.tol,
