@@ -6,6 +6,7 @@
 //!     finish_gradient_synchronization, AdamW);
 //!   - `comm_ms`: the strategy's collectives alone on the same gradients;
 //!   - `exposed_ms` = step − compute: communication not hidden by compute.
+//!
 //! Times are CUDA-event (compute stream) means over `steps`, slowest rank; batch is per rank.
 
 use crate::memory;

@@ -104,12 +104,15 @@ pub fn busbw_plot(
     Ok(())
 }
 
-/// Curves `series` (label, points, dashed) against a log-scale x axis.
+/// One curve: label, points, dashed.
+pub type Series = (String, Vec<(f64, f64)>, bool);
+
+/// Curves `series` against a log-scale x axis.
 pub fn lines_log_x(
     path: &Path,
     title: &str,
     (x_desc, y_desc): (&str, &str),
-    series: &[(String, Vec<(f64, f64)>, bool)],
+    series: &[Series],
 ) -> Result<()> {
     let e = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
     let pts = || series.iter().flat_map(|s| s.1.iter());
