@@ -100,6 +100,24 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
                 &results_s,
             ])
             .env("NCCL_NVLS_ENABLE", "0"))?;
+        // DDP: every strategy and bucket size at xl, fp32 and bf16, with traces.
+        run(Command::new(&bin)
+            .args([
+                "ddp",
+                "--backend",
+                "nccl",
+                "--ranks",
+                &gpus.to_string(),
+                "--size",
+                "xl",
+                "--dtype",
+                "fp32,bf16",
+                "--trace-dir",
+                &out_dir.join("traces").to_string_lossy(),
+                "--out",
+                &results_s,
+            ])
+            .env("NCCL_NVLS_ENABLE", "0"))?;
         let anchor = root().join("scripts/anchors/run_torch.sh");
         let has_torch = Command::new("python3")
             .args(["-c", "import torch"])
@@ -108,7 +126,8 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         if has_torch {
             run(Command::new("bash")
                 .arg(anchor)
-                .arg("allreduce")
+                .args(["allreduce", "single", "ddp"])
+                .env("SIZES", "xl")
                 .env("OUT", &out_dir))?;
         } else {
             eprintln!(
@@ -128,6 +147,26 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
             "2",
             "--iters",
             "5",
+            "--out",
+            &results_s,
+        ]))?;
+        // DDP on the CPU backend: the pipeline end to end on the tiny LM (no speed claim).
+        run(Command::new(&bin).args([
+            "ddp",
+            "--backend",
+            "cpu",
+            "--ranks",
+            "2",
+            "--size",
+            "tiny",
+            "--dtype",
+            "fp32",
+            "--buckets-mb",
+            "0.01,0.1,1",
+            "--warmup",
+            "1",
+            "--steps",
+            "3",
             "--out",
             &results_s,
         ]))?;
