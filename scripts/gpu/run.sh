@@ -115,6 +115,11 @@ job() {
         --out "$RES/ddp-ctas${CTAS:-8}.jsonl" ${DDP_ARGS:-} ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;
+    zero1)
+      "$BIN/bench" zero1 --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} \
+        --bucket-mb ${BUCKET_MB:-25} --out "$RES/results.jsonl" ${ZERO_ARGS:-} ;;
+    anchor-zero)
+      anchor zero ;;
     report)
       "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;

@@ -84,7 +84,7 @@ pub fn strategies(names: &[String], buckets_mb: &[f64]) -> Result<Vec<Strategy>>
     Ok(out)
 }
 
-fn mean_std(v: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_std(v: &[f64]) -> (f64, f64) {
     let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
     let var =
         v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
@@ -117,7 +117,7 @@ fn timed(
     Ok(out)
 }
 
-fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device) -> Result<Batch> {
+pub(crate) fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device) -> Result<Batch> {
     let (v, t) = (lm.config().vocab as u64, lm.config().context);
     let ids = |s: u64| -> Result<Tensor> {
         let x: Vec<u32> = (0..b * t)

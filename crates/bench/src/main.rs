@@ -8,6 +8,7 @@
 
 mod allreduce;
 mod ddp;
+mod group;
 mod memory;
 mod modelcheck;
 mod records;
@@ -17,6 +18,7 @@ mod single;
 mod timer;
 mod topology;
 mod trace;
+mod zero1;
 
 use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
 use anyhow::{bail, Context, Result};
@@ -114,6 +116,28 @@ enum Cmd {
         /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
         #[arg(long)]
         trace_dir: Option<PathBuf>,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// Optimizer-state sharding: DDP vs ShardedOptimizer vs Zero1, step time and memory.
+    Zero1 {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, default_value = "tiny")]
+        size: String,
+        #[arg(long, value_delimiter = ',', default_value = "ddp,sharded,zero1")]
+        modes: Vec<String>,
+        /// DDP's bucket size for the ddp and sharded modes.
+        #[arg(long, default_value_t = 25.0)]
+        bucket_mb: f64,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },
@@ -242,6 +266,40 @@ fn run(cli: Cli) -> Result<()> {
                 trace_dir,
             };
             ddp_bench(backend, ranks, &cfg, &out)
+        }
+        Cmd::Zero1 {
+            backend,
+            ranks,
+            size,
+            modes,
+            bucket_mb,
+            warmup,
+            steps,
+            batch,
+            out,
+        } => {
+            let nccl = matches!(backend, BackendArg::Nccl);
+            group::run(nccl, ranks, "ZeRO benchmark", &zero1::header(), |r| {
+                let rank0 = r.comm.rank() == 0;
+                zero1::run_rank(
+                    r.comm,
+                    &r.device,
+                    &size,
+                    &modes,
+                    bucket_mb,
+                    warmup,
+                    steps,
+                    batch,
+                    |rec| {
+                        if rank0 {
+                            println!("{}", zero1::row(rec));
+                            if let Err(e) = records::append(&out, rec) {
+                                eprintln!("bench: cannot append to {}: {e}", out.display());
+                            }
+                        }
+                    },
+                )
+            })
         }
         Cmd::ModelCheck => {
             let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
@@ -379,71 +437,17 @@ fn ddp_bench(
     cfg: &ddp::DdpBenchConfig,
     out: &std::path::Path,
 ) -> Result<()> {
-    let store = |r: &ddp::DdpRecord| {
-        println!("{}", ddp::row(r));
-        if let Err(e) = records::append(out, r) {
-            eprintln!("bench: cannot append to {}: {e}", out.display());
-        }
-    };
-    match backend {
-        BackendArg::Cpu => {
-            if ranks == 0 {
-                bail!("--ranks must be at least 1");
-            }
-            println!("{}", ddp::header());
-            let comms = comm::cpu_group(ranks, CommOptions::from_env()?)?;
-            std::thread::scope(|s| {
-                let handles: Vec<_> = comms
-                    .into_iter()
-                    .map(|c| {
-                        s.spawn(move || {
-                            let rank0 = c.rank() == 0;
-                            let c: std::sync::Arc<dyn Communicator> = std::sync::Arc::new(c);
-                            ddp::run_rank(c, None, &Device::Cpu, cfg, |r| {
-                                if rank0 {
-                                    store(r)
-                                }
-                            })
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("rank thread panicked"))
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            Ok(())
-        }
-        BackendArg::Nccl if std::env::var("RANK").is_ok() => {
-            let env = comm::DistEnv::from_env()?;
-            let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
-            let dev = c.device().clone();
-            if env.rank == 0 {
-                println!("{}", ddp::header());
-            }
-            let c = std::sync::Arc::new(c);
-            let tracer = cfg.trace_dir.is_some().then(|| c.clone());
-            ddp::run_rank(c, tracer, &dev, cfg, |r| {
-                if env.rank == 0 {
-                    store(r)
+    let nccl = matches!(backend, BackendArg::Nccl);
+    group::run(nccl, ranks, "DDP benchmark", &ddp::header(), |r| {
+        let rank0 = r.comm.rank() == 0;
+        let tracer = r.nccl.filter(|_| cfg.trace_dir.is_some());
+        ddp::run_rank(r.comm, tracer, &r.device, cfg, |rec| {
+            if rank0 {
+                println!("{}", ddp::row(rec));
+                if let Err(e) = records::append(out, rec) {
+                    eprintln!("bench: cannot append to {}: {e}", out.display());
                 }
-            })
-        }
-        BackendArg::Nccl => {
-            let topo = topology::probe()
-                .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
-            if ranks == 0 || ranks > topo.gpus {
-                bail!("--ranks {ranks}: this node has {} GPUs", topo.gpus);
             }
-            let exe = std::env::current_exe()?;
-            let args: Vec<String> = std::env::args().skip(1).collect();
-            comm::launch::run(&comm::launch::LaunchSpec::local(
-                ranks,
-                exe.to_string_lossy(),
-                args,
-            ))
-            .with_context(|| format!("DDP benchmark on {ranks} GPUs"))?;
-            Ok(())
-        }
-    }
+        })
+    })
 }

@@ -31,6 +31,26 @@ fn pool_attr(
     }
 }
 
+/// Bytes in use now.
+pub fn current(device: &Device) -> Option<u64> {
+    #[cfg(feature = "cuda")]
+    {
+        if device.is_cuda() {
+            let _ = device.synchronize();
+        }
+        pool_attr(
+            device,
+            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            false,
+        )
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        None
+    }
+}
+
 /// Highest bytes in use since the last [`reset_peak`].
 pub fn peak(device: &Device) -> Option<u64> {
     #[cfg(feature = "cuda")]

@@ -12,12 +12,23 @@
 //! opt.step(&vars, &grads)?;
 //! ```
 //!
-//! Still to come (issue 5): true ZeRO-1 (reduce-scatter of gradients, all-gather of
-//! parameters), sharded checkpoints, GPU memory accounting.
+//! [`Zero1`] is ZeRO stage 1 without DDP: it reduce-scatters the local gradients itself,
+//! steps its chunk of the flat parameters, and all-gathers them:
+//!
+//! ```ignore
+//! let mut z = Zero1::new(comm.clone(), &vars, cfg)?;
+//! let (_, grads) = model::forward_backward(&model, &local_batch, |_, _| Ok(()))?;
+//! z.step(&grads)?;
+//! ```
+//!
+//! Still to come (issue 5): Zero1 overlapped with backward through ddp's buckets, sharded
+//! checkpoints, GPU memory accounting.
 
 pub mod error;
 pub mod partition;
 pub mod sharded;
+pub mod zero;
 
 pub use error::{Result, Zero1Error};
 pub use sharded::{ParamGroup, ShardedOptimizer};
+pub use zero::Zero1;

@@ -1,0 +1,265 @@
+//! Optimizer-state sharding benchmark (the seeds' optimizer_state_sharding_accounting):
+//! per mode, on every rank of a launched group, a fresh model and optimizer:
+//!   - `ddp`: bucketed DDP + AdamW (every rank holds all moments);
+//!   - `sharded`: bucketed DDP + ShardedOptimizer (moments for owned parameters; owners
+//!     broadcast updates);
+//!   - `zero1`: Zero1 (reduce-scatter gradients, step the chunk, all-gather parameters).
+//!
+//! Memory (CUDA pool, GiB): in use after initialisation, directly before and directly
+//! after the optimizer step of a steady-state step, and the peak of that step; the
+//! analytic expectation of the persistent part (parameters, gradients, moments) beside it.
+//! Step time: CUDA-event mean over `steps`, slowest rank.
+
+use crate::memory;
+use crate::timer::Timer;
+use anyhow::{bail, Result};
+use candle_core::{DType, Device, Tensor};
+use comm::{Communicator, ReduceOp};
+use ddp::{Ddp, DdpOptions, Strategy};
+use model::{AdamW, AdamWConfig, Batch, StagedModel, TransformerLm};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use zero1::{ParamGroup, ShardedOptimizer, Zero1};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ZeroRecord {
+    pub bench: String, // "zero1"
+    pub backend: String,
+    pub world: usize,
+    pub size: String,
+    pub mode: String,
+    pub bucket_mb: f64,
+    pub batch_per_rank: usize,
+    pub steps: usize,
+    pub step_ms: f64,
+    pub step_std_ms: f64,
+    /// The mode's collectives alone (gradient sync and parameter exchange).
+    pub comm_ms: f64,
+    pub after_init_gib: Option<f64>,
+    pub before_step_gib: Option<f64>,
+    pub after_step_gib: Option<f64>,
+    pub peak_gib: Option<f64>,
+    /// Analytic, this rank: parameters, gradients and AdamW moments (f32).
+    pub params_gib: f64,
+    pub grads_gib: f64,
+    pub state_gib: f64,
+}
+
+enum Opt {
+    Ddp(Ddp, AdamW),
+    Sharded(Ddp, ShardedOptimizer),
+    Zero(Zero1),
+}
+
+fn cfg() -> AdamWConfig {
+    AdamWConfig {
+        lr: 1e-4,
+        ..AdamWConfig::default()
+    }
+}
+
+fn current(dev: &Device) -> Option<f64> {
+    memory::gib(memory::current(dev))
+}
+
+/// Forward + backward (+ gradient sync for the DDP modes): returns what the step needs.
+fn backward(o: &mut Opt, lm: &TransformerLm, b: &Batch) -> Result<model::Grads> {
+    Ok(match o {
+        Opt::Ddp(d, _) | Opt::Sharded(d, _) => {
+            d.forward_backward(lm, b)?;
+            d.finish_gradient_synchronization()?
+        }
+        Opt::Zero(_) => model::forward_backward(lm, b, |_, _| Ok(()))?.1,
+    })
+}
+
+fn step(o: &mut Opt, lm: &TransformerLm, g: &model::Grads) -> Result<()> {
+    let vars = lm.params().vars();
+    match o {
+        Opt::Ddp(_, a) => a.step(vars, g)?,
+        Opt::Sharded(_, s) => s.step(vars, g)?,
+        Opt::Zero(z) => z.step(g)?,
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run_rank(
+    comm: Arc<dyn Communicator>,
+    dev: &Device,
+    size: &str,
+    modes: &[String],
+    bucket_mb: f64,
+    warmup: usize,
+    steps: usize,
+    batch: usize,
+    mut sink: impl FnMut(&ZeroRecord),
+) -> Result<()> {
+    if steps == 0 || batch == 0 {
+        bail!("--steps and --batch must be at least 1");
+    }
+    let c = comm.as_ref();
+    let w = c.world_size();
+    for mode in modes {
+        memory::reset_peak(dev);
+        let lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
+        let vars = lm.params().vars().to_vec();
+        let n: usize = vars.iter().map(|v| v.elem_count()).sum();
+        let strategy = Strategy::Bucketed { bucket_mb };
+        let mut o = match mode.as_str() {
+            "ddp" => Opt::Ddp(
+                Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
+                AdamW::new(cfg())?,
+            ),
+            "sharded" => Opt::Sharded(
+                Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
+                ShardedOptimizer::new(
+                    comm.clone(),
+                    vec![ParamGroup {
+                        params: vars.clone(),
+                        cfg: cfg(),
+                    }],
+                )?,
+            ),
+            "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, cfg())?),
+            m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1)"),
+        };
+        let state_elems = match &o {
+            Opt::Ddp(..) => n,
+            Opt::Sharded(_, s) => s.owned_elements(),
+            Opt::Zero(z) => z.state_elements(),
+        };
+        let after_init = current(dev);
+        let b = crate::ddp::batch_for(&lm, c.rank(), batch, dev)?;
+        let mut times = Vec::with_capacity(steps);
+        for i in 0..warmup + steps {
+            let t = Timer::start(dev)?;
+            let g = backward(&mut o, &lm, &b)?;
+            step(&mut o, &lm, &g)?;
+            drop(g);
+            let s = t.stop()?;
+            if i >= warmup {
+                times.push(s * 1e3);
+            }
+        }
+        // One more step with the memory read at its points.
+        memory::reset_peak(dev);
+        let g = backward(&mut o, &lm, &b)?;
+        let before = current(dev);
+        step(&mut o, &lm, &g)?;
+        drop(g);
+        let after = current(dev);
+        let peak = memory::gib(memory::peak(dev));
+        let comm_ms = comm_only(c, dev, &mut o, &lm, &b, n)?;
+        let (m, sd) = crate::ddp::mean_std(&times);
+        let t = Tensor::new(&[m, sd, comm_ms], dev)?;
+        c.all_reduce(&t, ReduceOp::Max)?;
+        let v: Vec<f64> = t.to_device(&Device::Cpu)?.to_vec1()?;
+        let gib = |e: usize| e as f64 * 4.0 / (1u64 << 30) as f64;
+        sink(&ZeroRecord {
+            bench: "zero1".into(),
+            backend: c.backend().into(),
+            world: w,
+            size: size.into(),
+            mode: mode.clone(),
+            bucket_mb,
+            batch_per_rank: batch,
+            steps,
+            step_ms: v[0],
+            step_std_ms: v[1],
+            comm_ms: v[2],
+            after_init_gib: after_init,
+            before_step_gib: before,
+            after_step_gib: after,
+            peak_gib: peak,
+            params_gib: gib(n),
+            grads_gib: gib(n),
+            state_gib: gib(2 * state_elems),
+        });
+    }
+    Ok(())
+}
+
+/// Mean time of the mode's collectives alone (5 repetitions after one warm-up).
+fn comm_only(
+    c: &dyn Communicator,
+    dev: &Device,
+    o: &mut Opt,
+    lm: &TransformerLm,
+    b: &Batch,
+    n: usize,
+) -> Result<f64> {
+    let w = c.world_size();
+    let sharded = matches!(o, Opt::Sharded(..));
+    let mut ts = Vec::new();
+    match o {
+        Opt::Ddp(d, _) | Opt::Sharded(d, _) => {
+            let (_, g) = model::forward_backward(lm, b, |_, _| Ok(()))?;
+            for i in 0..6 {
+                let t = Timer::start(dev)?;
+                d.synchronize_grads(&g)?;
+                if sharded {
+                    // Parameter exchange: every element broadcast once from its owner.
+                    let p = Tensor::zeros(n.div_ceil(w), DType::F32, dev)?;
+                    for r in 0..w {
+                        c.broadcast(&p, r)?;
+                    }
+                }
+                let s = t.stop()?;
+                if i > 0 {
+                    ts.push(s * 1e3);
+                }
+            }
+        }
+        Opt::Zero(_) => {
+            let padded = n.div_ceil(w) * w;
+            let flat = Tensor::zeros(padded, DType::F32, dev)?;
+            let shard = Tensor::zeros(padded / w, DType::F32, dev)?;
+            for i in 0..6 {
+                let t = Timer::start(dev)?;
+                c.reduce_scatter(&flat, &shard, ReduceOp::Avg)?;
+                c.all_gather(&shard, &flat)?;
+                let s = t.stop()?;
+                if i > 0 {
+                    ts.push(s * 1e3);
+                }
+            }
+        }
+    }
+    Ok(crate::ddp::mean_std(&ts).0)
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>5} {:>2} {:>8} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "size",
+        "w",
+        "mode",
+        "step(ms)",
+        "±",
+        "comm(ms)",
+        "init",
+        "before",
+        "after",
+        "peak",
+        "expected"
+    )
+}
+
+pub fn row(r: &ZeroRecord) -> String {
+    let g = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    format!(
+        "{:>5} {:>2} {:>8} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
+        r.size,
+        r.world,
+        r.mode,
+        r.step_ms,
+        r.step_std_ms,
+        r.comm_ms,
+        g(r.after_init_gib),
+        g(r.before_step_gib),
+        g(r.after_step_gib),
+        g(r.peak_gib),
+        r.params_gib + r.grads_gib + r.state_gib
+    )
+}
