@@ -31,19 +31,27 @@ fn pool_attr(
     }
 }
 
+/// Synchronises the device, then reads (or with `reset`, zeroes) a pool attribute.
+#[cfg(feature = "cuda")]
+fn synced(
+    device: &Device,
+    attr: cudarc::driver::sys::CUmemPool_attribute,
+    reset: bool,
+) -> Option<u64> {
+    if device.is_cuda() {
+        let _ = device.synchronize();
+    }
+    pool_attr(device, attr, reset)
+}
+
 /// Bytes in use now.
 pub fn current(device: &Device) -> Option<u64> {
     #[cfg(feature = "cuda")]
-    {
-        if device.is_cuda() {
-            let _ = device.synchronize();
-        }
-        pool_attr(
-            device,
-            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-            false,
-        )
-    }
+    return synced(
+        device,
+        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+        false,
+    );
     #[cfg(not(feature = "cuda"))]
     {
         let _ = device;
@@ -54,16 +62,11 @@ pub fn current(device: &Device) -> Option<u64> {
 /// Highest bytes in use since the last [`reset_peak`].
 pub fn peak(device: &Device) -> Option<u64> {
     #[cfg(feature = "cuda")]
-    {
-        if device.is_cuda() {
-            let _ = device.synchronize();
-        }
-        pool_attr(
-            device,
-            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-            false,
-        )
-    }
+    return synced(
+        device,
+        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        false,
+    );
     #[cfg(not(feature = "cuda"))]
     {
         let _ = device;
@@ -73,16 +76,11 @@ pub fn peak(device: &Device) -> Option<u64> {
 
 pub fn reset_peak(device: &Device) {
     #[cfg(feature = "cuda")]
-    {
-        if device.is_cuda() {
-            let _ = device.synchronize();
-        }
-        let _ = pool_attr(
-            device,
-            cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-            true,
-        );
-    }
+    let _ = synced(
+        device,
+        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        true,
+    );
     #[cfg(not(feature = "cuda"))]
     let _ = device;
 }

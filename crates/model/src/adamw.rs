@@ -71,6 +71,53 @@ impl AdamW {
         self.step
     }
 
+    /// Parameter `i`'s first and second moments on the host (`None` before its first
+    /// step), for checkpoints.
+    pub fn moments(&self, i: usize, p: &Var) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        let _ = p;
+        Ok(match self.state.get(i) {
+            None | Some(None) => None,
+            Some(Some(Moments::Tensors(m, v))) => Some((
+                m.flatten_all()?
+                    .to_dtype(candle_core::DType::F32)?
+                    .to_vec1()?,
+                v.flatten_all()?
+                    .to_dtype(candle_core::DType::F32)?
+                    .to_vec1()?,
+            )),
+            #[cfg(feature = "cuda")]
+            Some(Some(Moments::Device(d))) => Some(d.to_host(p.as_tensor())?),
+        })
+    }
+
+    /// Restores a checkpoint: the step count and parameter `i`'s moments (f32, as many
+    /// elements as `p`).
+    pub fn restore(&mut self, steps: u64, i: usize, p: &Var, m: &[f32], v: &[f32]) -> Result<()> {
+        let n = p.elem_count();
+        if m.len() != n || v.len() != n {
+            return Err(ModelError::Input(format!(
+                "AdamW restore: moments of {} and {} elements for a parameter of {n}",
+                m.len(),
+                v.len()
+            )));
+        }
+        self.step = steps;
+        if self.state.len() <= i {
+            self.state.resize_with(i + 1, || None);
+        }
+        #[cfg(feature = "cuda")]
+        if self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32 {
+            let d = crate::fused_adamw::DeviceMoments::from_host(p.as_tensor(), m, v)?;
+            self.state[i] = Some(Moments::Device(d));
+            return Ok(());
+        }
+        let t = |x: &[f32]| -> Result<Tensor> {
+            Ok(Tensor::from_slice(x, p.shape(), p.device())?.to_dtype(p.dtype())?)
+        };
+        self.state[i] = Some(Moments::Tensors(t(m)?, t(v)?));
+        Ok(())
+    }
+
     /// One step over `params` with `grads` (same order; `None` = no gradient, skipped).
     pub fn step(&mut self, params: &[Var], grads: &[Option<Tensor>]) -> Result<()> {
         if params.len() != grads.len() {

@@ -42,6 +42,33 @@ pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
     })
 }
 
+impl DeviceMoments {
+    /// Copies both moments to the host.
+    pub fn to_host(&self, p: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
+        let candle_core::Device::Cuda(dev) = p.device() else {
+            return Err(ModelError::Input(
+                "fused AdamW moments of a non-CUDA parameter".into(),
+            ));
+        };
+        let s = dev.cuda_stream();
+        Ok((s.clone_dtoh(&self.m).w()?, s.clone_dtoh(&self.v).w()?))
+    }
+
+    /// Moments for `p` from host values (a resumed checkpoint).
+    pub fn from_host(p: &Tensor, m: &[f32], v: &[f32]) -> Result<Self> {
+        let candle_core::Device::Cuda(dev) = p.device() else {
+            return Err(ModelError::Input(
+                "fused AdamW needs a CUDA parameter".into(),
+            ));
+        };
+        let s = dev.cuda_stream();
+        Ok(Self {
+            m: s.clone_htod(m).w()?,
+            v: s.clone_htod(v).w()?,
+        })
+    }
+}
+
 struct Launch<'a> {
     moments: RefCell<&'a mut DeviceMoments>,
     s: StepScalars,

@@ -21,9 +21,13 @@
 //! z.step(&grads)?;
 //! ```
 //!
-//! Still to come (issue 5): Zero1 overlapped with backward through ddp's buckets, sharded
-//! checkpoints, GPU memory accounting.
+//! `Zero1::save` / `Zero1::resume` write and read sharded safetensors checkpoints
+//! ([`checkpoint`]); resuming works on another world size.
+//!
+//! Still to come (issue 5): Zero1 overlapped with backward through ddp's buckets,
+//! checkpoints of `ShardedOptimizer`.
 
+pub mod checkpoint;
 pub mod error;
 pub mod partition;
 pub mod sharded;

@@ -8,11 +8,14 @@
 //! AdamW is elementwise, so stepping chunks that cut through parameters gives the same
 //! update as stepping whole parameters.
 
+use crate::checkpoint::{self, Signature};
 use crate::error::{Result, Zero1Error};
 use candle_core::{DType, Device, Tensor, Var};
 use comm::{Communicator, ReduceOp};
 use model::{AdamW, AdamWConfig};
+use std::collections::HashMap;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Arc;
 
 pub struct Zero1 {
@@ -93,6 +96,89 @@ impl Zero1 {
         })
     }
 
+    fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
+        params.iter().map(|p| p.dims().to_vec()).collect()
+    }
+
+    /// Writes a sharded checkpoint into `dir`: this rank's moments chunk, and (rank 0) the
+    /// parameters. Every rank must call it; returns once all ranks have written.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Zero1Error::Input(format!("checkpoint {}: {e}", dir.display())))?;
+        let (w, r) = (self.comm.world_size(), self.comm.rank());
+        let sig = Signature::of(&Self::shapes(&self.params));
+        let step = self.opt.steps_taken();
+        let n = self.master.elem_count();
+        let (m, v) = self
+            .opt
+            .moments(0, &self.master)?
+            .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+        let cpu = Device::Cpu;
+        let mut t = HashMap::new();
+        t.insert("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?);
+        t.insert("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?);
+        t.insert("meta".to_string(), checkpoint::meta(w, r, step, sig)?);
+        let written =
+            checkpoint::write_atomic(&dir.join(format!("shard-{r}-of-{w}.safetensors")), &t)
+                .and_then(|_| {
+                    if r != 0 {
+                        return Ok(());
+                    }
+                    let mut p = HashMap::new();
+                    for (i, v) in self.params.iter().enumerate() {
+                        p.insert(format!("p.{i}"), v.as_tensor().to_device(&cpu)?);
+                    }
+                    p.insert("meta".to_string(), checkpoint::meta(w, 0, step, sig)?);
+                    checkpoint::write_atomic(&dir.join("params.safetensors"), &p)
+                });
+        self.agree("save", written)
+    }
+
+    /// Loads a checkpoint written by [`Zero1::save`] on any world size (or consolidated):
+    /// parameters into `params`, this rank's chunk of the moments, the step count. Every
+    /// file is validated before the model is touched; a failure on any rank fails all.
+    pub fn resume(
+        comm: Arc<dyn Communicator>,
+        params: &[Var],
+        cfg: AdamWConfig,
+        dir: &Path,
+    ) -> Result<Self> {
+        let shapes = Self::shapes(params);
+        let sig = Signature::of(&shapes);
+        let read = checkpoint::read_params(dir, &shapes)
+            .and_then(|p| Ok((p, checkpoint::read_optimizer(dir, sig)?)));
+        let dev = params
+            .first()
+            .ok_or_else(|| Zero1Error::Input("Zero1::resume: no parameters".into()))?
+            .device()
+            .clone();
+        let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
+        for (p, t) in params.iter().zip(&loaded) {
+            p.set(&t.to_dtype(DType::F32)?.to_device(&dev)?)?;
+        }
+        let mut z = Self::new(comm, params, cfg)?;
+        let chunk = z.master.elem_count();
+        let start = z.comm.rank() * chunk;
+        let slice = |x: &[f32]| -> Vec<f32> {
+            (start..start + chunk)
+                .map(|i| x.get(i).copied().unwrap_or(0.0))
+                .collect()
+        };
+        let master = z.master.clone();
+        z.opt.restore(
+            state.step,
+            0,
+            &master,
+            &slice(&state.exp_avg),
+            &slice(&state.exp_avg_sq),
+        )?;
+        Ok(z)
+    }
+
+    fn agree(&self, what: &str, r: Result<()>) -> Result<()> {
+        agree_on(self.comm.as_ref(), self.master.device(), what, r)
+    }
+
     /// The flat elements this rank owns (the padding, if any, sits in the last chunk).
     pub fn shard_range(&self) -> Range<usize> {
         let chunk = self.padded / self.comm.world_size();
@@ -142,5 +228,23 @@ impl Zero1 {
             off += n;
         }
         Ok(())
+    }
+}
+
+/// Every rank learns whether any rank failed; the failing rank returns its own error,
+/// the others one naming it (so no rank waits for a peer that gave up).
+fn agree_on<T>(comm: &dyn Communicator, dev: &Device, what: &str, r: Result<T>) -> Result<T> {
+    let w = comm.world_size();
+    let flag = Tensor::new(&[if r.is_err() { 1f64 } else { 0.0 }], dev)?;
+    let all = Tensor::zeros(w, DType::F64, dev)?;
+    comm.all_gather(&flag, &all)?;
+    let all: Vec<f64> = all.to_device(&Device::Cpu)?.to_vec1()?;
+    match (r, all.iter().position(|&f| f != 0.0)) {
+        (Err(e), _) => Err(e),
+        (Ok(_), Some(bad)) => Err(Zero1Error::Mismatch(format!(
+            "{what} failed on rank {bad} (seen on rank {})",
+            comm.rank()
+        ))),
+        (Ok(v), None) => Ok(v),
     }
 }

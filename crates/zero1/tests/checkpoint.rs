@@ -1,0 +1,144 @@
+//! Zero1 checkpoints: resuming (same world size, another world size, consolidated)
+//! continues the single-process trajectory; bad checkpoints fail on every rank and leave
+//! the files as they were.
+
+// The ddp crate's fixtures: models, batches, reference training, one closure per rank.
+#[path = "../../ddp/tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use ddp::shard_batch;
+use model::AdamWConfig;
+use std::path::{Path, PathBuf};
+use zero1::{checkpoint, Zero1};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("zero1-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Steps `from..to` on `world` ranks, resuming from `load` if given, saving to `save`.
+fn run(
+    kind: Kind,
+    world: usize,
+    from: u64,
+    to: u64,
+    load: Option<&Path>,
+    save: Option<&Path>,
+) -> Vec<Vec<Vec<f32>>> {
+    let (load, save) = (load.map(Path::to_path_buf), save.map(Path::to_path_buf));
+    on_ranks(world, move |rank, comm| {
+        // Other weights on every rank: a fresh run takes rank 0's (the reference's seed
+        // 0), a resumed one must overwrite them all from the checkpoint.
+        let seed = rank as u64 * 7 + if load.is_some() { 100 } else { 0 };
+        let m = build(kind, seed);
+        let vars = m.params().vars().to_vec();
+        let cfg = AdamWConfig::default();
+        let mut z = match &load {
+            Some(d) => Zero1::resume(comm, &vars, cfg, d).unwrap(),
+            None => Zero1::new(comm, &vars, cfg).unwrap(),
+        };
+        for s in from..to {
+            let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
+            let (_, g) = model::forward_backward(m.as_ref(), &b, |_, _| Ok(())).unwrap();
+            z.step(&g).unwrap();
+        }
+        if let Some(d) = &save {
+            z.save(d).unwrap();
+        }
+        weights(m.as_ref())
+    })
+}
+
+#[test]
+fn resuming_continues_the_trajectory_on_any_world_size() {
+    let kind = Kind::Lm;
+    let want = reference(kind, 5, 1);
+    let dir = tmp("resume");
+    run(kind, 2, 0, 3, None, Some(&dir));
+    for world in [2, 4] {
+        let got = run(kind, world, 3, 5, Some(&dir), None);
+        for (r, w) in got.iter().enumerate() {
+            let d = max_diff(w, &want);
+            assert!(
+                d <= 1e-5,
+                "resumed on {world} ranks, rank {r}: {d:e} from uninterrupted training"
+            );
+        }
+    }
+    // Consolidated into one optimizer file, shards removed, resumed on 1 rank.
+    let shapes: Vec<Vec<usize>> = build(kind, 0)
+        .params()
+        .vars()
+        .iter()
+        .map(|v| v.dims().to_vec())
+        .collect();
+    checkpoint::consolidate(&dir, &shapes).unwrap();
+    for r in 0..2 {
+        std::fs::remove_file(dir.join(format!("shard-{r}-of-2.safetensors"))).unwrap();
+    }
+    let got = run(kind, 1, 3, 5, Some(&dir), None);
+    assert!(
+        max_diff(&got[0], &want) <= 1e-5,
+        "consolidated resume on 1 rank"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let b = std::fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn resume_errors(kind: Kind, dir: &Path) -> Vec<String> {
+    let dir = dir.to_path_buf();
+    on_ranks(2, move |_, comm| {
+        let m = build(kind, 0);
+        Zero1::resume(comm, m.params().vars(), AdamWConfig::default(), &dir)
+            .err()
+            .map(|e| e.to_string())
+            .expect("resumed from a bad checkpoint")
+    })
+}
+
+#[test]
+fn a_corrupt_shard_fails_every_rank_and_changes_nothing() {
+    let dir = tmp("corrupt");
+    run(Kind::Toy, 2, 0, 2, None, Some(&dir));
+    std::fs::write(
+        dir.join("shard-1-of-2.safetensors"),
+        b"not a safetensors file",
+    )
+    .unwrap();
+    let before = snapshot(&dir);
+    let errs = resume_errors(Kind::Toy, &dir);
+    assert!(
+        errs.iter().all(|e| e.contains("shard-1-of-2.safetensors")),
+        "{errs:?}"
+    );
+    assert_eq!(snapshot(&dir), before, "resume wrote into the checkpoint");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_checkpoint_of_another_model_is_refused() {
+    let dir = tmp("other");
+    run(Kind::Toy, 2, 0, 1, None, Some(&dir));
+    let before = snapshot(&dir);
+    let errs = resume_errors(Kind::Lm, &dir);
+    assert!(
+        errs.iter().all(|e| e.contains("from another model")),
+        "{errs:?}"
+    );
+    assert_eq!(snapshot(&dir), before);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
