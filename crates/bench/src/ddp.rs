@@ -140,6 +140,20 @@ pub fn config(size: &str) -> Result<LmConfig> {
     })
 }
 
+/// The DDP benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per
+/// GPU); rank 0 prints and appends the records to `out`.
+pub fn run(nccl: bool, ranks: usize, cfg: &DdpBenchConfig, out: &std::path::Path) -> Result<()> {
+    crate::group::run(nccl, ranks, "DDP benchmark", Some(&header()), |r| {
+        let mut sink = (r.comm.rank() == 0).then(|| crate::records::print_and_store(out, row));
+        let tracer = r.nccl.filter(|_| cfg.trace_dir.is_some());
+        run_rank(r.comm, tracer, &r.device, cfg, |rec| {
+            if let Some(f) = sink.as_mut() {
+                f(rec)
+            }
+        })
+    })
+}
+
 /// One more step with a timeline on: returns (overlap ratio, step ms); rank 0 writes the
 /// Chrome trace to `dir`.
 #[allow(clippy::too_many_arguments)]

@@ -15,19 +15,22 @@ pub struct Rank {
     pub device: Device,
 }
 
-/// Runs `body` on `ranks` ranks; `header` is printed once (rank 0 / the CPU group).
+/// Runs `body` on `ranks` ranks; `header`, if any, is printed once (by the CPU group or
+/// NCCL rank 0).
 pub fn run(
     nccl: bool,
     ranks: usize,
     what: &str,
-    header: &str,
+    header: Option<&str>,
     body: impl Fn(Rank) -> Result<()> + Sync,
 ) -> Result<()> {
     if ranks == 0 {
         bail!("--ranks must be at least 1");
     }
     if !nccl {
-        println!("{header}");
+        if let Some(h) = header {
+            println!("{h}");
+        }
         let comms = comm::cpu_group(ranks, CommOptions::from_env()?)?;
         return std::thread::scope(|s| {
             let handles: Vec<_> = comms
@@ -58,8 +61,8 @@ pub fn run(
             CommOptions::from_env()?,
         )?);
         let device = c.device().clone();
-        if env.rank == 0 {
-            println!("{header}");
+        if let Some(h) = header.filter(|_| env.rank == 0) {
+            println!("{h}");
         }
         return body(Rank {
             comm: c.clone(),

@@ -3,10 +3,12 @@
 //!   bench allreduce --backend nccl --ranks 2,4,6,8   (spawns one process per GPU per rank count)
 //!   bench allreduce --backend cpu  --ranks 2,4       (in-process threads)
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
+//!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
 mod allreduce;
+mod allreduce_run;
 mod ddp;
 mod group;
 mod memory;
@@ -24,7 +26,6 @@ use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::{Parser, Subcommand, ValueEnum};
-use comm::{CommOptions, Communicator};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -202,9 +203,11 @@ fn run(cli: Cli) -> Result<()> {
                 iters,
             };
             match backend {
-                BackendArg::Cpu => cpu_sweeps(&ranks, &cfg, &out),
-                BackendArg::Nccl if std::env::var("RANK").is_ok() => nccl_rank(&cfg, &out),
-                BackendArg::Nccl => nccl_sweeps(&ranks, &out),
+                BackendArg::Cpu => allreduce_run::cpu_sweeps(&ranks, &cfg, &out),
+                BackendArg::Nccl if std::env::var("RANK").is_ok() => {
+                    allreduce_run::nccl_rank(&cfg, &out)
+                }
+                BackendArg::Nccl => allreduce_run::nccl_sweeps(&ranks, &out),
             }
         }
         Cmd::Single {
@@ -265,7 +268,7 @@ fn run(cli: Cli) -> Result<()> {
                 bf16_grads: !fp32_grads,
                 trace_dir,
             };
-            ddp_bench(backend, ranks, &cfg, &out)
+            ddp::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
         }
         Cmd::Zero1 {
             backend,
@@ -278,28 +281,15 @@ fn run(cli: Cli) -> Result<()> {
             batch,
             out,
         } => {
-            let nccl = matches!(backend, BackendArg::Nccl);
-            group::run(nccl, ranks, "ZeRO benchmark", &zero1::header(), |r| {
-                let rank0 = r.comm.rank() == 0;
-                zero1::run_rank(
-                    r.comm,
-                    &r.device,
-                    &size,
-                    &modes,
-                    bucket_mb,
-                    warmup,
-                    steps,
-                    batch,
-                    |rec| {
-                        if rank0 {
-                            println!("{}", zero1::row(rec));
-                            if let Err(e) = records::append(&out, rec) {
-                                eprintln!("bench: cannot append to {}: {e}", out.display());
-                            }
-                        }
-                    },
-                )
-            })
+            let cfg = zero1::ZeroBenchConfig {
+                size,
+                modes,
+                bucket_mb,
+                warmup,
+                steps,
+                batch,
+            };
+            zero1::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
         }
         Cmd::ModelCheck => {
             let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
@@ -335,119 +325,4 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
-}
-
-fn print_and_store(out: &std::path::Path) -> impl FnMut(&records::AllReduceRecord) + '_ {
-    move |r| {
-        println!("{}", allreduce::row(r));
-        if let Err(e) = records::append(out, r) {
-            eprintln!("bench: cannot append to {}: {e}", out.display());
-        }
-    }
-}
-
-/// In-process CPU groups, one thread per rank.
-fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
-    println!("{}", allreduce::header());
-    let bar = indicatif::ProgressBar::new(ranks.len() as u64).with_message("cpu all-reduce sweeps");
-    for &world in ranks {
-        let comms = comm::cpu_group(world, CommOptions::from_env()?)?;
-        let results = std::thread::scope(|s| {
-            let handles: Vec<_> = comms
-                .into_iter()
-                .map(|c| {
-                    let bar = &bar;
-                    s.spawn(move || {
-                        let mut sink = (c.rank() == 0).then(|| print_and_store(out));
-                        allreduce::sweep(&c, &Device::Cpu, "cpu", cfg, |r| {
-                            if let Some(f) = sink.as_mut() {
-                                bar.suspend(|| f(r))
-                            }
-                        })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("rank thread panicked"))
-                .collect::<Vec<_>>()
-        });
-        for r in results {
-            r?;
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    Ok(())
-}
-
-/// One rank of an NCCL sweep (launched with RANK, WORLD_SIZE, ... set).
-fn nccl_rank(cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
-    let env = comm::DistEnv::from_env()?;
-    let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
-    let name = topology::gpus()
-        .get(env.local_rank)
-        .cloned()
-        .unwrap_or_else(|| "cuda".into());
-    let device = c.device().clone();
-    let mut sink = (env.rank == 0).then(|| print_and_store(out));
-    allreduce::sweep(&c, &device, &name, cfg, |r| {
-        if let Some(f) = sink.as_mut() {
-            f(r)
-        }
-    })?;
-    Ok(())
-}
-
-/// Orchestrates one launch per rank count on this node's GPUs.
-fn nccl_sweeps(ranks: &[usize], out: &std::path::Path) -> Result<()> {
-    let topo = topology::probe()
-        .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
-    println!(
-        "GPUs: {} × {}; NVLink: {} links × {:.1} GB/s",
-        topo.gpus, topo.gpu, topo.nvlinks, topo.link_gbs
-    );
-    records::append(out, &topo)?;
-    let exe = std::env::current_exe()?;
-    // Re-run this same command line as each rank.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    println!("{}", allreduce::header());
-    for &world in ranks.iter().filter(|&&w| w <= topo.gpus) {
-        comm::launch::run(&comm::launch::LaunchSpec::local(
-            world,
-            exe.to_string_lossy(),
-            args.clone(),
-        ))
-        .with_context(|| format!("all-reduce sweep on {world} GPUs"))?;
-    }
-    let skipped: Vec<usize> = ranks.iter().copied().filter(|&w| w > topo.gpus).collect();
-    if !skipped.is_empty() {
-        println!(
-            "skipped rank counts {skipped:?}: only {} GPUs here",
-            topo.gpus
-        );
-    }
-    Ok(())
-}
-
-/// The DDP benchmark: CPU threads, one NCCL rank (launched), or the launcher of the ranks.
-fn ddp_bench(
-    backend: BackendArg,
-    ranks: usize,
-    cfg: &ddp::DdpBenchConfig,
-    out: &std::path::Path,
-) -> Result<()> {
-    let nccl = matches!(backend, BackendArg::Nccl);
-    group::run(nccl, ranks, "DDP benchmark", &ddp::header(), |r| {
-        let rank0 = r.comm.rank() == 0;
-        let tracer = r.nccl.filter(|_| cfg.trace_dir.is_some());
-        ddp::run_rank(r.comm, tracer, &r.device, cfg, |rec| {
-            if rank0 {
-                println!("{}", ddp::row(rec));
-                if let Err(e) = records::append(out, rec) {
-                    eprintln!("bench: cannot append to {}: {e}", out.display());
-                }
-            }
-        })
-    })
 }

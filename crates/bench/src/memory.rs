@@ -31,58 +31,47 @@ fn pool_attr(
     }
 }
 
-/// Synchronises the device, then reads (or with `reset`, zeroes) a pool attribute.
-#[cfg(feature = "cuda")]
-fn synced(
-    device: &Device,
-    attr: cudarc::driver::sys::CUmemPool_attribute,
-    reset: bool,
-) -> Option<u64> {
-    if device.is_cuda() {
-        let _ = device.synchronize();
+/// Which pool counter.
+#[derive(Clone, Copy)]
+enum Used {
+    Current,
+    High,
+}
+
+/// Synchronises the device, then reads (or with `reset`, zeroes) a pool counter; `None`
+/// on the CPU or without the `cuda` feature.
+fn synced(device: &Device, which: Used, reset: bool) -> Option<u64> {
+    #[cfg(feature = "cuda")]
+    {
+        use cudarc::driver::sys::CUmemPool_attribute as A;
+        if device.is_cuda() {
+            let _ = device.synchronize();
+        }
+        let attr = match which {
+            Used::Current => A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+            Used::High => A::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        };
+        pool_attr(device, attr, reset)
     }
-    pool_attr(device, attr, reset)
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (device, which, reset);
+        None
+    }
 }
 
 /// Bytes in use now.
 pub fn current(device: &Device) -> Option<u64> {
-    #[cfg(feature = "cuda")]
-    return synced(
-        device,
-        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-        false,
-    );
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = device;
-        None
-    }
+    synced(device, Used::Current, false)
 }
 
 /// Highest bytes in use since the last [`reset_peak`].
 pub fn peak(device: &Device) -> Option<u64> {
-    #[cfg(feature = "cuda")]
-    return synced(
-        device,
-        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-        false,
-    );
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = device;
-        None
-    }
+    synced(device, Used::High, false)
 }
 
 pub fn reset_peak(device: &Device) {
-    #[cfg(feature = "cuda")]
-    let _ = synced(
-        device,
-        cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-        true,
-    );
-    #[cfg(not(feature = "cuda"))]
-    let _ = device;
+    let _ = synced(device, Used::High, true);
 }
 
 pub fn gib(b: Option<u64>) -> Option<f64> {

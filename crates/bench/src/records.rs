@@ -55,6 +55,20 @@ pub fn busbw(algbw: f64, world: usize) -> f64 {
 }
 
 /// Appends one record as a JSON line.
+/// A sink that prints each record as a table row and appends it to `out` (a failed
+/// append is reported on stderr, not fatal: the printed row is still there).
+pub fn print_and_store<'a, R: Serialize + 'a>(
+    out: &'a Path,
+    row: fn(&R) -> String,
+) -> impl FnMut(&R) + 'a {
+    move |r| {
+        println!("{}", row(r));
+        if let Err(e) = append(out, r) {
+            eprintln!("bench: cannot append to {}: {e}", out.display());
+        }
+    }
+}
+
 pub fn append(path: &Path, rec: &impl Serialize) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

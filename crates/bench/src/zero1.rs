@@ -51,7 +51,7 @@ enum Opt {
     Zero(Zero1),
 }
 
-fn cfg() -> AdamWConfig {
+fn adamw_cfg() -> AdamWConfig {
     AdamWConfig {
         lr: 1e-4,
         ..AdamWConfig::default()
@@ -83,24 +83,44 @@ fn step(o: &mut Opt, lm: &TransformerLm, g: &model::Grads) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+pub struct ZeroBenchConfig {
+    pub size: String,
+    /// Any of "ddp", "sharded", "zero1".
+    pub modes: Vec<String>,
+    /// DDP's bucket size in the ddp and sharded modes.
+    pub bucket_mb: f64,
+    pub warmup: usize,
+    pub steps: usize,
+    pub batch: usize,
+}
+
+/// The benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per GPU);
+/// rank 0 prints and appends the records to `out`.
+pub fn run(nccl: bool, ranks: usize, cfg: &ZeroBenchConfig, out: &std::path::Path) -> Result<()> {
+    crate::group::run(nccl, ranks, "ZeRO benchmark", Some(&header()), |r| {
+        let mut sink = (r.comm.rank() == 0).then(|| crate::records::print_and_store(out, row));
+        run_rank(r.comm, &r.device, cfg, |rec| {
+            if let Some(f) = sink.as_mut() {
+                f(rec)
+            }
+        })
+    })
+}
+
 pub fn run_rank(
     comm: Arc<dyn Communicator>,
     dev: &Device,
-    size: &str,
-    modes: &[String],
-    bucket_mb: f64,
-    warmup: usize,
-    steps: usize,
-    batch: usize,
+    cfg: &ZeroBenchConfig,
     mut sink: impl FnMut(&ZeroRecord),
 ) -> Result<()> {
+    let (size, bucket_mb, warmup, steps, batch) =
+        (&cfg.size, cfg.bucket_mb, cfg.warmup, cfg.steps, cfg.batch);
     if steps == 0 || batch == 0 {
         bail!("--steps and --batch must be at least 1");
     }
     let c = comm.as_ref();
     let w = c.world_size();
-    for mode in modes {
+    for mode in &cfg.modes {
         memory::reset_peak(dev);
         let lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
         let vars = lm.params().vars().to_vec();
@@ -109,7 +129,7 @@ pub fn run_rank(
         let mut o = match mode.as_str() {
             "ddp" => Opt::Ddp(
                 Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
-                AdamW::new(cfg())?,
+                AdamW::new(adamw_cfg())?,
             ),
             "sharded" => Opt::Sharded(
                 Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
@@ -117,11 +137,11 @@ pub fn run_rank(
                     comm.clone(),
                     vec![ParamGroup {
                         params: vars.clone(),
-                        cfg: cfg(),
+                        cfg: adamw_cfg(),
                     }],
                 )?,
             ),
-            "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, cfg())?),
+            "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, adamw_cfg())?),
             m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1)"),
         };
         let state_elems = match &o {
@@ -160,7 +180,7 @@ pub fn run_rank(
             bench: "zero1".into(),
             backend: c.backend().into(),
             world: w,
-            size: size.into(),
+            size: size.clone(),
             mode: mode.clone(),
             bucket_mb,
             batch_per_rank: batch,

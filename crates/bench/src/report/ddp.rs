@@ -79,7 +79,6 @@ pub fn section(
             )
         })
         .collect();
-    keys.dedup();
     keys.sort();
     keys.dedup();
     for (world, size, dtype, backend) in keys {

@@ -2,10 +2,56 @@
 
 use crate::records::AllReduceRecord;
 use anyhow::{anyhow, Result};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
 const COLORS: [RGBColor; 6] = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+
+type LogXChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, RangedCoordf64>>;
+
+fn plot_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> anyhow::Error + '_ {
+    move |e| anyhow!("plotting {}: {e}", path.display())
+}
+
+/// A white canvas with a log-scale x axis over [xmin, xmax] (with margins) and 0..ymax.
+fn log_x_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    path: &Path,
+    title: &str,
+    (xmin, xmax): (f64, f64),
+    ymax: f64,
+) -> Result<LogXChart<'a, 'b>> {
+    let e = plot_err(path);
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((xmin / 1.5..xmax * 1.5).log_scale(), 0f64..ymax.max(1e-9))
+        .map_err(|x| e(&x))
+}
+
+/// Draws the legend at `pos` and writes the file.
+fn finish<'a, 'b: 'a>(
+    chart: &mut LogXChart<'a, 'b>,
+    root: &DrawingArea<SVGBackend<'b>, Shift>,
+    path: &Path,
+    pos: SeriesLabelPosition,
+) -> Result<()> {
+    let e = plot_err(path);
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.9))
+        .position(pos)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
 
 /// `reference`: (label, busbw GB/s) drawn as a flat dashed line (theoretical peak).
 /// `extra`: other measured curves (e.g. PyTorch), as (label, [(bytes, busbw)]).
@@ -16,7 +62,7 @@ pub fn busbw_plot(
     extra: &[(String, Vec<(f64, f64)>)],
     reference: Option<(String, f64)>,
 ) -> Result<()> {
-    let e = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
+    let e = plot_err(path);
     let xs = recs
         .iter()
         .map(|r| r.bytes as f64)
@@ -36,14 +82,7 @@ pub fn busbw_plot(
         .fold(0f64, f64::max)
         * 1.1;
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d((xmin / 1.5..xmax * 1.5).log_scale(), 0f64..ymax.max(1e-9))
-        .map_err(|x| e(&x))?;
+    let mut chart = log_x_chart(&root, path, title, (xmin, xmax), ymax)?;
     chart
         .configure_mesh()
         .x_desc("message size (bytes, log scale)")
@@ -93,15 +132,7 @@ pub fn busbw_plot(
             .label(label)
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(1)));
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+    finish(&mut chart, &root, path, SeriesLabelPosition::UpperLeft)
 }
 
 /// One curve: label, points, dashed.
@@ -114,7 +145,7 @@ pub fn lines_log_x(
     (x_desc, y_desc): (&str, &str),
     series: &[Series],
 ) -> Result<()> {
-    let e = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
+    let e = plot_err(path);
     let pts = || series.iter().flat_map(|s| s.1.iter());
     let (xmin, xmax) = pts().fold((f64::MAX, 0f64), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let ymax = pts().fold(0f64, |a, p| a.max(p.1)) * 1.15;
@@ -122,14 +153,7 @@ pub fn lines_log_x(
         return Err(anyhow!("nothing to plot for {}", path.display()));
     }
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d((xmin / 1.5..xmax * 1.5).log_scale(), 0f64..ymax.max(1e-9))
-        .map_err(|x| e(&x))?;
+    let mut chart = log_x_chart(&root, path, title, (xmin, xmax), ymax)?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
@@ -150,13 +174,5 @@ pub fn lines_log_x(
                 .map_err(|x| e(&x))?;
         }
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.9))
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+    finish(&mut chart, &root, path, SeriesLabelPosition::UpperRight)
 }

@@ -1,0 +1,78 @@
+//! Running the all-reduce sweep on ranks: in-process CPU groups (one thread per rank), one
+//! launched NCCL rank, or the launcher that starts one group per rank count on this node.
+
+use crate::allreduce::{self, SweepConfig};
+use crate::{records, topology};
+use anyhow::{Context, Result};
+use candle_core::Device;
+use comm::CommOptions;
+
+/// In-process CPU groups, one thread per rank.
+pub fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+    println!("{}", allreduce::header());
+    let bar = indicatif::ProgressBar::new(ranks.len() as u64).with_message("cpu all-reduce sweeps");
+    for &world in ranks {
+        crate::group::run(false, world, "all-reduce sweep", None, |r| {
+            let mut sink =
+                (r.comm.rank() == 0).then(|| records::print_and_store(out, allreduce::row));
+            allreduce::sweep(r.comm.as_ref(), &Device::Cpu, "cpu", cfg, |rec| {
+                if let Some(f) = sink.as_mut() {
+                    bar.suspend(|| f(rec))
+                }
+            })
+            .map(|_| ())
+        })?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// One rank of an NCCL sweep (launched with RANK, WORLD_SIZE, ... set).
+pub fn nccl_rank(cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+    let env = comm::DistEnv::from_env()?;
+    let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
+    let name = topology::gpus()
+        .get(env.local_rank)
+        .cloned()
+        .unwrap_or_else(|| "cuda".into());
+    let device = c.device().clone();
+    let mut sink = (env.rank == 0).then(|| records::print_and_store(out, allreduce::row));
+    allreduce::sweep(&c, &device, &name, cfg, |r| {
+        if let Some(f) = sink.as_mut() {
+            f(r)
+        }
+    })?;
+    Ok(())
+}
+
+/// Orchestrates one launch per rank count on this node's GPUs.
+pub fn nccl_sweeps(ranks: &[usize], out: &std::path::Path) -> Result<()> {
+    let topo = topology::probe()
+        .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
+    println!(
+        "GPUs: {} × {}; NVLink: {} links × {:.1} GB/s",
+        topo.gpus, topo.gpu, topo.nvlinks, topo.link_gbs
+    );
+    records::append(out, &topo)?;
+    let exe = std::env::current_exe()?;
+    // Re-run this same command line as each rank.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!("{}", allreduce::header());
+    for &world in ranks.iter().filter(|&&w| w <= topo.gpus) {
+        comm::launch::run(&comm::launch::LaunchSpec::local(
+            world,
+            exe.to_string_lossy(),
+            args.clone(),
+        ))
+        .with_context(|| format!("all-reduce sweep on {world} GPUs"))?;
+    }
+    let skipped: Vec<usize> = ranks.iter().copied().filter(|&w| w > topo.gpus).collect();
+    if !skipped.is_empty() {
+        println!(
+            "skipped rank counts {skipped:?}: only {} GPUs here",
+            topo.gpus
+        );
+    }
+    Ok(())
+}
