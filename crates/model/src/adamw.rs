@@ -67,6 +67,13 @@ impl AdamW {
         })
     }
 
+    /// Whether parameter `p` is updated by the fused CUDA kernel (its moments then live
+    /// in device buffers).
+    #[cfg(feature = "cuda")]
+    fn uses_fused(&self, p: &Var) -> bool {
+        self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32
+    }
+
     pub fn steps_taken(&self) -> u64 {
         self.step
     }
@@ -106,7 +113,7 @@ impl AdamW {
             self.state.resize_with(i + 1, || None);
         }
         #[cfg(feature = "cuda")]
-        if self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32 {
+        if self.uses_fused(p) {
             let d = crate::fused_adamw::DeviceMoments::from_host(p.as_tensor(), m, v)?;
             self.state[i] = Some(Moments::Device(d));
             return Ok(());
@@ -136,7 +143,7 @@ impl AdamW {
         for (i, (p, g)) in params.iter().zip(grads).enumerate() {
             let Some(g) = g else { continue };
             #[cfg(feature = "cuda")]
-            if self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32 {
+            if self.uses_fused(p) {
                 let mut mom = match self.state[i].take() {
                     Some(Moments::Device(d)) => d,
                     _ => crate::fused_adamw::zero_moments(p.as_tensor())?,

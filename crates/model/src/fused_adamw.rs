@@ -4,7 +4,9 @@
 //! sharded optimizer can keep only its shard.
 
 use crate::error::{ModelError, Result};
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{DType, InplaceOp2, Layout, Tensor, Var};
 use std::cell::RefCell;
@@ -28,13 +30,18 @@ pub struct StepScalars {
     pub bc2_sqrt: f32,
 }
 
-pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
+/// The compute stream of `p`'s CUDA device.
+fn stream_of(p: &Tensor) -> Result<std::sync::Arc<CudaStream>> {
     let candle_core::Device::Cuda(dev) = p.device() else {
         return Err(ModelError::Input(
             "fused AdamW needs a CUDA parameter".into(),
         ));
     };
-    let s = dev.cuda_stream();
+    Ok(dev.cuda_stream())
+}
+
+pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
+    let s = stream_of(p)?;
     let n = p.elem_count();
     Ok(DeviceMoments {
         m: s.alloc_zeros::<f32>(n).w()?,
@@ -43,25 +50,15 @@ pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
 }
 
 impl DeviceMoments {
-    /// Copies both moments to the host.
+    /// Copies both moments of parameter `p` to the host.
     pub fn to_host(&self, p: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
-        let candle_core::Device::Cuda(dev) = p.device() else {
-            return Err(ModelError::Input(
-                "fused AdamW moments of a non-CUDA parameter".into(),
-            ));
-        };
-        let s = dev.cuda_stream();
+        let s = stream_of(p)?;
         Ok((s.clone_dtoh(&self.m).w()?, s.clone_dtoh(&self.v).w()?))
     }
 
     /// Moments for `p` from host values (a resumed checkpoint).
     pub fn from_host(p: &Tensor, m: &[f32], v: &[f32]) -> Result<Self> {
-        let candle_core::Device::Cuda(dev) = p.device() else {
-            return Err(ModelError::Input(
-                "fused AdamW needs a CUDA parameter".into(),
-            ));
-        };
-        let s = dev.cuda_stream();
+        let s = stream_of(p)?;
         Ok(Self {
             m: s.clone_htod(m).w()?,
             v: s.clone_htod(v).w()?,

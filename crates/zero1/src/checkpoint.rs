@@ -126,26 +126,28 @@ fn shard_files(dir: &Path) -> Result<Vec<(usize, usize, PathBuf)>> {
     Ok(out)
 }
 
+/// Fails, naming `path`, when the checkpoint's model signature is not this model's.
+fn same_model(path: &Path, found: Signature, want: Signature) -> Result<()> {
+    if found == want {
+        return Ok(());
+    }
+    Err(bad(
+        path,
+        format!(
+            "from another model: {} parameters of {} elements (shape hash {:x}), this model has {} of {} ({:x})",
+            found.nparams, found.numel, found.shapes, want.nparams, want.numel, want.shapes
+        ),
+    ))
+}
+
 /// Reads the optimizer state: `optimizer.safetensors` if present, else the shards (all
 /// ranks of one world size). Checks every file against `sig`.
 pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
-    let check = |path: &Path, s: Signature| -> Result<()> {
-        if s != sig {
-            return Err(bad(
-                path,
-                format!(
-                    "from another model: {} parameters of {} elements (shape hash {:x}), this model has {} of {} ({:x})",
-                    s.nparams, s.numel, s.shapes, sig.nparams, sig.numel, sig.shapes
-                ),
-            ));
-        }
-        Ok(())
-    };
     let whole = dir.join("optimizer.safetensors");
     if whole.exists() {
         let t = read(&whole)?;
         let (_, _, step, s) = read_meta(&whole, &t)?;
-        check(&whole, s)?;
+        same_model(&whole, s, sig)?;
         let (m, v) = (
             take(&whole, &t, "exp_avg")?,
             take(&whole, &t, "exp_avg_sq")?,
@@ -183,7 +185,7 @@ pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
     for (r, _, path) in &files {
         let t = read(path)?;
         let (fw, fr, step, s) = read_meta(path, &t)?;
-        check(path, s)?;
+        same_model(path, s, sig)?;
         if (fw, fr) != (w, *r) || step0.is_some_and(|s0| s0 != step) {
             return Err(bad(
                 path,
@@ -237,15 +239,7 @@ pub fn read_params(dir: &Path, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
     let t = read(&path)?;
     let (_, _, _, s) = read_meta(&path, &t)?;
     let sig = Signature::of(shapes);
-    if s != sig {
-        return Err(bad(
-            &path,
-            format!(
-                "from another model: {} parameters of {} elements, this model has {} of {}",
-                s.nparams, s.numel, sig.nparams, sig.numel
-            ),
-        ));
-    }
+    same_model(&path, s, sig)?;
     (0..shapes.len())
         .map(|i| {
             t.get(&format!("p.{i}"))
