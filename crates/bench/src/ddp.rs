@@ -219,12 +219,7 @@ pub fn run_rank(
             })?;
             let vars = lm.params().vars().to_vec();
             let single = timed(dev, cfg.warmup, cfg.steps, || {
-                let store = lm.loss(&batch)?.backward()?;
-                let g: Vec<Option<Tensor>> = vars
-                    .iter()
-                    .map(|v| store.get(v.as_tensor()).cloned())
-                    .collect();
-                drop(store);
+                let (_, g) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
                 Ok(opt.step(&vars, &g)?)
             })?;
             let compute = timed(dev, cfg.warmup, cfg.steps, || {

@@ -298,8 +298,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             let d = modelcheck::fused_adamw(&gpu)?;
             println!("model-check fused AdamW vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
-            let (dy, dg) = modelcheck::fused_rmsnorm(&gpu)?;
-            println!("model-check fused RMSNorm vs composition (GPU, 2368x1600): max |y diff| {dy:.2e}, max relative grad diff {dg:.2e}: OK");
+            for (dtype, c) in modelcheck::fused_kernels(&gpu)? {
+                println!(
+                    "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",
+                    c.op, c.value, c.grad
+                );
+            }
             Ok(())
         }
         Cmd::Rmsnorm { rows, iters } => {

@@ -89,36 +89,23 @@ pub fn fused_adamw(gpu: &Device) -> Result<f32> {
     Ok(worst)
 }
 
-/// The fused RMSNorm on the GPU against the composition on the GPU: values and gradients.
-pub fn fused_rmsnorm(gpu: &Device) -> Result<(f32, f32)> {
-    use candle_core::{Tensor, Var};
-    let x = Var::from_tensor(&Tensor::randn(0f32, 2.0, (64, 37, 1600), gpu)?)?;
-    let w = Var::from_tensor(&Tensor::randn(1f32, 0.3, 1600, gpu)?)?;
-    let up = Tensor::randn(0f32, 1.0, (64, 37, 1600), gpu)?;
-    let yf = model::rmsnorm::rms_norm_fused(x.as_tensor(), w.as_tensor(), 1e-5)?;
-    let yc = model::layers::rms_norm(x.as_tensor(), w.as_tensor(), 1e-5)?;
-    let md = |a: &Tensor, b: &Tensor| -> Result<f32> {
-        Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
-    };
-    let dy = md(&yf, &yc)?;
-    let gf = (&yf * &up)?.sum_all()?.backward()?;
-    let gc = (&yc * &up)?.sum_all()?.backward()?;
-    let mut dg = 0f32;
-    for v in [&x, &w] {
-        let (a, b) = (gf.get(v.as_tensor()), gc.get(v.as_tensor()));
-        let (Some(a), Some(b)) = (a, b) else {
-            bail!("missing gradient")
-        };
-        let scale = b
-            .abs()?
-            .flatten_all()?
-            .max(0)?
-            .to_scalar::<f32>()?
-            .max(1e-6);
-        dg = dg.max(md(a, b)? / scale);
+/// Every fused op (model::kernels) on the GPU against its composition on the GPU, f32 and
+/// bf16: (dtype, op, value error, gradient error), relative to the composition's largest
+/// magnitude; fails above 1e-5 / 1e-4 (f32) or 3e-2 (bf16, 8-bit mantissa).
+pub fn fused_kernels(gpu: &Device) -> Result<Vec<(DType, model::kernels::check::Comparison)>> {
+    let mut out = Vec::new();
+    for (dtype, tv, tg) in [(DType::F32, 1e-5f32, 1e-4f32), (DType::BF16, 3e-2, 3e-2)] {
+        for c in model::kernels::check::compare_all(gpu, dtype)? {
+            if c.value > tv || c.grad > tg {
+                bail!(
+                    "fused {} ({dtype:?}) on the GPU: value error {:.2e}, gradient error {:.2e}",
+                    c.op,
+                    c.value,
+                    c.grad
+                );
+            }
+            out.push((dtype, c));
+        }
     }
-    if dy > 1e-4 || dg > 1e-4 {
-        bail!("fused RMSNorm on GPU: value diff {dy:.2e}, gradient diff {dg:.2e}");
-    }
-    Ok((dy, dg))
+    Ok(out)
 }

@@ -1,8 +1,10 @@
-//! The building blocks, as differentiable compositions of candle ops (candle's fused
-//! rms_norm/softmax/rope have no backward; fused kernels with backward come later and must
-//! match these).
+//! The building blocks. The element-wise and row-wise ones (`rms_norm`, `rope`,
+//! `causal_softmax`, `silu_mul`, `cross_entropy`) are differentiable compositions of plain
+//! candle ops: the references the fused kernels of [`crate::kernels`] are tested against.
+//! `attention` and `swiglu` use the fused kernels.
 
 use crate::error::Result;
+use crate::kernels;
 use candle_core::{DType, Device, Tensor, D};
 
 /// x @ wᵀ for x of shape (…, in) and w of shape (out, in), as nn.Linear without bias.
@@ -71,15 +73,46 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     Ok(Tensor::stack(&[o1, o2], 4)?.reshape((b, h, t, d))?)
 }
 
-/// Additive causal mask (t, t): 0 on and below the diagonal, -inf above.
-pub fn causal_mask(t: usize, device: &Device) -> Result<Tensor> {
-    let m: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j <= i { 0.0 } else { f32::NEG_INFINITY }))
+/// Additive causal mask (tq, tk): 0 where key j <= query i + (tk − tq), -inf after.
+pub fn causal_mask(tq: usize, tk: usize, device: &Device) -> Result<Tensor> {
+    let m: Vec<f32> = (0..tq)
+        .flat_map(|i| {
+            (0..tk).map(move |j| {
+                if j <= i + (tk - tq) {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
         .collect();
-    Ok(Tensor::from_vec(m, (t, t), device)?)
+    Ok(Tensor::from_vec(m, (tq, tk), device)?)
 }
 
-/// Causal multi-head attention with RoPE on q and k; x: (b, t, d).
+/// softmax(scale·x + causal mask) over the last dim of scores (…, tq, tk).
+pub fn causal_softmax(x: &Tensor, scale: f64) -> Result<Tensor> {
+    let (tq, tk) = (x.dim(D::Minus2)?, x.dim(D::Minus1)?);
+    let mask = causal_mask(tq, tk, x.device())?.to_dtype(x.dtype())?;
+    Ok(candle_nn::ops::softmax(
+        &(x * scale)?.broadcast_add(&mask)?,
+        D::Minus1,
+    )?)
+}
+
+/// silu(a) ⊙ b.
+pub fn silu_mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    Ok((candle_nn::ops::silu(a)? * b)?)
+}
+
+/// Mean cross-entropy of logits (N, V) against u32 targets (N,), in f32 (candle-nn's).
+pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    Ok(candle_nn::loss::cross_entropy(
+        &logits.to_dtype(DType::F32)?,
+        targets,
+    )?)
+}
+
+/// Causal multi-head attention with RoPE on q and k; x: (b, t, d); f32 tables (t, d/2).
 pub fn attention(
     x: &Tensor,
     wqkv: &Tensor,
@@ -87,25 +120,22 @@ pub fn attention(
     heads: usize,
     cos: &Tensor,
     sin: &Tensor,
-    mask: &Tensor,
 ) -> Result<Tensor> {
     let (b, t, d) = x.dims3()?;
     let hd = d / heads;
     let qkv = linear(x, wqkv)?
         .reshape((b, t, 3, heads, hd))?
         .permute((2, 0, 3, 1, 4))?;
-    let q = rope(&qkv.get(0)?.contiguous()?, cos, sin)?;
-    let k = rope(&qkv.get(1)?.contiguous()?, cos, sin)?;
+    let q = kernels::rope(&qkv.get(0)?, cos, sin)?;
+    let k = kernels::rope(&qkv.get(1)?, cos, sin)?;
     let v = qkv.get(2)?.contiguous()?;
-    let att = (q.matmul(&k.t()?.contiguous()?)? / (hd as f64).sqrt())?;
-    let att = att.broadcast_add(&mask.to_dtype(att.dtype())?)?;
-    let att = candle_nn::ops::softmax(&att, D::Minus1)?;
+    let att = q.matmul(&k.t()?.contiguous()?)?;
+    let att = kernels::causal_softmax(&att, 1.0 / (hd as f64).sqrt())?;
     let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, d))?;
     linear(&y, wo)
 }
 
 /// SwiGLU feed-forward: w2(silu(w1 x) ⊙ w3 x).
 pub fn swiglu(x: &Tensor, w1: &Tensor, w3: &Tensor, w2: &Tensor) -> Result<Tensor> {
-    let g = candle_nn::ops::silu(&linear(x, w1)?)?;
-    linear(&(g * linear(x, w3)?)?, w2)
+    linear(&kernels::silu_mul(&linear(x, w1)?, &linear(x, w3)?)?, w2)
 }

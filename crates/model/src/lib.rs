@@ -18,13 +18,15 @@
 //!
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
-//! [`toy`] (the ToyModel), [`staged`] (the stage seam DDP uses), [`adamw`].
+//! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the stage seam DDP uses), [`adamw`].
 
 pub mod adamw;
+mod block;
 pub mod config;
 pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;
+pub mod kernels;
 pub mod layers;
 pub mod lm;
 pub mod params;
@@ -37,5 +39,5 @@ pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
 pub use error::{ModelError, Result};
 pub use lm::TransformerLm;
 pub use params::ParamSet;
-pub use staged::{forward_backward, Batch, Grads, StagedModel};
+pub use staged::{forward, forward_backward, Batch, Grads, SavedStage, StagedModel, Tape};
 pub use toy::ToyModel;

@@ -2,12 +2,14 @@
 //! attention with RoPE, residual; RMSNorm, SwiGLU, residual); final RMSNorm; untied head;
 //! no biases. Stages: embedding, one per block, final norm + head + loss.
 
+use crate::block::{self, BlockDims, BlockWeights};
 use crate::config::LmConfig;
 use crate::error::{ModelError, Result};
-use crate::layers::{attention, causal_mask, linear, rope_tables, swiglu};
+use crate::kernels::cross_entropy;
+use crate::layers::{attention, linear, rope_tables, swiglu};
 use crate::params::{rng, Init, ParamSet};
 use crate::rmsnorm::rms_norm_fused as rms_norm;
-use crate::staged::{Batch, StagedModel};
+use crate::staged::{Batch, SavedStage, StagedModel};
 use candle_core::{DType, Device, Tensor};
 
 struct BlockIds {
@@ -27,9 +29,12 @@ pub struct TransformerLm {
     blocks: Vec<BlockIds>,
     norm: usize,
     head: usize,
-    device: Device,
+    /// RoPE cos and sin tables (context, head_dim/2), f32, on `device`, built once.
+    rope: (Tensor, Tensor),
     /// Compute dtype (F32, or BF16 with f32 master weights).
     dtype: DType,
+    /// Blocks run the hand-written forward/backward of [`crate::block`] where supported.
+    hand_written: bool,
 }
 
 impl TransformerLm {
@@ -84,15 +89,17 @@ impl TransformerLm {
             &mut r,
             device,
         )?;
+        let rope = rope_tables(cfg.context, cfg.head_dim(), cfg.rope_theta, device)?;
         Ok(Self {
+            rope,
             cfg,
             params: p,
             emb,
             blocks,
             norm,
             head,
-            device: device.clone(),
             dtype: DType::F32,
+            hand_written: true,
         })
     }
 
@@ -103,6 +110,12 @@ impl TransformerLm {
     /// Sets the compute dtype (parameters stay f32 masters; they are cast per use).
     pub fn set_compute_dtype(&mut self, dtype: DType) {
         self.dtype = dtype;
+    }
+
+    /// Chooses the blocks' backward in the staged path ([`crate::forward_backward`]): the
+    /// hand-written one (default; used on CUDA, and on the CPU in f32) or candle's autograd.
+    pub fn set_hand_written_backward(&mut self, on: bool) {
+        self.hand_written = on;
     }
 
     fn w(&self, i: usize) -> Result<Tensor> {
@@ -187,6 +200,34 @@ impl StagedModel for TransformerLm {
         Ok(())
     }
 
+    fn forward_saved(
+        &self,
+        s: usize,
+        x: &Tensor,
+        _batch: &Batch,
+    ) -> Result<Option<(Tensor, Box<dyn SavedStage>)>> {
+        let supported = x.device().is_cuda() || self.dtype == DType::F32;
+        if !self.hand_written || !supported || s == 0 || s > self.cfg.layers {
+            return Ok(None);
+        }
+        let blk = &self.blocks[s - 1];
+        let ids = [blk.norm1, blk.qkv, blk.o, blk.norm2, blk.w1, blk.w3, blk.w2];
+        let w = ids.map(|i| self.params.var(i).as_tensor().detach().to_dtype(self.dtype));
+        let [a, b, c, d, e, f, g] = w;
+        let t = x.dim(1)?;
+        let dims = BlockDims {
+            heads: self.cfg.heads,
+            eps: self.cfg.norm_eps as f32,
+            cos: self.rope.0.narrow(0, 0, t)?,
+            sin: self.rope.1.narrow(0, 0, t)?,
+        };
+        let weights = BlockWeights {
+            w: [a?, b?, c?, d?, e?, f?, g?],
+            ids,
+        };
+        Ok(Some(block::forward(x, weights, dims)?))
+    }
+
     fn forward_stage(&self, s: usize, x: Option<&Tensor>, batch: &Batch) -> Result<Tensor> {
         let l = self.cfg.layers;
         if s == 0 {
@@ -201,9 +242,7 @@ impl StagedModel for TransformerLm {
         if s <= l {
             let blk = &self.blocks[s - 1];
             let t = x.dim(1)?;
-            let (cos, sin) =
-                rope_tables(t, self.cfg.head_dim(), self.cfg.rope_theta, &self.device)?;
-            let mask = causal_mask(t, &self.device)?;
+            let (cos, sin) = (self.rope.0.narrow(0, 0, t)?, self.rope.1.narrow(0, 0, t)?);
             let h = rms_norm(x, &self.w(blk.norm1)?, eps)?;
             let x = (x + attention(
                 &h,
@@ -212,7 +251,6 @@ impl StagedModel for TransformerLm {
                 self.cfg.heads,
                 &cos,
                 &sin,
-                &mask,
             )?)?;
             let h = rms_norm(&x, &self.w(blk.norm2)?, eps)?;
             return Ok((&x + swiglu(&h, &self.w(blk.w1)?, &self.w(blk.w3)?, &self.w(blk.w2)?)?)?);
@@ -220,9 +258,6 @@ impl StagedModel for TransformerLm {
         let h = rms_norm(x, &self.w(self.norm)?, eps)?;
         let logits = linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?;
         let v = self.cfg.vocab;
-        Ok(candle_nn::loss::cross_entropy(
-            &logits.reshape(((), v))?,
-            &batch.targets.flatten_all()?,
-        )?)
+        cross_entropy(&logits.reshape(((), v))?, &batch.targets.flatten_all()?)
     }
 }

@@ -1,6 +1,6 @@
 //! Fused RMSNorm with a backward pass, as a candle `CustomOp2` on (x, w): one kernel for
-//! the forward and one for ∂x (kernels/rmsnorm.cu), ∂w = Σ_rows g ⊙ x ⊙ r with candle ops.
-//! f32 on CPU and CUDA; other dtypes fall back to the differentiable composition
+//! the forward and one for ∂x (kernels/fused.cu), ∂w = Σ_rows g ⊙ x ⊙ r with candle ops in
+//! f32. f32 on CPU, f32 and bf16 on CUDA; other cases fall back to the differentiable composition
 //! [`crate::layers::rms_norm`]. Derivation of the gradients: docs/kernels.md.
 
 use crate::error::Result;
@@ -66,57 +66,30 @@ fn cpu_dx(x: &[f32], w: &[f32], g: &[f32], eps: f32) -> Vec<f32> {
     dx
 }
 
+/// Launches the fused.cu RMSNorm kernel `kernel` (one block per row) for x's dtype.
 #[cfg(feature = "cuda")]
-mod gpu {
-    use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-    use candle_core::cuda_backend::{CudaStorage, WrapErr};
-    use candle_core::{Layout, Shape};
-
-    const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rmsnorm.ptx"));
-
-    fn cfg(rows: usize, cols: usize) -> LaunchConfig {
-        let threads = cols.div_ceil(32).clamp(1, 32) as u32 * 32;
-        LaunchConfig {
-            grid_dim: (rows as u32, 1, 1),
-            block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
-        }
-    }
-
-    /// Runs `kernel` over rows of `ins[0]` (each input as (storage, layout)), returning a new
-    /// f32 buffer shaped like `ins[0]`.
-    pub fn launch(
-        kernel: &str,
-        ins: &[(&CudaStorage, &Layout)],
-        eps: f32,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let (x, xl) = ins[0];
-        let dev = x.device.clone();
-        let shape = xl.shape().clone();
-        let cols = *shape.dims().last().expect("rank >= 1");
-        let rows = shape.elem_count() / cols;
-        let func = dev.get_or_load_custom_func(kernel, "model_rmsnorm", PTX)?;
-        let stream = dev.cuda_stream();
-        // SAFETY: every element is written by the kernel.
-        let out = unsafe { stream.alloc::<f32>(shape.elem_count()) }.w()?;
-        let views: Vec<_> = ins
-            .iter()
-            .map(|(s, l)| {
-                let sl = s.as_cuda_slice::<f32>()?;
-                Ok(sl.slice(l.start_offset()..l.start_offset() + l.shape().elem_count()))
-            })
-            .collect::<candle_core::Result<_>>()?;
-        let mut out = out;
-        let cols_i = cols as i32;
-        let mut b = func.builder();
-        for v in &views {
-            b.arg(v);
-        }
-        b.arg(&mut out).arg(&cols_i).arg(&eps);
-        // SAFETY: argument list matches the kernel signature; buffers hold rows × cols f32.
-        unsafe { b.launch(cfg(rows, cols)) }.w()?;
-        Ok((CudaStorage::wrap_cuda_slice(out, dev), shape))
-    }
+fn launch(
+    kernel: &str,
+    ins: &[(&candle_core::CudaStorage, &Layout)],
+    eps: f32,
+) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+    use crate::kernels::gpu;
+    use candle_core::backend::BackendStorage;
+    let (x, xl) = ins[0];
+    let shape = xl.shape().clone();
+    let cols = *shape.dims().last().expect("rank >= 1");
+    let rows = shape.elem_count() / cols.max(1);
+    let out = gpu::launch(gpu::Launch {
+        kernel: format!("{kernel}_{}", gpu::suffix(x.dtype())?),
+        ins,
+        out_dtype: x.dtype(),
+        out_len: shape.elem_count(),
+        grid: rows,
+        block: cols.div_ceil(32).clamp(1, 32) * 32,
+        n: [rows, cols, 0],
+        f: eps,
+    })?;
+    Ok((out, shape))
 }
 
 impl CustomOp2 for RmsNorm {
@@ -143,7 +116,7 @@ impl CustomOp2 for RmsNorm {
         wl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         contiguous("x", xl)?;
-        gpu::launch("rmsnorm_fwd_f32", &[(xs, xl), (ws, wl)], self.eps)
+        launch("rmsnorm_fwd", &[(xs, xl), (ws, wl)], self.eps)
     }
     fn bwd(
         &self,
@@ -152,18 +125,9 @@ impl CustomOp2 for RmsNorm {
         _y: &Tensor,
         g: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
-        let g = g.contiguous()?;
-        let dx = x.apply_op3_no_bwd(w, &g, &RmsNormDx { eps: self.eps })?;
-        let r = (x.sqr()?.mean_keepdim(D::Minus1)? + self.eps as f64)?
-            .sqrt()?
-            .recip()?;
-        let d = w.dim(0)?;
-        // Σ over rows as a (1 × rows) · (rows × d) product: one GEMV instead of a strided
-        // reduction over dim 0.
-        let prod = (g * x)?.broadcast_mul(&r)?.reshape(((), d))?;
-        let ones = Tensor::ones((1, prod.dim(0)?), prod.dtype(), prod.device())?;
-        let dw = ones.matmul(&prod)?.reshape(d)?;
-        Ok((Some(dx), Some(dw)))
+        let (dx, dw) =
+            backward(x, w, g, self.eps).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        Ok((Some(dx), Some(dw.to_dtype(w.dtype())?)))
     }
 }
 
@@ -197,19 +161,39 @@ impl CustomOp3 for RmsNormDx {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         contiguous("x", xl)?;
         contiguous("grad", gl)?;
-        gpu::launch(
-            "rmsnorm_bwd_dx_f32",
-            &[(xs, xl), (ws, wl), (gs, gl)],
-            self.eps,
-        )
+        launch("rmsnorm_dx", &[(xs, xl), (ws, wl), (gs, gl)], self.eps)
     }
 }
 
-/// RMSNorm over the last dimension: fused for f32, the composition otherwise.
+/// RMSNorm over the last dimension: fused (f32 on CPU; f32 and bf16 on CUDA, where x and w
+/// share the dtype), the composition otherwise.
 pub fn rms_norm_fused(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
-    if x.dtype() != DType::F32 || w.dtype() != DType::F32 {
+    let fused = match x.device() {
+        candle_core::Device::Cuda(_) => matches!(x.dtype(), DType::F32 | DType::BF16),
+        _ => x.dtype() == DType::F32,
+    };
+    if !fused || w.dtype() != x.dtype() {
         return crate::layers::rms_norm(x, w, eps);
     }
     Ok(x.contiguous()?
         .apply_op2(&w.contiguous()?, RmsNorm { eps: eps as f32 })?)
+}
+
+/// (∂x, ∂w) of the fused RMSNorm from its input, weight and the output's gradient; ∂w in
+/// f32 whatever the compute dtype (for hand-written backward passes; fused path only).
+pub fn backward(x: &Tensor, w: &Tensor, g: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
+    let g = g.contiguous()?;
+    let dx = x
+        .contiguous()?
+        .apply_op3_no_bwd(&w.contiguous()?, &g, &RmsNormDx { eps })?;
+    // ∂w = Σ_rows g ⊙ x ⊙ r in f32, the row sum as a (1 × rows) · (rows × d) product: one
+    // GEMV instead of a strided reduction over dim 0.
+    let (xf, gf) = (x.to_dtype(DType::F32)?, g.to_dtype(DType::F32)?);
+    let r = (xf.sqr()?.mean_keepdim(D::Minus1)? + eps as f64)?
+        .sqrt()?
+        .recip()?;
+    let d = w.dim(0)?;
+    let prod = (gf * xf)?.broadcast_mul(&r)?.reshape(((), d))?;
+    let ones = Tensor::ones((1, prod.dim(0)?), DType::F32, prod.device())?;
+    Ok((dx, ones.matmul(&prod)?.reshape(d)?))
 }

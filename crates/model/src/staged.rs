@@ -6,6 +6,13 @@
 //! graph (a fresh `Var`). Backward then runs the last stage from the loss, and each earlier
 //! stage from `sum(out ⊙ upstream)`, where `upstream` is the gradient of the next stage's
 //! input. After each stage its parameters' gradients are final and reported.
+//!
+//! A model may hand-write a stage instead ([`StagedModel::forward_saved`]): its forward runs
+//! without an autograd graph and returns a [`SavedStage`] whose backward maps the output's
+//! gradient to the input's gradient and the parameters' gradients directly.
+//!
+//! [`forward`] records a [`Tape`]; [`Tape::backward`] runs it back; [`forward_backward`]
+//! does both.
 
 use crate::error::{ModelError, Result};
 use crate::params::ParamSet;
@@ -15,6 +22,12 @@ use candle_core::{Tensor, Var};
 pub struct Batch {
     pub input: Tensor,
     pub targets: Tensor,
+}
+
+/// What a hand-written stage keeps from its forward for its backward.
+pub trait SavedStage {
+    /// From ∂loss/∂output: ∂loss/∂input and the gradients (f32) of the parameters, by index.
+    fn backward(self: Box<Self>, upstream: &Tensor) -> Result<(Tensor, Vec<(usize, Tensor)>)>;
 }
 
 /// A model split into stages.
@@ -27,6 +40,16 @@ pub trait StagedModel {
     fn forward_stage(&self, s: usize, x: Option<&Tensor>, batch: &Batch) -> Result<Tensor>;
     /// Checks the batch before any compute (ids in range, lengths), naming bad values.
     fn check_batch(&self, batch: &Batch) -> Result<()>;
+    /// A hand-written forward of stage `s` (an input `x` without graph) and what its
+    /// backward needs; `None` (the default): stage `s` runs under autograd.
+    fn forward_saved(
+        &self,
+        _s: usize,
+        _x: &Tensor,
+        _batch: &Batch,
+    ) -> Result<Option<(Tensor, Box<dyn SavedStage>)>> {
+        Ok(None)
+    }
 
     /// The whole forward in one graph; returns the loss.
     fn loss(&self, batch: &Batch) -> Result<Tensor> {
@@ -42,56 +65,122 @@ pub trait StagedModel {
 /// Gradients by parameter index, filled in as stages finish.
 pub type Grads = Vec<Option<Tensor>>;
 
-/// Staged forward and backward. `on_stage(s, grads)` runs right after stage `s`'s
-/// backward, when the gradients of `stage_params(s)` are final. Returns the loss (an f32
-/// scalar tensor, detached: reading it is the caller's choice, so the host does not wait
-/// for the device here) and all gradients.
+/// One recorded stage.
+enum Record {
+    /// Under autograd: its cut input (none for stage 0) and its output.
+    Auto {
+        input: Option<Var>,
+        out: Tensor,
+    },
+    Manual(Box<dyn SavedStage>),
+}
+
+/// A staged forward, ready to run backward.
+pub struct Tape<'m> {
+    model: &'m dyn StagedModel,
+    stages: Vec<Record>,
+    loss: Tensor,
+}
+
+/// Staged forward: checks the batch, runs every stage and records what backward needs.
+pub fn forward<'m>(model: &'m dyn StagedModel, batch: &Batch) -> Result<Tape<'m>> {
+    model.check_batch(batch)?;
+    let n = model.num_stages();
+    let mut stages: Vec<Record> = Vec::with_capacity(n);
+    let mut prev: Option<Tensor> = None;
+    for s in 0..n {
+        if let Some(p) = &prev {
+            if let Some((out, saved)) = model.forward_saved(s, &p.detach(), batch)? {
+                stages.push(Record::Manual(saved));
+                prev = Some(out);
+                continue;
+            }
+        }
+        let input = match &prev {
+            None => None,
+            Some(p) => Some(Var::from_tensor(&p.detach())?),
+        };
+        let out = model.forward_stage(s, input.as_ref().map(|v| v.as_tensor()), batch)?;
+        prev = Some(out.clone());
+        stages.push(Record::Auto { input, out });
+    }
+    let loss = prev
+        .ok_or_else(|| ModelError::Config("a model needs at least one stage".into()))?
+        .to_dtype(candle_core::DType::F32)?
+        .detach();
+    Ok(Tape {
+        model,
+        stages,
+        loss,
+    })
+}
+
+impl Tape<'_> {
+    /// The loss (an f32 scalar, detached: reading it makes the host wait for the device).
+    pub fn loss(&self) -> &Tensor {
+        &self.loss
+    }
+
+    /// Backward, last stage first. `on_stage(s, grads)` runs right after stage `s`'s
+    /// backward, when the gradients of `stage_params(s)` are final.
+    pub fn backward(self, mut on_stage: impl FnMut(usize, &Grads) -> Result<()>) -> Result<Grads> {
+        let model = self.model;
+        let mut grads: Grads = vec![None; model.params().len()];
+        let mut upstream: Option<Tensor> = None;
+        let mut stages = self.stages;
+        for s in (0..stages.len()).rev() {
+            match stages.pop().expect("one record per stage") {
+                Record::Manual(saved) => {
+                    let g = upstream.take().ok_or_else(|| {
+                        ModelError::Config(format!("hand-written stage {s} cannot be the last"))
+                    })?;
+                    let (dx, pg) = saved.backward(&g)?;
+                    for (i, g) in pg {
+                        accumulate(&mut grads, i, g)?;
+                    }
+                    upstream = Some(dx);
+                }
+                Record::Auto { input, out } => {
+                    let store = match upstream.take() {
+                        None => out.backward()?,
+                        Some(g) => (out * g)?.sum_all()?.backward()?,
+                    };
+                    for i in model.stage_params(s) {
+                        if let Some(g) = store.get(model.params().var(i).as_tensor()) {
+                            accumulate(&mut grads, i, g.clone())?;
+                        }
+                    }
+                    if let Some(input) = input {
+                        upstream =
+                            Some(store.get(input.as_tensor()).cloned().ok_or_else(|| {
+                                ModelError::Config(format!("stage {s} does not use its input"))
+                            })?);
+                    }
+                }
+            }
+            on_stage(s, &grads)?;
+        }
+        Ok(grads)
+    }
+}
+
+fn accumulate(grads: &mut Grads, i: usize, g: Tensor) -> Result<()> {
+    grads[i] = Some(match grads[i].take() {
+        Some(a) => (a + g)?,
+        None => g,
+    });
+    Ok(())
+}
+
+/// Staged forward and backward ([`forward`] then [`Tape::backward`]). Returns the loss (an
+/// f32 scalar tensor, detached: reading it is the caller's choice, so the host does not
+/// wait for the device here) and all gradients.
 pub fn forward_backward(
     model: &dyn StagedModel,
     batch: &Batch,
-    mut on_stage: impl FnMut(usize, &Grads) -> Result<()>,
+    on_stage: impl FnMut(usize, &Grads) -> Result<()>,
 ) -> Result<(Tensor, Grads)> {
-    model.check_batch(batch)?;
-    let n = model.num_stages();
-    let mut cut_inputs: Vec<Option<Var>> = Vec::with_capacity(n);
-    let mut outputs: Vec<Tensor> = Vec::with_capacity(n);
-    for s in 0..n {
-        let input = match outputs.last() {
-            None => None,
-            Some(prev) => Some(Var::from_tensor(&prev.detach())?),
-        };
-        let out = model.forward_stage(s, input.as_ref().map(|v| v.as_tensor()), batch)?;
-        cut_inputs.push(input);
-        outputs.push(out);
-    }
-    let loss = outputs
-        .last()
-        .expect("at least one stage")
-        .to_dtype(candle_core::DType::F32)?
-        .detach();
-    let mut grads: Grads = vec![None; model.params().len()];
-    let mut upstream: Option<Tensor> = None;
-    for s in (0..n).rev() {
-        let out = outputs.pop().expect("one output per stage");
-        let store = match upstream.take() {
-            None => out.backward()?,
-            Some(g) => (out * g)?.sum_all()?.backward()?,
-        };
-        for i in model.stage_params(s) {
-            let g = store.get(model.params().var(i).as_tensor()).cloned();
-            grads[i] = match (grads[i].take(), g) {
-                (Some(a), Some(b)) => Some((a + b)?),
-                (a, b) => a.or(b),
-            };
-        }
-        if let Some(Some(input)) = cut_inputs.pop() {
-            upstream =
-                Some(store.get(input.as_tensor()).cloned().ok_or_else(|| {
-                    ModelError::Config(format!("stage {s} does not use its input"))
-                })?);
-        }
-        drop(store);
-        on_stage(s, &grads)?;
-    }
-    Ok((loss, grads))
+    let tape = forward(model, batch)?;
+    let loss = tape.loss().clone();
+    Ok((loss, tape.backward(on_stage)?))
 }

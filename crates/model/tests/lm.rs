@@ -31,7 +31,15 @@ fn loss_at_initialisation_is_near_ln_vocab() {
 
 #[test]
 fn staged_backward_equals_one_backward() {
-    let lm = TransformerLm::new(LmConfig::tiny(50), 3, &Device::Cpu).unwrap();
+    // Blocks hand-written (block.rs) and under candle's autograd, both against one backward.
+    for hand in [true, false] {
+        staged_equals_one_backward(hand);
+    }
+}
+
+fn staged_equals_one_backward(hand: bool) {
+    let mut lm = TransformerLm::new(LmConfig::tiny(50), 3, &Device::Cpu).unwrap();
+    lm.set_hand_written_backward(hand);
     let batch = random_batch(&lm, 2, 16, 11);
     let full = lm.loss(&batch).unwrap();
     let store = full.backward().unwrap();
@@ -56,7 +64,11 @@ fn staged_backward_equals_one_backward() {
             .unwrap()
             .to_scalar::<f32>()
             .unwrap();
-        assert!(diff < 1e-6, "{}: max |diff| {diff}", lm.params().names()[i]);
+        assert!(
+            diff < 1e-6,
+            "hand-written {hand}, {}: max |diff| {diff}",
+            lm.params().names()[i]
+        );
     }
 }
 

@@ -1,0 +1,201 @@
+// Fused forward and backward kernels for the LM's element-wise and row-wise ops, f32 and
+// bf16 (computed in f32, rounded once). Every kernel has the same argument tail after its
+// buffers: (int n0, int n1, int n2, float f) — see src/kernels/gpu.rs. Derivations:
+// docs/kernels.md.
+//
+//   causal_softmax_fwd  y = softmax(scale·x) over each row, entries j > q masked (q = the
+//                       row's query position, rows of (…, tq, tk) scores; n0 rows, n1 = tk,
+//                       n2 = tq)
+//   causal_softmax_bwd  dx = scale · y ⊙ (g − Σ g⊙y)
+//   rope                interleaved pairs (x[2i], x[2i+1]) of (…, t, d) rotated by pos·θ_i;
+//                       f = +1 forward, −1 backward (the transpose is the inverse rotation)
+//   silu_mul_fwd        y = silu(a) ⊙ b
+//   silu_mul_bwd        out[0:n] = ∂a, out[n:2n] = ∂b
+//   xent_fwd            per-row loss = logsumexp(l) − l[target] (f32 logits, u32 targets)
+//   xent_bwd            ∂l = g_row · (softmax(l) − onehot(target))
+//   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float v) { return __float2bfloat16(v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}
+
+// Block-wide reduction (sum or max) for blocks of a multiple of 32 threads.
+template <bool MAX> __device__ float block_reduce(float v, float *shared) {
+  v = MAX ? warp_max(v) : warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = (threadIdx.x < warps) ? shared[threadIdx.x] : (MAX ? -INFINITY : 0.0f);
+  if (warp == 0) v = MAX ? warp_max(v) : warp_sum(v);
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  v = shared[0];
+  __syncthreads();
+  return v;
+}
+
+// ---- causal softmax: one warp per row ------------------------------------------------
+template <typename T>
+__device__ void causal_softmax_fwd(const T *x, T *y, int rows, int cols, int tq, float scale) {
+  const int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const int last = row % tq + (cols - tq);  // last visible key
+  const T *xr = x + (size_t)row * cols;
+  T *yr = y + (size_t)row * cols;
+  float m = -INFINITY;
+  for (int j = lane; j <= last; j += 32) m = fmaxf(m, to_f(xr[j]) * scale);
+  m = warp_max(m);
+  float s = 0.0f;
+  for (int j = lane; j <= last; j += 32) s += expf(to_f(xr[j]) * scale - m);
+  const float inv = 1.0f / warp_sum(s);
+  for (int j = lane; j < cols; j += 32)
+    yr[j] = from_f<T>(j <= last ? expf(to_f(xr[j]) * scale - m) * inv : 0.0f);
+}
+
+template <typename T>
+__device__ void causal_softmax_bwd(const T *y, const T *g, T *dx, int rows, int cols, float scale) {
+  const int row = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const size_t off = (size_t)row * cols;
+  float dot = 0.0f;
+  for (int j = lane; j < cols; j += 32) dot += to_f(g[off + j]) * to_f(y[off + j]);
+  dot = warp_sum(dot);
+  for (int j = lane; j < cols; j += 32) {
+    const float yj = to_f(y[off + j]);
+    dx[off + j] = from_f<T>(scale * yj * (to_f(g[off + j]) - dot));
+  }
+}
+
+// ---- RoPE on interleaved pairs: one thread per pair ----------------------------------
+template <typename T>
+__device__ void rope(const T *x, const float *cos_t, const float *sin_t, T *y, int pairs, int half,
+                     int t, float sign) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int i = p % half, pos = (p / half) % t;
+  const float c = cos_t[pos * half + i], s = sign * sin_t[pos * half + i];
+  const float a = to_f(x[2 * (size_t)p]), b = to_f(x[2 * (size_t)p + 1]);
+  y[2 * (size_t)p] = from_f<T>(a * c - b * s);
+  y[2 * (size_t)p + 1] = from_f<T>(a * s + b * c);
+}
+
+// ---- SwiGLU activation ----------------------------------------------------------------
+template <typename T> __device__ void silu_mul_fwd(const T *a, const T *b, T *y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float av = to_f(a[i]);
+  y[i] = from_f<T>(av / (1.0f + expf(-av)) * to_f(b[i]));
+}
+
+template <typename T> __device__ void silu_mul_bwd(const T *a, const T *b, const T *g, T *out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float av = to_f(a[i]), bv = to_f(b[i]), gv = to_f(g[i]);
+  const float sg = 1.0f / (1.0f + expf(-av));
+  out[i] = from_f<T>(gv * bv * sg * (1.0f + av * (1.0f - sg)));
+  out[n + i] = from_f<T>(gv * av * sg);
+}
+
+// ---- cross-entropy: one block per row -------------------------------------------------
+__device__ float row_lse(const float *l, int cols, float *shared) {
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, l[j]);
+  m = block_reduce<true>(m, shared);
+  float s = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) s += expf(l[j] - m);
+  return m + logf(block_reduce<false>(s, shared));
+}
+
+extern "C" __global__ void xent_fwd_f32(const float *l, const uint32_t *tg, float *loss, int rows,
+                                        int cols, int, float) {
+  __shared__ float shared[32];
+  const float *lr = l + (size_t)blockIdx.x * cols;
+  const float lse = row_lse(lr, cols, shared);
+  const uint32_t t = tg[blockIdx.x];  // out of range → NaN, never an out-of-bounds read
+  if (threadIdx.x == 0) loss[blockIdx.x] = t < (uint32_t)cols ? lse - lr[t] : NAN;
+}
+
+extern "C" __global__ void xent_bwd_f32(const float *l, const uint32_t *tg, const float *g, float *dl,
+                                        int rows, int cols, int, float) {
+  __shared__ float shared[32];
+  const size_t off = (size_t)blockIdx.x * cols;
+  const float lse = row_lse(l + off, cols, shared), gr = g[blockIdx.x];
+  const int t = tg[blockIdx.x];
+  for (int j = threadIdx.x; j < cols; j += blockDim.x)
+    dl[off + j] = gr * (expf(l[off + j] - lse) - (j == t ? 1.0f : 0.0f));
+}
+
+// ---- RMSNorm for bf16 (f32 statistics): one block per row -----------------------------
+template <typename T> __device__ void rmsnorm_fwd(const T *x, const T *w, T *y, int cols, float eps) {
+  __shared__ float shared[32];
+  const size_t off = (size_t)blockIdx.x * cols;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += to_f(x[off + i]) * to_f(x[off + i]);
+  const float r = rsqrtf(block_reduce<false>(ss, shared) / cols + eps);
+  for (int i = threadIdx.x; i < cols; i += blockDim.x)
+    y[off + i] = from_f<T>(to_f(x[off + i]) * r * to_f(w[i]));
+}
+
+template <typename T>
+__device__ void rmsnorm_dx(const T *x, const T *w, const T *g, T *dx, int cols, float eps) {
+  __shared__ float shared[32];
+  const size_t off = (size_t)blockIdx.x * cols;
+  float ss = 0.0f, dot = 0.0f;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+    const float xi = to_f(x[off + i]);
+    ss += xi * xi;
+    dot += to_f(g[off + i]) * to_f(w[i]) * xi;
+  }
+  const float r = rsqrtf(block_reduce<false>(ss, shared) / cols + eps);
+  const float r3m = r * r * r * block_reduce<false>(dot, shared) / cols;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x)
+    dx[off + i] = from_f<T>(r * to_f(g[off + i]) * to_f(w[i]) - to_f(x[off + i]) * r3m);
+}
+
+// ---- the exported entry points, one per dtype -----------------------------------------
+#define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
+#define ENTRIES(T, S)                                                                              \
+  extern "C" __global__ void causal_softmax_fwd_##S(const T *x, T *y, int n0, int n1, int n2,     \
+                                                     float f) {                                    \
+    causal_softmax_fwd<T>(x, y, n0, n1, n2, f);                                                    \
+  }                                                                                                \
+  extern "C" __global__ void causal_softmax_bwd_##S(const T *y, const T *g, T *dx, int n0, int n1, \
+                                                     int, float f) {                               \
+    causal_softmax_bwd<T>(y, g, dx, n0, n1, f);                                                    \
+  }                                                                                                \
+  extern "C" __global__ void rope_##S(const T *x, const float *c, const float *s, T *y, int n0,    \
+                                      int n1, int n2, float f) {                                   \
+    rope<T>(x, c, s, y, n0, n1, n2, f);                                                            \
+  }                                                                                                \
+  extern "C" __global__ void silu_mul_fwd_##S(const T *a, const T *b, T *y, int n0, int, int,      \
+                                               float) {                                            \
+    silu_mul_fwd<T>(a, b, y, n0);                                                                  \
+  }                                                                                                \
+  extern "C" __global__ void silu_mul_bwd_##S(const T *a, const T *b, const T *g, T *out, int n0,  \
+                                               int, int, float) {                                  \
+    silu_mul_bwd<T>(a, b, g, out, n0);                                                             \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_fwd_##S(const T *x, const T *w, T *y, int, int n1, int,       \
+                                              float f) {                                           \
+    rmsnorm_fwd<T>(x, w, y, n1, f);                                                                \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_dx_##S(const T *x, const T *w, const T *g, T *dx, int,        \
+                                             int n1, int, float f) {                               \
+    rmsnorm_dx<T>(x, w, g, dx, n1, f);                                                             \
+  }
+FOR_DTYPES(ENTRIES)

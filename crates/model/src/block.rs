@@ -1,0 +1,149 @@
+//! One Transformer block with a hand-written backward: the forward runs on detached
+//! tensors (no autograd graph) and keeps exactly what the backward needs; the backward is
+//! explicit GEMMs plus the fused kernels' backward directions. Against candle's autograd it
+//! saves, per block, the zero-fill-and-add of every gradient, the transposed copies of
+//! weight gradients and the graph's extra intermediates. The LM uses it where the fused
+//! kernels exist (CUDA; f32 on CPU); `tests/lm.rs` checks it against autograd.
+//!
+//! Shapes: x (b, t, d), rows = b·t; heads h of width e = d/h.
+
+use crate::error::Result;
+use crate::staged::SavedStage;
+use crate::{kernels, rmsnorm};
+use candle_core::{DType, Tensor};
+
+/// A block's weights in the compute dtype (detached) and their parameter indices.
+pub(crate) struct BlockWeights {
+    /// (norm1, qkv, o, norm2, w1, w3, w2), in this order.
+    pub w: [Tensor; 7],
+    pub ids: [usize; 7],
+}
+
+/// Static shape and constants of the block.
+#[derive(Clone)]
+pub(crate) struct BlockDims {
+    pub heads: usize,
+    pub eps: f32,
+    /// RoPE tables (t, e/2), f32.
+    pub cos: Tensor,
+    pub sin: Tensor,
+}
+
+/// What the forward keeps.
+struct Saved {
+    w: BlockWeights,
+    dims: BlockDims,
+    shape: (usize, usize, usize),
+    x: Tensor,
+    h1: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    p: Tensor,
+    y: Tensor,
+    x2: Tensor,
+    h2: Tensor,
+    a: Tensor,
+    b3: Tensor,
+    s: Tensor,
+}
+
+/// x · wᵀ on rows: (rows, in) × (out, in)ᵀ.
+fn lin(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    Ok(x.matmul(&w.t()?)?)
+}
+
+/// The block forward on x (b, t, d); returns the output and the saved state.
+pub(crate) fn forward(
+    x: &Tensor,
+    w: BlockWeights,
+    dims: BlockDims,
+) -> Result<(Tensor, Box<dyn SavedStage>)> {
+    let (b, t, d) = x.dims3()?;
+    let (h, e) = (dims.heads, d / dims.heads);
+    let [n1, wqkv, wo, n2, w1, w3, w2] = &w.w;
+    let x = x.reshape((b * t, d))?;
+    let h1 = rmsnorm::rms_norm_fused(&x, n1, dims.eps as f64)?;
+    let qkv = lin(&h1, wqkv)?
+        .reshape((b, t, 3, h, e))?
+        .permute((2, 0, 3, 1, 4))?;
+    let q = kernels::rope(&qkv.get(0)?, &dims.cos, &dims.sin)?;
+    let k = kernels::rope(&qkv.get(1)?, &dims.cos, &dims.sin)?;
+    let v = qkv.get(2)?.contiguous()?;
+    let scale = 1.0 / (e as f64).sqrt();
+    let p = kernels::causal_softmax(&q.matmul(&k.t()?)?, scale)?;
+    let y = p
+        .matmul(&v)?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((b * t, d))?;
+    let x2 = (&x + lin(&y, wo)?)?;
+    let h2 = rmsnorm::rms_norm_fused(&x2, n2, dims.eps as f64)?;
+    let (a, b3) = (lin(&h2, w1)?, lin(&h2, w3)?);
+    let s = kernels::silu_mul(&a, &b3)?;
+    let out = (&x2 + lin(&s, w2)?)?.reshape((b, t, d))?;
+    let saved = Saved {
+        w,
+        dims,
+        shape: (b, t, d),
+        x,
+        h1,
+        q,
+        k,
+        v,
+        p,
+        y,
+        x2,
+        h2,
+        a,
+        b3,
+        s,
+    };
+    Ok((out, Box::new(saved)))
+}
+
+/// gᵀ · x: the weight gradient (out, in) of a linear layer from its output gradient g
+/// (rows, out) and input x (rows, in), in f32.
+fn dweight(g: &Tensor, x: &Tensor) -> Result<Tensor> {
+    Ok(g.t()?.matmul(x)?.to_dtype(DType::F32)?)
+}
+
+impl SavedStage for Saved {
+    fn backward(self: Box<Self>, upstream: &Tensor) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+        let s = *self;
+        let (b, t, d) = s.shape;
+        let (h, e) = (s.dims.heads, d / s.dims.heads);
+        let [n1, wqkv, wo, n2, w1, w3, w2] = &s.w.w;
+        let g = upstream.to_dtype(s.x.dtype())?.reshape((b * t, d))?;
+        // Feed-forward: out = x2 + w2(silu(w1 h2) ⊙ w3 h2), h2 = norm2(x2).
+        let dw2 = dweight(&g, &s.s)?;
+        let ds = g.matmul(w2)?;
+        let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
+        let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
+        let dh2 = (da.matmul(w1)? + db.matmul(w3)?)?;
+        let (dx2n, dn2) = rmsnorm::backward(&s.x2, n2, &dh2, s.dims.eps)?;
+        let dx2 = (g + dx2n)?;
+        // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
+        let dwo = dweight(&dx2, &s.y)?;
+        let dy = dx2
+            .matmul(wo)?
+            .reshape((b, t, h, e))?
+            .transpose(1, 2)?
+            .contiguous()?;
+        let dp = dy.matmul(&s.v.t()?)?;
+        let dv = s.p.t()?.matmul(&dy)?;
+        let dsc = kernels::causal_softmax_bwd(&s.p, &dp, 1.0 / (e as f64).sqrt())?;
+        let dq = kernels::rope_bwd(&dsc.matmul(&s.k)?, &s.dims.cos, &s.dims.sin)?;
+        let dk = kernels::rope_bwd(&dsc.t()?.matmul(&s.q)?, &s.dims.cos, &s.dims.sin)?;
+        let dqkv = Tensor::stack(&[dq, dk, dv], 0)? // (3, b, h, t, e)
+            .permute((1, 3, 0, 2, 4))?
+            .contiguous()?
+            .reshape((b * t, 3 * d))?;
+        let dwqkv = dweight(&dqkv, &s.h1)?;
+        let dh1 = dqkv.matmul(wqkv)?;
+        let (dxn, dn1) = rmsnorm::backward(&s.x, n1, &dh1, s.dims.eps)?;
+        let dx = (dx2 + dxn)?.reshape((b, t, d))?;
+        let grads = [dn1, dwqkv, dwo, dn2, dw1, dw3, dw2];
+        Ok((dx, s.w.ids.iter().copied().zip(grads).collect()))
+    }
+}

@@ -1,0 +1,148 @@
+//! Every fused op against its composition of plain ops on one device and dtype: the same
+//! seeded inputs through both, then `sum(y ⊙ r)` (r random) backward through both; the
+//! largest value and gradient differences, relative to the composition's largest magnitude.
+
+use crate::error::{ModelError, Result};
+use crate::{kernels, layers, rmsnorm};
+use candle_core::{DType, Device, Tensor, Var};
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+
+/// One op's comparison.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    pub op: &'static str,
+    /// max |fused − composed| / max |composed| over the output.
+    pub value: f32,
+    /// The same over every differentiable input's gradient (the worst one).
+    pub grad: f32,
+}
+
+fn randn(shape: &[usize], seed: u64, dev: &Device, dtype: DType) -> Result<Tensor> {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    let n = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|_| StandardNormal.sample(&mut r)).collect();
+    Ok(Tensor::from_vec(v, shape, dev)?.to_dtype(dtype)?)
+}
+
+fn rel(a: &Tensor, b: &Tensor) -> Result<f32> {
+    let (a, b) = (a.to_dtype(DType::F32)?, b.to_dtype(DType::F32)?);
+    let scale = b
+        .abs()?
+        .flatten_all()?
+        .max(0)?
+        .to_scalar::<f32>()?
+        .max(1e-12);
+    Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? / scale)
+}
+
+type Op<'a> = &'a dyn Fn(&[Tensor]) -> Result<Tensor>;
+
+/// Runs `fused` and `composed` on the same inputs (`vars` differentiable, `fixed` not).
+fn compare(
+    op: &'static str,
+    vars: &[Var],
+    fixed: &[Tensor],
+    fused: Op,
+    composed: Op,
+    seed: u64,
+) -> Result<Comparison> {
+    let ins: Vec<Tensor> = vars
+        .iter()
+        .map(|v| v.as_tensor().clone())
+        .chain(fixed.iter().cloned())
+        .collect();
+    let (yf, yc) = (fused(&ins)?, composed(&ins)?);
+    if yf.dims() != yc.dims() {
+        return Err(ModelError::Config(format!(
+            "{op}: fused shape {:?} vs composed {:?}",
+            yf.dims(),
+            yc.dims()
+        )));
+    }
+    let r = randn(yc.dims(), seed ^ 0x5eed, yc.device(), yc.dtype())?;
+    let gf = (&yf * &r)?.sum_all()?.backward()?;
+    let gc = (&yc * &r)?.sum_all()?.backward()?;
+    let mut grad = 0f32;
+    for v in vars {
+        let missing = || ModelError::Config(format!("{op}: an input got no gradient"));
+        let (a, b) = (
+            gf.get(v.as_tensor()).ok_or_else(missing)?,
+            gc.get(v.as_tensor()).ok_or_else(missing)?,
+        );
+        grad = grad.max(rel(a, b)?);
+    }
+    Ok(Comparison {
+        op,
+        value: rel(&yf, &yc)?,
+        grad,
+    })
+}
+
+/// Compares every fused op with its composition on `dev` in `dtype` (f32 or bf16).
+pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
+    let var = |shape: &[usize], seed| -> Result<Var> {
+        Ok(Var::from_tensor(&randn(shape, seed, dev, dtype)?)?)
+    };
+    let mut out = Vec::new();
+
+    let (x, w) = (var(&[3, 5, 48], 1)?, var(&[48], 2)?);
+    out.push(compare(
+        "rms_norm",
+        &[x, w],
+        &[],
+        &|t| rmsnorm::rms_norm_fused(&t[0], &t[1], 1e-5),
+        &|t| layers::rms_norm(&t[0], &t[1], 1e-5),
+        3,
+    )?);
+
+    let (cos, sin) = layers::rope_tables(6, 16, 10_000.0, dev)?;
+    let x = var(&[2, 3, 6, 16], 4)?;
+    out.push(compare(
+        "rope",
+        &[x],
+        &[cos, sin],
+        &|t| kernels::rope(&t[0], &t[1], &t[2]),
+        &|t| layers::rope(&t[0], &t[1], &t[2]),
+        5,
+    )?);
+
+    // Square scores (as in the LM) and tq < tk (queries at the end of a longer key range).
+    for (op, shape) in [
+        ("causal_softmax", [2usize, 3, 37, 37]),
+        ("causal_softmax tq<tk", [2, 3, 5, 9]),
+    ] {
+        let x = var(&shape, 6)?;
+        out.push(compare(
+            op,
+            &[x],
+            &[],
+            &|t| kernels::causal_softmax(&t[0], 0.35),
+            &|t| layers::causal_softmax(&t[0], 0.35),
+            7,
+        )?);
+    }
+
+    let (a, b) = (var(&[4, 3, 70], 8)?, var(&[4, 3, 70], 9)?);
+    out.push(compare(
+        "silu_mul",
+        &[a, b],
+        &[],
+        &|t| kernels::silu_mul(&t[0], &t[1]),
+        &|t| layers::silu_mul(&t[0], &t[1]),
+        10,
+    )?);
+
+    let logits = Var::from_tensor(&(randn(&[12, 300], 11, dev, DType::F32)? * 3.0)?)?;
+    let targets: Vec<u32> = (0..12).map(|i| (i * 97 % 300) as u32).collect();
+    let targets = Tensor::from_vec(targets, 12, dev)?;
+    out.push(compare(
+        "cross_entropy",
+        &[logits],
+        &[targets],
+        &|t| kernels::cross_entropy(&t[0], &t[1]),
+        &|t| layers::cross_entropy(&t[0], &t[1]),
+        12,
+    )?);
+    Ok(out)
+}

@@ -1,0 +1,102 @@
+//! One launcher for the kernels of kernels/fused.cu: every kernel takes its input buffers,
+//! one output buffer, then `(int n0, int n1, int n2, float f)`.
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg,
+};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::{DType, Layout, Result};
+use half::bf16;
+
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
+
+/// The kernel-name suffix of a compute dtype.
+pub fn suffix(dtype: DType) -> Result<&'static str> {
+    match dtype {
+        DType::F32 => Ok("f32"),
+        DType::BF16 => Ok("bf16"),
+        d => candle_core::bail!("fused kernels: dtype {d:?} is not supported (f32, bf16)"),
+    }
+}
+
+enum View<'a> {
+    F32(CudaView<'a, f32>),
+    Bf16(CudaView<'a, bf16>),
+    U32(CudaView<'a, u32>),
+}
+
+fn view<'a>(s: &'a CudaStorage, l: &Layout) -> Result<View<'a>> {
+    let r = l.start_offset()..l.start_offset() + l.shape().elem_count();
+    Ok(match s.dtype() {
+        DType::F32 => View::F32(s.as_cuda_slice::<f32>()?.slice(r)),
+        DType::BF16 => View::Bf16(s.as_cuda_slice::<bf16>()?.slice(r)),
+        DType::U32 => View::U32(s.as_cuda_slice::<u32>()?.slice(r)),
+        d => candle_core::bail!("fused kernels: unsupported input dtype {d:?}"),
+    })
+}
+
+/// What to launch: `grid` blocks of `block` threads.
+pub struct Launch<'a> {
+    pub kernel: String,
+    pub ins: &'a [(&'a CudaStorage, &'a Layout)],
+    pub out_dtype: DType,
+    pub out_len: usize,
+    pub grid: usize,
+    pub block: usize,
+    pub n: [usize; 3],
+    pub f: f32,
+}
+
+fn push<'a>(b: &mut LaunchArgs<'a>, views: &'a [View<'a>]) {
+    for v in views {
+        match v {
+            View::F32(x) => b.arg(x),
+            View::Bf16(x) => b.arg(x),
+            View::U32(x) => b.arg(x),
+        };
+    }
+}
+
+fn go<T: DeviceRepr>(
+    l: &Launch,
+    dev: &candle_core::CudaDevice,
+    views: &[View],
+    n: &[i32; 3],
+) -> Result<CudaSlice<T>> {
+    let func = dev.get_or_load_custom_func(&l.kernel, "model_fused", PTX)?;
+    // SAFETY: every kernel writes all `out_len` elements of its output.
+    let mut out = unsafe { dev.cuda_stream().alloc::<T>(l.out_len) }.w()?;
+    let mut b = func.builder();
+    push(&mut b, views);
+    b.arg(&mut out).arg(&n[0]).arg(&n[1]).arg(&n[2]).arg(&l.f);
+    let cfg = LaunchConfig {
+        grid_dim: (l.grid.max(1) as u32, 1, 1),
+        block_dim: (l.block as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the argument list matches the kernel's signature (fused.cu) and the caller
+    // sized the buffers for `n`.
+    unsafe { b.launch(cfg) }.w()?;
+    Ok(out)
+}
+
+/// Launches `l` on the stream of its first input; returns the new output buffer.
+pub fn launch(l: Launch) -> Result<CudaStorage> {
+    let dev = l.ins[0].0.device.clone();
+    let views = l
+        .ins
+        .iter()
+        .map(|(s, lay)| view(s, lay))
+        .collect::<Result<Vec<_>>>()?;
+    let mut n = [0i32; 3];
+    for (d, s) in n.iter_mut().zip(l.n) {
+        *d = i32::try_from(s)
+            .map_err(|_| candle_core::Error::Msg(format!("{}: size {s} exceeds i32", l.kernel)))?;
+    }
+    Ok(match l.out_dtype {
+        DType::F32 => CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n)?, dev),
+        DType::BF16 => CudaStorage::wrap_cuda_slice(go::<bf16>(&l, &dev, &views, &n)?, dev),
+        d => candle_core::bail!("{}: output dtype {d:?} unsupported", l.kernel),
+    })
+}

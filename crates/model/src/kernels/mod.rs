@@ -1,0 +1,61 @@
+//! Fused ops with backward passes, as candle `CustomOp`s: one CUDA kernel per direction
+//! (kernels/fused.cu, f32 and bf16 computed in f32) and an f32 CPU implementation that CI
+//! tests against the differentiable composition of plain ops ([`crate::layers`]).
+//!
+//! How to use: call the functions, not the ops; each takes the same tensors as its
+//! composition in [`crate::layers`] and falls back to it where the fused op has no
+//! implementation (CPU with a dtype other than f32):
+//! ```
+//! # fn main() -> model::Result<()> {
+//! use candle_core::{Device, Tensor};
+//! let s = Tensor::randn(0f32, 1., (2, 3, 4, 4), &Device::Cpu)?;
+//! let p = model::kernels::causal_softmax(&s, 0.5)?; // softmax(0.5·s), keys after the query masked
+//! # let _ = p; Ok(()) }
+//! ```
+//! [`check`] compares every op with its composition (values and gradients) on any device:
+//! CI runs it on the CPU, `bench model-check` on the GPU.
+
+pub mod check;
+#[cfg(feature = "cuda")]
+pub(crate) mod gpu;
+mod rope;
+mod softmax;
+mod swiglu;
+mod xent;
+
+pub use rope::{rope, rope_bwd};
+pub use softmax::{causal_softmax, causal_softmax_bwd};
+pub use swiglu::{silu_mul, silu_mul_bwd};
+pub use xent::cross_entropy;
+
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, Layout};
+
+/// The f32 elements of a contiguous CPU input, or an error naming the op and input.
+pub(crate) fn f32s<'a>(
+    op: &str,
+    what: &str,
+    s: &'a CpuStorage,
+    l: &Layout,
+) -> candle_core::Result<&'a [f32]> {
+    if !l.is_contiguous() {
+        candle_core::bail!("{op}: {what} must be contiguous");
+    }
+    match s {
+        CpuStorage::F32(v) => Ok(&v[l.start_offset()..l.start_offset() + l.shape().elem_count()]),
+        _ => candle_core::bail!("{op}: {what} must be f32 on the CPU, got {:?}", s.dtype()),
+    }
+}
+
+/// Checks that a CUDA input is contiguous (the kernels index densely).
+#[cfg(feature = "cuda")]
+pub(crate) fn dense(op: &str, what: &str, l: &Layout) -> candle_core::Result<()> {
+    if !l.is_contiguous() {
+        candle_core::bail!("{op}: {what} must be contiguous");
+    }
+    Ok(())
+}
+
+/// Threads per block for the element-wise kernels.
+#[cfg(feature = "cuda")]
+pub(crate) const BLOCK: usize = 256;
