@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  anchor-ddp report
+#                                  anchor-ddp zero1 anchor-zero two-node report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -52,6 +52,24 @@ anchor() {
   local tmp; tmp="$(mktemp -d)"
   OUT="$tmp" bash "$HERE/anchors/run_torch.sh" "$@" > /dev/null
   grep '^{' "$tmp/torch.jsonl" | tee -a "$RES/torch.jsonl"
+}
+
+# Runs "$@" as ranks 0 and 1 of two emulated single-GPU nodes (see the two-node job); shows
+# rank 0's output and the transport NCCL chose.
+two_node() {
+  local port=$1 pids=() rc=0 r; shift
+  for r in 0 1; do
+    CUDA_VISIBLE_DEVICES=$r RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo \
+      NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$@" > "$RES/node$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${pids[@]}"; do wait "$r" || rc=1; done
+  grep -v "NCCL INFO" "$RES/node0.log"
+  grep -m4 -E "Using network|via NET|NET/Socket : Using" "$RES/node0.log"
+  [ $rc = 0 ] || tail -20 "$RES/node1.log"
+  rm -f "$RES/node0.log" "$RES/node1.log"
+  return $rc
 }
 
 job() {
@@ -120,6 +138,16 @@ job() {
         --bucket-mb ${BUCKET_MB:-25} --out "$RES/results.jsonl" ${ZERO_ARGS:-} ;;
     anchor-zero)
       anchor zero ;;
+    two-node)
+      # "2 nodes x 1 GPU" on one machine: one process per GPU that sees only its own GPU
+      # (CUDA_VISIBLE_DEVICES, LOCAL_RANK=0, as on two hosts), NCCL held to its network
+      # transport (no P2P/NVLink, no shared memory; sockets over loopback), rendezvous through
+      # the TCP store at MASTER_ADDR:MASTER_PORT. Records go to two-node.jsonl.
+      local rc=0
+      two_node 29621 "$BIN/bench" allreduce --backend nccl --ranks 2 --out "$RES/two-node.jsonl" ${ALLREDUCE_ARGS:-} || rc=1
+      two_node 29622 "$BIN/bench" ddp --backend nccl --ranks 2 --size ${SIZES:-xl} --dtype ${DTYPES:-fp32} \
+        --strategies ${STRATEGIES:-bucketed} --buckets-mb ${BUCKETS:-25} --warmup 1 --steps 3 --out "$RES/two-node.jsonl" || rc=1
+      return $rc ;;
     report)
       "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;

@@ -233,8 +233,8 @@ pub fn run_rank(
                     comm.clone(),
                     &lm,
                     DdpOptions {
-                        strategy,
                         grad_dtype,
+                        ..DdpOptions::new(strategy)
                     },
                 )?;
                 let mut loss = Tensor::new(0f32, dev)?;

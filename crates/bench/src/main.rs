@@ -128,9 +128,13 @@ enum Cmd {
         ranks: usize,
         #[arg(long, default_value = "tiny")]
         size: String,
-        #[arg(long, value_delimiter = ',', default_value = "ddp,sharded,zero1")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "ddp,sharded,zero1,zero1-overlap"
+        )]
         modes: Vec<String>,
-        /// DDP's bucket size for the ddp and sharded modes.
+        /// DDP's bucket size for the ddp, sharded and zero1-overlap modes.
         #[arg(long, default_value_t = 25.0)]
         bucket_mb: f64,
         #[arg(long, default_value_t = 2)]

@@ -19,7 +19,7 @@ use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use zero1::{ParamGroup, ShardedOptimizer, Zero1};
+use zero1::{ParamGroup, ShardedOptimizer, Zero1, Zero1Overlap};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZeroRecord {
@@ -49,6 +49,8 @@ enum Opt {
     Ddp(Ddp, AdamW),
     Sharded(Ddp, ShardedOptimizer),
     Zero(Zero1),
+    /// ZeRO-1 through ddp's buckets: reduce-scatter overlapped with backward.
+    Overlap(Zero1Overlap),
 }
 
 fn adamw_cfg() -> AdamWConfig {
@@ -70,6 +72,10 @@ fn backward(o: &mut Opt, lm: &TransformerLm, b: &Batch) -> Result<model::Grads> 
             d.finish_gradient_synchronization()?
         }
         Opt::Zero(_) => model::forward_backward(lm, b, |_, _| Ok(()))?.1,
+        Opt::Overlap(z) => {
+            z.forward_backward(lm, b)?;
+            Vec::new()
+        }
     })
 }
 
@@ -79,15 +85,16 @@ fn step(o: &mut Opt, lm: &TransformerLm, g: &model::Grads) -> Result<()> {
         Opt::Ddp(_, a) => a.step(vars, g)?,
         Opt::Sharded(_, s) => s.step(vars, g)?,
         Opt::Zero(z) => z.step(g)?,
+        Opt::Overlap(z) => z.step()?,
     }
     Ok(())
 }
 
 pub struct ZeroBenchConfig {
     pub size: String,
-    /// Any of "ddp", "sharded", "zero1".
+    /// Any of "ddp", "sharded", "zero1", "zero1-overlap".
     pub modes: Vec<String>,
-    /// DDP's bucket size in the ddp and sharded modes.
+    /// DDP's bucket size in the ddp, sharded and zero1-overlap modes.
     pub bucket_mb: f64,
     pub warmup: usize,
     pub steps: usize,
@@ -142,12 +149,16 @@ pub fn run_rank(
                 )?,
             ),
             "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, adamw_cfg())?),
-            m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1)"),
+            "zero1-overlap" => {
+                Opt::Overlap(Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?)
+            }
+            m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap)"),
         };
         let state_elems = match &o {
             Opt::Ddp(..) => n,
             Opt::Sharded(_, s) => s.owned_elements(),
             Opt::Zero(z) => z.state_elements(),
+            Opt::Overlap(z) => z.state_elements(),
         };
         let after_init = current(dev);
         let b = crate::ddp::batch_for(&lm, c.rank(), batch, dev)?;
@@ -231,7 +242,9 @@ fn comm_only(
                 }
             }
         }
-        Opt::Zero(_) => {
+        Opt::Zero(_) | Opt::Overlap(_) => {
+            // The same volume as the modes' bucketed collectives, as one reduce-scatter
+            // and one all-gather of all parameters.
             let padded = n.div_ceil(w) * w;
             let flat = Tensor::zeros(padded, DType::F32, dev)?;
             let shard = Tensor::zeros(padded / w, DType::F32, dev)?;
@@ -251,7 +264,7 @@ fn comm_only(
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>2} {:>8} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:>5} {:>2} {:>13} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "size",
         "w",
         "mode",
@@ -269,7 +282,7 @@ pub fn header() -> String {
 pub fn row(r: &ZeroRecord) -> String {
     let g = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
     format!(
-        "{:>5} {:>2} {:>8} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
+        "{:>5} {:>2} {:>13} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
         r.size,
         r.world,
         r.mode,

@@ -6,7 +6,12 @@
 //! callback of `model::forward_backward` as soon as its last gradient is final; the others
 //! launch every bucket after backward. A bucket of one f32 gradient is reduced in place; a
 //! larger one (or a bf16 one) is first copied into one flat buffer. Gradients come back as
-//! views of those buffers from [`Ddp::finish_gradient_synchronization`].
+//! views of those buffers from [`Ddp::finish_gradient_synchronization`]. A launched
+//! bucket's gradients are taken out of the backward's gradient list, so each lives once.
+//!
+//! With `reduce_scatter` (ZeRO-1, the zero1 crate) every bucket is zero-padded to a multiple
+//! of the world size and reduce-scattered instead: rank r receives the averaged r-th slice
+//! of each bucket, collected by [`Ddp::finish_reduce_scatter`].
 
 use crate::buckets::{self, Bucket, ParamInfo};
 use crate::consistency;
@@ -23,6 +28,8 @@ pub struct DdpOptions {
     pub strategy: Strategy,
     /// Communicate gradients in this dtype (e.g. bf16); `None` keeps them f32.
     pub grad_dtype: Option<DType>,
+    /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
+    pub reduce_scatter: bool,
 }
 
 impl DdpOptions {
@@ -30,6 +37,7 @@ impl DdpOptions {
         Self {
             strategy,
             grad_dtype: None,
+            reduce_scatter: false,
         }
     }
 }
@@ -38,6 +46,8 @@ impl DdpOptions {
 struct InFlight {
     bucket: usize,
     buf: Tensor,
+    /// This rank's slice (reduce-scatter mode).
+    shard: Option<Tensor>,
     work: Work,
 }
 
@@ -60,6 +70,7 @@ pub struct Ddp {
     in_flight: Vec<InFlight>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
+    device: Device,
 }
 
 /// Called with each stage's index as soon as its backward has been queued, before the
@@ -125,6 +136,7 @@ impl Ddp {
             in_flight: Vec::new(),
             stats: SyncStats::default(),
             stage_hook: None,
+            device,
         })
     }
 
@@ -189,10 +201,10 @@ impl Ddp {
         if let Some(e) = failure {
             return Err(e);
         }
-        let (loss, grads) = result?;
+        let (loss, mut grads) = result?;
         if !eager {
             for b in 0..self.buckets.len() {
-                launched.push(launch(self, b, &grads, acc.as_ref())?);
+                launched.push(launch(self, b, &mut grads, acc.as_ref())?);
             }
         }
         stats.collectives = launched.len();
@@ -226,8 +238,9 @@ impl Ddp {
     pub fn synchronize_grads(&mut self, grads: &Grads) -> Result<Grads> {
         self.expect_idle("synchronize_grads")?;
         let mut launched = Vec::with_capacity(self.buckets.len());
+        let mut grads = grads.clone();
         for b in 0..self.buckets.len() {
-            launched.push(launch(self, b, grads, None)?);
+            launched.push(launch(self, b, &mut grads, None)?);
         }
         self.in_flight = launched;
         self.finish_gradient_synchronization()
@@ -236,6 +249,12 @@ impl Ddp {
     /// Waits for every launched all-reduce (the compute stream waits; the host does not
     /// block on GPU) and returns the averaged gradients, f32, by parameter index.
     pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
+        if self.opts.reduce_scatter {
+            return Err(DdpError::Input(
+                "finish_gradient_synchronization: this Ddp reduce-scatters; use finish_reduce_scatter"
+                    .into(),
+            ));
+        }
         if self.in_flight.is_empty() {
             return Err(DdpError::Input(
                 "finish_gradient_synchronization called with no synchronised backward in flight"
@@ -260,6 +279,27 @@ impl Ddp {
         Ok(out)
     }
 
+    /// Reduce-scatter mode: waits for every bucket (the compute stream waits) and returns
+    /// this rank's averaged slice of each, f32, by bucket index (a bucket of n elements,
+    /// padded to n' = a multiple of the world size W, gives slice [r·n'/W, (r+1)·n'/W)).
+    pub fn finish_reduce_scatter(&mut self) -> Result<Vec<Tensor>> {
+        if !self.opts.reduce_scatter || self.in_flight.is_empty() {
+            return Err(DdpError::Input(
+                "finish_reduce_scatter: no reduce-scattering backward in flight".into(),
+            ));
+        }
+        let mut out: Vec<Option<Tensor>> = vec![None; self.buckets.len()];
+        for f in std::mem::take(&mut self.in_flight) {
+            f.work.wait()?;
+            let shard = f.shard.expect("reduce-scatter mode keeps a shard");
+            out[f.bucket] = Some(shard.to_dtype(DType::F32)?);
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(b, s)| s.ok_or_else(|| DdpError::Input(format!("bucket {b} was not launched"))))
+            .collect()
+    }
+
     fn expect_idle(&self, what: &str) -> Result<()> {
         if self.in_flight.is_empty() {
             Ok(())
@@ -271,41 +311,46 @@ impl Ddp {
     }
 }
 
-/// Gathers bucket `b`'s gradients (plus accumulated ones) into one buffer in the
-/// communication dtype and launches its all-reduce (average).
-fn launch(ddp: &Ddp, b: usize, grads: &Grads, acc: Option<&Grads>) -> Result<InFlight> {
+/// Gathers bucket `b`'s gradients (plus accumulated ones; taken out of `grads`) into one
+/// buffer in the communication dtype and launches its all-reduce (average), or its
+/// reduce-scatter in that mode.
+fn launch(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result<InFlight> {
     let bucket = &ddp.buckets[b];
     let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
-    let mut parts = Vec::with_capacity(bucket.params.len());
+    let dev = ddp.device.clone();
+    let mut parts = Vec::with_capacity(bucket.params.len() + 1);
     for &i in &bucket.params {
-        let g = match (&grads[i], acc.and_then(|a| a[i].as_ref())) {
+        let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
             (Some(g), Some(a)) => (g + a)?,
-            (Some(g), None) => g.clone(),
+            (Some(g), None) => g,
             (None, Some(a)) => a.clone(),
-            (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &device_of(grads))?,
+            (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?,
         };
         parts.push(g.flatten_all()?.to_dtype(dtype)?);
+    }
+    let w = ddp.comm.world_size();
+    let pad = (w - bucket.numel % w) % w;
+    if ddp.opts.reduce_scatter && pad > 0 {
+        parts.push(Tensor::zeros(pad, dtype, &dev)?);
     }
     let buf = if parts.len() == 1 {
         parts.pop().expect("one part").contiguous()?
     } else {
         Tensor::cat(&parts, 0)?
     };
-    let work = ddp.comm.all_reduce_async(&buf, ReduceOp::Avg)?;
+    let (work, shard) = if ddp.opts.reduce_scatter {
+        let shard = Tensor::zeros(buf.elem_count() / w, dtype, &dev)?;
+        let work = ddp.comm.reduce_scatter_async(&buf, &shard, ReduceOp::Avg)?;
+        (work, Some(shard))
+    } else {
+        (ddp.comm.all_reduce_async(&buf, ReduceOp::Avg)?, None)
+    };
     Ok(InFlight {
         bucket: b,
         buf,
+        shard,
         work,
     })
-}
-
-fn device_of(grads: &Grads) -> Device {
-    grads
-        .iter()
-        .flatten()
-        .next()
-        .map(|g| g.device().clone())
-        .unwrap_or(Device::Cpu)
 }
 
 fn add_grads(a: Grads, b: Grads) -> Result<Grads> {

@@ -122,8 +122,12 @@ impl Tape<'_> {
     }
 
     /// Backward, last stage first. `on_stage(s, grads)` runs right after stage `s`'s
-    /// backward, when the gradients of `stage_params(s)` are final.
-    pub fn backward(self, mut on_stage: impl FnMut(usize, &Grads) -> Result<()>) -> Result<Grads> {
+    /// backward, when the gradients of `stage_params(s)` are final; it may take them (a
+    /// reducer that has copied a gradient into its bucket frees it that way).
+    pub fn backward(
+        self,
+        mut on_stage: impl FnMut(usize, &mut Grads) -> Result<()>,
+    ) -> Result<Grads> {
         let model = self.model;
         let mut grads: Grads = vec![None; model.params().len()];
         let mut upstream: Option<Tensor> = None;
@@ -158,7 +162,7 @@ impl Tape<'_> {
                     }
                 }
             }
-            on_stage(s, &grads)?;
+            on_stage(s, &mut grads)?;
         }
         Ok(grads)
     }
@@ -178,7 +182,7 @@ fn accumulate(grads: &mut Grads, i: usize, g: Tensor) -> Result<()> {
 pub fn forward_backward(
     model: &dyn StagedModel,
     batch: &Batch,
-    on_stage: impl FnMut(usize, &Grads) -> Result<()>,
+    on_stage: impl FnMut(usize, &mut Grads) -> Result<()>,
 ) -> Result<(Tensor, Grads)> {
     let tape = forward(model, batch)?;
     let loss = tape.loss().clone();

@@ -13,6 +13,8 @@ pub enum Zero1Error {
     #[error(transparent)]
     Model(#[from] model::ModelError),
     #[error(transparent)]
+    Ddp(#[from] ddp::DdpError),
+    #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
 

@@ -24,15 +24,26 @@
 //! `Zero1::save` / `Zero1::resume` write and read sharded safetensors checkpoints
 //! ([`checkpoint`]); resuming works on another world size.
 //!
-//! Still to come (issue 5): Zero1 overlapped with backward through ddp's buckets,
-//! checkpoints of `ShardedOptimizer`.
+//! [`Zero1Overlap`] is ZeRO stage 1 through ddp's buckets: each bucket is reduce-scattered
+//! during backward as soon as its gradients are final (overlapping communication with
+//! compute), the rank steps its slice of every bucket and all-gathers them:
+//!
+//! ```ignore
+//! let mut z = Zero1Overlap::new(comm.clone(), &model, Strategy::Bucketed { bucket_mb: 25.0 }, cfg)?;
+//! z.forward_backward(&model, &local_batch)?;
+//! z.step()?;
+//! ```
+//!
+//! Still to come (issue 5): checkpoints of `ShardedOptimizer` and `Zero1Overlap`.
 
 pub mod checkpoint;
 pub mod error;
+pub mod overlap;
 pub mod partition;
 pub mod sharded;
 pub mod zero;
 
 pub use error::{Result, Zero1Error};
+pub use overlap::Zero1Overlap;
 pub use sharded::{ParamGroup, ShardedOptimizer};
 pub use zero::Zero1;
