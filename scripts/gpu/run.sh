@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  anchor-ddp zero1 anchor-zero two-node report
+#                                  anchor-ddp zero1 anchor-zero two-node profile report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -138,6 +138,12 @@ job() {
         --bucket-mb ${BUCKET_MB:-25} --out "$RES/results.jsonl" ${ZERO_ARGS:-} ;;
     anchor-zero)
       anchor zero ;;
+    profile)
+      # GPU time and memory per component of one step; SVGs (flame graphs, memory
+      # timelines) come back as profile.tgz.
+      "$BIN/bench" profile --size ${SIZES:-xl,2.7B} --dtype ${DTYPES:-fp32,bf16} --mode fwd,step \
+        --out "$RES/profile.jsonl" --svg-dir "$RES/profile"
+      local rc=$?; tar czf "$RES/profile.tgz" -C "$RES" profile && rm -r "$RES/profile"; return $rc ;;
     two-node)
       # "2 nodes x 1 GPU" on one machine: one process per GPU that sees only its own GPU
       # (CUDA_VISIBLE_DEVICES, LOCAL_RANK=0, as on two hosts), NCCL held to its network

@@ -13,6 +13,7 @@ mod ddp;
 mod group;
 mod memory;
 mod modelcheck;
+mod profile;
 mod records;
 mod report;
 mod rmsnorm;
@@ -154,6 +155,24 @@ enum Cmd {
         rows: usize,
         #[arg(long, default_value_t = 20)]
         iters: usize,
+    },
+    /// GPU time and memory per component of one step (CUDA events at the model's marks):
+    /// table, JSON lines, flame graph and memory timeline SVGs.
+    Profile {
+        #[arg(long, value_delimiter = ',', default_value = "xl")]
+        size: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        /// fwd (forward only) or step (forward, backward, AdamW).
+        #[arg(long, value_delimiter = ',', default_value = "step")]
+        mode: Vec<String>,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+        #[arg(long, default_value = "report/profile")]
+        svg_dir: PathBuf,
+        /// Run on the CPU (wall clock between marks) instead of GPU 0.
+        #[arg(long)]
+        cpu: bool,
     },
     /// Writes report.md and plots from a run's JSON lines.
     Report {
@@ -307,6 +326,33 @@ fn run(cli: Cli) -> Result<()> {
                     "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",
                     c.op, c.value, c.grad
                 );
+            }
+            Ok(())
+        }
+        Cmd::Profile {
+            size,
+            dtype,
+            mode,
+            out,
+            svg_dir,
+            cpu,
+        } => {
+            let dev = if cpu {
+                Device::Cpu
+            } else {
+                Device::new_cuda(0).context("GPU 0 (use --cpu to run on the CPU)")?
+            };
+            for s in &size {
+                for &d in &dtype {
+                    for m in &mode {
+                        let step = match m.as_str() {
+                            "step" => true,
+                            "fwd" => false,
+                            other => bail!("--mode: {other:?} is not fwd or step"),
+                        };
+                        profile::run(s, d, step, &dev, &out, &svg_dir)?;
+                    }
+                }
             }
             Ok(())
         }

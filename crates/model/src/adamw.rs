@@ -127,6 +127,17 @@ impl AdamW {
 
     /// One step over `params` with `grads` (same order; `None` = no gradient, skipped).
     pub fn step(&mut self, params: &[Var], grads: &[Option<Tensor>]) -> Result<()> {
+        self.step_each(params, grads, |_| Ok(()))
+    }
+
+    /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a
+    /// ZeRO optimizer launches that parameter's all-gather there, overlapping the rest).
+    pub fn step_each(
+        &mut self,
+        params: &[Var],
+        grads: &[Option<Tensor>],
+        mut after: impl FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
         if params.len() != grads.len() {
             return Err(ModelError::Input(format!(
                 "{} parameters but {} gradients",
@@ -158,6 +169,7 @@ impl AdamW {
                 };
                 crate::fused_adamw::step(p, g, &mut mom, s)?;
                 self.state[i] = Some(Moments::Device(mom));
+                after(i)?;
                 continue;
             }
             let g = g.to_dtype(p.dtype())?;
@@ -172,6 +184,7 @@ impl AdamW {
             let upd = (m.div(&denom)? * (c.lr / bc1))?;
             p.set(&(decayed - upd)?)?;
             self.state[i] = Some(Moments::Tensors(m, v));
+            after(i)?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! Shapes: x (b, t, d), rows = b·t; heads h of width e = d/h.
 
 use crate::error::Result;
+use crate::profile::mark;
 use crate::staged::SavedStage;
 use crate::{kernels, rmsnorm};
 use candle_core::{DType, Tensor};
@@ -64,24 +65,36 @@ pub(crate) fn forward(
     let [n1, wqkv, wo, n2, w1, w3, w2] = &w.w;
     let x = x.reshape((b * t, d))?;
     let h1 = rmsnorm::rms_norm_fused(&x, n1, dims.eps as f64)?;
+    mark("fwd/block/attn/norm");
     let qkv = lin(&h1, wqkv)?
         .reshape((b, t, 3, h, e))?
         .permute((2, 0, 3, 1, 4))?;
+    mark("fwd/block/attn/qkv_proj");
     let q = kernels::rope(&qkv.get(0)?, &dims.cos, &dims.sin)?;
     let k = kernels::rope(&qkv.get(1)?, &dims.cos, &dims.sin)?;
     let v = qkv.get(2)?.contiguous()?;
+    mark("fwd/block/attn/rope");
     let scale = 1.0 / (e as f64).sqrt();
-    let p = kernels::causal_softmax(&q.matmul(&k.t()?)?, scale)?;
+    let sc = q.matmul(&k.t()?)?;
+    mark("fwd/block/attn/scores");
+    let p = kernels::causal_softmax(&sc, scale)?;
+    mark("fwd/block/attn/softmax");
     let y = p
         .matmul(&v)?
         .transpose(1, 2)?
         .contiguous()?
         .reshape((b * t, d))?;
+    mark("fwd/block/attn/value");
     let x2 = (&x + lin(&y, wo)?)?;
+    mark("fwd/block/attn/out_proj");
     let h2 = rmsnorm::rms_norm_fused(&x2, n2, dims.eps as f64)?;
+    mark("fwd/block/ffn/norm");
     let (a, b3) = (lin(&h2, w1)?, lin(&h2, w3)?);
+    mark("fwd/block/ffn/w1_w3");
     let s = kernels::silu_mul(&a, &b3)?;
+    mark("fwd/block/ffn/swiglu");
     let out = (&x2 + lin(&s, w2)?)?.reshape((b, t, d))?;
+    mark("fwd/block/ffn/w2");
     let saved = Saved {
         w,
         dims,
@@ -118,11 +131,15 @@ impl SavedStage for Saved {
         // Feed-forward: out = x2 + w2(silu(w1 h2) ⊙ w3 h2), h2 = norm2(x2).
         let dw2 = dweight(&g, &s.s)?;
         let ds = g.matmul(w2)?;
+        mark("bwd/block/ffn/w2");
         let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
+        mark("bwd/block/ffn/swiglu");
         let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
         let dh2 = (da.matmul(w1)? + db.matmul(w3)?)?;
+        mark("bwd/block/ffn/w1_w3");
         let (dx2n, dn2) = rmsnorm::backward(&s.x2, n2, &dh2, s.dims.eps)?;
         let dx2 = (g + dx2n)?;
+        mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
         let dwo = dweight(&dx2, &s.y)?;
         let dy = dx2
@@ -130,19 +147,27 @@ impl SavedStage for Saved {
             .reshape((b, t, h, e))?
             .transpose(1, 2)?
             .contiguous()?;
+        mark("bwd/block/attn/out_proj");
         let dp = dy.matmul(&s.v.t()?)?;
         let dv = s.p.t()?.matmul(&dy)?;
+        mark("bwd/block/attn/value");
         let dsc = kernels::causal_softmax_bwd(&s.p, &dp, 1.0 / (e as f64).sqrt())?;
-        let dq = kernels::rope_bwd(&dsc.matmul(&s.k)?, &s.dims.cos, &s.dims.sin)?;
-        let dk = kernels::rope_bwd(&dsc.t()?.matmul(&s.q)?, &s.dims.cos, &s.dims.sin)?;
+        mark("bwd/block/attn/softmax");
+        let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
+        mark("bwd/block/attn/scores");
+        let dq = kernels::rope_bwd(&dqr, &s.dims.cos, &s.dims.sin)?;
+        let dk = kernels::rope_bwd(&dkr, &s.dims.cos, &s.dims.sin)?;
+        mark("bwd/block/attn/rope");
         let dqkv = Tensor::stack(&[dq, dk, dv], 0)? // (3, b, h, t, e)
             .permute((1, 3, 0, 2, 4))?
             .contiguous()?
             .reshape((b * t, 3 * d))?;
         let dwqkv = dweight(&dqkv, &s.h1)?;
         let dh1 = dqkv.matmul(wqkv)?;
+        mark("bwd/block/attn/qkv_proj");
         let (dxn, dn1) = rmsnorm::backward(&s.x, n1, &dh1, s.dims.eps)?;
         let dx = (dx2 + dxn)?.reshape((b, t, d))?;
+        mark("bwd/block/attn/norm");
         let grads = [dn1, dwqkv, dwo, dn2, dw1, dw3, dw2];
         Ok((dx, s.w.ids.iter().copied().zip(grads).collect()))
     }

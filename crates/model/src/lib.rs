@@ -30,6 +30,7 @@ pub mod kernels;
 pub mod layers;
 pub mod lm;
 pub mod params;
+pub mod profile;
 pub mod rmsnorm;
 pub mod staged;
 pub mod toy;

@@ -235,6 +235,7 @@ impl StagedModel for TransformerLm {
             let e = self
                 .w(self.emb)?
                 .index_select(&batch.input.flatten_all()?, 0)?;
+            crate::profile::mark("fwd/embedding");
             return Ok(e.reshape((b, t, self.cfg.d_model))?);
         }
         let x = x.ok_or_else(|| ModelError::Config(format!("stage {s} needs an input")))?;
@@ -256,8 +257,12 @@ impl StagedModel for TransformerLm {
             return Ok((&x + swiglu(&h, &self.w(blk.w1)?, &self.w(blk.w3)?, &self.w(blk.w2)?)?)?);
         }
         let h = rms_norm(x, &self.w(self.norm)?, eps)?;
+        crate::profile::mark("fwd/head/norm");
         let logits = linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?;
+        crate::profile::mark("fwd/head/proj");
         let v = self.cfg.vocab;
-        cross_entropy(&logits.reshape(((), v))?, &batch.targets.flatten_all()?)
+        let loss = cross_entropy(&logits.reshape(((), v))?, &batch.targets.flatten_all()?)?;
+        crate::profile::mark("fwd/head/loss");
+        Ok(loss)
     }
 }

@@ -99,18 +99,33 @@ impl Zero1Overlap {
             .into_iter()
             .map(Some)
             .collect();
-        self.opt.step(&self.masters, &shards)?;
-        drop(shards);
-        let w = self.comm.world_size();
-        let gathers: Vec<(Tensor, Work)> = self
-            .masters
-            .iter()
-            .map(|m| {
-                let out = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())?;
-                let work = self.comm.all_gather_async(m.as_tensor(), &out)?;
-                Ok((out, work))
+        // Each bucket's all-gather is launched as soon as its AdamW update is queued, so
+        // it overlaps the updates of the buckets after it.
+        let (comm, masters) = (&self.comm, &self.masters);
+        let w = comm.world_size();
+        let mut gathers: Vec<(Tensor, Work)> = Vec::with_capacity(masters.len());
+        let mut failed: Option<Zero1Error> = None;
+        self.opt
+            .step_each(masters, &shards, |b| {
+                let m = &masters[b];
+                let launched = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())
+                    .map_err(Zero1Error::from)
+                    .and_then(|out| {
+                        let work = comm.all_gather_async(m.as_tensor(), &out)?;
+                        Ok((out, work))
+                    });
+                match launched {
+                    Ok(g) => gathers.push(g),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        failed = Some(e);
+                        return Err(model::ModelError::Input(msg));
+                    }
+                }
+                Ok(())
             })
-            .collect::<Result<_>>()?;
+            .map_err(|e| failed.take().unwrap_or(e.into()))?;
+        drop(shards);
         for ((out, work), b) in gathers.into_iter().zip(self.ddp.buckets()) {
             work.wait()?;
             let mut off = 0;

@@ -1,0 +1,28 @@
+//! Named points of a training step, for profilers. The model calls [`mark`] right after
+//! each component has been queued (the label names the component that just ended, as a
+//! `/`-separated path: `fwd/block/attn/softmax`); a profiler installs a hook for the
+//! current thread ([`set_hook`]) that records what it measures there (CUDA events on the
+//! compute stream, memory in use). Without a hook a mark is one thread-local read.
+
+use std::cell::RefCell;
+
+/// What a profiler runs at each mark.
+pub type Hook = Box<dyn FnMut(&'static str)>;
+
+thread_local! {
+    static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+}
+
+/// Installs `hook` (or removes it with `None`) for this thread; returns the previous one.
+pub fn set_hook(hook: Option<Hook>) -> Option<Hook> {
+    HOOK.with(|c| std::mem::replace(&mut *c.borrow_mut(), hook))
+}
+
+/// Marks the end of component `label` (a no-op without a hook).
+pub fn mark(label: &'static str) {
+    HOOK.with(|c| {
+        if let Some(h) = c.borrow_mut().as_mut() {
+            h(label)
+        }
+    })
+}
