@@ -4,7 +4,8 @@
 //! records, at every mark, a CUDA event on the compute stream (the wall clock on the CPU)
 //! and the memory in use. After a warm-up, one step (forward only, or forward + backward +
 //! AdamW) runs with the hook; the GPU time of a component is the time between its mark and
-//! the previous one. Outputs: a table (calls per step, total, share; GEMM-bound components
+//! the previous one. A second pass records the memory in use at each mark instead.
+//! Outputs: a table (calls per step, total, share; GEMM-bound components
 //! flagged), JSON lines, a flame graph (folded stacks step;fwd;block;attn;… rendered by
 //! `inferno`) and a memory timeline SVG.
 
@@ -32,6 +33,18 @@ pub struct ProfileRecord {
     pub share: f64,
     /// The component is one or two GEMMs (plus at most a residual add).
     pub matmul: bool,
+}
+
+/// Memory in use at one mark of the step (pass 2).
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryRecord {
+    pub bench: String, // "profile-memory"
+    pub size: String,
+    pub dtype: String,
+    pub mode: String,
+    pub index: usize,
+    pub label: String,
+    pub gib: f64,
 }
 
 /// A timestamp: a CUDA event on candle's stream, or the wall clock.
@@ -72,7 +85,8 @@ fn prec_name(p: Precision) -> &'static str {
     }
 }
 
-type Points = Rc<RefCell<Vec<(&'static str, Stamp, Option<u64>)>>>;
+type Points = Rc<RefCell<Vec<(&'static str, Stamp)>>>;
+type MemPoints = Rc<RefCell<Vec<(&'static str, Option<u64>)>>>;
 
 /// Profiles one step of `size` in `dtype`; `step` false: forward only. Prints the table,
 /// appends JSON lines to `out`, writes the SVGs into `svg_dir`.
@@ -110,12 +124,23 @@ pub fn run(
     for _ in 0..2 {
         one(&lm, &b, &mut opt)?;
     }
+    // Pass 1 records CUDA events only (timing); pass 2 memory only, so neither
+    // measurement slows the other.
     let points: Points = Rc::new(RefCell::new(Vec::new()));
     let (p, d) = (points.clone(), dev.clone());
     model::profile::set_hook(Some(Box::new(move |label| {
         if let Ok(s) = stamp(&d) {
-            p.borrow_mut().push((label, s, memory::current(&d)));
+            p.borrow_mut().push((label, s));
         }
+    })));
+    model::profile::mark("start");
+    let r = one(&lm, &b, &mut opt);
+    model::profile::set_hook(None);
+    r?;
+    let mem_points: MemPoints = Rc::default();
+    let (p, d) = (mem_points.clone(), dev.clone());
+    model::profile::set_hook(Some(Box::new(move |label| {
+        p.borrow_mut().push((label, memory::current(&d)))
     })));
     model::profile::mark("start");
     let r = one(&lm, &b, &mut opt);
@@ -175,11 +200,24 @@ pub fn run(
     std::fs::create_dir_all(svg_dir)?;
     let stem = format!("{size}-{}-{mode}", prec_name(dtype));
     flame(&recs, &svg_dir.join(format!("flame-{stem}.svg")), &stem)?;
-    let mem: Vec<(usize, f64)> = pts
+    let mem: Vec<(usize, f64)> = mem_points
+        .borrow()
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| p.2.map(|b| (i, b as f64 / (1u64 << 30) as f64)))
+        .filter_map(|(i, p)| p.1.map(|b| (i, b as f64 / (1u64 << 30) as f64)))
         .collect();
+    for (&(i, gib), (label, _)) in mem.iter().zip(mem_points.borrow().iter()) {
+        let rec = MemoryRecord {
+            bench: "profile-memory".into(),
+            size: size.into(),
+            dtype: prec_name(dtype).into(),
+            mode: mode.into(),
+            index: i,
+            label: label.to_string(),
+            gib,
+        };
+        crate::records::append(out, &rec)?;
+    }
     if !mem.is_empty() {
         timeline(&mem, &svg_dir.join(format!("memory-{stem}.svg")), &stem)?;
         let peak = mem.iter().map(|m| m.1).fold(0.0, f64::max);
