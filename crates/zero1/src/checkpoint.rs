@@ -1,15 +1,20 @@
 //! Sharded checkpoints of [`crate::Zero1`] (safetensors).
 //!
 //! A checkpoint directory holds `params.safetensors` (written by rank 0: `p.0`, `p.1`, …)
-//! and one `shard-{r}-of-{W}.safetensors` per rank (its chunk of the AdamW moments,
-//! `exp_avg` / `exp_avg_sq`, and `meta`). [`consolidate`] merges the shards into one
+//! and one `shard-{r}-of-{W}.safetensors` per rank (its part of the AdamW moments,
+//! `exp_avg` / `exp_avg_sq`, and `meta`). Moments are indexed by the flat position of the
+//! element in the parameters' declaration order: a shard holds either the r-th contiguous
+//! chunk ([`crate::Zero1`]) or, with a `runs` tensor of (start, len) rows, the runs it
+//! lists in file order ([`crate::Zero1Overlap`], whose slices follow its buckets). Any
+//! shard layout consolidates to the same flat state, so one optimizer's checkpoint
+//! resumes the other. [`consolidate`] merges the shards into one
 //! `optimizer.safetensors` (the whole flat moments, padding stripped); resuming reads that
 //! file if present, else the shards, so a run can resume on any world size. Every file is
 //! written to a temporary name and renamed; reading never writes, and a file that is
 //! corrupt or from another model is an error naming it.
 
 use crate::error::{Result, Zero1Error};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device, Tensor, Var};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -181,7 +186,10 @@ pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
             format!("shards {names:?} are not ranks 0..W of one world size W"),
         ));
     }
-    let (mut m, mut v, mut step0) = (Vec::new(), Vec::new(), None);
+    let n = sig.numel;
+    let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
+    let mut seen = vec![false; n];
+    let mut step0 = None;
     for (r, _, path) in &files {
         let t = read(path)?;
         let (fw, fr, step, s) = read_meta(path, &t)?;
@@ -193,26 +201,95 @@ pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
             ));
         }
         step0 = Some(step);
-        m.extend(take(path, &t, "exp_avg")?);
-        v.extend(take(path, &t, "exp_avg_sq")?);
+        let (fm, fv) = (take(path, &t, "exp_avg")?, take(path, &t, "exp_avg_sq")?);
+        let runs = match t.get("runs") {
+            Some(x) => x
+                .to_dtype(DType::I64)?
+                .to_vec2::<i64>()
+                .map_err(|e| bad(path, format!("runs: {e}")))?
+                .into_iter()
+                .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
+                .collect(),
+            // A contiguous chunk of the flat moments padded to a multiple of W.
+            None => vec![(r * n.div_ceil(w), n.div_ceil(w))],
+        };
+        let total: usize = runs.iter().map(|r| r.1).sum();
+        if fm.len() != total || fv.len() != total {
+            return Err(bad(
+                path,
+                format!("{} moments for runs of {total} elements", fm.len()),
+            ));
+        }
+        let mut off = 0;
+        for (start, len) in runs {
+            // Elements past the model (a chunk's padding) are dropped.
+            for k in 0..len.min(n.saturating_sub(start)) {
+                if std::mem::replace(&mut seen[start + k], true) {
+                    return Err(bad(path, format!("element {} is in two shards", start + k)));
+                }
+                m[start + k] = fm[off + k];
+                v[start + k] = fv[off + k];
+            }
+            off += len;
+        }
     }
-    if m.len() != sig.numel.div_ceil(w) * w || v.len() != m.len() {
+    if let Some(i) = seen.iter().position(|&x| !x) {
         return Err(bad(
             dir,
-            format!(
-                "shards hold {} moments, expected {}",
-                m.len(),
-                sig.numel.div_ceil(w) * w
-            ),
+            format!("no shard holds the moments of element {i}"),
         ));
     }
-    m.truncate(sig.numel);
-    v.truncate(sig.numel);
     Ok(Consolidated {
         step: step0.unwrap_or(0),
         exp_avg: m,
         exp_avg_sq: v,
     })
+}
+
+/// Writes this rank's shard: moments `m`, `v` of the flat elements listed by `runs`
+/// ((start, len) in declaration order, in the order of `m`).
+#[allow(clippy::too_many_arguments)]
+pub fn write_shard(
+    dir: &Path,
+    world: usize,
+    rank: usize,
+    step: u64,
+    sig: Signature,
+    runs: &[(usize, usize)],
+    m: Vec<f32>,
+    v: Vec<f32>,
+) -> Result<()> {
+    let cpu = Device::Cpu;
+    let n = m.len();
+    let flat: Vec<i64> = runs.iter().flat_map(|r| [r.0 as i64, r.1 as i64]).collect();
+    let mut t = HashMap::new();
+    t.insert("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?);
+    t.insert("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?);
+    t.insert(
+        "runs".to_string(),
+        Tensor::from_vec(flat, (runs.len(), 2), &cpu)?,
+    );
+    t.insert("meta".to_string(), meta(world, rank, step, sig)?);
+    write_atomic(
+        &dir.join(format!("shard-{rank}-of-{world}.safetensors")),
+        &t,
+    )
+}
+
+/// Writes `params.safetensors` (rank 0's job): every parameter and `meta`.
+pub fn write_params(
+    dir: &Path,
+    params: &[Var],
+    world: usize,
+    step: u64,
+    sig: Signature,
+) -> Result<()> {
+    let mut p = HashMap::new();
+    for (i, v) in params.iter().enumerate() {
+        p.insert(format!("p.{i}"), v.as_tensor().to_device(&Device::Cpu)?);
+    }
+    p.insert("meta".to_string(), meta(world, 0, step, sig)?);
+    write_atomic(&dir.join("params.safetensors"), &p)
 }
 
 /// Merges a directory's shards into `optimizer.safetensors` (then the shards may go).

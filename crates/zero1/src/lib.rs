@@ -34,7 +34,10 @@
 //! z.step()?;
 //! ```
 //!
-//! Still to come (issue 5): checkpoints of `ShardedOptimizer` and `Zero1Overlap`.
+//! `Zero1Overlap::save` / `resume` use the same checkpoint format (shards list the flat
+//! runs they hold), so either optimizer resumes the other's checkpoint on any world size.
+//!
+//! Still to come (issue 5): checkpoints of `ShardedOptimizer`.
 
 pub mod checkpoint;
 pub mod error;

@@ -12,11 +12,14 @@
 //! z.step()?;                                           // AdamW on the shard, all-gather
 //! ```
 
+use crate::checkpoint::{self, Signature};
 use crate::error::{Result, Zero1Error};
+use crate::zero::agree_on;
 use candle_core::{DType, Tensor, Var};
 use comm::{Communicator, Work};
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, StagedModel};
+use std::path::Path;
 use std::sync::Arc;
 
 pub struct Zero1Overlap {
@@ -147,4 +150,108 @@ impl Zero1Overlap {
     pub fn ddp(&self) -> &Ddp {
         &self.ddp
     }
+
+    /// Where bucket `b`'s slice on this rank sits in the flat (declaration-order)
+    /// parameters: (start, len) runs in slice order, and how many slice elements they cover
+    /// (the rest is the bucket's zero padding).
+    fn slice_runs(&self, b: usize) -> (Vec<(usize, usize)>, usize) {
+        let mut offset = vec![0usize; self.params.len() + 1];
+        for (i, p) in self.params.iter().enumerate() {
+            offset[i + 1] = offset[i] + p.elem_count();
+        }
+        let chunk = self.masters[b].elem_count();
+        let (lo, hi) = (self.comm.rank() * chunk, (self.comm.rank() + 1) * chunk);
+        let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
+        for &i in &self.ddp.buckets()[b].params {
+            let n = self.params[i].elem_count();
+            let (a, z) = (pos.max(lo), (pos + n).min(hi));
+            if a < z {
+                runs.push((offset[i] + a - pos, z - a));
+                covered += z - a;
+            }
+            pos += n;
+        }
+        (runs, covered)
+    }
+
+    /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
+    /// this rank's runs): every rank must call it; returns once all ranks have written.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Zero1Error::Input(format!("checkpoint {}: {e}", dir.display())))?;
+        let (w, r) = (self.comm.world_size(), self.comm.rank());
+        let sig = Signature::of(&shapes(&self.params));
+        let step = self.opt.steps_taken();
+        let written = (|| -> Result<()> {
+            let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
+            for (b, master) in self.masters.iter().enumerate() {
+                let (rb, covered) = self.slice_runs(b);
+                let n = master.elem_count();
+                let (mb, vb) = self
+                    .opt
+                    .moments(b, master)?
+                    .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+                m.extend_from_slice(&mb[..covered]);
+                v.extend_from_slice(&vb[..covered]);
+                runs.extend(rb);
+            }
+            checkpoint::write_shard(dir, w, r, step, sig, &runs, m, v)?;
+            if r == 0 {
+                checkpoint::write_params(dir, &self.params, w, step, sig)?;
+            }
+            Ok(())
+        })();
+        agree_on(
+            self.comm.as_ref(),
+            self.masters[0].device(),
+            "save",
+            written,
+        )
+    }
+
+    /// Loads a checkpoint of [`Self::save`] or [`crate::Zero1::save`] (any world size and
+    /// bucket layout, or consolidated) into `model`'s parameters and a new optimizer with
+    /// `strategy`'s buckets. Every file is validated before the model is touched; a
+    /// failure on any rank fails all.
+    pub fn resume(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        strategy: Strategy,
+        cfg: AdamWConfig,
+        dir: &Path,
+    ) -> Result<Self> {
+        let params = model.params().vars().to_vec();
+        let shp = shapes(&params);
+        let sig = Signature::of(&shp);
+        let read = checkpoint::read_params(dir, &shp)
+            .and_then(|p| Ok((p, checkpoint::read_optimizer(dir, sig)?)));
+        let dev = params
+            .first()
+            .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
+            .device()
+            .clone();
+        let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
+        for (p, t) in params.iter().zip(&loaded) {
+            p.set(&t.to_dtype(DType::F32)?.to_device(&dev)?)?;
+        }
+        let mut z = Self::new(comm, model, strategy, cfg)?;
+        for b in 0..z.masters.len() {
+            let (runs, _) = z.slice_runs(b);
+            let n = z.masters[b].elem_count();
+            let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for (start, len) in runs {
+                m.extend_from_slice(&state.exp_avg[start..start + len]);
+                v.extend_from_slice(&state.exp_avg_sq[start..start + len]);
+            }
+            m.resize(n, 0.0);
+            v.resize(n, 0.0);
+            let master = z.masters[b].clone();
+            z.opt.restore(state.step, b, &master, &m, &v)?;
+        }
+        Ok(z)
+    }
+}
+
+fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
+    params.iter().map(|p| p.dims().to_vec()).collect()
 }

@@ -124,12 +124,7 @@ impl Zero1 {
                     if r != 0 {
                         return Ok(());
                     }
-                    let mut p = HashMap::new();
-                    for (i, v) in self.params.iter().enumerate() {
-                        p.insert(format!("p.{i}"), v.as_tensor().to_device(&cpu)?);
-                    }
-                    p.insert("meta".to_string(), checkpoint::meta(w, 0, step, sig)?);
-                    checkpoint::write_atomic(&dir.join("params.safetensors"), &p)
+                    checkpoint::write_params(dir, &self.params, w, step, sig)
                 });
         self.agree("save", written)
     }
@@ -233,7 +228,12 @@ impl Zero1 {
 
 /// Every rank learns whether any rank failed; the failing rank returns its own error,
 /// the others one naming it (so no rank waits for a peer that gave up).
-fn agree_on<T>(comm: &dyn Communicator, dev: &Device, what: &str, r: Result<T>) -> Result<T> {
+pub(crate) fn agree_on<T>(
+    comm: &dyn Communicator,
+    dev: &Device,
+    what: &str,
+    r: Result<T>,
+) -> Result<T> {
     let w = comm.world_size();
     let flag = Tensor::new(&[if r.is_err() { 1f64 } else { 0.0 }], dev)?;
     let all = Tensor::zeros(w, DType::F64, dev)?;
