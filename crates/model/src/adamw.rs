@@ -78,6 +78,11 @@ impl AdamW {
         self.step
     }
 
+    /// Sets the step count (a checkpoint's, for an optimizer that holds no moments).
+    pub fn set_steps_taken(&mut self, steps: u64) {
+        self.step = steps;
+    }
+
     /// Parameter `i`'s first and second moments on the host (`None` before its first
     /// step), for checkpoints.
     pub fn moments(&self, i: usize, p: &Var) -> Result<Option<(Vec<f32>, Vec<f32>)>> {

@@ -36,14 +36,14 @@
 //!
 //! `Zero1Overlap::save` / `resume` use the same checkpoint format (shards list the flat
 //! runs they hold), so either optimizer resumes the other's checkpoint on any world size.
-//!
-//! Still to come (issue 5): checkpoints of `ShardedOptimizer`.
+//! `ShardedOptimizer::save` / `resume` write one such checkpoint per parameter group.
 
 pub mod checkpoint;
 pub mod error;
 pub mod overlap;
 pub mod partition;
 pub mod sharded;
+mod sharded_checkpoint;
 pub mod zero;
 
 pub use error::{Result, Zero1Error};

@@ -18,17 +18,17 @@ pub struct ParamGroup {
     pub cfg: AdamWConfig,
 }
 
-struct Group {
-    params: Vec<Var>,
+pub(crate) struct Group {
+    pub(crate) params: Vec<Var>,
     owner: Vec<usize>,
     /// Indices (into `params`) this rank owns, in order: the AdamW's state index.
-    mine: Vec<usize>,
-    opt: AdamW,
+    pub(crate) mine: Vec<usize>,
+    pub(crate) opt: AdamW,
 }
 
 pub struct ShardedOptimizer {
-    comm: Arc<dyn Communicator>,
-    groups: Vec<Group>,
+    pub(crate) comm: Arc<dyn Communicator>,
+    pub(crate) groups: Vec<Group>,
     loads: Vec<usize>,
 }
 
@@ -131,9 +131,8 @@ impl ShardedOptimizer {
                 vars.push(p.clone());
                 gs.push(grad.cloned());
             }
-            if !vars.is_empty() {
-                g.opt.step(&vars, &gs)?;
-            }
+            // Also with nothing owned: the group's step count stays the same on every rank.
+            g.opt.step(&vars, &gs)?;
             for r in 0..self.comm.world_size() {
                 share_from(self.comm.as_ref(), g, r, me)?;
             }

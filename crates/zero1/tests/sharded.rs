@@ -137,3 +137,78 @@ fn a_step_without_a_grouped_parameter_names_it() {
         errs[0]
     );
 }
+
+/// DDP + ShardedOptimizer over steps `from..to` (group 2 joins at step 2), resuming from
+/// `load` and saving to `save` if given; rank 0's weights.
+fn sharded_ckpt(
+    world: usize,
+    split: usize,
+    (from, to): (u64, u64),
+    load: Option<std::path::PathBuf>,
+    save: Option<std::path::PathBuf>,
+) -> Vec<Vec<f32>> {
+    let kind = Kind::Lm;
+    on_ranks(world, move |rank, comm| {
+        let m = build(kind, if load.is_some() { 50 + rank as u64 } else { 0 });
+        let vars = m.params().vars().to_vec();
+        let mut d = Ddp::new(comm.clone(), m.as_ref(), DdpOptions::new(Strategy::Flat)).unwrap();
+        let groups = |joined: bool| {
+            let mut g = vec![group(&vars[..split], 1e-3)];
+            if joined {
+                g.push(group(&vars[split..], 5e-4));
+            }
+            g
+        };
+        let mut opt = match &load {
+            Some(dir) => ShardedOptimizer::resume(comm.clone(), groups(from >= 2), dir).unwrap(),
+            None => ShardedOptimizer::new(comm.clone(), groups(false)).unwrap(),
+        };
+        for s in from..to {
+            if s == 2 && from < 2 {
+                opt.add_param_group(group(&vars[split..], 5e-4)).unwrap();
+            }
+            let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
+            d.forward_backward(m.as_ref(), &b).unwrap();
+            let g = d.finish_gradient_synchronization().unwrap();
+            opt.step(&vars, &g).unwrap();
+        }
+        if let Some(dir) = &save {
+            opt.save(dir).unwrap();
+        }
+        weights(m.as_ref())
+    })
+    .swap_remove(0)
+}
+
+#[test]
+fn checkpoints_resume_groups_with_their_own_step_counts_on_any_world_size() {
+    let split = 5;
+    let want = unsharded(Kind::Lm, split, 2);
+    let dir = std::env::temp_dir().join(format!("zero1-sharded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    sharded_ckpt(2, split, (0, 4), None, Some(dir.clone()));
+    for world in [2, 4, 1] {
+        let got = sharded_ckpt(world, split, (4, 5), Some(dir.clone()), None);
+        let d = max_diff(&got, &want);
+        assert!(d <= 1e-5, "world {world}: {d:e} from unsharded AdamW");
+    }
+    // Passing one group fewer or more than the checkpoint holds is an error on every rank.
+    let errs = on_ranks(2, {
+        let dir = dir.clone();
+        move |_, comm| {
+            let m = build(Kind::Lm, 0);
+            let vars = m.params().vars().to_vec();
+            ShardedOptimizer::resume(comm, vec![group(&vars[..split], 1e-3)], &dir)
+                .err()
+                .map(|e| e.to_string())
+        }
+    });
+    for e in errs {
+        let e = e.expect("resumed with a missing group");
+        assert!(
+            e.contains("more than the 1 groups") || e.contains("failed on rank"),
+            "{e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
