@@ -80,44 +80,19 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         root().join("target/release/bench")
     };
     let results_s = results.to_string_lossy().to_string();
+    let runs = bench_runs(gpus, &results_s, &out_dir)?;
+    let bar = indicatif::ProgressBar::new(runs.len() as u64).with_style(
+        indicatif::ProgressStyle::with_template("[{pos}/{len}] {bar:30} {elapsed} {msg}")
+            .expect("static template"),
+    );
+    for args in &runs {
+        bar.set_message(args[0].clone());
+        bar.tick();
+        run(Command::new(&bin).args(args).env("NCCL_NVLS_ENABLE", "0"))?;
+        bar.inc(1);
+    }
+    bar.finish_with_message("benchmarks done");
     if gpus > 0 {
-        let ranks: Vec<String> = [2usize, 4, 6, 8]
-            .iter()
-            .filter(|&&r| r <= gpus)
-            .map(|r| r.to_string())
-            .collect();
-        if ranks.is_empty() {
-            bail!("--gpus {gpus}: the all-reduce sweep needs at least 2 GPUs");
-        }
-        run(Command::new(&bin)
-            .args([
-                "allreduce",
-                "--backend",
-                "nccl",
-                "--ranks",
-                &ranks.join(","),
-                "--out",
-                &results_s,
-            ])
-            .env("NCCL_NVLS_ENABLE", "0"))?;
-        // DDP: every strategy and bucket size at xl, fp32 and bf16, with traces.
-        run(Command::new(&bin)
-            .args([
-                "ddp",
-                "--backend",
-                "nccl",
-                "--ranks",
-                &gpus.to_string(),
-                "--size",
-                "xl",
-                "--dtype",
-                "fp32,bf16",
-                "--trace-dir",
-                &out_dir.join("traces").to_string_lossy(),
-                "--out",
-                &results_s,
-            ])
-            .env("NCCL_NVLS_ENABLE", "0"))?;
         let anchor = root().join("scripts/anchors/run_torch.sh");
         let has_torch = Command::new("python3")
             .args(["-c", "import torch"])
@@ -126,7 +101,7 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         if has_torch {
             run(Command::new("bash")
                 .arg(anchor)
-                .args(["allreduce", "single", "ddp"])
+                .args(["allreduce", "single", "ddp", "zero"])
                 .env("SIZES", "xl")
                 .env("OUT", &out_dir))?;
         } else {
@@ -134,42 +109,6 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
                 "xtask bench: python3 with PyTorch not found: no PyTorch columns in the report"
             );
         }
-    } else {
-        run(Command::new(&bin).args([
-            "allreduce",
-            "--backend",
-            "cpu",
-            "--ranks",
-            "2,4",
-            "--sizes-mib",
-            "0.5,1,10,50",
-            "--warmup",
-            "2",
-            "--iters",
-            "5",
-            "--out",
-            &results_s,
-        ]))?;
-        // DDP on the CPU backend: the pipeline end to end on the tiny LM (no speed claim).
-        run(Command::new(&bin).args([
-            "ddp",
-            "--backend",
-            "cpu",
-            "--ranks",
-            "2",
-            "--size",
-            "tiny",
-            "--dtype",
-            "fp32",
-            "--buckets-mb",
-            "0.01,0.1,1",
-            "--warmup",
-            "1",
-            "--steps",
-            "3",
-            "--out",
-            &results_s,
-        ]))?;
     }
     let torch = out_dir.join("torch.jsonl");
     run(Command::new(&bin).args([
@@ -182,6 +121,147 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         &out_dir.to_string_lossy(),
     ]))?;
     Ok(())
+}
+
+/// Every benchmark run of `cargo xtask bench`, as `bench` arguments (each appends to
+/// `results`): on `gpus` GPUs at xl, or (`gpus` 0) the same pipeline on the CPU backend with
+/// the tiny LM (no speed claim: it shows the whole report on a laptop).
+fn bench_runs(gpus: usize, results: &str, out_dir: &std::path::Path) -> Result<Vec<Vec<String>>> {
+    let prof = out_dir.join("profile").to_string_lossy().to_string();
+    let traces = out_dir.join("traces").to_string_lossy().to_string();
+    let (g, g2) = (gpus.to_string(), gpus.min(2).to_string());
+    let ranks: Vec<String> = [2usize, 4, 6, 8]
+        .iter()
+        .filter(|&&r| r <= gpus)
+        .map(|r| r.to_string())
+        .collect();
+    let ranks = ranks.join(",");
+    let runs: Vec<Vec<&str>> = if gpus > 0 {
+        if ranks.is_empty() {
+            bail!("--gpus {gpus}: the all-reduce sweep needs at least 2 GPUs");
+        }
+        vec![
+            vec!["allreduce", "--backend", "nccl", "--ranks", &ranks],
+            vec![
+                "single",
+                "--size",
+                "xl",
+                "--dtype",
+                "fp32,bf16",
+                "--mode",
+                "step",
+            ],
+            // Every strategy and bucket size, with traces.
+            vec![
+                "ddp",
+                "--backend",
+                "nccl",
+                "--ranks",
+                &g,
+                "--size",
+                "xl",
+                "--dtype",
+                "fp32,bf16",
+                "--trace-dir",
+                &traces,
+            ],
+            vec![
+                "zero1",
+                "--backend",
+                "nccl",
+                "--ranks",
+                &g2,
+                "--size",
+                "xl",
+                "--bucket-mb",
+                "1",
+                "--modes",
+                "ddp,sharded,zero1-overlap",
+            ],
+            vec![
+                "profile",
+                "--size",
+                "xl",
+                "--dtype",
+                "fp32",
+                "--mode",
+                "step",
+                "--svg-dir",
+                &prof,
+            ],
+        ]
+    } else {
+        let tiny = ["--size", "tiny", "--warmup", "1", "--steps", "3"];
+        vec![
+            vec![
+                "allreduce",
+                "--backend",
+                "cpu",
+                "--ranks",
+                "2,4",
+                "--sizes-mib",
+                "0.5,1,10,50",
+                "--warmup",
+                "2",
+                "--iters",
+                "5",
+            ],
+            [
+                &["single", "--cpu", "--dtype", "fp32", "--mode", "step"][..],
+                &tiny,
+            ]
+            .concat(),
+            [
+                &[
+                    "ddp",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "2",
+                    "--dtype",
+                    "fp32",
+                    "--buckets-mb",
+                    "0.01,0.1,1",
+                ][..],
+                &tiny,
+            ]
+            .concat(),
+            [
+                &[
+                    "zero1",
+                    "--backend",
+                    "cpu",
+                    "--ranks",
+                    "2",
+                    "--bucket-mb",
+                    "0.1",
+                ][..],
+                &tiny,
+            ]
+            .concat(),
+            vec![
+                "profile",
+                "--cpu",
+                "--size",
+                "tiny",
+                "--dtype",
+                "fp32",
+                "--mode",
+                "step",
+                "--svg-dir",
+                &prof,
+            ],
+        ]
+    };
+    Ok(runs
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .chain(["--out", results])
+                .map(String::from)
+                .collect()
+        })
+        .collect())
 }
 
 pub fn launch(gpus: usize, command: &[String]) -> Result<()> {

@@ -81,7 +81,7 @@ pub fn run(
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let cfg = LmConfig::by_name(size)?;
+    let cfg = crate::ddp::config(size)?;
     let seq = cfg.context;
     let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
     if dtype == Precision::Bf16 {

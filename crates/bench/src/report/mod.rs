@@ -4,6 +4,7 @@
 mod ddp;
 mod plot;
 mod scaling;
+mod training;
 
 pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
 
@@ -60,7 +61,13 @@ pub fn write_report(
         Some(p) => read(p, None)?,
         None => Vec::new(),
     };
+    let singles: Vec<crate::single::SingleRecord> = read(results, Some("single"))?;
+    training::single(&mut md, &singles, &torch_steps, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
+    let zero: Vec<crate::zero1::ZeroRecord> = read(results, Some("zero1"))?;
+    training::zero(&mut md, &zero, &torch_steps, out)?;
+    let prof: Vec<crate::profile::ProfileRecord> = read(results, Some("profile"))?;
+    training::profile(&mut md, &prof)?;
     scaling::section(&mut md, isoflops, out)?;
     std::fs::write(out.join("report.md"), md)?;
     Ok(())

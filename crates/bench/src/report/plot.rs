@@ -176,3 +176,47 @@ pub fn lines_log_x(
     }
     finish(&mut chart, &root, path, SeriesLabelPosition::UpperRight)
 }
+
+/// A bar per (label, value), labels along the x axis.
+pub fn bars(path: &Path, title: &str, y_desc: &str, items: &[(String, f64)]) -> Result<()> {
+    let e = plot_err(path);
+    if items.is_empty() {
+        return Err(anyhow!("nothing to plot for {}", path.display()));
+    }
+    let ymax = items.iter().map(|i| i.1).fold(0f64, f64::max).max(1e-9) * 1.15;
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let n = items.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+        .map_err(|x| e(&x))?;
+    let labels: Vec<String> = items.iter().map(|i| i.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(|x| e(&x))?;
+    chart
+        .draw_series(items.iter().enumerate().map(|(i, it)| {
+            let mut r = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), it.1),
+                ],
+                COLORS[i % COLORS.len()].mix(0.7).filled(),
+            );
+            r.set_margin(0, 0, 12, 12);
+            r
+        }))
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
