@@ -85,8 +85,8 @@ fn prec_name(p: Precision) -> &'static str {
     }
 }
 
-type Points = Rc<RefCell<Vec<(&'static str, Stamp)>>>;
-type MemPoints = Rc<RefCell<Vec<(&'static str, Option<u64>)>>>;
+type Points = Rc<RefCell<Vec<(String, Stamp)>>>;
+type MemPoints = Rc<RefCell<Vec<(String, Option<u64>)>>>;
 
 /// Profiles one step of `size` in `dtype`; `step` false: forward only. Prints the table,
 /// appends JSON lines to `out`, writes the SVGs into `svg_dir`.
@@ -130,7 +130,7 @@ pub fn run(
     let (p, d) = (points.clone(), dev.clone());
     model::profile::set_hook(Some(Box::new(move |label| {
         if let Ok(s) = stamp(&d) {
-            p.borrow_mut().push((label, s));
+            p.borrow_mut().push((label.to_string(), s));
         }
     })));
     model::profile::mark("start");
@@ -140,18 +140,41 @@ pub fn run(
     let mem_points: MemPoints = Rc::default();
     let (p, d) = (mem_points.clone(), dev.clone());
     model::profile::set_hook(Some(Box::new(move |label| {
-        p.borrow_mut().push((label, memory::current(&d)))
+        p.borrow_mut()
+            .push((label.to_string(), memory::current(&d)))
     })));
     model::profile::mark("start");
     let r = one(&lm, &b, &mut opt);
     model::profile::set_hook(None);
     r?;
     let pts = points.borrow();
-    let mut by: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+    // Segments ending at a kernel mark (`k:name`) belong to the component whose mark comes
+    // next; the rest of a component is its GEMMs and candle ops.
+    let mut by: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    let mut stacks: BTreeMap<String, f64> = BTreeMap::new();
+    let mut pending: Vec<(String, f64)> = Vec::new();
     for w in pts.windows(2) {
-        let e = by.entry(w[1].0).or_default();
+        let dt = elapsed_ms(&w[0].1, &w[1].1)?;
+        if let Some(k) = w[1].0.strip_prefix("k:") {
+            pending.push((k.to_string(), dt));
+            continue;
+        }
+        let comp = w[1].0.as_str();
+        let path = format!("step;{}", comp.replace('/', ";"));
+        let mut t = dt;
+        for (k, kt) in pending.drain(..) {
+            *stacks.entry(format!("{path};{k}")).or_default() += kt;
+            t += kt;
+        }
+        let rest = if GEMMS.iter().any(|g| comp.ends_with(g)) {
+            "cublas_gemm_and_candle_ops"
+        } else {
+            "candle_ops"
+        };
+        *stacks.entry(format!("{path};{rest}")).or_default() += dt;
+        let e = by.entry(comp.to_string()).or_default();
         e.0 += 1;
-        e.1 += elapsed_ms(&w[0].1, &w[1].1)?;
+        e.1 += t;
     }
     let total: f64 = by.values().map(|v| v.1).sum();
     let mode = if step { "step" } else { "fwd" };
@@ -199,7 +222,7 @@ pub fn run(
     );
     std::fs::create_dir_all(svg_dir)?;
     let stem = format!("{size}-{}-{mode}", prec_name(dtype));
-    flame(&recs, &svg_dir.join(format!("flame-{stem}.svg")), &stem)?;
+    flame(&stacks, &svg_dir.join(format!("flame-{stem}.svg")), &stem)?;
     let mem: Vec<(usize, f64)> = mem_points
         .borrow()
         .iter()
@@ -229,14 +252,12 @@ pub fn run(
     Ok(())
 }
 
-/// Folded stacks (µs) rendered as a flame graph.
-fn flame(recs: &[ProfileRecord], path: &Path, title: &str) -> Result<()> {
-    let lines: Vec<String> = recs
+/// Folded stacks (µs) rendered as a flame graph: step → fwd/bwd → block → attn/ffn →
+/// component → kernel (the fused kernels by name; GEMMs and candle's ops as one frame).
+fn flame(stacks: &BTreeMap<String, f64>, path: &Path, title: &str) -> Result<()> {
+    let lines: Vec<String> = stacks
         .iter()
-        .map(|r| {
-            let us = (r.total_ms * 1e3).round() as u64;
-            format!("step;{} {us}", r.label.replace('/', ";"))
-        })
+        .map(|(s, ms)| format!("{s} {}", (ms * 1e3).round() as u64))
         .collect();
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = format!("{title}: GPU time per component (µs)");

@@ -138,6 +138,7 @@ impl InplaceOp2 for Launch<'_> {
             .arg(&s.bc2_sqrt);
         // SAFETY: the kernel's signature matches the arguments; all buffers hold n f32.
         unsafe { b.launch(cfg) }.w()?;
+        crate::profile::mark_kernel("adamw_f32");
         Ok(())
     }
 }

@@ -3,11 +3,13 @@
 //! `/`-separated path: `fwd/block/attn/softmax`); a profiler installs a hook for the
 //! current thread ([`set_hook`]) that records what it measures there (CUDA events on the
 //! compute stream, memory in use). Without a hook a mark is one thread-local read.
+//! The fused kernels also mark themselves ([`mark_kernel`], label `k:<kernel>`), so a
+//! profiler can split a component into its kernels.
 
 use std::cell::RefCell;
 
 /// What a profiler runs at each mark.
-pub type Hook = Box<dyn FnMut(&'static str)>;
+pub type Hook = Box<dyn FnMut(&str)>;
 
 thread_local! {
     static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
@@ -23,6 +25,16 @@ pub fn mark(label: &'static str) {
     HOOK.with(|c| {
         if let Some(h) = c.borrow_mut().as_mut() {
             h(label)
+        }
+    })
+}
+
+/// Marks the end of one launch of the fused kernel `name` (label `k:<name>`; the label is
+/// only built when a hook is installed).
+pub fn mark_kernel(name: &str) {
+    HOOK.with(|c| {
+        if let Some(h) = c.borrow_mut().as_mut() {
+            h(&format!("k:{name}"))
         }
     })
 }

@@ -15,11 +15,14 @@ fn every_block_marks_its_components_in_order() {
     };
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    profile::set_hook(Some(Box::new(move |l| s.lock().unwrap().push(l))));
+    profile::set_hook(Some(Box::new(move |l| {
+        s.lock().unwrap().push(l.to_string())
+    })));
     model::forward_backward(&lm, &b, |_, _| Ok(())).unwrap();
     profile::set_hook(None);
     model::forward_backward(&lm, &b, |_, _| Ok(())).unwrap(); // no hook: nothing recorded
-    let seen = seen.lock().unwrap().clone();
+    let seen: Vec<String> = seen.lock().unwrap().clone();
+    let seen: Vec<&str> = seen.iter().map(String::as_str).collect();
     let layers = lm.config().layers;
     let count = |l: &str| seen.iter().filter(|&&x| x == l).count();
     assert_eq!(seen.first(), Some(&"fwd/embedding"));

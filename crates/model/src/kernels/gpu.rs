@@ -78,6 +78,7 @@ fn go<T: DeviceRepr>(
     // SAFETY: the argument list matches the kernel's signature (fused.cu) and the caller
     // sized the buffers for `n`.
     unsafe { b.launch(cfg) }.w()?;
+    crate::profile::mark_kernel(&l.kernel);
     Ok(out)
 }
 
