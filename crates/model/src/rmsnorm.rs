@@ -4,6 +4,7 @@
 //! [`crate::layers::rms_norm`]. Derivation of the gradients: docs/kernels.md.
 
 use crate::error::Result;
+use crate::kernels::f32s;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
 
 struct RmsNorm {
@@ -14,19 +15,7 @@ struct RmsNormDx {
     eps: f32,
 }
 
-fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    match s {
-        CpuStorage::F32(v) => Ok(&v[l.start_offset()..l.start_offset() + l.shape().elem_count()]),
-        _ => candle_core::bail!("fused rms_norm: f32 only"),
-    }
-}
-
-fn contiguous(what: &str, l: &Layout) -> candle_core::Result<()> {
-    if !l.is_contiguous() {
-        candle_core::bail!("fused rms_norm: {what} must be contiguous");
-    }
-    Ok(())
-}
+const OP: &str = "fused rms_norm";
 
 /// r = 1/√(mean(x²) + eps) of one row.
 fn row_rstd(xr: &[f32], eps: f32) -> f32 {
@@ -103,8 +92,7 @@ impl CustomOp2 for RmsNorm {
         ws: &CpuStorage,
         wl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        contiguous("x", xl)?;
-        let y = cpu_forward(slice(xs, xl)?, slice(ws, wl)?, self.eps);
+        let y = cpu_forward(f32s(OP, "x", xs, xl)?, f32s(OP, "w", ws, wl)?, self.eps);
         Ok((CpuStorage::F32(y), xl.shape().clone()))
     }
     #[cfg(feature = "cuda")]
@@ -115,7 +103,7 @@ impl CustomOp2 for RmsNorm {
         ws: &candle_core::CudaStorage,
         wl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        contiguous("x", xl)?;
+        crate::kernels::dense(OP, "x", xl)?;
         launch("rmsnorm_fwd", &[(xs, xl), (ws, wl)], self.eps)
     }
     fn bwd(
@@ -144,9 +132,8 @@ impl CustomOp3 for RmsNormDx {
         gs: &CpuStorage,
         gl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        contiguous("x", xl)?;
-        contiguous("grad", gl)?;
-        let dx = cpu_dx(slice(xs, xl)?, slice(ws, wl)?, slice(gs, gl)?, self.eps);
+        let (x, w) = (f32s(OP, "x", xs, xl)?, f32s(OP, "w", ws, wl)?);
+        let dx = cpu_dx(x, w, f32s(OP, "grad", gs, gl)?, self.eps);
         Ok((CpuStorage::F32(dx), xl.shape().clone()))
     }
     #[cfg(feature = "cuda")]
@@ -159,8 +146,8 @@ impl CustomOp3 for RmsNormDx {
         gs: &candle_core::CudaStorage,
         gl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        contiguous("x", xl)?;
-        contiguous("grad", gl)?;
+        crate::kernels::dense(OP, "x", xl)?;
+        crate::kernels::dense(OP, "grad", gl)?;
         launch("rmsnorm_dx", &[(xs, xl), (ws, wl), (gs, gl)], self.eps)
     }
 }
