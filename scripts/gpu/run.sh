@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  anchor-ddp zero1 anchor-zero two-node profile report
+#                                  anchor-ddp zero1 anchor-zero two-node profile full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -154,6 +154,22 @@ job() {
       two_node 29622 "$BIN/bench" ddp --backend nccl --ranks 2 --size ${SIZES:-xl} --dtype ${DTYPES:-fp32} \
         --strategies ${STRATEGIES:-bucketed} --buckets-mb ${BUCKETS:-25} --warmup 1 --steps 3 --out "$RES/two-node.jsonl" || rc=1
       return $rc ;;
+    full)
+      # `cargo xtask bench --gpus N` for this machine: every run xtask would make (the list
+      # gpu-pack wrote for N GPUs), the PyTorch anchors, then the report (report.tgz).
+      local n rc=0 line; n="$(nvidia-smi -L | wc -l)"
+      [ -f "$HERE/bench-runs-$n.tsv" ] || { echo "no bench-runs-$n.tsv: packed for 2, 4, 8 GPUs"; return 2; }
+      while IFS= read -r line; do
+        local args=(); IFS=$'\t' read -r -a args <<< "${line//\$RES/$RES}"
+        echo "--- bench ${args[*]}"
+        "$BIN/bench" "${args[@]}" || rc=1
+      done < "$HERE/bench-runs-$n.tsv"
+      SIZES=xl anchor allreduce single ddp zero > /dev/null || rc=1
+      "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" \
+        --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1
+      [ -d "$RES/traces" ] && mv "$RES/traces" "$RES/report/traces"
+      [ -d "$RES/profile" ] && mv "$RES/profile" "$RES/report/profile"
+      tar czf "$RES/report.tgz" -C "$RES" report && rm -r "$RES/report"; return $rc ;;
     report)
       "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;

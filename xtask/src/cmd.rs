@@ -126,7 +126,11 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
 /// Every benchmark run of `cargo xtask bench`, as `bench` arguments (each appends to
 /// `results`): on `gpus` GPUs at xl, or (`gpus` 0) the same pipeline on the CPU backend with
 /// the tiny LM (no speed claim: it shows the whole report on a laptop).
-fn bench_runs(gpus: usize, results: &str, out_dir: &std::path::Path) -> Result<Vec<Vec<String>>> {
+pub fn bench_runs(
+    gpus: usize,
+    results: &str,
+    out_dir: &std::path::Path,
+) -> Result<Vec<Vec<String>>> {
     let prof = out_dir.join("profile").to_string_lossy().to_string();
     let traces = out_dir.join("traces").to_string_lossy().to_string();
     let (g, g2) = (gpus.to_string(), gpus.min(2).to_string());
