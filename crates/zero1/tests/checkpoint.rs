@@ -142,3 +142,32 @@ fn a_checkpoint_of_another_model_is_refused() {
     assert_eq!(snapshot(&dir), before);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn shards_listing_runs_must_hold_every_element_exactly_once() {
+    use zero1::checkpoint::{read_optimizer, write_shard, Signature};
+    let sig = Signature::of(&[vec![2, 3], vec![4]]); // 10 elements
+    let dir = tmp("runs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shard = |r: usize, runs: &[(usize, usize)]| {
+        let n: usize = runs.iter().map(|x| x.1).sum();
+        let m: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        write_shard(&dir, 2, r, 3, sig, runs, m.clone(), m).unwrap();
+    };
+    // Rank 1's runs come first in the flat order; together they cover 0..10 once.
+    shard(0, &[(6, 4)]);
+    shard(1, &[(0, 2), (2, 4)]);
+    let c = read_optimizer(&dir, sig).unwrap();
+    assert_eq!(c.step, 3);
+    assert_eq!(c.exp_avg, vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3.]);
+    // Element 5 twice.
+    shard(1, &[(0, 6)]);
+    shard(0, &[(5, 5)]);
+    let e = read_optimizer(&dir, sig).err().unwrap().to_string();
+    assert!(e.contains("element 5 is in two shards"), "{e}");
+    // Element 9 in none.
+    shard(0, &[(6, 3)]);
+    let e = read_optimizer(&dir, sig).err().unwrap().to_string();
+    assert!(e.contains("no shard holds the moments of element 9"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -175,3 +175,50 @@ fn shapes_of(m: &(dyn model::StagedModel + Send)) -> Vec<Vec<usize>> {
         .map(|v| v.dims().to_vec())
         .collect()
 }
+
+#[test]
+fn resuming_another_models_checkpoint_fails_every_rank_and_writes_nothing() {
+    let dir = tmp("other");
+    on_ranks(2, {
+        let dir = dir.clone();
+        move |_, comm| {
+            let m = build(Kind::Toy, 0);
+            let z = Zero1Overlap::new(comm, m.as_ref(), Strategy::Overlap, AdamWConfig::default())
+                .unwrap();
+            z.save(&dir).unwrap();
+        }
+    });
+    let files = |d: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                (p.clone(), std::fs::read(p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(&dir);
+    let errs = on_ranks(2, {
+        let dir = dir.clone();
+        move |_, comm| {
+            let m = build(Kind::Lm, 0);
+            Zero1Overlap::resume(
+                comm,
+                m.as_ref(),
+                Strategy::Overlap,
+                AdamWConfig::default(),
+                &dir,
+            )
+            .err()
+            .map(|e| e.to_string())
+            .expect("resumed another model's checkpoint")
+        }
+    });
+    for e in errs {
+        assert!(e.contains("from another model"), "{e}");
+    }
+    assert_eq!(files(&dir), before, "resume wrote into the checkpoint");
+    let _ = std::fs::remove_dir_all(&dir);
+}
