@@ -101,7 +101,7 @@ job() {
     anchor-single)
       SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
     rmsnorm)
-      "$BIN/bench" rmsnorm ;;
+      "$BIN/bench" rmsnorm --out "$RES/results.jsonl" ;;
     model-check)
       "$BIN/bench" model-check ;;
     adamw-ref)

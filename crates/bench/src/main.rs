@@ -155,6 +155,9 @@ enum Cmd {
         rows: usize,
         #[arg(long, default_value_t = 20)]
         iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
     },
     /// GPU time and memory per component of one step (CUDA events at the model's marks):
     /// table, JSON lines, flame graph and memory timeline SVGs.
@@ -356,7 +359,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Rmsnorm { rows, iters } => {
+        Cmd::Rmsnorm { rows, iters, out } => {
             let gpu = Device::new_cuda(0).context("the RMSNorm benchmark needs GPU 0")?;
             println!(
                 "{:>6} {:>10} {:>10} {:>12}",
@@ -364,6 +367,11 @@ fn run(cli: Cli) -> Result<()> {
             );
             for (cols, name, fwd, both) in rmsnorm::run(&gpu, rows, iters)? {
                 println!("{cols:>6} {name:>10} {fwd:>10.3} {both:>12.3}");
+                let rec = serde_json::json!({
+                    "bench": "rmsnorm", "rows": rows, "cols": cols, "variant": name,
+                    "iters": iters, "fwd_ms": fwd, "fwd_bwd_ms": both,
+                });
+                records::append(&out, &rec)?;
             }
             Ok(())
         }
