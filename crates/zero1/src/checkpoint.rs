@@ -310,6 +310,32 @@ pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
     write_atomic(&dir.join("optimizer.safetensors"), &t)
 }
 
+/// The shapes of `params`, what a checkpoint's [`Signature`] and parameter check use.
+pub fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
+    params.iter().map(|p| p.dims().to_vec()).collect()
+}
+
+/// Creates the checkpoint directory `dir`, or an error naming it.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| bad(dir, e))
+}
+
+/// Reads and validates `dir`'s parameters and optimizer state for `params`, touching
+/// nothing (callers agree across ranks, then [`set_params`]).
+pub fn read_all(dir: &Path, params: &[Var]) -> Result<(Vec<Tensor>, Consolidated)> {
+    let shp = shapes(params);
+    let loaded = read_params(dir, &shp)?;
+    Ok((loaded, read_optimizer(dir, Signature::of(&shp))?))
+}
+
+/// Copies checkpoint tensors (from [`read_all`]) into `params`, on their device, in f32.
+pub fn set_params(params: &[Var], loaded: &[Tensor]) -> Result<()> {
+    for (p, t) in params.iter().zip(loaded) {
+        p.set(&t.to_dtype(DType::F32)?.to_device(p.device())?)?;
+    }
+    Ok(())
+}
+
 /// Parameters from `params.safetensors`, checked against `shapes`.
 pub fn read_params(dir: &Path, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
     let path = dir.join("params.safetensors");

@@ -107,27 +107,13 @@ impl Zero1Overlap {
         let (comm, masters) = (&self.comm, &self.masters);
         let w = comm.world_size();
         let mut gathers: Vec<(Tensor, Work)> = Vec::with_capacity(masters.len());
-        let mut failed: Option<Zero1Error> = None;
-        self.opt
-            .step_each(masters, &shards, |b| {
-                let m = &masters[b];
-                let launched = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())
-                    .map_err(Zero1Error::from)
-                    .and_then(|out| {
-                        let work = comm.all_gather_async(m.as_tensor(), &out)?;
-                        Ok((out, work))
-                    });
-                match launched {
-                    Ok(g) => gathers.push(g),
-                    Err(e) => {
-                        let msg = e.to_string();
-                        failed = Some(e);
-                        return Err(model::ModelError::Input(msg));
-                    }
-                }
-                Ok(())
-            })
-            .map_err(|e| failed.take().unwrap_or(e.into()))?;
+        self.opt.step_each(masters, &shards, |b| -> Result<()> {
+            let m = &masters[b];
+            let out = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())?;
+            let work = comm.all_gather_async(m.as_tensor(), &out)?;
+            gathers.push((out, work));
+            Ok(())
+        })?;
         drop(shards);
         for ((out, work), b) in gathers.into_iter().zip(self.ddp.buckets()) {
             work.wait()?;
@@ -177,10 +163,9 @@ impl Zero1Overlap {
     /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
     /// this rank's runs): every rank must call it; returns once all ranks have written.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Zero1Error::Input(format!("checkpoint {}: {e}", dir.display())))?;
+        checkpoint::create_dir(dir)?;
         let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let sig = Signature::of(&shapes(&self.params));
+        let sig = Signature::of(&checkpoint::shapes(&self.params));
         let step = self.opt.steps_taken();
         let written = (|| -> Result<()> {
             let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
@@ -221,19 +206,14 @@ impl Zero1Overlap {
         dir: &Path,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
-        let shp = shapes(&params);
-        let sig = Signature::of(&shp);
-        let read = checkpoint::read_params(dir, &shp)
-            .and_then(|p| Ok((p, checkpoint::read_optimizer(dir, sig)?)));
+        let read = checkpoint::read_all(dir, &params);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
             .device()
             .clone();
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        for (p, t) in params.iter().zip(&loaded) {
-            p.set(&t.to_dtype(DType::F32)?.to_device(&dev)?)?;
-        }
+        checkpoint::set_params(&params, &loaded)?;
         let mut z = Self::new(comm, model, strategy, cfg)?;
         for b in 0..z.masters.len() {
             let (runs, _) = z.slice_runs(b);
@@ -250,8 +230,4 @@ impl Zero1Overlap {
         }
         Ok(z)
     }
-}
-
-fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
-    params.iter().map(|p| p.dims().to_vec()).collect()
 }

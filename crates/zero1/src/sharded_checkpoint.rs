@@ -9,14 +9,10 @@ use crate::checkpoint::{self, Signature};
 use crate::error::{Result, Zero1Error};
 use crate::sharded::{ParamGroup, ShardedOptimizer};
 use crate::zero::agree_on;
-use candle_core::{DType, Var};
+use candle_core::Var;
 use comm::Communicator;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
-    params.iter().map(|p| p.dims().to_vec()).collect()
-}
 
 fn group_dir(dir: &Path, g: usize) -> PathBuf {
     dir.join(format!("group-{g}"))
@@ -41,9 +37,8 @@ impl ShardedOptimizer {
         let written = (|| -> Result<()> {
             for (gi, g) in self.groups.iter().enumerate() {
                 let gd = group_dir(dir, gi);
-                std::fs::create_dir_all(&gd)
-                    .map_err(|e| Zero1Error::Input(format!("checkpoint {}: {e}", gd.display())))?;
-                let sig = Signature::of(&shapes(&g.params));
+                checkpoint::create_dir(&gd)?;
+                let sig = Signature::of(&checkpoint::shapes(&g.params));
                 let step = g.opt.steps_taken();
                 let off = offsets(&g.params);
                 let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
@@ -100,18 +95,12 @@ impl ShardedOptimizer {
             groups
                 .iter()
                 .enumerate()
-                .map(|(gi, g)| {
-                    let (gd, shp) = (group_dir(dir, gi), shapes(&g.params));
-                    let p = checkpoint::read_params(&gd, &shp)?;
-                    Ok((p, checkpoint::read_optimizer(&gd, Signature::of(&shp))?))
-                })
+                .map(|(gi, g)| checkpoint::read_all(&group_dir(dir, gi), &g.params))
                 .collect()
         })();
         let loaded = agree_on(comm.as_ref(), &dev, "resume", read)?;
         for (g, (ps, _)) in groups.iter().zip(&loaded) {
-            for (p, t) in g.params.iter().zip(ps) {
-                p.set(&t.to_dtype(DType::F32)?.to_device(&dev)?)?;
-            }
+            checkpoint::set_params(&g.params, ps)?;
         }
         let mut s = Self::new(comm, groups)?;
         for (g, (_, state)) in s.groups.iter_mut().zip(&loaded) {

@@ -13,7 +13,6 @@ use crate::error::{Result, Zero1Error};
 use candle_core::{DType, Device, Tensor, Var};
 use comm::{Communicator, ReduceOp};
 use model::{AdamW, AdamWConfig};
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -96,36 +95,26 @@ impl Zero1 {
         })
     }
 
-    fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
-        params.iter().map(|p| p.dims().to_vec()).collect()
-    }
-
     /// Writes a sharded checkpoint into `dir`: this rank's moments chunk, and (rank 0) the
     /// parameters. Every rank must call it; returns once all ranks have written.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Zero1Error::Input(format!("checkpoint {}: {e}", dir.display())))?;
+        checkpoint::create_dir(dir)?;
         let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let sig = Signature::of(&Self::shapes(&self.params));
+        let sig = Signature::of(&checkpoint::shapes(&self.params));
         let step = self.opt.steps_taken();
         let n = self.master.elem_count();
         let (m, v) = self
             .opt
             .moments(0, &self.master)?
             .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-        let cpu = Device::Cpu;
-        let mut t = HashMap::new();
-        t.insert("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?);
-        t.insert("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?);
-        t.insert("meta".to_string(), checkpoint::meta(w, r, step, sig)?);
-        let written =
-            checkpoint::write_atomic(&dir.join(format!("shard-{r}-of-{w}.safetensors")), &t)
-                .and_then(|_| {
-                    if r != 0 {
-                        return Ok(());
-                    }
-                    checkpoint::write_params(dir, &self.params, w, step, sig)
-                });
+        // This rank's chunk, padding included (dropped when read).
+        let runs = [(r * n, n)];
+        let written = checkpoint::write_shard(dir, w, r, step, sig, &runs, m, v).and_then(|_| {
+            if r != 0 {
+                return Ok(());
+            }
+            checkpoint::write_params(dir, &self.params, w, step, sig)
+        });
         self.agree("save", written)
     }
 
@@ -138,19 +127,14 @@ impl Zero1 {
         cfg: AdamWConfig,
         dir: &Path,
     ) -> Result<Self> {
-        let shapes = Self::shapes(params);
-        let sig = Signature::of(&shapes);
-        let read = checkpoint::read_params(dir, &shapes)
-            .and_then(|p| Ok((p, checkpoint::read_optimizer(dir, sig)?)));
+        let read = checkpoint::read_all(dir, params);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1::resume: no parameters".into()))?
             .device()
             .clone();
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        for (p, t) in params.iter().zip(&loaded) {
-            p.set(&t.to_dtype(DType::F32)?.to_device(&dev)?)?;
-        }
+        checkpoint::set_params(params, &loaded)?;
         let mut z = Self::new(comm, params, cfg)?;
         let chunk = z.master.elem_count();
         let start = z.comm.rank() * chunk;
