@@ -132,65 +132,72 @@ impl AdamW {
 
     /// One step over `params` with `grads` (same order; `None` = no gradient, skipped).
     pub fn step(&mut self, params: &[Var], grads: &[Option<Tensor>]) -> Result<()> {
-        self.step_each(params, grads, |_| Ok(()))
+        self.step_each(params, grads, |_| Ok::<(), ModelError>(()))
     }
 
     /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a
     /// ZeRO optimizer launches that parameter's all-gather there, overlapping the rest).
-    pub fn step_each(
+    /// The first error, of `after` or of the step, ends the step and is returned as is.
+    pub fn step_each<E: From<ModelError>>(
         &mut self,
         params: &[Var],
         grads: &[Option<Tensor>],
-        mut after: impl FnMut(usize) -> Result<()>,
-    ) -> Result<()> {
+        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         if params.len() != grads.len() {
             return Err(ModelError::Input(format!(
                 "{} parameters but {} gradients",
                 params.len(),
                 grads.len()
-            )));
+            ))
+            .into());
         }
         self.state.resize_with(params.len(), || None);
         self.step += 1;
+        for (i, (p, g)) in params.iter().zip(grads).enumerate() {
+            let Some(g) = g else { continue };
+            self.update(i, p, g)?;
+            after(i)?;
+        }
+        Ok(())
+    }
+
+    /// Queues parameter `i`'s update for the current step count.
+    fn update(&mut self, i: usize, p: &Var, g: &Tensor) -> Result<()> {
         let c = self.cfg;
         let t = self.step as i32;
         let bc1 = 1.0 - c.beta1.powi(t);
         let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
-        for (i, (p, g)) in params.iter().zip(grads).enumerate() {
-            let Some(g) = g else { continue };
-            #[cfg(feature = "cuda")]
-            if self.uses_fused(p) {
-                let mut mom = match self.state[i].take() {
-                    Some(Moments::Device(d)) => d,
-                    _ => crate::fused_adamw::zero_moments(p.as_tensor())?,
-                };
-                let s = crate::fused_adamw::StepScalars {
-                    decay: (1.0 - c.lr * c.weight_decay) as f32,
-                    b1: c.beta1 as f32,
-                    b2: c.beta2 as f32,
-                    eps: c.eps as f32,
-                    step_size: (c.lr / bc1) as f32,
-                    bc2_sqrt: bc2_sqrt as f32,
-                };
-                crate::fused_adamw::step(p, g, &mut mom, s)?;
-                self.state[i] = Some(Moments::Device(mom));
-                after(i)?;
-                continue;
-            }
-            let g = g.to_dtype(p.dtype())?;
-            let (m, v) = match self.state[i].take() {
-                Some(Moments::Tensors(m, v)) => (m, v),
-                _ => (g.zeros_like()?, g.zeros_like()?),
+        #[cfg(feature = "cuda")]
+        if self.uses_fused(p) {
+            let mut mom = match self.state[i].take() {
+                Some(Moments::Device(d)) => d,
+                _ => crate::fused_adamw::zero_moments(p.as_tensor())?,
             };
-            let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
-            let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
-            let decayed = (p.as_tensor() * (1.0 - c.lr * c.weight_decay))?;
-            let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
-            let upd = (m.div(&denom)? * (c.lr / bc1))?;
-            p.set(&(decayed - upd)?)?;
-            self.state[i] = Some(Moments::Tensors(m, v));
-            after(i)?;
+            let s = crate::fused_adamw::StepScalars {
+                decay: (1.0 - c.lr * c.weight_decay) as f32,
+                b1: c.beta1 as f32,
+                b2: c.beta2 as f32,
+                eps: c.eps as f32,
+                step_size: (c.lr / bc1) as f32,
+                bc2_sqrt: bc2_sqrt as f32,
+            };
+            crate::fused_adamw::step(p, g, &mut mom, s)?;
+            self.state[i] = Some(Moments::Device(mom));
+            return Ok(());
         }
+        let g = g.to_dtype(p.dtype())?;
+        let (m, v) = match self.state[i].take() {
+            Some(Moments::Tensors(m, v)) => (m, v),
+            _ => (g.zeros_like()?, g.zeros_like()?),
+        };
+        let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
+        let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
+        let decayed = (p.as_tensor() * (1.0 - c.lr * c.weight_decay))?;
+        let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
+        let upd = (m.div(&denom)? * (c.lr / bc1))?;
+        p.set(&(decayed - upd)?)?;
+        self.state[i] = Some(Moments::Tensors(m, v));
         Ok(())
     }
 }
