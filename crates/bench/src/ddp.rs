@@ -344,7 +344,7 @@ pub fn row(r: &DdpRecord) -> String {
     format!(
         "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7}",
         r.size,
-        format!("{:?}", r.dtype).to_lowercase(),
+        r.dtype.name().to_string(),
         r.world,
         s,
         r.grad_dtype,

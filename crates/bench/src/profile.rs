@@ -78,13 +78,6 @@ const GEMMS: [&str; 7] = [
     "qkv_proj", "scores", "value", "out_proj", "w1_w3", "w2", "proj",
 ];
 
-fn prec_name(p: Precision) -> &'static str {
-    match p {
-        Precision::Fp32 => "fp32",
-        Precision::Bf16 => "bf16",
-    }
-}
-
 type Points = Rc<RefCell<Vec<(String, Stamp)>>>;
 type MemPoints = Rc<RefCell<Vec<(String, Option<u64>)>>>;
 
@@ -183,7 +176,7 @@ pub fn run(
         .map(|(l, &(calls, ms))| ProfileRecord {
             bench: "profile".into(),
             size: size.into(),
-            dtype: prec_name(dtype).into(),
+            dtype: dtype.name().into(),
             mode: mode.into(),
             label: l.to_string(),
             calls,
@@ -195,7 +188,7 @@ pub fn run(
     recs.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
     println!(
         "{size} {} {mode}: {total:.2} ms in {} marks",
-        prec_name(dtype),
+        dtype.name(),
         pts.len()
     );
     println!(
@@ -221,7 +214,7 @@ pub fn run(
         100.0 * mm / total
     );
     std::fs::create_dir_all(svg_dir)?;
-    let stem = format!("{size}-{}-{mode}", prec_name(dtype));
+    let stem = format!("{size}-{}-{mode}", dtype.name());
     flame(&stacks, &svg_dir.join(format!("flame-{stem}.svg")), &stem)?;
     let mem: Vec<(usize, f64)> = mem_points
         .borrow()
@@ -233,7 +226,7 @@ pub fn run(
         let rec = MemoryRecord {
             bench: "profile-memory".into(),
             size: size.into(),
-            dtype: prec_name(dtype).into(),
+            dtype: dtype.name().into(),
             mode: mode.into(),
             index: i,
             label: label.to_string(),

@@ -17,6 +17,16 @@ pub enum Precision {
     Bf16,
 }
 
+impl Precision {
+    /// The name used in records and tables ("fp32", "bf16").
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
@@ -194,7 +204,7 @@ pub fn row(r: &SingleRecord) -> String {
     format!(
         "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}",
         r.size,
-        format!("{:?}", r.dtype).to_lowercase(),
+        r.dtype.name().to_string(),
         format!("{:?}", r.mode).to_lowercase(),
         ms(r.fwd_ms),
         ms(r.bwd_ms),

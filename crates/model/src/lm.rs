@@ -118,6 +118,11 @@ impl TransformerLm {
         self.hand_written = on;
     }
 
+    /// The RoPE tables for the first `t` positions (views of the ones built at start).
+    fn rope_for(&self, t: usize) -> Result<(Tensor, Tensor)> {
+        Ok((self.rope.0.narrow(0, 0, t)?, self.rope.1.narrow(0, 0, t)?))
+    }
+
     fn w(&self, i: usize) -> Result<Tensor> {
         Ok(self.params.var(i).as_tensor().to_dtype(self.dtype)?)
     }
@@ -214,12 +219,12 @@ impl StagedModel for TransformerLm {
         let ids = [blk.norm1, blk.qkv, blk.o, blk.norm2, blk.w1, blk.w3, blk.w2];
         let w = ids.map(|i| self.params.var(i).as_tensor().detach().to_dtype(self.dtype));
         let [a, b, c, d, e, f, g] = w;
-        let t = x.dim(1)?;
+        let (cos, sin) = self.rope_for(x.dim(1)?)?;
         let dims = BlockDims {
             heads: self.cfg.heads,
             eps: self.cfg.norm_eps as f32,
-            cos: self.rope.0.narrow(0, 0, t)?,
-            sin: self.rope.1.narrow(0, 0, t)?,
+            cos,
+            sin,
         };
         let weights = BlockWeights {
             w: [a?, b?, c?, d?, e?, f?, g?],
@@ -242,8 +247,7 @@ impl StagedModel for TransformerLm {
         let eps = self.cfg.norm_eps;
         if s <= l {
             let blk = &self.blocks[s - 1];
-            let t = x.dim(1)?;
-            let (cos, sin) = (self.rope.0.narrow(0, 0, t)?, self.rope.1.narrow(0, 0, t)?);
+            let (cos, sin) = self.rope_for(x.dim(1)?)?;
             let h = rms_norm(x, &self.w(blk.norm1)?, eps)?;
             let x = (x + attention(
                 &h,

@@ -74,7 +74,7 @@ pub fn section(
             (
                 r.world,
                 r.size.clone(),
-                format!("{:?}", r.dtype).to_lowercase(),
+                r.dtype.name().to_string(),
                 r.backend.clone(),
             )
         })
@@ -87,7 +87,7 @@ pub fn section(
             .filter(|r| {
                 r.world == world
                     && r.size == size
-                    && format!("{:?}", r.dtype).to_lowercase() == dtype
+                    && r.dtype.name() == dtype
                     && r.backend == backend
             })
             .collect();

@@ -11,13 +11,6 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 
-fn prec(p: Precision) -> &'static str {
-    match p {
-        Precision::Fp32 => "fp32",
-        Precision::Bf16 => "bf16",
-    }
-}
-
 /// GiB with two decimals, or MiB when below 1 GiB (the CPU's tiny model).
 fn size(g: f64) -> String {
     if g < 1.0 {
@@ -46,7 +39,7 @@ pub fn single(
     let anchor = |r: &SingleRecord| {
         torch
             .iter()
-            .find(|t| t.mode == "single" && t.size == r.size && t.dtype == prec(r.dtype))
+            .find(|t| t.mode == "single" && t.size == r.size && t.dtype == r.dtype.name())
     };
     md.push_str("| size | dtype | fwd (ms) | bwd (ms) | AdamW (ms) | step (ms) | tokens/s | peak fwd (GiB) | peak step (GiB) | PyTorch step (ms) | ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in recs {
@@ -55,7 +48,7 @@ pub fn single(
             md,
             "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ± {:.2} | {:.0} | {} | {} | {} | {} |",
             r.size,
-            prec(r.dtype),
+            r.dtype.name(),
             r.fwd_ms.0,
             r.bwd_ms.0,
             r.opt_ms.0,
@@ -83,10 +76,10 @@ pub fn single(
             .filter_map(|r| anchor(r).map(|t| (r.params as f64, t.step_ms)))
             .collect();
         if !ours.is_empty() {
-            series.push((format!("ours {}", prec(p)), ours, false));
+            series.push((format!("ours {}", p.name()), ours, false));
         }
         if !theirs.is_empty() {
-            series.push((format!("PyTorch eager {}", prec(p)), theirs, true));
+            series.push((format!("PyTorch eager {}", p.name()), theirs, true));
         }
     }
     let svg = out.join("single-step.svg");
@@ -101,7 +94,7 @@ pub fn single(
     write!(
         md,
         "The largest model here, {} in {}, takes {:.1} ms per step ({:.1} forward, {:.1} backward, {:.1} AdamW), {:.0} tokens/s",
-        big.size, prec(big.dtype), big.step_ms.0, big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0, big.tokens_per_s
+        big.size, big.dtype.name(), big.step_ms.0, big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0, big.tokens_per_s
     )?;
     match anchor(big) {
         Some(t) => writeln!(
