@@ -3,11 +3,11 @@
 //! A checkpoint directory holds `params.safetensors` (written by rank 0: `p.0`, `p.1`, …)
 //! and one `shard-{r}-of-{W}.safetensors` per rank (its part of the AdamW moments,
 //! `exp_avg` / `exp_avg_sq`, and `meta`). Moments are indexed by the flat position of the
-//! element in the parameters' declaration order: a shard holds either the r-th contiguous
-//! chunk ([`crate::Zero1`]) or, with a `runs` tensor of (start, len) rows, the runs it
-//! lists in file order ([`crate::Zero1Overlap`], whose slices follow its buckets). Any
-//! shard layout consolidates to the same flat state, so one optimizer's checkpoint
-//! resumes the other. [`consolidate`] merges the shards into one
+//! element in the parameters' declaration order: a shard's `runs` tensor of (start, len)
+//! rows lists the elements it holds, in file order ([`crate::Zero1`]: its contiguous chunk
+//! as one run; [`crate::Zero1Overlap`]: its slice of every bucket); a shard without `runs`
+//! (written before they existed) holds the r-th contiguous chunk. Any shard layout
+//! consolidates to the same flat state, so one optimizer's checkpoint resumes the other. [`consolidate`] merges the shards into one
 //! `optimizer.safetensors` (the whole flat moments, padding stripped); resuming reads that
 //! file if present, else the shards, so a run can resume on any world size. Every file is
 //! written to a temporary name and renamed; reading never writes, and a file that is
