@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  anchor-ddp zero1 anchor-zero two-node profile full report
+#                                  ddp-ctas ddp-env anchor-ddp zero1 anchor-zero two-node profile full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -131,6 +131,18 @@ job() {
       NCCL_MAX_CTAS=${CTAS:-8} "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} \
         --dtype ${DTYPES:-fp32,bf16} --strategies ${STRATEGIES:-overlap,bucketed} --buckets-mb ${BUCKETS:-1,1000} \
         --out "$RES/ddp-ctas${CTAS:-8}.jsonl" ${DDP_ARGS:-} ;;
+    ddp-env)
+      # The DDP benchmark once per NCCL setting in $NCCL_ENVS (';'-separated; "default" =
+      # none), each into ddp-env-<setting>.jsonl: how NCCL's SM/CTA use slows the backward.
+      local e rc=0 envs
+      IFS=';' read -r -a envs <<< "${NCCL_ENVS:-default;NCCL_CTA_POLICY=1;NCCL_MAX_CTAS=4;NCCL_MAX_CTAS=2;NCCL_PROTO=Simple}"
+      for e in "${envs[@]}"; do
+        echo "--- $e"
+        env $([ "$e" = default ] || echo "$e") "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" \
+          --size ${SIZES:-xl} --dtype ${DTYPES:-fp32} --strategies ${STRATEGIES:-bucketed} --buckets-mb ${BUCKETS:-1} \
+          --out "$RES/ddp-env-${e//[^A-Za-z0-9]/_}.jsonl" ${DDP_ARGS:-} || rc=1
+      done
+      return $rc ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;
     zero1)

@@ -180,7 +180,7 @@ pub fn bench_runs(
                 "--bucket-mb",
                 "1",
                 "--modes",
-                "ddp,sharded,zero1-overlap",
+                "ddp,sharded,zero1-overlap,zero1-ahead",
             ],
             vec![
                 "profile",

@@ -132,10 +132,10 @@ enum Cmd {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "ddp,sharded,zero1,zero1-overlap"
+            default_value = "ddp,sharded,zero1,zero1-overlap,zero1-ahead"
         )]
         modes: Vec<String>,
-        /// DDP's bucket size for the ddp, sharded and zero1-overlap modes.
+        /// DDP's bucket size for the ddp, sharded and zero1-overlap/-ahead modes.
         #[arg(long, default_value_t = 25.0)]
         bucket_mb: f64,
         #[arg(long, default_value_t = 2)]

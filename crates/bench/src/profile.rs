@@ -141,20 +141,28 @@ pub fn run(
     model::profile::set_hook(None);
     r?;
     let pts = points.borrow();
-    // Segments ending at a kernel mark (`k:name`) belong to the component whose mark comes
-    // next; the rest of a component is its GEMMs and candle ops.
+    // A segment ending at a kernel's end mark (`k:name`, its start marked `kb:name`) is that
+    // kernel; the rest of a component (segments ending at a kernel's start or at the
+    // component's mark) is its GEMMs and candle ops. All belong to the component whose mark
+    // comes next.
     let mut by: BTreeMap<String, (usize, f64)> = BTreeMap::new();
     let mut stacks: BTreeMap<String, f64> = BTreeMap::new();
     let mut pending: Vec<(String, f64)> = Vec::new();
+    let mut other = 0.0;
     for w in pts.windows(2) {
         let dt = elapsed_ms(&w[0].1, &w[1].1)?;
         if let Some(k) = w[1].0.strip_prefix("k:") {
             pending.push((k.to_string(), dt));
             continue;
         }
+        if w[1].0.starts_with("kb:") {
+            other += dt;
+            continue;
+        }
         let comp = w[1].0.as_str();
         let path = format!("step;{}", comp.replace('/', ";"));
-        let mut t = dt;
+        let rest_t = dt + std::mem::take(&mut other);
+        let mut t = rest_t;
         for (k, kt) in pending.drain(..) {
             *stacks.entry(format!("{path};{k}")).or_default() += kt;
             t += kt;
@@ -164,7 +172,7 @@ pub fn run(
         } else {
             "candle_ops"
         };
-        *stacks.entry(format!("{path};{rest}")).or_default() += dt;
+        *stacks.entry(format!("{path};{rest}")).or_default() += rest_t;
         let e = by.entry(comp.to_string()).or_default();
         e.0 += 1;
         e.1 += t;

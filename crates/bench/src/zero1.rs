@@ -92,9 +92,10 @@ fn step(o: &mut Opt, lm: &TransformerLm, g: &model::Grads) -> Result<()> {
 
 pub struct ZeroBenchConfig {
     pub size: String,
-    /// Any of "ddp", "sharded", "zero1", "zero1-overlap".
+    /// Any of "ddp", "sharded", "zero1", "zero1-overlap", "zero1-ahead" (zero1-overlap whose
+    /// all-gathers overlap the next forward).
     pub modes: Vec<String>,
-    /// DDP's bucket size in the ddp, sharded and zero1-overlap modes.
+    /// DDP's bucket size in the ddp, sharded and zero1-overlap/-ahead modes.
     pub bucket_mb: f64,
     pub warmup: usize,
     pub steps: usize,
@@ -149,10 +150,14 @@ pub fn run_rank(
                 )?,
             ),
             "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, adamw_cfg())?),
-            "zero1-overlap" => {
-                Opt::Overlap(Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?)
+            "zero1-overlap" | "zero1-ahead" => {
+                let mut z = Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?;
+                z.set_gather_ahead(mode == "zero1-ahead");
+                Opt::Overlap(z)
             }
-            m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap)"),
+            m => bail!(
+                "--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead)"
+            ),
         };
         let state_elems = match &o {
             Opt::Ddp(..) => n,
@@ -168,6 +173,13 @@ pub fn run_rank(
             let g = backward(&mut o, &lm, &b)?;
             step(&mut o, &lm, &g)?;
             drop(g);
+            if i + 1 == warmup + steps {
+                // zero1-ahead: every timed forward waited for the step before it; the last
+                // step's all-gathers are counted here.
+                if let Opt::Overlap(z) = &mut o {
+                    z.sync_params()?;
+                }
+            }
             let s = t.stop()?;
             if i >= warmup {
                 times.push(s * 1e3);

@@ -163,6 +163,17 @@ impl Ddp {
     /// [`Self::finish_gradient_synchronization`]). Adds the gradients accumulated by
     /// earlier `forward_backward_no_sync` calls.
     pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<Tensor> {
+        self.forward_backward_with(model, batch, |_| Ok(()))
+    }
+
+    /// [`Self::forward_backward`] with `before_stage(s)` run right before forward stage `s`
+    /// is queued (ZeRO makes the compute stream wait there for its all-gathered parameters).
+    pub fn forward_backward_with(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        before_stage: impl FnMut(usize) -> Result<()>,
+    ) -> Result<Tensor> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
         let acc = self.accumulated.take();
@@ -172,7 +183,9 @@ impl Ddp {
         // A failed launch inside the stage callback is kept here with its own type.
         let mut failure: Option<DdpError> = None;
         let mut hook = self.stage_hook.take();
-        let result = model::forward_backward(model, batch, |s, grads| {
+        let tape = model::forward_with(model, batch, before_stage)?;
+        let loss = tape.loss().clone();
+        let result = tape.backward(|s, grads| {
             if let Some(h) = hook.as_mut() {
                 if let Err(e) = h(s) {
                     let msg = e.to_string();
@@ -201,7 +214,7 @@ impl Ddp {
         if let Some(e) = failure {
             return Err(e);
         }
-        let (loss, mut grads) = result?;
+        let mut grads = result?;
         if !eager {
             for b in 0..self.buckets.len() {
                 launched.push(launch(self, b, &mut grads, acc.as_ref())?);

@@ -142,6 +142,18 @@ impl AdamW {
         &mut self,
         params: &[Var],
         grads: &[Option<Tensor>],
+        after: impl FnMut(usize) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.step_each_in(params, grads, 0..params.len(), after)
+    }
+
+    /// [`Self::step_each`], updating the parameters in `order` (each index once; state
+    /// stays keyed by index). ZeRO updates the buckets the next forward needs first.
+    pub fn step_each_in<E: From<ModelError>>(
+        &mut self,
+        params: &[Var],
+        grads: &[Option<Tensor>],
+        order: impl IntoIterator<Item = usize>,
         mut after: impl FnMut(usize) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         if params.len() != grads.len() {
@@ -152,11 +164,23 @@ impl AdamW {
             ))
             .into());
         }
+        let order: Vec<usize> = order.into_iter().collect();
+        let mut seen = vec![false; params.len()];
+        let duplicate_or_out = order
+            .iter()
+            .any(|&i| i >= params.len() || std::mem::replace(&mut seen[i], true));
+        if duplicate_or_out || seen.contains(&false) {
+            return Err(ModelError::Input(format!(
+                "step order {order:?} is not a permutation of 0..{}",
+                params.len()
+            ))
+            .into());
+        }
         self.state.resize_with(params.len(), || None);
         self.step += 1;
-        for (i, (p, g)) in params.iter().zip(grads).enumerate() {
-            let Some(g) = g else { continue };
-            self.update(i, p, g)?;
+        for i in order {
+            let Some(g) = &grads[i] else { continue };
+            self.update(i, &params[i], g)?;
             after(i)?;
         }
         Ok(())

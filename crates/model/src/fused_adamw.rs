@@ -136,6 +136,7 @@ impl InplaceOp2 for Launch<'_> {
             .arg(&s.eps)
             .arg(&s.step_size)
             .arg(&s.bc2_sqrt);
+        crate::profile::mark_kernel_begin("adamw_f32");
         // SAFETY: the kernel's signature matches the arguments; all buffers hold n f32.
         unsafe { b.launch(cfg) }.w()?;
         crate::profile::mark_kernel("adamw_f32");

@@ -40,5 +40,7 @@ pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
 pub use error::{ModelError, Result};
 pub use lm::TransformerLm;
 pub use params::ParamSet;
-pub use staged::{forward, forward_backward, Batch, Grads, SavedStage, StagedModel, Tape};
+pub use staged::{
+    forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
+};
 pub use toy::ToyModel;

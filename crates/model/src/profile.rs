@@ -3,8 +3,9 @@
 //! `/`-separated path: `fwd/block/attn/softmax`); a profiler installs a hook for the
 //! current thread ([`set_hook`]) that records what it measures there (CUDA events on the
 //! compute stream, memory in use). Without a hook a mark is one thread-local read.
-//! The fused kernels also mark themselves ([`mark_kernel`], label `k:<kernel>`), so a
-//! profiler can split a component into its kernels.
+//! The fused kernels also mark themselves right before and after their launch
+//! ([`mark_kernel_begin`], label `kb:<kernel>`; [`mark_kernel`], label `k:<kernel>`), so a
+//! profiler can split a component into its kernels and the rest.
 
 use std::cell::RefCell;
 
@@ -25,6 +26,16 @@ pub fn mark(label: &'static str) {
     HOOK.with(|c| {
         if let Some(h) = c.borrow_mut().as_mut() {
             h(label)
+        }
+    })
+}
+
+/// Marks the start of one launch of the fused kernel `name` (label `kb:<name>`): what was
+/// queued since the last mark is not this kernel's.
+pub fn mark_kernel_begin(name: &str) {
+    HOOK.with(|c| {
+        if let Some(h) = c.borrow_mut().as_mut() {
+            h(&format!("kb:{name}"))
         }
     })
 }

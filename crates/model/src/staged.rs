@@ -84,11 +84,22 @@ pub struct Tape<'m> {
 
 /// Staged forward: checks the batch, runs every stage and records what backward needs.
 pub fn forward<'m>(model: &'m dyn StagedModel, batch: &Batch) -> Result<Tape<'m>> {
+    forward_with(model, batch, |_| Ok::<(), ModelError>(()))
+}
+
+/// [`forward`] with `before_stage(s)` run right before stage `s` is queued: the place to
+/// make the compute stream wait for parameters still arriving (ZeRO's all-gathers).
+pub fn forward_with<'m, E: From<ModelError>>(
+    model: &'m dyn StagedModel,
+    batch: &Batch,
+    mut before_stage: impl FnMut(usize) -> std::result::Result<(), E>,
+) -> std::result::Result<Tape<'m>, E> {
     model.check_batch(batch)?;
     let n = model.num_stages();
     let mut stages: Vec<Record> = Vec::with_capacity(n);
     let mut prev: Option<Tensor> = None;
     for s in 0..n {
+        before_stage(s)?;
         if let Some(p) = &prev {
             if let Some((out, saved)) = model.forward_saved(s, &p.detach(), batch)? {
                 stages.push(Record::Manual(saved));
@@ -98,7 +109,7 @@ pub fn forward<'m>(model: &'m dyn StagedModel, batch: &Batch) -> Result<Tape<'m>
         }
         let input = match &prev {
             None => None,
-            Some(p) => Some(Var::from_tensor(&p.detach())?),
+            Some(p) => Some(Var::from_tensor(&p.detach()).map_err(ModelError::from)?),
         };
         let out = model.forward_stage(s, input.as_ref().map(|v| v.as_tensor()), batch)?;
         prev = Some(out.clone());
@@ -106,7 +117,8 @@ pub fn forward<'m>(model: &'m dyn StagedModel, batch: &Batch) -> Result<Tape<'m>
     }
     let loss = prev
         .ok_or_else(|| ModelError::Config("a model needs at least one stage".into()))?
-        .to_dtype(candle_core::DType::F32)?
+        .to_dtype(candle_core::DType::F32)
+        .map_err(ModelError::from)?
         .detach();
     Ok(Tape {
         model,

@@ -68,3 +68,48 @@ fn adamw_matches_pytorch_within_1e6() {
     }
     assert!(AdamW::new(AdamWConfig { beta1: 1.0, ..c }).is_err());
 }
+
+/// `step_each_in` updates in the given order (the callback sees it), gives the same
+/// parameters and state as `step`, and rejects an order that is not a permutation.
+#[test]
+fn step_each_in_follows_the_order_and_matches_step() {
+    let dev = Device::Cpu;
+    let make = |k: f32| -> Vec<Var> {
+        (0..3)
+            .map(|i| {
+                Var::from_tensor(&Tensor::new(&[k * i as f32, 1.0 - k], &dev).unwrap()).unwrap()
+            })
+            .collect()
+    };
+    let grads: Vec<Option<Tensor>> = (0..3)
+        .map(|i| Some(Tensor::new(&[0.3 * i as f32 - 0.2, 0.7], &dev).unwrap()))
+        .collect();
+    let (a, b) = (make(0.5), make(0.5));
+    let (mut oa, mut ob) = (
+        AdamW::new(AdamWConfig::default()).unwrap(),
+        AdamW::new(AdamWConfig::default()).unwrap(),
+    );
+    for _ in 0..3 {
+        oa.step(&a, &grads).unwrap();
+        let mut seen = Vec::new();
+        ob.step_each_in(&b, &grads, [2, 0, 1], |i| {
+            seen.push(i);
+            Ok::<(), model::ModelError>(())
+        })
+        .unwrap();
+        assert_eq!(seen, [2, 0, 1]);
+    }
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            x.as_tensor().to_vec1::<f32>().unwrap(),
+            y.as_tensor().to_vec1::<f32>().unwrap()
+        );
+    }
+    for bad in [vec![0, 1], vec![0, 1, 1], vec![0, 1, 3]] {
+        let err = ob
+            .step_each_in(&b, &grads, bad, |_| Ok::<(), model::ModelError>(()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a permutation"), "{err}");
+    }
+}

@@ -40,6 +40,7 @@
 
 pub mod checkpoint;
 pub mod error;
+mod gather;
 pub mod overlap;
 pub mod partition;
 pub mod sharded;

@@ -6,17 +6,28 @@
 //! every bucket back into the parameters. Communication volume equals DDP's all-reduce
 //! (reduce-scatter + all-gather); optimizer state is 1/W of DDP's.
 //!
+//! The step updates the buckets in reverse (the first stages' parameters first) and
+//! launches each bucket's all-gather right after its update. With
+//! [`Zero1Overlap::set_gather_ahead`] the step returns without collecting them: the next
+//! forward makes the compute stream wait for a bucket only right before the first stage
+//! that reads it, so the all-gathers overlap that forward (FSDP's forward prefetch, for
+//! ZeRO-1). Until then the model's parameters are stale: [`Zero1Overlap::sync_params`]
+//! completes them ([`Zero1Overlap::save`] does it itself).
+//!
 //! ```ignore
 //! let mut z = Zero1Overlap::new(comm.clone(), &model, Strategy::Bucketed { bucket_mb: 25.0 }, cfg)?;
+//! z.set_gather_ahead(true);
 //! let loss = z.forward_backward(&model, &local_batch)?; // reduce-scatters during backward
-//! z.step()?;                                           // AdamW on the shard, all-gather
+//! z.step()?;                                           // AdamW on the shard, all-gathers
+//! z.sync_params()?;                                    // before reading the parameters
 //! ```
 
 use crate::checkpoint::{self, Signature};
 use crate::error::{Result, Zero1Error};
+use crate::gather::Gathers;
 use crate::zero::agree_on;
 use candle_core::{DType, Tensor, Var};
-use comm::{Communicator, Work};
+use comm::Communicator;
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, StagedModel};
 use std::path::Path;
@@ -29,6 +40,8 @@ pub struct Zero1Overlap {
     /// Per bucket: this rank's slice of the bucket's flat parameters (f32 master).
     masters: Vec<Var>,
     opt: AdamW,
+    gathers: Gathers,
+    gather_ahead: bool,
 }
 
 /// Bucket `b`'s parameters flattened in bucket order and zero-padded to a multiple of `w`.
@@ -78,24 +91,52 @@ impl Zero1Overlap {
                 )?)
             })
             .collect::<Result<_>>()?;
+        let stage_params: Vec<Vec<usize>> = (0..model.num_stages())
+            .map(|s| model.stage_params(s))
+            .collect();
+        let gathers = Gathers::new(
+            ddp.buckets().iter().map(|b| b.params.clone()).collect(),
+            &stage_params,
+        );
         Ok(Self {
             comm,
             ddp,
             params,
             masters,
             opt: AdamW::new(cfg)?,
+            gathers,
+            gather_ahead: false,
         })
+    }
+
+    /// With `true`, [`Self::step`] leaves its all-gathers in flight for the next forward to
+    /// wait on stage by stage; the parameters are stale until then or [`Self::sync_params`].
+    pub fn set_gather_ahead(&mut self, on: bool) {
+        self.gather_ahead = on;
+    }
+
+    /// Completes every all-gather still in flight into the parameters (the compute stream
+    /// waits; the host does not block on the GPU).
+    pub fn sync_params(&mut self) -> Result<()> {
+        Ok(self.gathers.complete(&self.params)?)
     }
 
     /// Forward and backward on this rank's batch; the buckets' reduce-scatters are
     /// launched during backward. Returns this rank's loss.
     pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<Tensor> {
-        Ok(self.ddp.forward_backward(model, batch)?)
+        let (gathers, params) = (&mut self.gathers, &self.params);
+        let loss = self
+            .ddp
+            .forward_backward_with(model, batch, |s| gathers.before_stage(s, params))?;
+        self.sync_params()?;
+        Ok(loss)
     }
 
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every
-    /// bucket into the parameters (identical on every rank afterwards).
+    /// bucket into the parameters (identical on every rank afterwards; with gather-ahead,
+    /// once the next forward or [`Self::sync_params`] has collected them).
     pub fn step(&mut self) -> Result<()> {
+        self.sync_params()?;
         let shards: Vec<Option<Tensor>> = self
             .ddp
             .finish_reduce_scatter()?
@@ -103,27 +144,24 @@ impl Zero1Overlap {
             .map(Some)
             .collect();
         // Each bucket's all-gather is launched as soon as its AdamW update is queued, so
-        // it overlaps the updates of the buckets after it.
-        let (comm, masters) = (&self.comm, &self.masters);
+        // it overlaps the updates after it; the last buckets (the first stages) go first.
+        let (comm, masters, gathers) = (&self.comm, &self.masters, &mut self.gathers);
         let w = comm.world_size();
-        let mut gathers: Vec<(Tensor, Work)> = Vec::with_capacity(masters.len());
-        self.opt.step_each(masters, &shards, |b| -> Result<()> {
-            let m = &masters[b];
-            let out = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())?;
-            let work = comm.all_gather_async(m.as_tensor(), &out)?;
-            gathers.push((out, work));
-            Ok(())
-        })?;
+        self.opt.step_each_in(
+            masters,
+            &shards,
+            (0..masters.len()).rev(),
+            |b| -> Result<()> {
+                let m = &masters[b];
+                let out = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())?;
+                let work = comm.all_gather_async(m.as_tensor(), &out)?;
+                gathers.launched(b, out, work);
+                Ok(())
+            },
+        )?;
         drop(shards);
-        for ((out, work), b) in gathers.into_iter().zip(self.ddp.buckets()) {
-            work.wait()?;
-            let mut off = 0;
-            for &i in &b.params {
-                let p = &self.params[i];
-                let n = p.elem_count();
-                p.set(&out.narrow(0, off, n)?.reshape(p.shape())?)?;
-                off += n;
-            }
+        if !self.gather_ahead {
+            self.sync_params()?;
         }
         Ok(())
     }
@@ -162,7 +200,8 @@ impl Zero1Overlap {
 
     /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
     /// this rank's runs): every rank must call it; returns once all ranks have written.
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&mut self, dir: &Path) -> Result<()> {
+        self.sync_params()?;
         checkpoint::create_dir(dir)?;
         let (w, r) = (self.comm.world_size(), self.comm.rank());
         let sig = Signature::of(&checkpoint::shapes(&self.params));

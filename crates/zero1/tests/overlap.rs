@@ -12,16 +12,25 @@ use zero1::Zero1Overlap;
 
 const STEPS: u64 = 5;
 
-fn train(kind: Kind, world: usize, strategy: Strategy) -> Vec<(Vec<Vec<f32>>, usize, usize)> {
+/// With `ahead`, every step leaves its all-gathers to the next forward (so each forward
+/// must collect them stage by stage, or the trajectory differs); `sync_params` at the end.
+fn train(
+    kind: Kind,
+    world: usize,
+    strategy: Strategy,
+    ahead: bool,
+) -> Vec<(Vec<Vec<f32>>, usize, usize)> {
     on_ranks(world, move |rank, comm| {
         // Other seeds on other ranks: the Ddp inside must broadcast rank 0's weights.
         let m = build(kind, rank as u64 * 13);
         let mut z = Zero1Overlap::new(comm, m.as_ref(), strategy, AdamWConfig::default()).unwrap();
+        z.set_gather_ahead(ahead);
         for s in 0..STEPS {
             let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
             z.forward_backward(m.as_ref(), &b).unwrap();
             z.step().unwrap();
         }
+        z.sync_params().unwrap();
         let padded: usize = z
             .ddp()
             .buckets()
@@ -42,13 +51,13 @@ fn zero1_overlap_equals_single_process_adamw() {
     for world in [2, 4] {
         for kind in [Kind::Toy, Kind::Lm] {
             let want = reference(kind, STEPS, 1);
-            for strategy in strategies {
-                let got = train(kind, world, strategy);
+            for (strategy, ahead) in strategies.into_iter().flat_map(|s| [(s, false), (s, true)]) {
+                let got = train(kind, world, strategy, ahead);
                 for (r, (w, state, per_rank)) in got.iter().enumerate() {
                     let d = max_diff(w, &want);
                     assert!(
                         d <= 1e-5,
-                        "{kind:?} {strategy:?} world {world} rank {r}: {d:e} from single-process AdamW"
+                        "{kind:?} {strategy:?} ahead {ahead} world {world} rank {r}: {d:e} from single-process AdamW"
                     );
                     assert_eq!(max_diff(w, &got[0].0), 0.0, "rank {r} differs from rank 0");
                     assert_eq!(state, per_rank, "rank {r}'s optimizer state");
@@ -183,8 +192,9 @@ fn resuming_another_models_checkpoint_fails_every_rank_and_writes_nothing() {
         let dir = dir.clone();
         move |_, comm| {
             let m = build(Kind::Toy, 0);
-            let z = Zero1Overlap::new(comm, m.as_ref(), Strategy::Overlap, AdamWConfig::default())
-                .unwrap();
+            let mut z =
+                Zero1Overlap::new(comm, m.as_ref(), Strategy::Overlap, AdamWConfig::default())
+                    .unwrap();
             z.save(&dir).unwrap();
         }
     });
@@ -221,4 +231,30 @@ fn resuming_another_models_checkpoint_fails_every_rank_and_writes_nothing() {
     }
     assert_eq!(files(&dir), before, "resume wrote into the checkpoint");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Gather-ahead leaves the parameters stale after `step` (on the CPU backend the gathered
+/// values wait in the pending buckets) until `sync_params` or the next forward.
+#[test]
+fn gather_ahead_parameters_are_stale_until_synced() {
+    let out = on_ranks(2, |rank, comm| {
+        let m = build(Kind::Toy, 0);
+        let mut z =
+            Zero1Overlap::new(comm, m.as_ref(), Strategy::Overlap, AdamWConfig::default()).unwrap();
+        z.set_gather_ahead(true);
+        let b = shard_batch(&global_batch(Kind::Toy, 0), rank, 2).unwrap();
+        z.forward_backward(m.as_ref(), &b).unwrap();
+        let before = weights(m.as_ref());
+        z.step().unwrap();
+        let stale = weights(m.as_ref());
+        z.sync_params().unwrap();
+        (
+            max_diff(&stale, &before),
+            max_diff(&weights(m.as_ref()), &before),
+        )
+    });
+    for (stale, synced) in out {
+        assert_eq!(stale, 0.0, "parameters changed before sync_params");
+        assert!(synced > 0.0, "sync_params did not apply the step");
+    }
 }

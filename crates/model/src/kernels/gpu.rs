@@ -75,6 +75,7 @@ fn go<T: DeviceRepr>(
         block_dim: (l.block as u32, 1, 1),
         shared_mem_bytes: 0,
     };
+    crate::profile::mark_kernel_begin(&l.kernel);
     // SAFETY: the argument list matches the kernel's signature (fused.cu) and the caller
     // sized the buffers for `n`.
     unsafe { b.launch(cfg) }.w()?;
