@@ -107,7 +107,7 @@ pub fn run(
                 } else if s == 0 {
                     model::profile::mark("bwd/embedding");
                 }
-                Ok(())
+                Ok::<(), model::ModelError>(())
             })?;
             opt.step(lm.params().vars(), &g)?;
             model::profile::mark("optimizer");

@@ -132,7 +132,7 @@ pub fn run(
             drop(tape);
         } else {
             let t1 = Timer::start(device)?;
-            let g = tape.backward(|_, _| Ok(()))?;
+            let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
             tb = t1.stop()?;
             if mode == Mode::Step {
                 let t2 = Timer::start(device)?;

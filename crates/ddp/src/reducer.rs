@@ -176,34 +176,21 @@ impl Ddp {
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
-        let acc = self.accumulated.take();
         let eager = self.opts.strategy.eager();
         let mut launched: Vec<InFlight> = Vec::new();
         let mut stats = SyncStats::default();
-        // A failed launch inside the stage callback is kept here with its own type.
-        let mut failure: Option<DdpError> = None;
-        let mut hook = self.stage_hook.take();
         let tape = model::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
-        let result = tape.backward(|s, grads| {
+        let acc = self.accumulated.take();
+        let mut hook = self.stage_hook.take();
+        let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
-                if let Err(e) = h(s) {
-                    let msg = e.to_string();
-                    failure = Some(e.into());
-                    return Err(model::ModelError::Input(msg));
-                }
+                h(s)?;
             }
             if eager {
                 for (b, bucket) in self.buckets.iter().enumerate() {
                     if bucket.ready_stage == s {
-                        match launch(self, b, grads, acc.as_ref()) {
-                            Ok(f) => launched.push(f),
-                            Err(e) => {
-                                let msg = e.to_string();
-                                failure = Some(e);
-                                return Err(model::ModelError::Input(msg));
-                            }
-                        }
+                        launched.push(launch(self, b, grads, acc.as_ref())?);
                         stats.launched_during_backward += 1;
                     }
                 }
@@ -211,9 +198,6 @@ impl Ddp {
             Ok(())
         });
         self.stage_hook = hook;
-        if let Some(e) = failure {
-            return Err(e);
-        }
         let mut grads = result?;
         if !eager {
             for b in 0..self.buckets.len() {

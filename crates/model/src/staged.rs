@@ -135,49 +135,63 @@ impl Tape<'_> {
 
     /// Backward, last stage first. `on_stage(s, grads)` runs right after stage `s`'s
     /// backward, when the gradients of `stage_params(s)` are final; it may take them (a
-    /// reducer that has copied a gradient into its bucket frees it that way).
-    pub fn backward(
+    /// reducer that has copied a gradient into its bucket frees it that way). Its first
+    /// error ends the backward and is returned as is.
+    pub fn backward<E: From<ModelError>>(
         self,
-        mut on_stage: impl FnMut(usize, &mut Grads) -> Result<()>,
-    ) -> Result<Grads> {
+        mut on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Grads, E> {
         let model = self.model;
         let mut grads: Grads = vec![None; model.params().len()];
         let mut upstream: Option<Tensor> = None;
         let mut stages = self.stages;
         for s in (0..stages.len()).rev() {
-            match stages.pop().expect("one record per stage") {
-                Record::Manual(saved) => {
-                    let g = upstream.take().ok_or_else(|| {
-                        ModelError::Config(format!("hand-written stage {s} cannot be the last"))
-                    })?;
-                    let (dx, pg) = saved.backward(&g)?;
-                    for (i, g) in pg {
-                        accumulate(&mut grads, i, g)?;
-                    }
-                    upstream = Some(dx);
-                }
-                Record::Auto { input, out } => {
-                    let store = match upstream.take() {
-                        None => out.backward()?,
-                        Some(g) => (out * g)?.sum_all()?.backward()?,
-                    };
-                    for i in model.stage_params(s) {
-                        if let Some(g) = store.get(model.params().var(i).as_tensor()) {
-                            accumulate(&mut grads, i, g.clone())?;
-                        }
-                    }
-                    if let Some(input) = input {
-                        upstream =
-                            Some(store.get(input.as_tensor()).cloned().ok_or_else(|| {
-                                ModelError::Config(format!("stage {s} does not use its input"))
-                            })?);
-                    }
-                }
-            }
+            let record = stages.pop().expect("one record per stage");
+            stage_backward(model, s, record, &mut grads, &mut upstream)?;
             on_stage(s, &mut grads)?;
         }
         Ok(grads)
     }
+}
+
+/// Runs stage `s`'s backward from `upstream` (none for the last stage), adding its
+/// parameters' gradients to `grads` and leaving its input's gradient in `upstream`.
+fn stage_backward(
+    model: &dyn StagedModel,
+    s: usize,
+    record: Record,
+    grads: &mut Grads,
+    upstream: &mut Option<Tensor>,
+) -> Result<()> {
+    match record {
+        Record::Manual(saved) => {
+            let g = upstream.take().ok_or_else(|| {
+                ModelError::Config(format!("hand-written stage {s} cannot be the last"))
+            })?;
+            let (dx, pg) = saved.backward(&g)?;
+            for (i, g) in pg {
+                accumulate(grads, i, g)?;
+            }
+            *upstream = Some(dx);
+        }
+        Record::Auto { input, out } => {
+            let store = match upstream.take() {
+                None => out.backward()?,
+                Some(g) => (out * g)?.sum_all()?.backward()?,
+            };
+            for i in model.stage_params(s) {
+                if let Some(g) = store.get(model.params().var(i).as_tensor()) {
+                    accumulate(grads, i, g.clone())?;
+                }
+            }
+            if let Some(input) = input {
+                *upstream = Some(store.get(input.as_tensor()).cloned().ok_or_else(|| {
+                    ModelError::Config(format!("stage {s} does not use its input"))
+                })?);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn accumulate(grads: &mut Grads, i: usize, g: Tensor) -> Result<()> {
