@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  ddp-ctas ddp-env anchor-ddp zero1 anchor-zero two-node profile full report
+#                                  ddp-ctas ddp-env anchor-ddp zero1 zero1-check anchor-zero two-node profile full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -148,6 +148,10 @@ job() {
     zero1)
       "$BIN/bench" zero1 --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} \
         --bucket-mb ${BUCKET_MB:-25} --out "$RES/results.jsonl" ${ZERO_ARGS:-} ;;
+    zero1-check)
+      # ZeRO-1 checkpoints on NCCL: save, resume with other buckets, same trajectory.
+      "$BIN/bench" zero1-check --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --dir "$RES/zero1-ckpt"
+      local rc=$?; rm -rf "$RES/zero1-ckpt"; return $rc ;;
     anchor-zero)
       anchor zero ;;
     profile)

@@ -4,6 +4,7 @@
 //!   bench allreduce --backend cpu  --ranks 2,4       (in-process threads)
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
+//!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
@@ -22,6 +23,7 @@ mod timer;
 mod topology;
 mod trace;
 mod zero1;
+mod zero1_check;
 
 use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
 use anyhow::{bail, Context, Result};
@@ -146,6 +148,25 @@ enum Cmd {
         batch: usize,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
+    },
+    /// ZeRO-1 checkpoint on the backend: resumed (other buckets) = uninterrupted = single
+    /// process, tiny LM.
+    Zero1Check {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, default_value_t = 6)]
+        steps: usize,
+        /// Save after this many steps, then resume there.
+        #[arg(long, default_value_t = 3)]
+        save_at: usize,
+        /// Sequences per step over all ranks (divisible by --ranks).
+        #[arg(long, default_value_t = 8)]
+        global_batch: usize,
+        /// Checkpoint directory (shared by the ranks; replaced).
+        #[arg(long, default_value = "report/zero1-check-ckpt")]
+        dir: PathBuf,
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,
@@ -316,6 +337,28 @@ fn run(cli: Cli) -> Result<()> {
                 batch,
             };
             zero1::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
+        }
+        Cmd::Zero1Check {
+            backend,
+            ranks,
+            steps,
+            save_at,
+            global_batch,
+            dir,
+        } => {
+            let cfg = zero1_check::CheckConfig {
+                steps,
+                save_at,
+                global_batch,
+                dir,
+            };
+            group::run(
+                matches!(backend, BackendArg::Nccl),
+                ranks,
+                "zero1-check",
+                None,
+                |r| zero1_check::run_rank(r.comm, &r.device, &cfg),
+            )
         }
         Cmd::ModelCheck => {
             let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
