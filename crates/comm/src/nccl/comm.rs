@@ -314,6 +314,15 @@ struct NcclWork {
     _keep: Vec<Tensor>,
 }
 
+/// A work dropped without `wait` still orders the compute stream after the collective,
+/// so the buffers it keeps are not freed (stream-ordered, on the compute stream) while
+/// NCCL may still read or write them. After `wait` this repeats a wait on the same event.
+impl Drop for NcclWork {
+    fn drop(&mut self) {
+        let _ = self.compute.wait(&self.event);
+    }
+}
+
 impl PendingWork for NcclWork {
     fn wait(self: Box<Self>) -> Result<()> {
         self.compute
