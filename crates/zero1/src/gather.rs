@@ -3,16 +3,20 @@
 //! right before the first forward stage that reads one of its parameters
 //! ([`Gathers::before_stage`]); the compute stream waits on the GPU, the host never blocks.
 //!
+//! A bucket that is one parameter and needs no padding is gathered straight into that
+//! parameter's storage ([`Gathers::target`]): nothing to copy, only the wait.
+//!
 //! Errors are the ddp crate's (comm or candle) so they pass through
 //! `Ddp::forward_backward_with`'s stage hook unchanged.
 
-use candle_core::{Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use comm::Work;
 use ddp::Result;
 
 pub(crate) struct Gathers {
-    /// Per bucket: its all-gather in flight (the gathered flat bucket), not yet copied.
-    pending: Vec<Option<(Tensor, Work)>>,
+    /// Per bucket: its all-gather in flight and the gathered flat bucket to copy from
+    /// (`None`: gathered in place into its one parameter), not yet collected.
+    pending: Vec<Option<(Option<Tensor>, Work)>>,
     /// Per bucket: its parameters' indices, in bucket (flat) order.
     bucket_params: Vec<Vec<usize>>,
     /// Per forward stage: the buckets holding parameters it uses.
@@ -49,9 +53,23 @@ impl Gathers {
         }
     }
 
-    /// Records bucket `b`'s all-gather into `out` (the whole flat bucket, padding last).
-    pub(crate) fn launched(&mut self, b: usize, out: Tensor, work: Work) {
-        self.pending[b] = Some((out, work));
+    /// Where bucket `b`'s all-gather of `len` elements (padding included) goes, and
+    /// whether that is the parameter itself: a flat view of its one parameter when the
+    /// bucket is exactly that, else a new flat f32 buffer.
+    pub(crate) fn target(&self, b: usize, len: usize, params: &[Var]) -> Result<(Tensor, bool)> {
+        if let [i] = self.bucket_params[b][..] {
+            let p = params[i].as_tensor();
+            if p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous() {
+                return Ok((p.flatten_all()?, true));
+            }
+        }
+        let dev = params[self.bucket_params[b][0]].device();
+        Ok((Tensor::zeros(len, DType::F32, dev)?, false))
+    }
+
+    /// Records bucket `b`'s all-gather into `out` (from [`Self::target`]).
+    pub(crate) fn launched(&mut self, b: usize, (out, in_place): (Tensor, bool), work: Work) {
+        self.pending[b] = Some(((!in_place).then_some(out), work));
     }
 
     /// Makes the compute stream wait for, and copies, every pending bucket that stage `s`
@@ -77,6 +95,9 @@ impl Gathers {
             return Ok(());
         };
         work.wait()?;
+        let Some(out) = out else {
+            return Ok(()); // gathered in place
+        };
         let mut off = 0;
         for &i in &self.bucket_params[b] {
             let p = &params[i];

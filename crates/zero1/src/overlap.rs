@@ -11,8 +11,9 @@
 //! [`Zero1Overlap::set_gather_ahead`] the step returns without collecting them: the next
 //! forward makes the compute stream wait for a bucket only right before the first stage
 //! that reads it, so the all-gathers overlap that forward (FSDP's forward prefetch, for
-//! ZeRO-1). Until then the model's parameters are stale: [`Zero1Overlap::sync_params`]
-//! completes them ([`Zero1Overlap::save`] does it itself).
+//! ZeRO-1). Until then the model's parameters are undefined (stale, or being written by
+//! an all-gather straight into a one-parameter bucket's parameter):
+//! [`Zero1Overlap::sync_params`] completes them ([`Zero1Overlap::save`] does it itself).
 //!
 //! ```ignore
 //! let mut z = Zero1Overlap::new(comm.clone(), &model, Strategy::Bucketed { bucket_mb: 25.0 }, cfg)?;
@@ -110,7 +111,8 @@ impl Zero1Overlap {
     }
 
     /// With `true`, [`Self::step`] leaves its all-gathers in flight for the next forward to
-    /// wait on stage by stage; the parameters are stale until then or [`Self::sync_params`].
+    /// wait on stage by stage; the parameters are undefined until then or
+    /// [`Self::sync_params`].
     pub fn set_gather_ahead(&mut self, on: bool) {
         self.gather_ahead = on;
     }
@@ -146,16 +148,16 @@ impl Zero1Overlap {
         // Each bucket's all-gather is launched as soon as its AdamW update is queued, so
         // it overlaps the updates after it; the last buckets (the first stages) go first.
         let (comm, masters, gathers) = (&self.comm, &self.masters, &mut self.gathers);
-        let w = comm.world_size();
+        let (w, params) = (comm.world_size(), &self.params);
         self.opt.step_each_in(
             masters,
             &shards,
             (0..masters.len()).rev(),
             |b| -> Result<()> {
                 let m = &masters[b];
-                let out = Tensor::zeros(m.elem_count() * w, DType::F32, m.device())?;
-                let work = comm.all_gather_async(m.as_tensor(), &out)?;
-                gathers.launched(b, out, work);
+                let target = gathers.target(b, m.elem_count() * w, params)?;
+                let work = comm.all_gather_async(m.as_tensor(), &target.0)?;
+                gathers.launched(b, target, work);
                 Ok(())
             },
         )?;
