@@ -46,3 +46,46 @@ fn a_failing_hook_fails_the_step() {
     });
     assert!(errs[0].contains("hook refused stage"), "{}", errs[0]);
 }
+
+/// A forward that fails (a bad batch) fails the step by name and leaves the hook
+/// installed for the next step; `forward_backward_with` runs its callback before every
+/// forward stage, in order, and its error fails the step as is.
+#[test]
+fn a_failed_forward_keeps_the_hook_and_the_forward_callback_sees_every_stage() {
+    let out = on_ranks(1, |_, comm| {
+        let m = build(Kind::Lm, 0);
+        let mut d = Ddp::new(comm, m.as_ref(), DdpOptions::new(Strategy::Overlap)).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        d.set_stage_hook(Some(Box::new(move |s| {
+            l.lock().unwrap().push(s);
+            Ok(())
+        })));
+        let mut bad = global_batch(Kind::Lm, 0);
+        bad.input = (bad.input.ones_like().unwrap() * 1e9).unwrap();
+        let err = d
+            .forward_backward(m.as_ref(), &bad)
+            .unwrap_err()
+            .to_string();
+        let mut before = Vec::new();
+        d.forward_backward_with(m.as_ref(), &global_batch(Kind::Lm, 0), |s| {
+            before.push(s);
+            Ok(())
+        })
+        .unwrap();
+        d.finish_gradient_synchronization().unwrap();
+        let refused = d
+            .forward_backward_with(m.as_ref(), &global_batch(Kind::Lm, 1), |s| {
+                Err(ddp::DdpError::Input(format!("not before stage {s}")))
+            })
+            .unwrap_err()
+            .to_string();
+        let hooked = log.lock().unwrap().len();
+        (err, before, hooked, m.num_stages(), refused)
+    });
+    let (err, before, hooked, stages, refused) = &out[0];
+    assert!(err.contains("token"), "{err}");
+    assert_eq!(*before, (0..*stages).collect::<Vec<_>>());
+    assert_eq!(hooked, stages, "the hook was lost by the failed forward");
+    assert!(refused.contains("not before stage 0"), "{refused}");
+}
