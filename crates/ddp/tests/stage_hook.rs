@@ -6,17 +6,23 @@ use common::*;
 use ddp::{Ddp, DdpOptions, Strategy};
 use std::sync::{Arc, Mutex};
 
+/// Installs a hook that records the stages it sees.
+fn log_stages(d: &mut Ddp) -> Arc<Mutex<Vec<usize>>> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    d.set_stage_hook(Some(Box::new(move |s| {
+        l.lock().unwrap().push(s);
+        Ok(())
+    })));
+    log
+}
+
 #[test]
 fn the_hook_sees_every_stage_from_the_last() {
     let seen = on_ranks(1, |_, comm| {
         let m = build(Kind::Lm, 0);
         let mut d = Ddp::new(comm, m.as_ref(), DdpOptions::new(Strategy::Overlap)).unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let l = log.clone();
-        d.set_stage_hook(Some(Box::new(move |s| {
-            l.lock().unwrap().push(s);
-            Ok(())
-        })));
+        let log = log_stages(&mut d);
         d.forward_backward(m.as_ref(), &global_batch(Kind::Lm, 0))
             .unwrap();
         d.finish_gradient_synchronization().unwrap();
@@ -55,12 +61,7 @@ fn a_failed_forward_keeps_the_hook_and_the_forward_callback_sees_every_stage() {
     let out = on_ranks(1, |_, comm| {
         let m = build(Kind::Lm, 0);
         let mut d = Ddp::new(comm, m.as_ref(), DdpOptions::new(Strategy::Overlap)).unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let l = log.clone();
-        d.set_stage_hook(Some(Box::new(move |s| {
-            l.lock().unwrap().push(s);
-            Ok(())
-        })));
+        let log = log_stages(&mut d);
         let mut bad = global_batch(Kind::Lm, 0);
         bad.input = (bad.input.ones_like().unwrap() * 1e9).unwrap();
         let err = d
