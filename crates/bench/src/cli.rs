@@ -1,0 +1,188 @@
+//! The `bench` command line (clap): one subcommand per benchmark or check.
+
+use crate::{report, single};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks of the data-parallel stack")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Nccl,
+    Cpu,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// All-reduce bandwidth sweep (fp32, sum, in place).
+    Allreduce {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Rank counts; on GPUs those above the GPU count are skipped.
+        #[arg(long, value_delimiter = ',', default_values_t = [2usize, 4, 6, 8])]
+        ranks: Vec<usize>,
+        /// Message sizes in MiB (default: the seeds' 0.5 … 1024).
+        #[arg(long)]
+        sizes_mib: Option<String>,
+        #[arg(long, default_value_t = 5)]
+        warmup: usize,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// Single-GPU training step of the LM: forward, backward, AdamW timed separately.
+    Single {
+        /// Model sizes, comma-separated (small, medium, large, xl, 2.7B).
+        #[arg(long, value_delimiter = ',', default_value = "small")]
+        size: Vec<String>,
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        #[arg(long, value_enum, default_value = "step")]
+        mode: single::Mode,
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        /// Run on the CPU instead of GPU 0.
+        #[arg(long)]
+        cpu: bool,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// DDP strategies (naive, flat, overlap, bucketed sweep): step, compute, communication
+    /// and exposed communication time, against this GPU alone.
+    Ddp {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        /// Ranks: GPUs (one process each) or CPU threads.
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, value_delimiter = ',', default_value = "small")]
+        size: Vec<String>,
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        /// naive, flat, overlap, bucketed (expanded over --buckets-mb), bucketed:MB.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "naive,flat,overlap,bucketed"
+        )]
+        strategies: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0])]
+        buckets_mb: Vec<f64>,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        /// Sequences per rank.
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        /// Send fp32 gradients even when the model computes in bf16 (as PyTorch autocast does).
+        #[arg(long)]
+        fp32_grads: bool,
+        /// Trace one extra step per strategy (CUDA events on both streams) and write
+        /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
+        #[arg(long)]
+        trace_dir: Option<PathBuf>,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// Optimizer-state sharding: DDP vs ShardedOptimizer vs Zero1, step time and memory.
+    Zero1 {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, default_value = "tiny")]
+        size: String,
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "ddp,sharded,zero1,zero1-overlap,zero1-ahead"
+        )]
+        modes: Vec<String>,
+        /// DDP's bucket size for the ddp, sharded and zero1-overlap/-ahead modes.
+        #[arg(long, default_value_t = 25.0)]
+        bucket_mb: f64,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// ZeRO-1 checkpoint on the backend: resumed (other buckets) = uninterrupted = single
+    /// process, tiny LM.
+    Zero1Check {
+        #[arg(long, value_enum, default_value = "cpu")]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 2)]
+        ranks: usize,
+        #[arg(long, default_value_t = 6)]
+        steps: usize,
+        /// Save after this many steps, then resume there.
+        #[arg(long, default_value_t = 3)]
+        save_at: usize,
+        /// Sequences per step over all ranks (divisible by --ranks).
+        #[arg(long, default_value_t = 8)]
+        global_batch: usize,
+        /// Checkpoint directory (shared by the ranks; replaced).
+        #[arg(long, default_value = "report/zero1-check-ckpt")]
+        dir: PathBuf,
+    },
+    /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
+    ModelCheck,
+    /// RMSNorm micro-benchmark: fused vs composed vs LayerNorm, 50,000 rows (GPU 0).
+    Rmsnorm {
+        #[arg(long, default_value_t = 50_000)]
+        rows: usize,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
+    /// GPU time and memory per component of one step (CUDA events at the model's marks):
+    /// table, JSON lines, flame graph and memory timeline SVGs.
+    Profile {
+        #[arg(long, value_delimiter = ',', default_value = "xl")]
+        size: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        /// fwd (forward only) or step (forward, backward, AdamW).
+        #[arg(long, value_delimiter = ',', default_value = "step")]
+        mode: Vec<String>,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+        #[arg(long, default_value = "report/profile")]
+        svg_dir: PathBuf,
+        /// Run on the CPU (wall clock between marks) instead of GPU 0.
+        #[arg(long)]
+        cpu: bool,
+    },
+    /// Writes report.md and plots from a run's JSON lines.
+    Report {
+        #[arg(long, default_value = "report/results.jsonl")]
+        results: PathBuf,
+        /// PyTorch anchor lines from the same run (optional).
+        #[arg(long)]
+        torch: Option<PathBuf>,
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// IsoFLOPs runs for the scaling-law section (relative paths are also looked up
+        /// from the workspace root); the section is skipped when the file is absent.
+        #[arg(long, default_value = report::DEFAULT_ISOFLOPS)]
+        isoflops: PathBuf,
+    },
+}
