@@ -180,7 +180,7 @@ job() {
       [ -f "$HERE/bench-runs-$n.tsv" ] || { echo "no bench-runs-$n.tsv: packed for 2, 4, 8 GPUs"; return 2; }
       while IFS= read -r line; do
         local args=(); IFS=$'\t' read -r -a args <<< "${line//\$RES/$RES}"
-        echo "--- bench ${args[*]}"
+        echo "--- $(date -u +%T) bench ${args[*]}"
         "$BIN/bench" "${args[@]}" || rc=1
       done < "$HERE/bench-runs-$n.tsv"
       SIZES=xl anchor allreduce single ddp zero > /dev/null || rc=1
