@@ -10,31 +10,17 @@
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 use comm::{Communicator, ReduceOp};
-use ddp::{shard_batch, Strategy};
-use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use ddp::{check, shard_batch, Strategy};
+use model::{AdamW, AdamWConfig, StagedModel};
 use std::sync::Arc;
 use zero1::Zero1Overlap;
 
-const TOKENS: usize = 32;
-
-/// The same global batch on every rank: a function of the step only.
-fn global_batch(step: usize, b: usize, dev: &Device) -> Result<Batch> {
-    let h = |i: usize, k: usize| {
-        (i as u64)
-            .wrapping_mul(2654435761)
-            .wrapping_add((step * 1_000_003 + k) as u64)
-            % model::VOCAB as u64
-    };
-    let ids: Vec<u32> = (0..b * TOKENS).map(|i| h(i, 3) as u32).collect();
-    let tg: Vec<u32> = (0..b * TOKENS).map(|i| h(i, 4) as u32).collect();
-    Ok(Batch {
-        input: Tensor::from_vec(ids, (b, TOKENS), dev)?,
-        targets: Tensor::from_vec(tg, (b, TOKENS), dev)?,
-    })
+fn tiny(seed: u64, dev: &Device) -> Result<Box<dyn StagedModel>> {
+    Ok(check::build("tiny", seed, dev)?)
 }
 
-fn tiny(seed: u64, dev: &Device) -> Result<TransformerLm> {
-    Ok(TransformerLm::new(LmConfig::tiny(model::VOCAB), seed, dev)?)
+fn global_batch(step: usize, b: usize, dev: &Device) -> Result<model::Batch> {
+    Ok(check::global_batch("tiny", step as u64, b, dev)?)
 }
 
 fn weights(m: &dyn StagedModel) -> Result<Vec<Tensor>> {
@@ -49,10 +35,8 @@ fn weights(m: &dyn StagedModel) -> Result<Vec<Tensor>> {
 fn compare(a: &[Tensor], b: &[Tensor]) -> Result<(f32, f32)> {
     let (mut abs, mut ratio) = (0f32, 0f32);
     for (x, y) in a.iter().zip(b) {
-        let d = (x - y)?.abs()?;
-        abs = abs.max(d.flatten_all()?.max(0)?.to_scalar()?);
-        let allowed = ((y.abs()? * 1.3e-6)? + 1e-5)?;
-        ratio = ratio.max((d / allowed)?.flatten_all()?.max(0)?.to_scalar()?);
+        abs = abs.max(check::max_abs_diff(x, y)?);
+        ratio = ratio.max(check::worst_ratio(x, y, 1e-5, 1.3e-6)?);
     }
     Ok((abs, ratio))
 }
@@ -67,7 +51,7 @@ pub struct CheckConfig {
 /// Runs steps `from..to` on this rank's shard.
 fn train(
     z: &mut Zero1Overlap,
-    m: &TransformerLm,
+    m: &dyn StagedModel,
     c: &dyn Communicator,
     cfg: &CheckConfig,
     from: usize,
@@ -106,29 +90,29 @@ pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) ->
     let m = tiny(rank as u64 * 17, dev)?;
     let mut z = Zero1Overlap::new(
         comm.clone(),
-        &m,
+        m.as_ref(),
         Strategy::Bucketed { bucket_mb: 0.05 },
         opt,
     )?;
     z.set_gather_ahead(true);
-    train(&mut z, &m, c, cfg, 0, cfg.save_at, dev)?;
+    train(&mut z, m.as_ref(), c, cfg, 0, cfg.save_at, dev)?;
     z.save(&cfg.dir)?;
-    train(&mut z, &m, c, cfg, cfg.save_at, cfg.steps, dev)?;
-    let straight = weights(&m)?;
+    train(&mut z, m.as_ref(), c, cfg, cfg.save_at, cfg.steps, dev)?;
+    let straight = weights(m.as_ref())?;
     let layout_a = z.ddp().buckets().len();
     drop(z);
     // Resumed into a fresh model with another bucket layout.
     let m2 = tiny(1000 + rank as u64, dev)?;
     let mut z2 = Zero1Overlap::resume(
         comm.clone(),
-        &m2,
+        m2.as_ref(),
         Strategy::Bucketed { bucket_mb: 1.0 },
         opt,
         &cfg.dir,
     )?;
     z2.set_gather_ahead(true);
-    train(&mut z2, &m2, c, cfg, cfg.save_at, cfg.steps, dev)?;
-    let resumed = weights(&m2)?;
+    train(&mut z2, m2.as_ref(), c, cfg, cfg.save_at, cfg.steps, dev)?;
+    let resumed = weights(m2.as_ref())?;
     let layout_b = z2.ddp().buckets().len();
     let (resume_abs, _) = compare(&resumed, &straight)?;
     // Every rank against rank 0.
@@ -144,13 +128,13 @@ pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) ->
         let mut o = AdamW::new(opt)?;
         for step in 0..cfg.steps {
             let (_, g) = model::forward_backward(
-                &s,
+                s.as_ref(),
                 &global_batch(step, cfg.global_batch, dev)?,
                 |_, _| Ok(()),
             )?;
             o.step(s.params().vars(), &g)?;
         }
-        (single_abs, single_ratio) = compare(&straight, &weights(&s)?)?;
+        (single_abs, single_ratio) = compare(&straight, &weights(s.as_ref())?)?;
     }
     let t = Tensor::new(&[resume_abs, ranks_abs, single_abs, single_ratio], dev)?;
     c.all_reduce(&t, ReduceOp::Max)?;

@@ -21,11 +21,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: [`strategy`] (the four strategies), [`buckets`] (which gradients travel
+//! Layout: [`strategy`] (the four strategies), [`check`] (what the correctness checks
+//! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`reducer`]
 //! (`Ddp`), [`shard`] (splitting a global batch).
 
 pub mod buckets;
+pub mod check;
 pub mod consistency;
 pub mod error;
 pub mod reducer;

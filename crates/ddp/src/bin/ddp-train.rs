@@ -8,8 +8,9 @@
 use candle_core::{DType, Device, Tensor};
 use clap::{Parser, ValueEnum};
 use comm::{CommOptions, Communicator, ReduceOp};
+use ddp::check::{build, global_batch, max_abs_diff, worst_ratio};
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
-use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
+use model::{AdamW, AdamWConfig, StagedModel};
 use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,56 +50,6 @@ struct Args {
     tol: f32,
     #[arg(long, default_value_t = 1.3e-6)]
     rtol: f32,
-}
-
-fn build(name: &str, seed: u64, dev: &Device) -> model::Result<Box<dyn StagedModel>> {
-    Ok(match name {
-        "toy" => Box::new(ToyModel::new(16, 8, seed, dev)?),
-        "tiny" => Box::new(TransformerLm::new(LmConfig::tiny(model::VOCAB), seed, dev)?),
-        s => Box::new(TransformerLm::new(LmConfig::by_name(s)?, seed, dev)?),
-    })
-}
-
-/// The same global batch on every rank: a function of the step only.
-fn global_batch(name: &str, step: u64, b: usize, dev: &Device) -> anyhow::Result<Batch> {
-    let h = |i: usize, k: u64| {
-        (i as u64)
-            .wrapping_mul(2654435761)
-            .wrapping_add(step * 1_000_003 + k)
-            % 1_000_003
-    };
-    Ok(if name == "toy" {
-        let x: Vec<f32> = (0..b * 16)
-            .map(|i| h(i, 1) as f32 / 500_000.0 - 1.0)
-            .collect();
-        let y: Vec<u32> = (0..b).map(|i| (h(i, 2) % 8) as u32).collect();
-        Batch {
-            input: Tensor::from_vec(x, (b, 16), dev)?,
-            targets: Tensor::from_vec(y, b, dev)?,
-        }
-    } else {
-        let t = if name == "tiny" { 32 } else { model::CONTEXT };
-        let v = model::VOCAB as u64;
-        let ids: Vec<u32> = (0..b * t).map(|i| (h(i, 3) % v) as u32).collect();
-        let tg: Vec<u32> = (0..b * t).map(|i| (h(i, 4) % v) as u32).collect();
-        Batch {
-            input: Tensor::from_vec(ids, (b, t), dev)?,
-            targets: Tensor::from_vec(tg, (b, t), dev)?,
-        }
-    })
-}
-
-fn max_abs_diff(a: &Tensor, b: &Tensor) -> anyhow::Result<f32> {
-    Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
-}
-
-/// Largest |a - b| / (tol + rtol * |b|): at most 1 when `a` is close to `b`.
-fn worst_ratio(a: &Tensor, b: &Tensor, tol: f32, rtol: f32) -> anyhow::Result<f32> {
-    let allowed = ((b.abs()? * rtol as f64)? + tol as f64)?;
-    Ok(((a - b)?.abs()? / allowed)?
-        .flatten_all()?
-        .max(0)?
-        .to_scalar::<f32>()?)
 }
 
 /// Step 0's averaged gradients against the single process's full-batch gradients from the
