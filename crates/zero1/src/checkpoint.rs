@@ -7,11 +7,12 @@
 //! rows lists the elements it holds, in file order ([`crate::Zero1`]: its contiguous chunk
 //! as one run; [`crate::Zero1Overlap`]: its slice of every bucket); a shard without `runs`
 //! (written before they existed) holds the r-th contiguous chunk. Any shard layout
-//! consolidates to the same flat state, so one optimizer's checkpoint resumes the other. [`consolidate`] merges the shards into one
-//! `optimizer.safetensors` (the whole flat moments, padding stripped); resuming reads that
-//! file if present, else the shards, so a run can resume on any world size. Every file is
-//! written to a temporary name and renamed; reading never writes, and a file that is
-//! corrupt or from another model is an error naming it.
+//! consolidates to the same flat state, so one optimizer's checkpoint resumes the other.
+//! [`consolidate`] merges the shards into one `optimizer.safetensors` (the whole flat
+//! moments, padding stripped); resuming reads that file if present, else the shards, so a
+//! run can resume on any world size. Every file is written to a temporary name and
+//! renamed; reading never writes, and a file that is corrupt or from another model is an
+//! error naming it.
 
 use crate::error::{Result, Zero1Error};
 use candle_core::{DType, Device, Tensor, Var};

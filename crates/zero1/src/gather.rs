@@ -75,9 +75,8 @@ impl Gathers {
     /// Makes the compute stream wait for, and copies, every pending bucket that stage `s`
     /// reads.
     pub(crate) fn before_stage(&mut self, s: usize, params: &[Var]) -> Result<()> {
-        let buckets = self.stage_buckets.get(s).cloned().unwrap_or_default();
-        for b in buckets {
-            self.apply(b, params)?;
+        for k in 0..self.stage_buckets.get(s).map_or(0, Vec::len) {
+            self.apply(self.stage_buckets[s][k], params)?;
         }
         Ok(())
     }
