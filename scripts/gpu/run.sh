@@ -4,7 +4,7 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  ddp-ctas ddp-env anchor-ddp zero1 zero1-check anchor-zero two-node profile full report
+#                                  ddp-ctas ddp-env ddp-carve anchor-ddp zero1 zero1-check anchor-zero two-node profile full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -145,6 +145,18 @@ job() {
         grep -v "NCCL INFO" "$RES/ddp-env.log"; grep "set by environment" "$RES/ddp-env.log" | sed 's/.*NCCL INFO //' | sort -u
       done
       rm -f "$RES/ddp-env.log"
+      return $rc ;;
+    ddp-carve)
+      # The backward's GEMMs planned for all SMs but $CARVEOUTS (cublasSetSmCountTarget),
+      # so NCCL's kernels beside them do not leave a GEMM a last wave on a few SMs; then the
+      # fp32 model with bf16 gradients on the wire (a compression hook, reported apart).
+      # On one GPU (--ranks 1) it measures what the carve-out costs with no NCCL beside it.
+      local n rc=0; n="$(nvidia-smi -L | wc -l)"
+      "$BIN/bench" ddp --backend nccl --ranks "$n" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32} \
+        --strategies ${STRATEGIES:-bucketed} --buckets-mb ${BUCKETS:-1,25} --sm-carveout ${CARVEOUTS:-0,8,16,24,32} \
+        --out "$RES/ddp-carve.jsonl" ${DDP_ARGS:-} || rc=1
+      [ "$n" -gt 1 ] && { "$BIN/bench" ddp --backend nccl --ranks "$n" --size ${SIZES:-xl} --dtype fp32 --grads bf16 \
+        --strategies bucketed --buckets-mb ${BUCKETS:-1,25} --out "$RES/ddp-carve.jsonl" ${DDP_ARGS:-} || rc=1; }
       return $rc ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;

@@ -86,9 +86,14 @@ pub enum Cmd {
         /// Sequences per rank.
         #[arg(long, default_value_t = 8)]
         batch: usize,
-        /// Send fp32 gradients even when the model computes in bf16 (as PyTorch autocast does).
-        #[arg(long)]
-        fp32_grads: bool,
+        /// Gradient dtype on the wire: auto (the model's), fp32 (as PyTorch autocast
+        /// does), bf16 (an fp32 model too: PyTorch's bf16_compress_hook).
+        #[arg(long, value_enum, default_value = "auto")]
+        grads: crate::ddp::GradComm,
+        /// SMs the backward's GEMMs leave to NCCL (cublasSetSmCountTarget), one run per
+        /// value; 0 = every SM.
+        #[arg(long, value_delimiter = ',', default_value = "0")]
+        sm_carveout: Vec<usize>,
         /// Trace one extra step per strategy (CUDA events on both streams) and write
         /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
         #[arg(long)]
@@ -113,6 +118,9 @@ pub enum Cmd {
         /// DDP's bucket size for the ddp, sharded and zero1-overlap/-ahead modes.
         #[arg(long, default_value_t = 25.0)]
         bucket_mb: f64,
+        /// SMs the backward's GEMMs leave to NCCL in those modes (0: every SM).
+        #[arg(long, default_value_t = 0)]
+        sm_carveout: usize,
         #[arg(long, default_value_t = 2)]
         warmup: usize,
         #[arg(long, default_value_t = 5)]

@@ -49,6 +49,9 @@ pub struct DdpRecord {
     pub overlap_ratio: Option<f64>,
     #[serde(default)]
     pub traced_step_ms: Option<f64>,
+    /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
+    #[serde(default)]
+    pub sm_carveout: usize,
 }
 
 pub struct DdpBenchConfig {
@@ -58,10 +61,32 @@ pub struct DdpBenchConfig {
     pub warmup: usize,
     pub steps: usize,
     pub batch: usize,
-    /// Communicate bf16 gradients when the model computes in bf16.
-    pub bf16_grads: bool,
+    /// The dtype gradients are communicated in.
+    pub grads: GradComm,
+    /// One run per value: SMs the backward's GEMMs leave to NCCL ([`DdpOptions`]).
+    pub sm_carveouts: Vec<usize>,
     /// Where rank 0 writes one Chrome trace per (size, dtype, strategy); NCCL only.
     pub trace_dir: Option<PathBuf>,
+}
+
+/// The dtype gradients are communicated in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GradComm {
+    /// The model's compute dtype (bf16 gradients for a bf16 model).
+    Auto,
+    /// Always f32 (as PyTorch autocast does).
+    Fp32,
+    /// Always bf16, an fp32 model too (PyTorch DDP's `bf16_compress_hook`).
+    Bf16,
+}
+
+impl GradComm {
+    fn dtype(self, prec: Precision) -> Option<DType> {
+        match (self, prec) {
+            (GradComm::Bf16, _) | (GradComm::Auto, Precision::Bf16) => Some(DType::BF16),
+            _ => None,
+        }
+    }
 }
 
 /// The strategies the seeds benchmark: naive, flat, overlap, and bucketed per size.
@@ -204,6 +229,9 @@ pub fn run_rank(
     if cfg.steps == 0 || cfg.batch == 0 {
         bail!("--steps and --batch must be at least 1");
     }
+    if cfg.sm_carveouts.is_empty() {
+        bail!("--sm-carveout is empty (0 runs without a carve-out)");
+    }
     let c = comm.as_ref();
     for size in &cfg.sizes {
         let lc = config(size)?;
@@ -227,13 +255,18 @@ pub fn run_rank(
                 Ok(opt.step(&vars, &g)?)
             })?;
             let (single_ms, compute_ms) = (mean_std(&single).0, mean_std(&compute).0);
-            for &strategy in &cfg.strategies {
-                let grad_dtype = (prec == Precision::Bf16 && cfg.bf16_grads).then_some(DType::BF16);
+            let runs = cfg
+                .strategies
+                .iter()
+                .flat_map(|&s| cfg.sm_carveouts.iter().map(move |&c| (s, c)));
+            for (strategy, carveout) in runs {
+                let grad_dtype = cfg.grads.dtype(prec);
                 let mut d = Ddp::new(
                     comm.clone(),
                     &lm,
                     DdpOptions {
                         grad_dtype,
+                        gemm_sm_carveout: carveout,
                         ..DdpOptions::new(strategy)
                     },
                 )?;
@@ -246,10 +279,13 @@ pub fn run_rank(
                 })?;
                 let peak = memory::gib(memory::peak(dev));
                 let stats = d.last_stats();
-                let label = match strategy {
+                let mut label = match strategy {
                     Strategy::Bucketed { bucket_mb } => format!("bucketed:{bucket_mb}"),
                     s => s.to_string(),
                 };
+                if carveout > 0 {
+                    label += &format!(" sm-{carveout}");
+                }
                 let traced = match (&tracer, &cfg.trace_dir) {
                     (Some(t), Some(dir)) => {
                         let title =
@@ -308,6 +344,7 @@ pub fn run_rank(
                     loss_last: loss.to_dtype(DType::F32)?.to_scalar::<f32>()?,
                     overlap_ratio: traced.map(|t| t.0),
                     traced_step_ms: traced.map(|t| t.1),
+                    sm_carveout: carveout,
                 };
                 sink(&rec);
             }
@@ -337,10 +374,13 @@ pub fn header() -> String {
 }
 
 pub fn row(r: &DdpRecord) -> String {
-    let s = match r.bucket_mb {
+    let mut s = match r.bucket_mb {
         Some(b) => format!("bucketed:{b}"),
         None => r.strategy.clone(),
     };
+    if r.sm_carveout > 0 {
+        s += &format!("/c{}", r.sm_carveout);
+    }
     format!(
         "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7}",
         r.size,

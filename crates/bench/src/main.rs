@@ -116,7 +116,8 @@ fn run(cli: Cli) -> Result<()> {
             warmup,
             steps,
             batch,
-            fp32_grads,
+            grads,
+            sm_carveout,
             trace_dir,
             out,
         } => {
@@ -130,7 +131,8 @@ fn run(cli: Cli) -> Result<()> {
                 warmup,
                 steps,
                 batch,
-                bf16_grads: !fp32_grads,
+                grads,
+                sm_carveouts: sm_carveout,
                 trace_dir,
             };
             ddp::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
@@ -141,6 +143,7 @@ fn run(cli: Cli) -> Result<()> {
             size,
             modes,
             bucket_mb,
+            sm_carveout,
             warmup,
             steps,
             batch,
@@ -150,6 +153,7 @@ fn run(cli: Cli) -> Result<()> {
                 size,
                 modes,
                 bucket_mb,
+                sm_carveout,
                 warmup,
                 steps,
                 batch,

@@ -255,11 +255,14 @@ pub fn run(
 
 /// Folded stacks (µs) rendered as a flame graph: step → fwd/bwd → block → attn/ffn →
 /// component → kernel (the fused kernels by name; GEMMs and candle's ops as one frame).
+/// The folded lines themselves go beside it (`.folded`): the SVG leaves out frames
+/// narrower than 0.1 px.
 fn flame(stacks: &BTreeMap<String, f64>, path: &Path, title: &str) -> Result<()> {
     let lines: Vec<String> = stacks
         .iter()
         .map(|(s, ms)| format!("{s} {}", (ms * 1e3).round() as u64))
         .collect();
+    std::fs::write(path.with_extension("folded"), lines.join("\n") + "\n")?;
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = format!("{title}: GPU time per component (µs)");
     opts.count_name = "µs".into();

@@ -38,6 +38,9 @@ pub struct ZeroRecord {
     pub after_init_gib: Option<f64>,
     pub before_step_gib: Option<f64>,
     pub after_step_gib: Option<f64>,
+    /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
+    #[serde(default)]
+    pub sm_carveout: usize,
     pub peak_gib: Option<f64>,
     /// Analytic, this rank: parameters, gradients and AdamW moments (f32).
     pub params_gib: f64,
@@ -97,6 +100,8 @@ pub struct ZeroBenchConfig {
     pub modes: Vec<String>,
     /// DDP's bucket size in the ddp, sharded and zero1-overlap/-ahead modes.
     pub bucket_mb: f64,
+    /// SMs the backward's GEMMs leave to NCCL in those modes.
+    pub sm_carveout: usize,
     pub warmup: usize,
     pub steps: usize,
     pub batch: usize,
@@ -134,13 +139,14 @@ pub fn run_rank(
         let vars = lm.params().vars().to_vec();
         let n: usize = vars.iter().map(|v| v.elem_count()).sum();
         let strategy = Strategy::Bucketed { bucket_mb };
+        let opts = DdpOptions {
+            gemm_sm_carveout: cfg.sm_carveout,
+            ..DdpOptions::new(strategy)
+        };
         let mut o = match mode.as_str() {
-            "ddp" => Opt::Ddp(
-                Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
-                AdamW::new(adamw_cfg())?,
-            ),
+            "ddp" => Opt::Ddp(Ddp::new(comm.clone(), &lm, opts)?, AdamW::new(adamw_cfg())?),
             "sharded" => Opt::Sharded(
-                Ddp::new(comm.clone(), &lm, DdpOptions::new(strategy))?,
+                Ddp::new(comm.clone(), &lm, opts)?,
                 ShardedOptimizer::new(
                     comm.clone(),
                     vec![ParamGroup {
@@ -153,6 +159,7 @@ pub fn run_rank(
             "zero1-overlap" | "zero1-ahead" => {
                 let mut z = Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?;
                 z.set_gather_ahead(mode == "zero1-ahead");
+                z.set_gemm_sm_carveout(cfg.sm_carveout)?;
                 Opt::Overlap(z)
             }
             m => bail!(
@@ -214,6 +221,7 @@ pub fn run_rank(
             after_init_gib: after_init,
             before_step_gib: before,
             after_step_gib: after,
+            sm_carveout: cfg.sm_carveout,
             peak_gib: peak,
             params_gib: gib(n),
             grads_gib: gib(n),

@@ -30,6 +30,9 @@ pub struct DdpOptions {
     pub grad_dtype: Option<DType>,
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,
+    /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
+    /// [`model::gemm_sms`]). Only eager strategies communicate during backward.
+    pub gemm_sm_carveout: usize,
 }
 
 impl DdpOptions {
@@ -38,6 +41,7 @@ impl DdpOptions {
             strategy,
             grad_dtype: None,
             reduce_scatter: false,
+            gemm_sm_carveout: 0,
         }
     }
 }
@@ -97,6 +101,7 @@ impl Ddp {
             }
         }
         let device = p.var(0).device().clone();
+        check_carveout(&device, opts.gemm_sm_carveout)?;
         let mut ready = vec![usize::MAX; p.len()];
         for s in 0..model.num_stages() {
             for i in model.stage_params(s) {
@@ -138,6 +143,13 @@ impl Ddp {
             stage_hook: None,
             device,
         })
+    }
+
+    /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
+    pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
+        check_carveout(&self.device, carveout)?;
+        self.opts.gemm_sm_carveout = carveout;
+        Ok(())
     }
 
     /// Installs (or with `None` removes) the [`StageHook`] run in every staged backward.
@@ -183,6 +195,10 @@ impl Ddp {
         let loss = tape.loss().clone();
         let acc = self.accumulated.take();
         let mut hook = self.stage_hook.take();
+        let carve = if eager { self.opts.gemm_sm_carveout } else { 0 };
+        if carve > 0 {
+            model::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
+        }
         let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
                 h(s)?;
@@ -198,6 +214,9 @@ impl Ddp {
             Ok(())
         });
         self.stage_hook = hook;
+        if carve > 0 {
+            model::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
+        }
         let mut grads = result?;
         if !eager {
             for b in 0..self.buckets.len() {
@@ -348,6 +367,16 @@ fn launch(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result
         shard,
         work,
     })
+}
+
+/// A carve-out must leave the device at least one SM.
+fn check_carveout(device: &Device, carveout: usize) -> Result<()> {
+    match model::gemm_sms::sm_count(device)? {
+        Some(sms) if carveout >= sms => Err(DdpError::Input(format!(
+            "GEMM SM carve-out {carveout} leaves none of the device's {sms} SMs"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn add_grads(a: Grads, b: Grads) -> Result<Grads> {

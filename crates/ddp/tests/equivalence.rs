@@ -90,7 +90,7 @@ fn bf16_gradient_communication_stays_close() {
     let opts = DdpOptions {
         strategy: Strategy::Bucketed { bucket_mb: 0.004 },
         grad_dtype: Some(candle_core::DType::BF16),
-        reduce_scatter: false,
+        ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.004 })
     };
     check(Kind::Lm, 2, opts, 1, 2e-3);
 }

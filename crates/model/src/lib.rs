@@ -18,7 +18,8 @@
 //!
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
-//! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the stage seam DDP uses), [`adamw`].
+//! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
+//! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for).
 
 pub mod adamw;
 mod block;
@@ -26,6 +27,7 @@ pub mod config;
 pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;
+pub mod gemm_sms;
 pub mod kernels;
 pub mod layers;
 pub mod lm;

@@ -117,6 +117,12 @@ impl Zero1Overlap {
         self.gather_ahead = on;
     }
 
+    /// SMs the backward's GEMMs leave to NCCL's reduce-scatters (see
+    /// `ddp::DdpOptions::gemm_sm_carveout`; 0: none).
+    pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
+        Ok(self.ddp.set_gemm_sm_carveout(carveout)?)
+    }
+
     /// Completes every all-gather still in flight into the parameters (the compute stream
     /// waits; the host does not block on the GPU).
     pub fn sync_params(&mut self) -> Result<()> {

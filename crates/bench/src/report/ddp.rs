@@ -49,10 +49,20 @@ fn torch_for<'a>(
 }
 
 fn label(r: &DdpRecord) -> String {
-    match r.bucket_mb {
+    let base = match r.bucket_mb {
         Some(b) => format!("bucketed {b} MB"),
         None => r.strategy.clone(),
+    };
+    match r.sm_carveout {
+        0 => base,
+        c => format!("{base}, GEMMs leave {c} SMs"),
     }
+}
+
+/// Gradients sent in a narrower dtype than the model computes in (a compression hook:
+/// not the same training, so never the "best strategy").
+fn compressed(r: &DdpRecord) -> bool {
+    r.dtype.name() == "fp32" && r.grad_dtype != "fp32"
 }
 
 pub fn section(
@@ -127,8 +137,9 @@ pub fn section(
         }
         let best = rows
             .iter()
+            .filter(|r| !compressed(r))
             .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
-            .expect("rows");
+            .unwrap_or(&rows[0]);
         let naive = rows.iter().find(|r| r.strategy == "naive");
         writeln!(
             md,
@@ -159,7 +170,10 @@ pub fn section(
                 best.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into())
             )?;
         }
-        let buckets: Vec<&&DdpRecord> = rows.iter().filter(|r| r.bucket_mb.is_some()).collect();
+        let buckets: Vec<&&DdpRecord> = rows
+            .iter()
+            .filter(|r| r.bucket_mb.is_some() && r.sm_carveout == 0 && !compressed(r))
+            .collect();
         if buckets.len() >= 2 {
             let s = rows
                 .iter()
@@ -230,4 +244,57 @@ pub fn section(
         md.push('\n');
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::single::Precision;
+
+    fn rec(carveout: usize, grads: &str, step_ms: f64) -> DdpRecord {
+        DdpRecord {
+            bench: "ddp".into(),
+            backend: "nccl".into(),
+            world: 2,
+            size: "xl".into(),
+            dtype: Precision::Fp32,
+            strategy: "bucketed".into(),
+            bucket_mb: Some(1.0),
+            grad_dtype: grads.into(),
+            batch_per_rank: 8,
+            steps: 5,
+            collectives: 339,
+            comm_bytes: 1,
+            single_ms: 280.0,
+            compute_ms: 280.0,
+            step_ms,
+            step_std_ms: 1.0,
+            comm_ms: 30.0,
+            exposed_ms: step_ms - 280.0,
+            peak_gib: None,
+            loss_last: 9.0,
+            overlap_ratio: None,
+            traced_step_ms: None,
+            sm_carveout: carveout,
+        }
+    }
+
+    #[test]
+    fn best_strategy_may_carve_out_sms_but_never_compresses_fp32_gradients() {
+        let recs = [
+            rec(0, "fp32", 300.0),
+            rec(16, "fp32", 290.0),
+            rec(0, "bf16", 250.0),
+        ];
+        let mut md = String::new();
+        section(&mut md, &recs, &[], &[], &std::env::temp_dir()).unwrap();
+        assert!(
+            md.contains("Best strategy: **bucketed 1 MB, GEMMs leave 16 SMs** at 290.0 ms"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bucketed 1 MB | bf16 |"),
+            "the compressed row is listed: {md}"
+        );
+    }
 }

@@ -88,7 +88,7 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     let opts = DdpOptions {
         strategy,
         grad_dtype: a.bf16_grads.then_some(DType::BF16),
-        reduce_scatter: false,
+        ..DdpOptions::new(strategy)
     };
     let mut d = Ddp::new(comm.clone(), m.as_ref(), opts)?;
     let grad_err = if a.check {

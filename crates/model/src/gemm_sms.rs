@@ -1,0 +1,82 @@
+//! How many SMs cuBLAS plans its GEMMs for. While collectives run beside the backward
+//! (DDP's all-reduces, ZeRO's all-gathers), NCCL's kernels hold some SMs; a GEMM planned
+//! for the whole GPU then runs its last wave of tiles on whatever is left and can take up
+//! to a wave longer. [`set_gemm_sm_carveout`] leaves `carveout` SMs out of cuBLAS's plan
+//! (`cublasSetSmCountTarget`, what PyTorch's `_set_sm_carveout_experimental` sets for
+//! async tensor parallelism), so GEMMs queued from then on are tiled for the SMs NCCL
+//! leaves free. Carve-out 0 restores cuBLAS's default (every SM).
+//!
+//! How to use (a no-op on the CPU, so the same code runs in CI):
+//! ```
+//! # fn main() -> model::Result<()> {
+//! let dev = candle_core::Device::Cpu;
+//! model::gemm_sms::set_gemm_sm_carveout(&dev, 16)?; // GEMMs queued now leave 16 SMs free
+//! model::gemm_sms::set_gemm_sm_carveout(&dev, 0)?; // back to every SM
+//! # Ok(()) }
+//! ```
+
+use crate::error::{ModelError, Result};
+use candle_core::Device;
+
+/// The device's SM count (`None` on the CPU).
+pub fn sm_count(device: &Device) -> Result<Option<usize>> {
+    match device {
+        Device::Cpu => Ok(None),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(d) => cuda::sm_count(d).map(Some),
+        other => Err(ModelError::Input(format!(
+            "SM count of device {other:?} is not supported"
+        ))),
+    }
+}
+
+/// Makes cuBLAS plan the GEMMs queued from now on for all SMs but `carveout` (0: all).
+/// Fails, naming the value, when the carve-out leaves no SM.
+pub fn set_gemm_sm_carveout(device: &Device, carveout: usize) -> Result<()> {
+    match device {
+        Device::Cpu => Ok(()),
+        #[cfg(feature = "cuda")]
+        Device::Cuda(d) => {
+            let sms = cuda::sm_count(d)?;
+            if carveout >= sms {
+                return Err(ModelError::Input(format!(
+                    "GEMM SM carve-out {carveout} leaves no SM of the device's {sms}"
+                )));
+            }
+            // cuBLAS reads 0 as "no target": every SM.
+            let target = if carveout == 0 { 0 } else { sms - carveout };
+            cuda::set_target(d, target)
+        }
+        other => Err(ModelError::Input(format!(
+            "GEMM SM carve-out {carveout} on device {other:?} is not supported"
+        ))),
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use crate::error::Result;
+    use candle_core::cuda_backend::cudarc::cublas::sys::cublasSetSmCountTarget;
+    use candle_core::cuda_backend::cudarc::driver::sys::CUdevice_attribute;
+    use candle_core::cuda_backend::WrapErr;
+    use candle_core::CudaDevice;
+
+    pub fn sm_count(d: &CudaDevice) -> Result<usize> {
+        let n = d
+            .cuda_stream()
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .w()?;
+        Ok(n as usize)
+    }
+
+    pub fn set_target(d: &CudaDevice, target: usize) -> Result<()> {
+        let blas = d.cublas_handle();
+        // SAFETY: the handle is candle's live cuBLAS handle for this device; the call only
+        // sets a planning hint read by later GEMM calls on it.
+        unsafe { cublasSetSmCountTarget(*blas.handle(), target as i32) }
+            .result()
+            .w()?;
+        Ok(())
+    }
+}
