@@ -52,6 +52,9 @@ pub struct DdpRecord {
     /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
     #[serde(default)]
     pub sm_carveout: usize,
+    /// NCCL settings from the environment (`NCCL_MAX_CTAS=4`), NCCL runs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_env: Option<String>,
 }
 
 pub struct DdpBenchConfig {
@@ -345,6 +348,9 @@ pub fn run_rank(
                     overlap_ratio: traced.map(|t| t.0),
                     traced_step_ms: traced.map(|t| t.1),
                     sm_carveout: carveout,
+                    nccl_env: (c.backend() == "nccl")
+                        .then(crate::records::nccl_tuning)
+                        .flatten(),
                 };
                 sink(&rec);
             }

@@ -54,7 +54,6 @@ pub fn busbw(algbw: f64, world: usize) -> f64 {
     algbw * 2.0 * (world as f64 - 1.0) / world as f64
 }
 
-/// Appends one record as a JSON line.
 /// A sink that prints each record as a table row and appends it to `out` (a failed
 /// append is reported on stderr, not fatal: the printed row is still there).
 pub fn print_and_store<'a, R: Serialize + 'a>(
@@ -69,6 +68,7 @@ pub fn print_and_store<'a, R: Serialize + 'a>(
     }
 }
 
+/// Appends one record as a JSON line.
 pub fn append(path: &Path, rec: &impl Serialize) -> anyhow::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
@@ -103,9 +103,45 @@ pub fn read<T: for<'de> Deserialize<'de>>(
     Ok(out)
 }
 
+/// The NCCL settings of this process's environment that change how collectives run
+/// (`NCCL_MAX_CTAS=4;NCCL_PROTO=Simple`, sorted), for records to say what they ran under;
+/// `None` when there are none. Debug output and NCCL_NVLS_ENABLE (always 0 on the
+/// project's GPU machines) are left out.
+pub fn nccl_tuning() -> Option<String> {
+    nccl_tuning_of(std::env::vars())
+}
+
+fn nccl_tuning_of(vars: impl Iterator<Item = (String, String)>) -> Option<String> {
+    let mut set: Vec<String> = vars
+        .filter(|(k, _)| {
+            k.starts_with("NCCL_") && !k.starts_with("NCCL_DEBUG") && k != "NCCL_NVLS_ENABLE"
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    set.sort();
+    (!set.is_empty()).then(|| set.join(";"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nccl_tuning_lists_settings_but_not_debug_or_nvls() {
+        let vars = [
+            ("NCCL_PROTO", "Simple"),
+            ("NCCL_DEBUG", "INFO"),
+            ("NCCL_NVLS_ENABLE", "0"),
+            ("PATH", "/bin"),
+            ("NCCL_MAX_CTAS", "4"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(
+            nccl_tuning_of(vars.iter().cloned()).as_deref(),
+            Some("NCCL_MAX_CTAS=4;NCCL_PROTO=Simple")
+        );
+        assert_eq!(nccl_tuning_of(vars[1..4].iter().cloned()), None);
+    }
 
     #[test]
     fn busbw_matches_nccl_tests_formula() {

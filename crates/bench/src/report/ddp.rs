@@ -53,9 +53,13 @@ fn label(r: &DdpRecord) -> String {
         Some(b) => format!("bucketed {b} MB"),
         None => r.strategy.clone(),
     };
-    match r.sm_carveout {
+    let base = match r.sm_carveout {
         0 => base,
         c => format!("{base}, GEMMs leave {c} SMs"),
+    };
+    match &r.nccl_env {
+        Some(e) => format!("{base}, {e}"),
+        None => base,
     }
 }
 
@@ -172,7 +176,12 @@ pub fn section(
         }
         let buckets: Vec<&&DdpRecord> = rows
             .iter()
-            .filter(|r| r.bucket_mb.is_some() && r.sm_carveout == 0 && !compressed(r))
+            .filter(|r| {
+                r.bucket_mb.is_some()
+                    && r.sm_carveout == 0
+                    && r.nccl_env.is_none()
+                    && !compressed(r)
+            })
             .collect();
         if buckets.len() >= 2 {
             let s = rows
@@ -276,6 +285,7 @@ mod tests {
             overlap_ratio: None,
             traced_step_ms: None,
             sm_carveout: carveout,
+            nccl_env: None,
         }
     }
 
