@@ -28,7 +28,7 @@ mod zero1_check;
 
 use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
 use anyhow::{bail, Context, Result};
-use candle_core::Device;
+use candle_core::{DType, Device};
 use clap::Parser;
 use cli::{BackendArg, Cli, Cmd};
 
@@ -187,8 +187,10 @@ fn run(cli: Cli) -> Result<()> {
             for (dtype, dl, worst) in modelcheck::run(&gpu)? {
                 println!("model-check {dtype:?}: |loss GPU - CPU| = {dl:.2e}, worst gradient error {worst:.2e} (relative): OK");
             }
-            let d = modelcheck::fused_adamw(&gpu)?;
-            println!("model-check fused AdamW vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
+            for dtype in [DType::F32, DType::BF16] {
+                let d = modelcheck::fused_adamw(&gpu, dtype)?;
+                println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
+            }
             for (dtype, c) in modelcheck::fused_kernels(&gpu)? {
                 println!(
                     "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",

@@ -59,9 +59,14 @@ pub fn run(gpu: &Device) -> Result<Vec<(DType, f32, f32)>> {
 }
 
 /// The fused AdamW kernel against the candle-op AdamW, both on the GPU, three steps with
-/// the same gradients: returns the largest parameter difference; fails above 2e-6.
-pub fn fused_adamw(gpu: &Device) -> Result<f32> {
-    let (a, b) = (build(gpu, DType::F32)?, build(gpu, DType::F32)?);
+/// the same gradients of a model computing in `dtype` (a bf16 model's block gradients are
+/// bf16, which the fused kernel reads as they are): returns the largest parameter
+/// difference; fails above 2e-6.
+pub fn fused_adamw(gpu: &Device, dtype: DType) -> Result<f32> {
+    let (a, b) = (build(gpu, dtype)?, build(gpu, dtype)?);
+    if dtype == DType::BF16 && !has_bf16_grad(&a.0, &a.1)? {
+        bail!("fused AdamW check: a bf16 model gave no bf16 gradient to test the kernel with");
+    }
     let cfg = AdamWConfig {
         lr: 1e-2,
         weight_decay: 0.1,
@@ -87,6 +92,11 @@ pub fn fused_adamw(gpu: &Device) -> Result<f32> {
         bail!("fused AdamW differs from the candle-op AdamW by {worst:.2e}");
     }
     Ok(worst)
+}
+
+fn has_bf16_grad(lm: &TransformerLm, b: &Batch) -> Result<bool> {
+    let (_, grads) = forward_backward(lm, b, |_, _| Ok(()))?;
+    Ok(grads.iter().flatten().any(|g| g.dtype() == DType::BF16))
 }
 
 /// Every fused op (model::kernels) on the GPU against its composition on the GPU, f32 and

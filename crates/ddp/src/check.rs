@@ -4,7 +4,7 @@
 //! comparisons (torch.testing.assert_close's rule).
 
 use crate::Result;
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use model::{Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
 
 /// "toy", "tiny", or an LM size (small, medium, large, xl, 2.7B), from `seed`.
@@ -47,11 +47,13 @@ pub fn global_batch(name: &str, step: u64, b: usize, dev: &Device) -> Result<Bat
 
 /// Largest |a - b|.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+    let (a, b) = (a.to_dtype(DType::F32)?, b.to_dtype(DType::F32)?);
     Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)
 }
 
 /// Largest |a - b| / (tol + rtol * |b|): at most 1 when `a` is close to `b`.
 pub fn worst_ratio(a: &Tensor, b: &Tensor, tol: f32, rtol: f32) -> Result<f32> {
+    let (a, b) = (&a.to_dtype(DType::F32)?, &b.to_dtype(DType::F32)?);
     let allowed = ((b.abs()? * rtol as f64)? + tol as f64)?;
     Ok(((a - b)?.abs()? / allowed)?
         .flatten_all()?

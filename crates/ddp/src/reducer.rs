@@ -4,9 +4,10 @@
 //! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
 //! bucket's all-reduce (asynchronous, on the communication stream) from the stage
 //! callback of `model::forward_backward` as soon as its last gradient is final; the others
-//! launch every bucket after backward. A bucket of one f32 gradient is reduced in place; a
-//! larger one (or a bf16 one) is first copied into one flat buffer. Gradients come back as
-//! views of those buffers from [`Ddp::finish_gradient_synchronization`]. A launched
+//! launch every bucket after backward. A bucket of one gradient already in the
+//! communication dtype is reduced in place; any other is first copied (and cast) into one
+//! flat buffer; a bf16 model's bf16 gradients need no cast. Gradients come back as views of those
+//! buffers, in that dtype, from [`Ddp::finish_gradient_synchronization`]. A launched
 //! bucket's gradients are taken out of the backward's gradient list, so each lives once.
 //!
 //! With `reduce_scatter` (ZeRO-1, the zero1 crate) every bucket is zero-padded to a multiple
@@ -242,6 +243,11 @@ impl Ddp {
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
         let (loss, grads) = model::forward_backward(model, batch, |_, _| Ok(()))?;
+        // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute dtype.
+        let grads = grads
+            .into_iter()
+            .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
+            .collect::<candle_core::Result<Grads>>()?;
         self.accumulated = Some(match self.accumulated.take() {
             None => grads,
             Some(acc) => add_grads(acc, grads)?,
@@ -263,7 +269,8 @@ impl Ddp {
     }
 
     /// Waits for every launched all-reduce (the compute stream waits; the host does not
-    /// block on GPU) and returns the averaged gradients, f32, by parameter index.
+    /// block on GPU) and returns the averaged gradients by parameter index, in the
+    /// communication dtype (bf16 views stay bf16: AdamW reads them without a cast).
     pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
         if self.opts.reduce_scatter {
             return Err(DdpError::Input(
@@ -283,11 +290,7 @@ impl Ddp {
             let mut off = 0;
             for &i in &self.buckets[f.bucket].params {
                 let n = self.shapes[i].elem_count();
-                let g = f
-                    .buf
-                    .narrow(0, off, n)?
-                    .reshape(self.shapes[i].clone())?
-                    .to_dtype(DType::F32)?;
+                let g = f.buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
                 out[i] = Some(g);
                 off += n;
             }
@@ -337,7 +340,7 @@ fn launch(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
     for &i in &bucket.params {
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
-            (Some(g), Some(a)) => (g + a)?,
+            (Some(g), Some(a)) => (g.to_dtype(DType::F32)? + a)?,
             (Some(g), None) => g,
             (None, Some(a)) => a.clone(),
             (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?,

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::profile::mark;
 use crate::staged::SavedStage;
 use crate::{kernels, rmsnorm};
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 
 /// A block's weights in the compute dtype (detached) and their parameter indices.
 pub(crate) struct BlockWeights {
@@ -116,9 +116,11 @@ pub(crate) fn forward(
 }
 
 /// gᵀ · x: the weight gradient (out, in) of a linear layer from its output gradient g
-/// (rows, out) and input x (rows, in), in f32.
+/// (rows, out) and input x (rows, in), in the compute dtype: a bf16 GEMM's gradient stays
+/// bf16 (AdamW and DDP read it as it is; casting it to f32 here would only be cast back
+/// for bf16 communication).
 fn dweight(g: &Tensor, x: &Tensor) -> Result<Tensor> {
-    Ok(g.t()?.matmul(x)?.to_dtype(DType::F32)?)
+    Ok(g.t()?.matmul(x)?)
 }
 
 impl SavedStage for Saved {

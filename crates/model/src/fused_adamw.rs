@@ -4,6 +4,7 @@
 //! sharded optimizer can keep only its shard.
 
 use crate::error::{ModelError, Result};
+use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
@@ -106,9 +107,14 @@ impl InplaceOp2 for Launch<'_> {
                 gl.shape().elem_count()
             );
         }
+        let kernel = match g.dtype() {
+            DType::F32 => "adamw_f32",
+            DType::BF16 => "adamw_f32_gbf16",
+            d => candle_core::bail!("fused AdamW: {d:?} gradient (f32 or bf16)"),
+        };
         let func = p
             .device
-            .get_or_load_custom_func("adamw_f32", "model_adamw", PTX)?;
+            .get_or_load_custom_func(kernel, "model_adamw", PTX)?;
         let mut mom = self.moments.borrow_mut();
         if mom.m.len() != n {
             candle_core::bail!(
@@ -118,7 +124,6 @@ impl InplaceOp2 for Launch<'_> {
         }
         let pd = p.as_cuda_slice_mut::<f32>()?;
         let go = gl.start_offset();
-        let gd = g.as_cuda_slice::<f32>()?.slice(go..go + n);
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         let s = self.s;
@@ -128,25 +133,36 @@ impl InplaceOp2 for Launch<'_> {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
+        let (gf, gb);
         let mut b = func.builder();
-        b.arg(pd).arg(&gd).arg(m).arg(v).arg(&n64);
+        b.arg(pd);
+        if g.dtype() == DType::F32 {
+            gf = g.as_cuda_slice::<f32>()?.slice(go..go + n);
+            b.arg(&gf);
+        } else {
+            gb = g.as_cuda_slice::<half::bf16>()?.slice(go..go + n);
+            b.arg(&gb);
+        }
+        b.arg(m).arg(v).arg(&n64);
         b.arg(&s.decay)
             .arg(&s.b1)
             .arg(&s.b2)
             .arg(&s.eps)
             .arg(&s.step_size)
             .arg(&s.bc2_sqrt);
-        crate::profile::mark_kernel_begin("adamw_f32");
-        // SAFETY: the kernel's signature matches the arguments; all buffers hold n f32.
+        crate::profile::mark_kernel_begin(kernel);
+        // SAFETY: the kernel's signature matches the arguments; p, m, v hold n f32 and g
+        // n elements of the kernel's gradient type.
         unsafe { b.launch(cfg) }.w()?;
-        crate::profile::mark_kernel("adamw_f32");
+        crate::profile::mark_kernel(kernel);
         Ok(())
     }
 }
 
-/// One fused step of parameter `p` with gradient `g`.
+/// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
+/// dtypes are cast to f32 first).
 pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: StepScalars) -> Result<()> {
-    let g = if g.dtype() == DType::F32 {
+    let g = if matches!(g.dtype(), DType::F32 | DType::BF16) {
         g.contiguous()?
     } else {
         g.to_dtype(DType::F32)?

@@ -16,7 +16,7 @@
 
 use crate::error::{ModelError, Result};
 use crate::params::ParamSet;
-use candle_core::{Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 
 /// One batch: the model's input (token ids or features) and the targets of the loss.
 pub struct Batch {
@@ -62,7 +62,8 @@ pub trait StagedModel {
     }
 }
 
-/// Gradients by parameter index, filled in as stages finish.
+/// Gradients by parameter index, filled in as stages finish; each in the dtype it was
+/// computed in (f32, or bf16 where a bf16 model's hand-written block computed it on CUDA).
 pub type Grads = Vec<Option<Tensor>>;
 
 /// One recorded stage.
@@ -196,6 +197,7 @@ fn stage_backward(
 
 fn accumulate(grads: &mut Grads, i: usize, g: Tensor) -> Result<()> {
     grads[i] = Some(match grads[i].take() {
+        Some(a) if a.dtype() != g.dtype() => (a.to_dtype(DType::F32)? + g.to_dtype(DType::F32)?)?,
         Some(a) => (a + g)?,
         None => g,
     });

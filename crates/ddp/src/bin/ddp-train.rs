@@ -73,7 +73,12 @@ fn gradient_error(
     let mut worst = 0f32;
     for (x, y) in g.iter().zip(&single) {
         if let (Some(x), Some(y)) = (x, y) {
-            let scale = y.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+            let scale = y
+                .to_dtype(DType::F32)?
+                .abs()?
+                .flatten_all()?
+                .max(0)?
+                .to_scalar::<f32>()?;
             worst = worst.max(max_abs_diff(x, y)? / scale.max(f32::MIN_POSITIVE));
         }
     }
