@@ -102,7 +102,7 @@ impl Ddp {
             }
         }
         let device = p.var(0).device().clone();
-        check_carveout(&device, opts.gemm_sm_carveout)?;
+        model::gemm_sms::check_carveout(&device, opts.gemm_sm_carveout)?;
         let mut ready = vec![usize::MAX; p.len()];
         for s in 0..model.num_stages() {
             for i in model.stage_params(s) {
@@ -148,7 +148,7 @@ impl Ddp {
 
     /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
     pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
-        check_carveout(&self.device, carveout)?;
+        model::gemm_sms::check_carveout(&self.device, carveout)?;
         self.opts.gemm_sm_carveout = carveout;
         Ok(())
     }
@@ -370,16 +370,6 @@ fn launch(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result
         shard,
         work,
     })
-}
-
-/// A carve-out must leave the device at least one SM.
-fn check_carveout(device: &Device, carveout: usize) -> Result<()> {
-    match model::gemm_sms::sm_count(device)? {
-        Some(sms) if carveout >= sms => Err(DdpError::Input(format!(
-            "GEMM SM carve-out {carveout} leaves none of the device's {sms} SMs"
-        ))),
-        _ => Ok(()),
-    }
 }
 
 fn add_grads(a: Grads, b: Grads) -> Result<Grads> {

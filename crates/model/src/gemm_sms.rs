@@ -30,6 +30,18 @@ pub fn sm_count(device: &Device) -> Result<Option<usize>> {
     }
 }
 
+/// Fails, naming the value, when `carveout` would leave the device no SM; returns the
+/// device's SM count (`None` on the CPU, where any carve-out is a no-op).
+pub fn check_carveout(device: &Device, carveout: usize) -> Result<Option<usize>> {
+    let sms = sm_count(device)?;
+    match sms {
+        Some(n) if carveout >= n => Err(ModelError::Input(format!(
+            "GEMM SM carve-out {carveout} leaves no SM of the device's {n}"
+        ))),
+        _ => Ok(sms),
+    }
+}
+
 /// Makes cuBLAS plan the GEMMs queued from now on for all SMs but `carveout` (0: all).
 /// Fails, naming the value, when the carve-out leaves no SM.
 pub fn set_gemm_sm_carveout(device: &Device, carveout: usize) -> Result<()> {
@@ -37,12 +49,7 @@ pub fn set_gemm_sm_carveout(device: &Device, carveout: usize) -> Result<()> {
         Device::Cpu => Ok(()),
         #[cfg(feature = "cuda")]
         Device::Cuda(d) => {
-            let sms = cuda::sm_count(d)?;
-            if carveout >= sms {
-                return Err(ModelError::Input(format!(
-                    "GEMM SM carve-out {carveout} leaves no SM of the device's {sms}"
-                )));
-            }
+            let sms = check_carveout(device, carveout)?.expect("a CUDA device has SMs");
             // cuBLAS reads 0 as "no target": every SM.
             let target = if carveout == 0 { 0 } else { sms - carveout };
             cuda::set_target(d, target)
