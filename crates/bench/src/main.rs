@@ -12,6 +12,7 @@ mod allreduce;
 mod allreduce_run;
 mod cli;
 mod ddp;
+mod ddp_record;
 mod group;
 mod memory;
 mod modelcheck;

@@ -1,0 +1,90 @@
+//! What `bench ddp` records per run (one JSON line each, read back by the report) and the
+//! fixed-column table row it prints.
+
+use crate::single::Precision;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DdpRecord {
+    pub bench: String, // "ddp"
+    pub backend: String,
+    pub world: usize,
+    pub size: String,
+    pub dtype: Precision,
+    pub strategy: String,
+    pub bucket_mb: Option<f64>,
+    pub grad_dtype: String,
+    pub batch_per_rank: usize,
+    pub steps: usize,
+    pub collectives: usize,
+    pub comm_bytes: usize,
+    pub single_ms: f64,
+    pub compute_ms: f64,
+    pub step_ms: f64,
+    pub step_std_ms: f64,
+    pub comm_ms: f64,
+    pub exposed_ms: f64,
+    pub peak_gib: Option<f64>,
+    pub loss_last: f32,
+    /// Of one extra traced step (`--trace-dir`): compute during communication ÷
+    /// communication (HTA's overlap ratio), and that step's time on the event timeline.
+    #[serde(default)]
+    pub overlap_ratio: Option<f64>,
+    #[serde(default)]
+    pub traced_step_ms: Option<f64>,
+    /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
+    #[serde(default)]
+    pub sm_carveout: usize,
+    /// NCCL settings from the environment (`NCCL_MAX_CTAS=4`), NCCL runs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_env: Option<String>,
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
+        "size",
+        "dtype",
+        "w",
+        "strategy",
+        "grads",
+        "colls",
+        "1gpu(ms)",
+        "compute",
+        "step(ms)",
+        "comm(ms)",
+        "exposed",
+        "ratio",
+        "peak(GiB)",
+        "overlap"
+    )
+}
+
+pub fn row(r: &DdpRecord) -> String {
+    let mut s = match r.bucket_mb {
+        Some(b) => format!("bucketed:{b}"),
+        None => r.strategy.clone(),
+    };
+    if r.sm_carveout > 0 {
+        s += &format!("/c{}", r.sm_carveout);
+    }
+    format!(
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7}",
+        r.size,
+        r.dtype.name().to_string(),
+        r.world,
+        s,
+        r.grad_dtype,
+        r.collectives,
+        r.single_ms,
+        r.compute_ms,
+        r.step_ms,
+        r.comm_ms,
+        r.exposed_ms,
+        r.step_ms / r.single_ms,
+        r.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
+        r.overlap_ratio
+            .map(|o| format!("{o:.2}"))
+            .unwrap_or_else(|| "-".into())
+    )
+}
