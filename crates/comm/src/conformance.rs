@@ -118,7 +118,48 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     w.synchronize()?;
     checks += 2;
 
-    // 6. Bad input fails before anything is sent, the same way on every rank.
+    // 6. Coalesced collectives: buffers of mixed dtypes (one a view) produced by queued
+    //    compute, one handle; reduce-scatters likewise; an empty list is a no-op.
+    let flat = Tensor::ones(6, DType::F32, dev)?;
+    let bufs = [
+        (base.matmul(&base)? / 256.0)?.affine(1.0, r as f64)?, // 1 + r
+        Tensor::new(&[r, 1.0], dev)?.to_dtype(DType::BF16)?,
+        flat.narrow(0, 2, 3)?,
+    ];
+    c.all_reduce_coalesced_async(&bufs, ReduceOp::Sum)?.wait()?;
+    let got = bufs[0].mean_all()?.to_scalar::<f32>()?;
+    if (got - (nf + sum)).abs() > 1e-4 * (nf + sum) {
+        return Err(fail("all_reduce_coalesced (f32 of compute)", got, nf + sum));
+    }
+    expect("all_reduce_coalesced (bf16)", &bufs[1], &[sum, nf])?;
+    expect(
+        "all_reduce_coalesced (a view)",
+        &flat,
+        &[1.0, 1.0, nf, nf, nf, 1.0],
+    )?;
+    let pairs: Vec<(Tensor, Tensor)> = (1..3)
+        .map(|k| -> Result<_> {
+            let input: Vec<f32> = (0..n * k).map(|i| r + i as f32).collect();
+            Ok((
+                Tensor::new(input.as_slice(), dev)?,
+                Tensor::zeros(k, DType::F32, dev)?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?
+        .wait()?;
+    for (k, (_, out)) in pairs.iter().enumerate() {
+        let k = k + 1;
+        let want: Vec<f32> = (0..k)
+            .map(|i| sum / nf + (r as usize * k + i) as f32)
+            .collect();
+        expect(&format!("reduce_scatter_coalesced #{k}"), out, &want)?;
+    }
+    c.all_reduce_coalesced_async(&[], ReduceOp::Sum)?
+        .synchronize()?;
+    checks += 3;
+
+    // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
     match c.all_reduce(&t, ReduceOp::Sum) {
         Err(CommError::InvalidArgument { .. }) => checks += 1,
@@ -130,6 +171,19 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
             ))
         }
     }
+    let ok = Tensor::zeros(4, DType::F32, dev)?;
+    match c.all_reduce_coalesced_async(&[ok.clone(), t], ReduceOp::Sum) {
+        Err(CommError::InvalidArgument { .. }) => checks += 1,
+        other => {
+            return Err(fail(
+                "coalesced all_reduce with a non-contiguous second buffer",
+                other.map(|_| ()),
+                "InvalidArgument",
+            ))
+        }
+    }
+    // Nothing was sent: the next collective still pairs up across ranks.
+    c.all_reduce(&ok, ReduceOp::Sum)?;
     Ok(checks)
 }
 

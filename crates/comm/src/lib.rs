@@ -110,6 +110,39 @@ pub trait Communicator: Send + Sync {
     /// Returns once every rank has called it (or fails on timeout).
     fn barrier(&self) -> Result<()>;
 
+    /// Several in-place all-reduces queued as one launch, with one handle (PyTorch's
+    /// `all_reduce_coalesced`; NCCL: one group, so one kernel launch and one completion
+    /// event instead of one per buffer). Every rank passes the same list. The default
+    /// checks every buffer, then queues them one after another.
+    fn all_reduce_coalesced_async(&self, bufs: &[Tensor], op: ReduceOp) -> Result<Work> {
+        for b in bufs {
+            validate::check_buffer("all_reduce_coalesced", self.rank(), b)?;
+        }
+        let works = bufs
+            .iter()
+            .map(|b| self.all_reduce_async(b, op))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Work::all(works))
+    }
+    /// Several reduce-scatters, each (input, output) as in [`Self::reduce_scatter_async`],
+    /// queued as one launch with one handle; the default checks every pair, then queues
+    /// them one after another.
+    fn reduce_scatter_coalesced_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        for (input, output) in pairs {
+            let (r, w) = (self.rank(), self.world_size());
+            validate::check_pair("reduce_scatter_coalesced", r, w, output, input)?;
+        }
+        let works = pairs
+            .iter()
+            .map(|(i, o)| self.reduce_scatter_async(i, o, op))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Work::all(works))
+    }
+
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {
         self.all_reduce_async(buf, op)?.wait()
     }

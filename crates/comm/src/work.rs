@@ -31,7 +31,31 @@ impl PendingWork for Done {
     }
 }
 
+/// Several collectives as one (the default coalesced collectives).
+struct All(Vec<Work>);
+
+impl PendingWork for All {
+    fn wait(self: Box<Self>) -> Result<()> {
+        self.0.into_iter().try_for_each(Work::wait)
+    }
+    fn synchronize(self: Box<Self>) -> Result<()> {
+        self.0.into_iter().try_for_each(Work::synchronize)
+    }
+    fn is_completed(&self) -> Result<bool> {
+        for w in &self.0 {
+            if !w.is_completed()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 impl Work {
+    /// One handle for several collectives: waiting on it waits on each, in order.
+    pub fn all(works: Vec<Work>) -> Self {
+        Work(Box::new(All(works)))
+    }
     pub fn new(inner: Box<dyn PendingWork>) -> Self {
         Work(inner)
     }

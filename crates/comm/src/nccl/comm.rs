@@ -10,20 +10,21 @@ use super::events::EventLog;
 use super::launch_op::{Call, Launch};
 use super::raw::{unique_id, RawComm};
 use super::watchdog::{Pending, Watchdog};
+use super::work::NcclWork;
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
 use crate::{
-    store, timeline::Timeline, CommOptions, Communicator, DistEnv, PendingWork, ReduceOp, Tensor,
-    Work,
+    store, timeline::Timeline, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work,
 };
 use candle_core::{DType, Device};
-use cudarc::driver::{CudaEvent, CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use cudarc::nccl::result::{group_end, group_start};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
+pub(super) fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
     move |e| CommError::Cuda {
         call,
         msg: format!("{e:?}"),
@@ -201,28 +202,66 @@ impl NcclComm {
         dst: &Tensor,
         src: Option<&Tensor>,
     ) -> Result<Work> {
+        self.launch_all(op, &[(call, dst, src)])
+    }
+
+    /// [`Self::launch`] for several calls: more than one go out as one NCCL group (one
+    /// launch, one completion event recorded after `ncclGroupEnd`; cudarc's per-buffer
+    /// events inside the group come before the launch, so only this event orders later
+    /// work).
+    fn launch_all(
+        &self,
+        op: &'static str,
+        calls: &[(Call, &Tensor, Option<&Tensor>)],
+    ) -> Result<Work> {
+        if calls.is_empty() {
+            return Ok(Work::completed());
+        }
         self.before()?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
-        let l = Launch {
-            raw: &self.raw,
-            stream: &self.stream,
-            call,
-        };
         self.watchdog
             .in_call(Some((op, self.seq.load(Ordering::Relaxed))));
-        let r = match src {
-            None => dst.inplace_op1(&l),
-            Some(src) => dst.inplace_op2(src, &l),
+        let grouped = calls.len() > 1;
+        let mut r = match grouped {
+            true => self.raw.check("ncclGroupStart", group_start()),
+            false => Ok(()),
         };
+        for &(call, dst, src) in calls {
+            if r.is_err() {
+                break;
+            }
+            let l = Launch {
+                raw: &self.raw,
+                stream: &self.stream,
+                call,
+            };
+            r = match src {
+                None => dst.inplace_op1(&l),
+                Some(src) => dst.inplace_op2(src, &l),
+            }
+            .map_err(CommError::from);
+        }
+        if grouped {
+            // Every started group is ended, also after a failed call inside it.
+            let end = self.raw.check("ncclGroupEnd", group_end());
+            r = r.and(end);
+        }
         self.watchdog.in_call(None);
         r?;
+        let bytes = |t: &Tensor| t.elem_count() * t.dtype().size_in_bytes();
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
-            let bytes = |t: &Tensor| t.elem_count() * t.dtype().size_in_bytes();
-            let b = bytes(dst).max(src.map(bytes).unwrap_or(0));
+            let b = calls
+                .iter()
+                .map(|(_, d, s)| bytes(d).max(s.map(bytes).unwrap_or(0)))
+                .sum();
             log.end(&self.stream, op, b, start)?;
         }
-        let keep = std::iter::once(dst).chain(src).cloned().collect();
+        let keep = calls
+            .iter()
+            .flat_map(|&(_, d, s)| std::iter::once(d).chain(s))
+            .cloned()
+            .collect();
         self.after(op, keep)
     }
 
@@ -248,6 +287,7 @@ impl NcclComm {
             compute: self.compute.clone(),
             raw: self.raw.clone(),
             timeout: self.opts.timeout,
+            ordered: false,
             _keep: keep,
         })))
     }
@@ -296,61 +336,45 @@ impl Communicator for NcclComm {
         self.launch("broadcast", Call::Broadcast(root), buf, None)
     }
 
+    fn all_reduce_coalesced_async(&self, bufs: &[Tensor], op: ReduceOp) -> Result<Work> {
+        const OP: &str = "all_reduce_coalesced";
+        for b in bufs {
+            self.check_cuda(OP, b)?;
+        }
+        for b in bufs {
+            self.agree(OP, 5, b.elem_count(), b.dtype(), 0)?;
+        }
+        let calls: Vec<_> = bufs
+            .iter()
+            .map(|b| (Call::AllReduce(op), b, None))
+            .collect();
+        self.launch_all(OP, &calls)
+    }
+
+    fn reduce_scatter_coalesced_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        const OP: &str = "reduce_scatter_coalesced";
+        for (input, output) in pairs {
+            check_pair(OP, self.rank, self.world, output, input)?;
+            self.check_cuda(OP, input)?;
+            self.check_cuda(OP, output)?;
+        }
+        for (input, _) in pairs {
+            self.agree(OP, 6, input.elem_count(), input.dtype(), 0)?;
+        }
+        let calls: Vec<_> = pairs
+            .iter()
+            .map(|(i, o)| (Call::ReduceScatter(op), o, Some(i)))
+            .collect();
+        self.launch_all(OP, &calls)
+    }
+
     fn barrier(&self) -> Result<()> {
         // Like PyTorch: an all-reduce of one element, then block the host on it.
         let t = Tensor::zeros(1, DType::F32, &self.device)?;
         self.all_reduce_async(&t, ReduceOp::Sum)?.synchronize()
-    }
-}
-
-struct NcclWork {
-    op: &'static str,
-    seq: u64,
-    rank: usize,
-    event: Arc<CudaEvent>,
-    compute: Arc<CudaStream>,
-    raw: Arc<RawComm>,
-    timeout: Duration,
-    _keep: Vec<Tensor>,
-}
-
-/// A work dropped without `wait` still orders the compute stream after the collective,
-/// so the buffers it keeps are not freed (stream-ordered, on the compute stream) while
-/// NCCL may still read or write them. After `wait` this repeats a wait on the same event.
-impl Drop for NcclWork {
-    fn drop(&mut self) {
-        let _ = self.compute.wait(&self.event);
-    }
-}
-
-impl PendingWork for NcclWork {
-    fn wait(self: Box<Self>) -> Result<()> {
-        self.compute
-            .wait(&self.event)
-            .map_err(drv("cuStreamWaitEvent"))
-    }
-
-    fn synchronize(self: Box<Self>) -> Result<()> {
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            if self.event.try_is_complete().map_err(drv("cuEventQuery"))? {
-                return Ok(());
-            }
-            self.raw.async_error()?;
-            if Instant::now() > deadline {
-                self.raw.abort();
-                return Err(CommError::CollectiveTimeout {
-                    op: self.op,
-                    seq: self.seq,
-                    rank: self.rank,
-                    timeout: self.timeout,
-                });
-            }
-            std::thread::yield_now();
-        }
-    }
-
-    fn is_completed(&self) -> Result<bool> {
-        self.event.try_is_complete().map_err(drv("cuEventQuery"))
     }
 }

@@ -4,7 +4,7 @@
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
 //! [`crate::Communicator`] on candle CUDA tensors, queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
-//! enforces the timeout on collectives in flight; `events` records an opt-in
+//! enforces the timeout on collectives in flight; `work` is their handle; `events` records an opt-in
 //! [`crate::Timeline`] (collective spans and compute marks) with timing CUDA events.
 //!
 //! Without the `cuda` feature, [`NcclComm`] still exists so code builds the same way, but
@@ -21,6 +21,8 @@ mod launch_op;
 pub mod raw;
 #[cfg(feature = "cuda")]
 mod watchdog;
+#[cfg(feature = "cuda")]
+mod work;
 #[cfg(feature = "cuda")]
 pub use comm::NcclComm;
 
