@@ -94,6 +94,10 @@ pub enum Cmd {
         /// value; 0 = every SM.
         #[arg(long, value_delimiter = ',', default_value = "0")]
         sm_carveout: Vec<usize>,
+        /// Launch the buckets that become ready at one stage as one NCCL group, one run
+        /// per value (false,true runs both).
+        #[arg(long, value_delimiter = ',', default_value = "false")]
+        coalesce: Vec<bool>,
         /// Trace one extra step per strategy (CUDA events on both streams) and write
         /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
         #[arg(long)]
@@ -121,6 +125,10 @@ pub enum Cmd {
         /// SMs the backward's GEMMs leave to NCCL in those modes (0: every SM).
         #[arg(long, default_value_t = 0)]
         sm_carveout: usize,
+        /// Reduce-scatter the buckets ready at one stage as one NCCL group
+        /// (zero1-overlap/-ahead).
+        #[arg(long)]
+        coalesce: bool,
         #[arg(long, default_value_t = 2)]
         warmup: usize,
         #[arg(long, default_value_t = 5)]

@@ -33,6 +33,8 @@ pub struct DdpBenchConfig {
     pub grads: GradComm,
     /// One run per value: SMs the backward's GEMMs leave to NCCL ([`DdpOptions`]).
     pub sm_carveouts: Vec<usize>,
+    /// One run per value: coalesced launches ([`DdpOptions::coalesce`]).
+    pub coalesce: Vec<bool>,
     /// Where rank 0 writes one Chrome trace per (size, dtype, strategy); NCCL only.
     pub trace_dir: Option<PathBuf>,
 }
@@ -96,18 +98,33 @@ fn timed(
     dev: &Device,
     warmup: usize,
     steps: usize,
-    mut f: impl FnMut() -> Result<()>,
+    f: impl FnMut() -> Result<()>,
 ) -> Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(steps);
+    Ok(timed_host(dev, warmup, steps, f)?.0)
+}
+
+/// [`timed`], plus the host's milliseconds per call to queue the work (the time until `f`
+/// returns, before waiting for the GPU): a step is host-bound when this is close to its
+/// GPU time.
+fn timed_host(
+    dev: &Device,
+    warmup: usize,
+    steps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    let (mut gpu, mut host) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
     for i in 0..warmup + steps {
         let t = Timer::start(dev)?;
+        let h = std::time::Instant::now();
         f()?;
+        let queued = h.elapsed().as_secs_f64();
         let s = t.stop()?;
         if i >= warmup {
-            out.push(s * 1e3);
+            gpu.push(s * 1e3);
+            host.push(queued * 1e3);
         }
     }
-    Ok(out)
+    Ok((gpu, host))
 }
 
 pub(crate) fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device) -> Result<Batch> {
@@ -200,6 +217,9 @@ pub fn run_rank(
     if cfg.sm_carveouts.is_empty() {
         bail!("--sm-carveout is empty (0 runs without a carve-out)");
     }
+    if cfg.coalesce.is_empty() {
+        bail!("--coalesce is empty (false runs one launch per bucket)");
+    }
     let c = comm.as_ref();
     for size in &cfg.sizes {
         let lc = config(size)?;
@@ -223,11 +243,11 @@ pub fn run_rank(
                 Ok(opt.step(&vars, &g)?)
             })?;
             let (single_ms, compute_ms) = (mean_std(&single).0, mean_std(&compute).0);
-            let runs = cfg
-                .strategies
-                .iter()
-                .flat_map(|&s| cfg.sm_carveouts.iter().map(move |&c| (s, c)));
-            for (strategy, carveout) in runs {
+            let runs = cfg.strategies.iter().flat_map(|&s| {
+                let carve = cfg.sm_carveouts.iter();
+                carve.flat_map(move |&c| cfg.coalesce.iter().map(move |&g| (s, c, g)))
+            });
+            for (strategy, carveout, coalesce) in runs {
                 let grad_dtype = cfg.grads.dtype(prec);
                 let mut d = Ddp::new(
                     comm.clone(),
@@ -235,12 +255,13 @@ pub fn run_rank(
                     DdpOptions {
                         grad_dtype,
                         gemm_sm_carveout: carveout,
+                        coalesce,
                         ..DdpOptions::new(strategy)
                     },
                 )?;
                 let mut loss = Tensor::new(0f32, dev)?;
                 memory::reset_peak(dev);
-                let steps = timed(dev, cfg.warmup, cfg.steps, || {
+                let (steps, host) = timed_host(dev, cfg.warmup, cfg.steps, || {
                     loss = d.forward_backward(&lm, &batch)?;
                     let g = d.finish_gradient_synchronization()?;
                     Ok(opt.step(&vars, &g)?)
@@ -253,6 +274,9 @@ pub fn run_rank(
                 };
                 if carveout > 0 {
                     label += &format!(" sm-{carveout}");
+                }
+                if coalesce {
+                    label += " coalesced";
                 }
                 let traced = match (&tracer, &cfg.trace_dir) {
                     (Some(t), Some(dir)) => {
@@ -281,6 +305,7 @@ pub fn run_rank(
                         step,
                         step_std,
                         mean_std(&comm_only).0,
+                        mean_std(&host).0,
                     ],
                 )?;
                 let rec = DdpRecord {
@@ -313,6 +338,9 @@ pub fn run_rank(
                     overlap_ratio: traced.map(|t| t.0),
                     traced_step_ms: traced.map(|t| t.1),
                     sm_carveout: carveout,
+                    coalesce,
+                    launches: Some(stats.launches),
+                    host_ms: Some(m[5]),
                     nccl_env: (c.backend() == "nccl")
                         .then(crate::records::nccl_tuning)
                         .flatten(),

@@ -35,6 +35,16 @@ pub struct DdpRecord {
     /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
     #[serde(default)]
     pub sm_carveout: usize,
+    /// Buckets ready at one stage launched as one NCCL group (`--coalesce`); and how many
+    /// launches the step made (`collectives` counts each bucket).
+    #[serde(default)]
+    pub coalesce: bool,
+    #[serde(default)]
+    pub launches: Option<usize>,
+    /// Host milliseconds to queue one step (slowest rank): near `step_ms`, the step is
+    /// host-bound.
+    #[serde(default)]
+    pub host_ms: Option<f64>,
     /// NCCL settings from the environment (`NCCL_MAX_CTAS=4`), NCCL runs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_env: Option<String>,
@@ -42,7 +52,7 @@ pub struct DdpRecord {
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7} {:>8}",
         "size",
         "dtype",
         "w",
@@ -56,7 +66,8 @@ pub fn header() -> String {
         "exposed",
         "ratio",
         "peak(GiB)",
-        "overlap"
+        "overlap",
+        "host(ms)"
     )
 }
 
@@ -68,8 +79,11 @@ pub fn row(r: &DdpRecord) -> String {
     if r.sm_carveout > 0 {
         s += &format!("/c{}", r.sm_carveout);
     }
+    if r.coalesce {
+        s += "/g";
+    }
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7} {:>8}",
         r.size,
         r.dtype.name().to_string(),
         r.world,
@@ -85,6 +99,9 @@ pub fn row(r: &DdpRecord) -> String {
         r.peak_gib.map(|g| format!("{g:.1}")).unwrap_or_else(|| "-".into()),
         r.overlap_ratio
             .map(|o| format!("{o:.2}"))
+            .unwrap_or_else(|| "-".into()),
+        r.host_ms
+            .map(|h| format!("{h:.1}"))
             .unwrap_or_else(|| "-".into())
     )
 }

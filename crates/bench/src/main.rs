@@ -119,6 +119,7 @@ fn run(cli: Cli) -> Result<()> {
             batch,
             grads,
             sm_carveout,
+            coalesce,
             trace_dir,
             out,
         } => {
@@ -134,6 +135,7 @@ fn run(cli: Cli) -> Result<()> {
                 batch,
                 grads,
                 sm_carveouts: sm_carveout,
+                coalesce,
                 trace_dir,
             };
             ddp::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
@@ -145,6 +147,7 @@ fn run(cli: Cli) -> Result<()> {
             modes,
             bucket_mb,
             sm_carveout,
+            coalesce,
             warmup,
             steps,
             batch,
@@ -155,6 +158,7 @@ fn run(cli: Cli) -> Result<()> {
                 modes,
                 bucket_mb,
                 sm_carveout,
+                coalesce,
                 warmup,
                 steps,
                 batch,

@@ -41,6 +41,9 @@ pub struct ZeroRecord {
     /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).
     #[serde(default)]
     pub sm_carveout: usize,
+    /// Buckets ready at one stage launched as one NCCL group (`--coalesce`).
+    #[serde(default)]
+    pub coalesce: bool,
     pub peak_gib: Option<f64>,
     /// Analytic, this rank: parameters, gradients and AdamW moments (f32).
     pub params_gib: f64,
@@ -102,6 +105,8 @@ pub struct ZeroBenchConfig {
     pub bucket_mb: f64,
     /// SMs the backward's GEMMs leave to NCCL in those modes.
     pub sm_carveout: usize,
+    /// Coalesced bucket launches in those modes ([`DdpOptions::coalesce`]).
+    pub coalesce: bool,
     pub warmup: usize,
     pub steps: usize,
     pub batch: usize,
@@ -141,6 +146,7 @@ pub fn run_rank(
         let strategy = Strategy::Bucketed { bucket_mb };
         let opts = DdpOptions {
             gemm_sm_carveout: cfg.sm_carveout,
+            coalesce: cfg.coalesce,
             ..DdpOptions::new(strategy)
         };
         let mut o = match mode.as_str() {
@@ -160,6 +166,7 @@ pub fn run_rank(
                 let mut z = Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?;
                 z.set_gather_ahead(mode == "zero1-ahead");
                 z.set_gemm_sm_carveout(cfg.sm_carveout)?;
+                z.set_coalesce(cfg.coalesce);
                 Opt::Overlap(z)
             }
             m => bail!(
@@ -222,6 +229,7 @@ pub fn run_rank(
             before_step_gib: before,
             after_step_gib: after,
             sm_carveout: cfg.sm_carveout,
+            coalesce: cfg.coalesce,
             peak_gib: peak,
             params_gib: gib(n),
             grads_gib: gib(n),
@@ -301,11 +309,15 @@ pub fn header() -> String {
 
 pub fn row(r: &ZeroRecord) -> String {
     let g = |x: Option<f64>| x.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+    let mode = match r.coalesce {
+        true => format!("{}/g", r.mode),
+        false => r.mode.clone(),
+    };
     format!(
         "{:>5} {:>2} {:>13} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
         r.size,
         r.world,
-        r.mode,
+        mode,
         r.step_ms,
         r.step_std_ms,
         r.comm_ms,

@@ -1,5 +1,5 @@
-//! `bench ddp` on the CPU backend: the carve-out sweep and the gradient dtype on the wire
-//! reach the records (the carve-out itself is a no-op without CUDA), and bad values are
+//! `bench ddp` on the CPU backend: the carve-out and coalescing sweeps and the gradient
+//! dtype on the wire reach the records (the carve-out itself is a no-op without CUDA), and bad values are
 //! named.
 
 use std::process::Command;
@@ -66,4 +66,37 @@ fn empty_carveout_list_is_named() {
     let (ok, text) = bench(&args, &out);
     let _ = std::fs::remove_file(&out);
     assert!(!ok && text.contains("--sm-carveout"), "{text}");
+}
+
+#[test]
+fn coalesce_sweep_reaches_the_records_with_fewer_launches() {
+    let out = std::env::temp_dir().join(format!("bench-ddp-g-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let mut args = TINY[..7].to_vec();
+    args.extend(["--strategies", "overlap", "--warmup", "1", "--steps", "1"]);
+    args.extend(["--coalesce", "false,true"]);
+    let (ok, text) = bench(&args, &out);
+    assert!(ok, "{text}");
+    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .expect("records written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let _ = std::fs::remove_file(&out);
+    let got: Vec<(bool, u64, u64)> = recs
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                r["coalesce"].as_bool().unwrap(),
+                n("collectives"),
+                n("launches"),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 2, "{text}");
+    assert_eq!(got[0].1, got[0].2, "one launch per parameter: {got:?}");
+    assert_eq!(got[1].1, got[0].1, "{got:?}");
+    assert!(got[1].2 < got[1].1, "coalesced: fewer launches: {got:?}");
+    assert!(text.contains("overlap/g"), "{text}");
 }

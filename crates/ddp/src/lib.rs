@@ -24,12 +24,13 @@
 //! Layout: [`strategy`] (the four strategies), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`reducer`]
-//! (`Ddp`), [`shard`] (splitting a global batch).
+//! (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
 
 pub mod buckets;
 pub mod check;
 pub mod consistency;
 pub mod error;
+mod launch;
 pub mod reducer;
 pub mod shard;
 pub mod strategy;

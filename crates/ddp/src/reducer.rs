@@ -17,9 +17,10 @@
 use crate::buckets::{self, Bucket, ParamInfo};
 use crate::consistency;
 use crate::error::{DdpError, Result};
+use crate::launch::{launch_all, InFlight};
 use crate::strategy::Strategy;
 use candle_core::{DType, Device, Shape, Tensor};
-use comm::{Communicator, ReduceOp, Work};
+use comm::Communicator;
 use model::{Batch, Grads, StagedModel};
 use std::sync::Arc;
 
@@ -34,6 +35,10 @@ pub struct DdpOptions {
     /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
     /// [`model::gemm_sms`]). Only eager strategies communicate during backward.
     pub gemm_sm_carveout: usize,
+    /// Buckets that become ready together (eager: at the same stage; the others: all,
+    /// after backward) go out as one coalesced launch (one NCCL group, one completion
+    /// event) instead of one launch each.
+    pub coalesce: bool,
 }
 
 impl DdpOptions {
@@ -43,39 +48,33 @@ impl DdpOptions {
             grad_dtype: None,
             reduce_scatter: false,
             gemm_sm_carveout: 0,
+            coalesce: false,
         }
     }
-}
-
-/// A bucket whose all-reduce has been launched.
-struct InFlight {
-    bucket: usize,
-    buf: Tensor,
-    /// This rank's slice (reduce-scatter mode).
-    shard: Option<Tensor>,
-    work: Work,
 }
 
 /// Counters of the last synchronised step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SyncStats {
     pub collectives: usize,
+    /// Launches (collectives coalesced into one count once).
+    pub launches: usize,
     pub bytes: usize,
     /// Collectives launched while backward was still running.
     pub launched_during_backward: usize,
 }
 
 pub struct Ddp {
-    comm: Arc<dyn Communicator>,
-    opts: DdpOptions,
-    buckets: Vec<Bucket>,
-    shapes: Vec<Shape>,
+    pub(crate) comm: Arc<dyn Communicator>,
+    pub(crate) opts: DdpOptions,
+    pub(crate) buckets: Vec<Bucket>,
+    pub(crate) shapes: Vec<Shape>,
     /// Local gradients summed over `forward_backward_no_sync` calls.
     accumulated: Option<Grads>,
     in_flight: Vec<InFlight>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
-    device: Device,
+    pub(crate) device: Device,
 }
 
 /// Called with each stage's index as soon as its backward has been queued, before the
@@ -153,6 +152,11 @@ impl Ddp {
         Ok(())
     }
 
+    /// Sets [`DdpOptions::coalesce`] for the following steps.
+    pub fn set_coalesce(&mut self, on: bool) {
+        self.opts.coalesce = on;
+    }
+
     /// Installs (or with `None` removes) the [`StageHook`] run in every staged backward.
     pub fn set_stage_hook(&mut self, hook: Option<StageHook>) {
         self.stage_hook = hook;
@@ -205,12 +209,11 @@ impl Ddp {
                 h(s)?;
             }
             if eager {
-                for (b, bucket) in self.buckets.iter().enumerate() {
-                    if bucket.ready_stage == s {
-                        launched.push(launch(self, b, grads, acc.as_ref())?);
-                        stats.launched_during_backward += 1;
-                    }
-                }
+                let ready: Vec<usize> = (0..self.buckets.len())
+                    .filter(|&b| self.buckets[b].ready_stage == s)
+                    .collect();
+                stats.launched_during_backward += ready.len();
+                launch_all(self, &ready, grads, acc.as_ref(), &mut launched)?;
             }
             Ok(())
         });
@@ -220,14 +223,14 @@ impl Ddp {
         }
         let mut grads = result?;
         if !eager {
-            for b in 0..self.buckets.len() {
-                launched.push(launch(self, b, &mut grads, acc.as_ref())?);
-            }
+            let all: Vec<usize> = (0..self.buckets.len()).collect();
+            launch_all(self, &all, &mut grads, acc.as_ref(), &mut launched)?;
         }
-        stats.collectives = launched.len();
-        stats.bytes = launched
-            .iter()
-            .map(|f| f.buf.elem_count() * f.buf.dtype().size_in_bytes())
+        let prepared = || launched.iter().flat_map(|f| &f.buckets);
+        stats.collectives = prepared().count();
+        stats.launches = launched.len();
+        stats.bytes = prepared()
+            .map(|p| p.buf.elem_count() * p.buf.dtype().size_in_bytes())
             .sum();
         self.stats = stats;
         self.in_flight = launched;
@@ -261,9 +264,8 @@ impl Ddp {
         self.expect_idle("synchronize_grads")?;
         let mut launched = Vec::with_capacity(self.buckets.len());
         let mut grads = grads.clone();
-        for b in 0..self.buckets.len() {
-            launched.push(launch(self, b, &mut grads, None)?);
-        }
+        let all: Vec<usize> = (0..self.buckets.len()).collect();
+        launch_all(self, &all, &mut grads, None, &mut launched)?;
         self.in_flight = launched;
         self.finish_gradient_synchronization()
     }
@@ -287,12 +289,14 @@ impl Ddp {
         let mut out: Grads = vec![None; self.shapes.len()];
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
-            let mut off = 0;
-            for &i in &self.buckets[f.bucket].params {
-                let n = self.shapes[i].elem_count();
-                let g = f.buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
-                out[i] = Some(g);
-                off += n;
+            for p in f.buckets {
+                let mut off = 0;
+                for &i in &self.buckets[p.bucket].params {
+                    let n = self.shapes[i].elem_count();
+                    let g = p.buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
+                    out[i] = Some(g);
+                    off += n;
+                }
             }
         }
         Ok(out)
@@ -310,8 +314,10 @@ impl Ddp {
         let mut out: Vec<Option<Tensor>> = vec![None; self.buckets.len()];
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
-            let shard = f.shard.expect("reduce-scatter mode keeps a shard");
-            out[f.bucket] = Some(shard.to_dtype(DType::F32)?);
+            for p in f.buckets {
+                let shard = p.shard.expect("reduce-scatter mode keeps a shard");
+                out[p.bucket] = Some(shard.to_dtype(DType::F32)?);
+            }
         }
         out.into_iter()
             .enumerate()
@@ -328,48 +334,6 @@ impl Ddp {
             )))
         }
     }
-}
-
-/// Gathers bucket `b`'s gradients (plus accumulated ones; taken out of `grads`) into one
-/// buffer in the communication dtype and launches its all-reduce (average), or its
-/// reduce-scatter in that mode.
-fn launch(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result<InFlight> {
-    let bucket = &ddp.buckets[b];
-    let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
-    let dev = ddp.device.clone();
-    let mut parts = Vec::with_capacity(bucket.params.len() + 1);
-    for &i in &bucket.params {
-        let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
-            (Some(g), Some(a)) => (g.to_dtype(DType::F32)? + a)?,
-            (Some(g), None) => g,
-            (None, Some(a)) => a.clone(),
-            (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?,
-        };
-        parts.push(g.flatten_all()?.to_dtype(dtype)?);
-    }
-    let w = ddp.comm.world_size();
-    let pad = (w - bucket.numel % w) % w;
-    if ddp.opts.reduce_scatter && pad > 0 {
-        parts.push(Tensor::zeros(pad, dtype, &dev)?);
-    }
-    let buf = if parts.len() == 1 {
-        parts.pop().expect("one part").contiguous()?
-    } else {
-        Tensor::cat(&parts, 0)?
-    };
-    let (work, shard) = if ddp.opts.reduce_scatter {
-        let shard = Tensor::zeros(buf.elem_count() / w, dtype, &dev)?;
-        let work = ddp.comm.reduce_scatter_async(&buf, &shard, ReduceOp::Avg)?;
-        (work, Some(shard))
-    } else {
-        (ddp.comm.all_reduce_async(&buf, ReduceOp::Avg)?, None)
-    };
-    Ok(InFlight {
-        bucket: b,
-        buf,
-        shard,
-        work,
-    })
 }
 
 fn add_grads(a: Grads, b: Grads) -> Result<Grads> {

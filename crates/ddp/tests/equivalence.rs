@@ -114,11 +114,18 @@ fn averaged_gradients_equal_full_batch_gradients() {
                     .unwrap()
             })
             .collect();
+        let runs = strategies()
+            .into_iter()
+            .flat_map(|s| [false, true].map(|coalesce| (s, coalesce)));
         for world in [2, 4] {
-            for s in strategies() {
+            for (s, coalesce) in runs.clone() {
                 let got = on_ranks(world, move |rank, comm| {
                     let m = build(kind, rank as u64 * 17);
-                    let mut ddp = Ddp::new(comm, m.as_ref(), DdpOptions::new(s)).unwrap();
+                    let opts = DdpOptions {
+                        coalesce,
+                        ..DdpOptions::new(s)
+                    };
+                    let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
                     let local = shard_batch(&global_batch(kind, 0), rank, world).unwrap();
                     ddp.forward_backward(m.as_ref(), &local).unwrap();
                     let g = ddp.finish_gradient_synchronization().unwrap();
@@ -139,7 +146,7 @@ fn averaged_gradients_equal_full_batch_gradients() {
                     let d = max_diff(g, &want);
                     assert!(
                         d <= 1e-5,
-                        "{kind:?} {s} world {world} rank {r}: gradients off by {d}"
+                        "{kind:?} {s} coalesce {coalesce} world {world} rank {r}: gradients off by {d}"
                     );
                     assert_eq!(stats.collectives, ddp_buckets(kind, s));
                     assert_eq!(stats.launched_during_backward > 0, s.eager());
@@ -157,4 +164,34 @@ fn ddp_buckets(kind: Kind, s: Strategy) -> usize {
             .buckets()
             .len()
     })[0]
+}
+
+/// Coalescing the buckets that become ready together changes how they are launched, not
+/// what they compute; and it really launches fewer: overlap, once per stage.
+#[test]
+fn coalesced_launches_train_the_same() {
+    let coalesced = |s| DdpOptions {
+        coalesce: true,
+        ..DdpOptions::new(s)
+    };
+    for world in [2, 4] {
+        for s in strategies() {
+            check(Kind::Toy, world, coalesced(s), 1, 1e-5);
+            check(Kind::Lm, world, coalesced(s), 1, 1e-5);
+        }
+    }
+    check(Kind::Lm, 2, coalesced(Strategy::Overlap), 3, 1e-5);
+    let stats = on_ranks(2, move |rank, comm| {
+        let m = build(Kind::Lm, 0);
+        let opts = coalesced(Strategy::Overlap);
+        let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
+        let local = shard_batch(&global_batch(Kind::Lm, 0), rank, 2).unwrap();
+        ddp.forward_backward(m.as_ref(), &local).unwrap();
+        ddp.finish_gradient_synchronization().unwrap();
+        (ddp.last_stats(), m.params().len(), m.num_stages())
+    });
+    for (s, params, stages) in stats {
+        assert_eq!(s.collectives, params, "{s:?}");
+        assert_eq!(s.launches, stages, "{s:?}");
+    }
 }

@@ -123,6 +123,12 @@ impl Zero1Overlap {
         Ok(self.ddp.set_gemm_sm_carveout(carveout)?)
     }
 
+    /// With `true`, the buckets that become ready at the same stage are reduce-scattered
+    /// as one coalesced launch (`ddp::DdpOptions::coalesce`).
+    pub fn set_coalesce(&mut self, on: bool) {
+        self.ddp.set_coalesce(on);
+    }
+
     /// Completes every all-gather still in flight into the parameters (the compute stream
     /// waits; the host does not block on the GPU).
     pub fn sync_params(&mut self) -> Result<()> {

@@ -14,17 +14,19 @@ const STEPS: u64 = 5;
 
 /// With `ahead`, every step leaves its all-gathers to the next forward (so each forward
 /// must collect them stage by stage, or the trajectory differs); `sync_params` at the end.
+/// With `coalesce`, the buckets ready at one stage are reduce-scattered in one launch.
 fn train(
     kind: Kind,
     world: usize,
     strategy: Strategy,
-    ahead: bool,
+    (ahead, coalesce): (bool, bool),
 ) -> Vec<(Vec<Vec<f32>>, usize, usize)> {
     on_ranks(world, move |rank, comm| {
         // Other seeds on other ranks: the Ddp inside must broadcast rank 0's weights.
         let m = build(kind, rank as u64 * 13);
         let mut z = Zero1Overlap::new(comm, m.as_ref(), strategy, AdamWConfig::default()).unwrap();
         z.set_gather_ahead(ahead);
+        z.set_coalesce(coalesce);
         for s in 0..STEPS {
             let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
             z.forward_backward(m.as_ref(), &b).unwrap();
@@ -51,13 +53,15 @@ fn zero1_overlap_equals_single_process_adamw() {
     for world in [2, 4] {
         for kind in [Kind::Toy, Kind::Lm] {
             let want = reference(kind, STEPS, 1);
-            for (strategy, ahead) in strategies.into_iter().flat_map(|s| [(s, false), (s, true)]) {
-                let got = train(kind, world, strategy, ahead);
+            let modes = [(false, false), (true, false), (false, true)];
+            for (strategy, mode) in strategies.into_iter().flat_map(|s| modes.map(|m| (s, m))) {
+                let got = train(kind, world, strategy, mode);
+                let (ahead, coalesce) = mode;
                 for (r, (w, state, per_rank)) in got.iter().enumerate() {
                     let d = max_diff(w, &want);
                     assert!(
                         d <= 1e-5,
-                        "{kind:?} {strategy:?} ahead {ahead} world {world} rank {r}: {d:e} from single-process AdamW"
+                        "{kind:?} {strategy:?} ahead {ahead} coalesce {coalesce} world {world} rank {r}: {d:e} from single-process AdamW"
                     );
                     assert_eq!(max_diff(w, &got[0].0), 0.0, "rank {r} differs from rank 0");
                     assert_eq!(state, per_rank, "rank {r}'s optimizer state");

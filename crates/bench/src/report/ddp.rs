@@ -57,6 +57,10 @@ fn label(r: &DdpRecord) -> String {
         0 => base,
         c => format!("{base}, GEMMs leave {c} SMs"),
     };
+    let base = match r.coalesce {
+        true => format!("{base}, coalesced"),
+        false => base,
+    };
     match &r.nccl_env {
         Some(e) => format!("{base}, {e}"),
         None => base,
@@ -179,6 +183,7 @@ pub fn section(
             .filter(|r| {
                 r.bucket_mb.is_some()
                     && r.sm_carveout == 0
+                    && !r.coalesce
                     && r.nccl_env.is_none()
                     && !compressed(r)
             })
@@ -285,6 +290,9 @@ mod tests {
             overlap_ratio: None,
             traced_step_ms: None,
             sm_carveout: carveout,
+            coalesce: false,
+            launches: None,
+            host_ms: None,
             nccl_env: None,
         }
     }
