@@ -41,6 +41,9 @@ struct Args {
     /// Communicate bf16 gradients.
     #[arg(long)]
     bf16_grads: bool,
+    /// Launch the buckets ready at one stage as one coalesced collective (NCCL group).
+    #[arg(long)]
+    coalesce: bool,
     /// Compare with single-process training (rank 0) and across ranks: ranks must be
     /// bit-identical, and DDP within |w_ddp - w_single| <= tol + rtol * |w_single|
     /// elementwise (torch.testing.assert_close's rule; its float32 rtol by default).
@@ -93,6 +96,7 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     let opts = DdpOptions {
         strategy,
         grad_dtype: a.bf16_grads.then_some(DType::BF16),
+        coalesce: a.coalesce,
         ..DdpOptions::new(strategy)
     };
     let mut d = Ddp::new(comm.clone(), m.as_ref(), opts)?;
@@ -155,10 +159,11 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     let ok = v[0] == 0.0 && v[2] <= 1.0 && grad_ok;
     if rank == 0 {
         println!(
-            "check {} {} {} world {world}{}: step-0 gradients max|Δg|/max|g| = {:.1e}; after {} steps max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e}, worst |diff| / ({:.0e} + {:.1e}|w|) = {:.3} at {worst}: {}",
+            "check {} {} {}{} world {world}{}: step-0 gradients max|Δg|/max|g| = {:.1e}; after {} steps max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e}, worst |diff| / ({:.0e} + {:.1e}|w|) = {:.3} at {worst}: {}",
             comm.backend(),
             a.model,
             a.strategy,
+            if a.coalesce { " coalesced" } else { "" },
             if a.bf16_grads { " bf16 grads" } else { "" },
             v[3],
             a.steps,
