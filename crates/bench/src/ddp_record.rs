@@ -45,7 +45,8 @@ pub struct DdpRecord {
     /// host-bound.
     #[serde(default)]
     pub host_ms: Option<f64>,
-    /// NCCL settings from the environment (`NCCL_MAX_CTAS=4`), NCCL runs only.
+    /// NCCL and comm settings from the environment (`NCCL_MAX_CTAS=4`,
+    /// `COMM_CUDA_EVENT_TRACKING=1`), NCCL runs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_env: Option<String>,
 }

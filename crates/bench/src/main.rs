@@ -89,7 +89,7 @@ fn run(cli: Cli) -> Result<()> {
             let device = if cpu {
                 Device::Cpu
             } else {
-                Device::new_cuda(0).context("GPU 0 (use --cpu to run on the CPU)")?
+                comm::nccl::cuda_device(0).context("GPU 0 (use --cpu to run on the CPU)")?
             };
             println!("{}", single::header());
             for s in &size {
@@ -215,7 +215,7 @@ fn run(cli: Cli) -> Result<()> {
             let dev = if cpu {
                 Device::Cpu
             } else {
-                Device::new_cuda(0).context("GPU 0 (use --cpu to run on the CPU)")?
+                comm::nccl::cuda_device(0).context("GPU 0 (use --cpu to run on the CPU)")?
             };
             for s in &size {
                 for &d in &dtype {

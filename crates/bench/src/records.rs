@@ -103,10 +103,10 @@ pub fn read<T: for<'de> Deserialize<'de>>(
     Ok(out)
 }
 
-/// The NCCL settings of this process's environment that change how collectives run
-/// (`NCCL_MAX_CTAS=4;NCCL_PROTO=Simple`, sorted), for records to say what they ran under;
-/// `None` when there are none. Debug output and NCCL_NVLS_ENABLE (always 0 on the
-/// project's GPU machines) are left out.
+/// The NCCL and comm settings of this process's environment that change how collectives
+/// run (`COMM_CUDA_EVENT_TRACKING=1;NCCL_MAX_CTAS=4`, sorted), for records to say what they
+/// ran under; `None` when there are none. Debug output, NCCL_NVLS_ENABLE (always 0 on the
+/// project's GPU machines) and COMM_TIMEOUT_S are left out.
 pub fn nccl_tuning() -> Option<String> {
     nccl_tuning_of(std::env::vars())
 }
@@ -114,7 +114,8 @@ pub fn nccl_tuning() -> Option<String> {
 fn nccl_tuning_of(vars: impl Iterator<Item = (String, String)>) -> Option<String> {
     let mut set: Vec<String> = vars
         .filter(|(k, _)| {
-            k.starts_with("NCCL_") && !k.starts_with("NCCL_DEBUG") && k != "NCCL_NVLS_ENABLE"
+            (k.starts_with("NCCL_") && !k.starts_with("NCCL_DEBUG") && k != "NCCL_NVLS_ENABLE")
+                || (k.starts_with("COMM_") && k != "COMM_TIMEOUT_S")
         })
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -134,13 +135,16 @@ mod tests {
             ("NCCL_NVLS_ENABLE", "0"),
             ("PATH", "/bin"),
             ("NCCL_MAX_CTAS", "4"),
+            ("COMM_TIMEOUT_S", "60"),
+            ("COMM_CUDA_EVENT_TRACKING", "1"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(
             nccl_tuning_of(vars.iter().cloned()).as_deref(),
-            Some("NCCL_MAX_CTAS=4;NCCL_PROTO=Simple")
+            Some("COMM_CUDA_EVENT_TRACKING=1;NCCL_MAX_CTAS=4;NCCL_PROTO=Simple")
         );
         assert_eq!(nccl_tuning_of(vars[1..4].iter().cloned()), None);
+        assert_eq!(nccl_tuning_of(vars[5..6].iter().cloned()), None);
     }
 
     #[test]

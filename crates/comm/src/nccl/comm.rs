@@ -49,7 +49,7 @@ impl NcclComm {
     /// Opens GPU `device_ordinal`, meets the other ranks at the store named by `env`,
     /// and initialises NCCL. Fails on every rank if a rank does not arrive in time.
     pub fn new(env: &DistEnv, device_ordinal: usize, opts: CommOptions) -> Result<Self> {
-        let device = Device::new_cuda(device_ordinal)?;
+        let device = super::cuda_device(device_ordinal)?;
         let compute = device.as_cuda_device()?.cuda_stream();
         let ctx = compute.context().clone();
         let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;

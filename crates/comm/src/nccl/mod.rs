@@ -4,7 +4,8 @@
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
 //! [`crate::Communicator`] on candle CUDA tensors, queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
-//! enforces the timeout on collectives in flight; `work` is their handle; `events` records an opt-in
+//! enforces the timeout on collectives in flight; `work` is their handle; `device` opens the GPU (cudarc's per-allocation event tracking off: NcclComm orders
+//! its stream itself); `events` records an opt-in
 //! [`crate::Timeline`] (collective spans and compute marks) with timing CUDA events.
 //!
 //! Without the `cuda` feature, [`NcclComm`] still exists so code builds the same way, but
@@ -13,6 +14,8 @@
 
 #[cfg(feature = "cuda")]
 mod comm;
+#[cfg(feature = "cuda")]
+mod device;
 #[cfg(feature = "cuda")]
 mod events;
 #[cfg(feature = "cuda")]
@@ -25,8 +28,10 @@ mod watchdog;
 mod work;
 #[cfg(feature = "cuda")]
 pub use comm::NcclComm;
+#[cfg(feature = "cuda")]
+pub use device::cuda_device;
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::NcclComm;
+pub use stub::{cuda_device, NcclComm};

@@ -14,6 +14,11 @@ fn unavailable<T>() -> Result<T> {
     })
 }
 
+/// Unavailable without the `cuda` feature.
+pub fn cuda_device(_ordinal: usize) -> Result<candle_core::Device> {
+    unavailable()
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()

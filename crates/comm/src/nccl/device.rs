@@ -1,0 +1,26 @@
+//! The CUDA device a rank computes on, opened for candle's compute stream plus the
+//! communication stream that [`super::NcclComm`] orders with its own events.
+
+use crate::error::Result;
+use candle_core::Device;
+
+/// Opens GPU `ordinal` with cudarc's per-allocation event tracking off (unless
+/// `COMM_CUDA_EVENT_TRACKING=1`).
+///
+/// With tracking on, cudarc creates two CUDA events per allocation and, once a second
+/// stream exists, waits on one and records the other around every kernel argument: a
+/// few driver calls per tensor per op, host time on every op of a step. It is not needed
+/// here: every tensor a collective touches is ordered by [`super::NcclComm`]'s own events
+/// (the communication stream waits for compute before each launch; `Work::wait`, or the
+/// `Work`'s drop, makes compute wait after it, before the tensors it keeps can be freed
+/// on the compute stream), and candle computes on one stream. Call it before anything is
+/// allocated on the device: slices allocated earlier keep their events.
+pub fn cuda_device(ordinal: usize) -> Result<Device> {
+    let device = Device::new_cuda(ordinal)?;
+    if std::env::var("COMM_CUDA_EVENT_TRACKING").as_deref() != Ok("1") {
+        // SAFETY: nothing has been allocated on this device yet, and the only cross-stream
+        // uses of its memory are NcclComm's collectives, which order themselves (above).
+        unsafe { device.as_cuda_device()?.disable_event_tracking() };
+    }
+    Ok(device)
+}
