@@ -15,6 +15,20 @@ fn bench(args: &[&str], out: &std::path::Path) -> (bool, String) {
     (o.status.success(), text)
 }
 
+/// Runs a bench that must succeed into a fresh `out`; its records and its output.
+fn records(args: &[&str], out: &std::path::Path) -> (Vec<serde_json::Value>, String) {
+    let _ = std::fs::remove_file(out);
+    let (ok, text) = bench(args, out);
+    assert!(ok, "{text}");
+    let recs = std::fs::read_to_string(out)
+        .expect("records written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let _ = std::fs::remove_file(out);
+    (recs, text)
+}
+
 const TINY: [&str; 14] = [
     "ddp",
     "--backend",
@@ -35,17 +49,9 @@ const TINY: [&str; 14] = [
 #[test]
 fn carveout_sweep_and_grad_dtype_reach_the_records() {
     let out = std::env::temp_dir().join(format!("bench-ddp-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&out);
     let mut args = TINY.to_vec();
     args.extend(["1", "--sm-carveout", "0,16", "--grads", "bf16"]);
-    let (ok, text) = bench(&args, &out);
-    assert!(ok, "{text}");
-    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&out)
-        .expect("records written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
-    let _ = std::fs::remove_file(&out);
+    let (recs, text) = records(&args, &out);
     let carve: Vec<u64> = recs
         .iter()
         .map(|r| r["sm_carveout"].as_u64().unwrap())
@@ -75,14 +81,7 @@ fn coalesce_sweep_reaches_the_records_with_fewer_launches() {
     let mut args = TINY[..7].to_vec();
     args.extend(["--strategies", "overlap", "--warmup", "1", "--steps", "1"]);
     args.extend(["--coalesce", "false,true"]);
-    let (ok, text) = bench(&args, &out);
-    assert!(ok, "{text}");
-    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&out)
-        .expect("records written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
-    let _ = std::fs::remove_file(&out);
+    let (recs, text) = records(&args, &out);
     let got: Vec<(bool, u64, u64)> = recs
         .iter()
         .map(|r| {
