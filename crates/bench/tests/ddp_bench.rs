@@ -77,7 +77,6 @@ fn empty_carveout_list_is_named() {
 #[test]
 fn coalesce_sweep_reaches_the_records_with_fewer_launches() {
     let out = std::env::temp_dir().join(format!("bench-ddp-g-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&out);
     let mut args = TINY[..7].to_vec();
     args.extend(["--strategies", "overlap", "--warmup", "1", "--steps", "1"]);
     args.extend(["--coalesce", "false,true"]);
