@@ -107,10 +107,16 @@ impl InplaceOp2 for Launch<'_> {
                 gl.shape().elem_count()
             );
         }
-        let kernel = match g.dtype() {
-            DType::F32 => "adamw_f32",
-            DType::BF16 => "adamw_f32_gbf16",
-            d => candle_core::bail!("fused AdamW: {d:?} gradient (f32 or bf16)"),
+        let go = gl.start_offset();
+        // p, m and v are whole allocations (aligned); 16-byte loads need g's start offset
+        // to be a multiple of 4 elements too (a view into a DDP bucket may not be).
+        let vec4 = go.is_multiple_of(4);
+        let kernel = match (g.dtype(), vec4) {
+            (DType::F32, false) => "adamw_f32",
+            (DType::F32, true) => "adamw_f32_v4",
+            (DType::BF16, false) => "adamw_f32_gbf16",
+            (DType::BF16, true) => "adamw_f32_gbf16_v4",
+            (d, _) => candle_core::bail!("fused AdamW: {d:?} gradient (f32 or bf16)"),
         };
         let func = p
             .device
@@ -123,11 +129,11 @@ impl InplaceOp2 for Launch<'_> {
             );
         }
         let pd = p.as_cuda_slice_mut::<f32>()?;
-        let go = gl.start_offset();
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         let s = self.s;
-        let blocks = n.div_ceil(256).min(132 * 16) as u32;
+        let per_thread = if vec4 { 4 } else { 1 };
+        let blocks = n.div_ceil(256 * per_thread).min(132 * 16) as u32;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (256, 1, 1),
