@@ -14,6 +14,7 @@
 //   xent_fwd            per-row loss = logsumexp(l) − l[target] (f32 logits, u32 targets)
 //   xent_bwd            ∂l = g_row · (softmax(l) − onehot(target))
 //   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
+//   rmsnorm_dw_part     ∂w partial sums over blocks of n2 rows (f32 out; n0 rows, n1 cols)
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -167,6 +168,32 @@ __device__ void rmsnorm_dx(const T *x, const T *w, const T *g, T *dx, int cols, 
     dx[off + i] = from_f<T>(r * to_f(g[off + i]) * to_f(w[i]) - to_f(x[off + i]) * r3m);
 }
 
+// ∂w partial sums: block b sums g ⊙ x ⊙ r over rows [b·R, min((b+1)·R, rows)) (r = the row's
+// inverse RMS, f32) into part[b, :]; the caller sums the partials over b (deterministic).
+template <typename T>
+__device__ void rmsnorm_dw_part(const T *x, const T *g, float *part, int rows, int cols, int R,
+                                float eps) {
+  __shared__ float shared[32];
+  __shared__ float rs[32];
+  const int r0 = blockIdx.x * R, r1 = min(r0 + R, rows);
+  for (int i = r0; i < r1; i++) {
+    const size_t off = (size_t)i * cols;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) ss += to_f(x[off + j]) * to_f(x[off + j]);
+    const float tot = block_reduce<false>(ss, shared);
+    if (threadIdx.x == 0) rs[i - r0] = rsqrtf(tot / cols + eps);
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = r0; i < r1; i++) {
+      const size_t k = (size_t)i * cols + j;
+      acc += to_f(g[k]) * to_f(x[k]) * rs[i - r0];
+    }
+    part[(size_t)blockIdx.x * cols + j] = acc;
+  }
+}
+
 // ---- the exported entry points, one per dtype -----------------------------------------
 #define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
 #define ENTRIES(T, S)                                                                              \
@@ -197,5 +224,9 @@ __device__ void rmsnorm_dx(const T *x, const T *w, const T *g, T *dx, int cols, 
   extern "C" __global__ void rmsnorm_dx_##S(const T *x, const T *w, const T *g, T *dx, int,        \
                                              int n1, int, float f) {                               \
     rmsnorm_dx<T>(x, w, g, dx, n1, f);                                                             \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_dw_part_##S(const T *x, const T *g, float *part, int n0,      \
+                                                  int n1, int n2, float f) {                       \
+    rmsnorm_dw_part<T>(x, g, part, n0, n1, n2, f);                                                 \
   }
 FOR_DTYPES(ENTRIES)

@@ -1,11 +1,11 @@
 //! Fused RMSNorm with a backward pass, as a candle `CustomOp2` on (x, w): one kernel for
-//! the forward and one for ∂x (kernels/fused.cu), ∂w = Σ_rows g ⊙ x ⊙ r with candle ops in
-//! f32. f32 on CPU, f32 and bf16 on CUDA; other cases fall back to the differentiable composition
+//! the forward and one for ∂x (kernels/fused.cu); ∂w = Σ_rows g ⊙ x ⊙ r in f32 as one
+//! kernel of partial sums over blocks of rows plus one sum. f32 on CPU, f32 and bf16 on CUDA; other cases fall back to the differentiable composition
 //! [`crate::layers::rms_norm`]. Derivation of the gradients: docs/kernels.md.
 
 use crate::error::Result;
 use crate::kernels::f32s;
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 
 struct RmsNorm {
     eps: f32,
@@ -14,6 +14,14 @@ struct RmsNorm {
 struct RmsNormDx {
     eps: f32,
 }
+
+/// (x, g) → ∂w partial sums (⌈rows / DW_ROWS⌉, d), f32.
+struct RmsNormDwPart {
+    eps: f32,
+}
+
+/// Rows per ∂w partial sum (≤ 32, the kernel's shared array).
+const DW_ROWS: usize = 8;
 
 const OP: &str = "fused rms_norm";
 
@@ -53,6 +61,22 @@ fn cpu_dx(x: &[f32], w: &[f32], g: &[f32], eps: f32) -> Vec<f32> {
         }
     }
     dx
+}
+
+/// Host ∂w partial sums: part[b, j] = Σ over rows of block b of g·x·r (r of the row).
+fn cpu_dw_part(x: &[f32], g: &[f32], d: usize, eps: f32) -> Vec<f32> {
+    let mut part = Vec::with_capacity(x.len().div_ceil(d * DW_ROWS) * d);
+    for (xb, gb) in x.chunks(d * DW_ROWS).zip(g.chunks(d * DW_ROWS)) {
+        let mut acc = vec![0f32; d];
+        for (xr, gr) in xb.chunks(d).zip(gb.chunks(d)) {
+            let r = row_rstd(xr, eps);
+            for ((a, xi), gi) in acc.iter_mut().zip(xr).zip(gr) {
+                *a += gi * xi * r;
+            }
+        }
+        part.extend(acc);
+    }
+    part
 }
 
 /// Launches the fused.cu RMSNorm kernel `kernel` (one block per row) for x's dtype.
@@ -119,6 +143,52 @@ impl CustomOp2 for RmsNorm {
     }
 }
 
+impl CustomOp2 for RmsNormDwPart {
+    fn name(&self) -> &'static str {
+        "fused-rms-norm-dw"
+    }
+    fn cpu_fwd(
+        &self,
+        xs: &CpuStorage,
+        xl: &Layout,
+        gs: &CpuStorage,
+        gl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let d = *xl.dims().last().expect("rank >= 1");
+        let (x, g) = (f32s(OP, "x", xs, xl)?, f32s(OP, "grad", gs, gl)?);
+        let part = cpu_dw_part(x, g, d, self.eps);
+        let blocks = part.len() / d.max(1);
+        Ok((CpuStorage::F32(part), Shape::from((blocks, d))))
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        xs: &candle_core::CudaStorage,
+        xl: &Layout,
+        gs: &candle_core::CudaStorage,
+        gl: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use crate::kernels::gpu;
+        use candle_core::backend::BackendStorage;
+        crate::kernels::dense(OP, "x", xl)?;
+        crate::kernels::dense(OP, "grad", gl)?;
+        let cols = *xl.dims().last().expect("rank >= 1");
+        let rows = xl.shape().elem_count() / cols.max(1);
+        let blocks = rows.div_ceil(DW_ROWS);
+        let out = gpu::launch(gpu::Launch {
+            kernel: format!("rmsnorm_dw_part_{}", gpu::suffix(xs.dtype())?),
+            ins: &[(xs, xl), (gs, gl)],
+            out_dtype: DType::F32,
+            out_len: blocks * cols,
+            grid: blocks,
+            block: cols.div_ceil(32).clamp(1, 8) * 32,
+            n: [rows, cols, DW_ROWS],
+            f: self.eps,
+        })?;
+        Ok((out, Shape::from((blocks, cols))))
+    }
+}
+
 impl CustomOp3 for RmsNormDx {
     fn name(&self) -> &'static str {
         "fused-rms-norm-dx"
@@ -173,14 +243,18 @@ pub fn backward(x: &Tensor, w: &Tensor, g: &Tensor, eps: f32) -> Result<(Tensor,
     let dx = x
         .contiguous()?
         .apply_op3_no_bwd(&w.contiguous()?, &g, &RmsNormDx { eps })?;
-    // ∂w = Σ_rows g ⊙ x ⊙ r in f32, the row sum as a (1 × rows) · (rows × d) product: one
-    // GEMV instead of a strided reduction over dim 0.
-    let (xf, gf) = (x.to_dtype(DType::F32)?, g.to_dtype(DType::F32)?);
-    let r = (xf.sqr()?.mean_keepdim(D::Minus1)? + eps as f64)?
-        .sqrt()?
-        .recip()?;
-    let d = w.dim(0)?;
-    let prod = (gf * xf)?.broadcast_mul(&r)?.reshape(((), d))?;
-    let ones = Tensor::ones((1, prod.dim(0)?), DType::F32, prod.device())?;
-    Ok((dx, ones.matmul(&prod)?.reshape(d)?))
+    // ∂w = Σ_rows g ⊙ x ⊙ r in f32: partial sums over blocks of rows, then their sum.
+    if g.dtype() != x.dtype() {
+        return Err(candle_core::Error::Msg(format!(
+            "{OP} backward: gradient {:?} and input {:?} differ in dtype",
+            g.dtype(),
+            x.dtype()
+        ))
+        .into());
+    }
+    let dw = x
+        .contiguous()?
+        .apply_op2_no_bwd(&g, &RmsNormDwPart { eps })?
+        .sum(0)?;
+    Ok((dx, dw))
 }
