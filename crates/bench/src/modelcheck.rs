@@ -133,6 +133,33 @@ pub fn fused_adamw_layouts(gpu: &Device) -> Result<f32> {
     Ok(worst)
 }
 
+/// `model::kernels::to_bf16` (the four-at-a-time cast kernel, and candle's cast where it
+/// falls back) against candle's f32 → bf16 cast: bit-identical on 4096 and 1003 elements
+/// (a tail of 3), whole and as a view at offset 1 (the fallback). Returns the cases checked.
+pub fn cast_bf16(gpu: &Device) -> Result<usize> {
+    let mut cases = 0;
+    for n in [4096usize, 1003] {
+        let buf = (Tensor::randn(0f32, 1.0, n + 1, gpu)? * 1e3)?;
+        for (what, t) in [
+            ("whole", buf.narrow(0, 0, n)?.copy()?),
+            ("view at 1", buf.narrow(0, 1, n)?),
+        ] {
+            let a = model::kernels::to_bf16(&t)?
+                .to_dtype(DType::F32)?
+                .to_vec1::<f32>()?;
+            let b = t
+                .to_dtype(DType::BF16)?
+                .to_dtype(DType::F32)?
+                .to_vec1::<f32>()?;
+            if let Some(i) = (0..n).find(|&i| a[i].to_bits() != b[i].to_bits()) {
+                bail!("to_bf16, {n} elements ({what}): element {i} is {} where candle's cast gives {}", a[i], b[i]);
+            }
+            cases += 1;
+        }
+    }
+    Ok(cases)
+}
+
 fn has_bf16_grad(lm: &TransformerLm, b: &Batch) -> Result<bool> {
     let (_, grads) = forward_backward(lm, b, |_, _| Ok(()))?;
     Ok(grads.iter().flatten().any(|g| g.dtype() == DType::BF16))

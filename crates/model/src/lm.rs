@@ -217,7 +217,13 @@ impl StagedModel for TransformerLm {
         }
         let blk = &self.blocks[s - 1];
         let ids = [blk.norm1, blk.qkv, blk.o, blk.norm2, blk.w1, blk.w3, blk.w2];
-        let w = ids.map(|i| self.params.var(i).as_tensor().detach().to_dtype(self.dtype));
+        let w = ids.map(|i| {
+            let p = self.params.var(i).as_tensor();
+            match self.dtype {
+                DType::BF16 => crate::kernels::to_bf16(p),
+                d => Ok(p.detach().to_dtype(d)?),
+            }
+        });
         let [a, b, c, d, e, f, g] = w;
         let (cos, sin) = self.rope_for(x.dim(1)?)?;
         let dims = BlockDims {

@@ -15,6 +15,7 @@
 //! [`check`] compares every op with its composition (values and gradients) on any device:
 //! CI runs it on the CPU, `bench model-check` on the GPU.
 
+mod cast;
 pub mod check;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
@@ -23,6 +24,7 @@ mod softmax;
 mod swiglu;
 mod xent;
 
+pub use cast::to_bf16;
 pub use rope::{rope, rope_bwd};
 pub use softmax::{causal_softmax, causal_softmax_bwd};
 pub use swiglu::{silu_mul, silu_mul_bwd};
