@@ -265,6 +265,52 @@ impl NcclComm {
         self.after(op, keep)
     }
 
+    /// In-place all-reduces of `bufs` as one launch (`name` and shape-check `code` say
+    /// which call it was): every buffer is checked before any is agreed on or sent.
+    fn all_reduce_list(
+        &self,
+        name: &'static str,
+        code: i64,
+        bufs: &[&Tensor],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        for b in bufs {
+            self.check_cuda(name, b)?;
+        }
+        for b in bufs {
+            self.agree(name, code, b.elem_count(), b.dtype(), 0)?;
+        }
+        let calls: Vec<_> = bufs
+            .iter()
+            .map(|&b| (Call::AllReduce(op), b, None))
+            .collect();
+        self.launch_all(name, &calls)
+    }
+
+    /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
+    /// [`Self::all_reduce_list`] checks.
+    fn reduce_scatter_list(
+        &self,
+        name: &'static str,
+        code: i64,
+        pairs: &[(&Tensor, &Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        for &(input, output) in pairs {
+            check_pair(name, self.rank, self.world, output, input)?;
+            self.check_cuda(name, input)?;
+            self.check_cuda(name, output)?;
+        }
+        for &(input, _) in pairs {
+            self.agree(name, code, input.elem_count(), input.dtype(), 0)?;
+        }
+        let calls: Vec<_> = pairs
+            .iter()
+            .map(|&(i, o)| (Call::ReduceScatter(op), o, Some(i)))
+            .collect();
+        self.launch_all(name, &calls)
+    }
+
     /// Records completion, registers it with the watchdog, returns the handle.
     fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
@@ -305,21 +351,11 @@ impl Communicator for NcclComm {
     }
 
     fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.check_cuda("all_reduce", buf)?;
-        self.agree("all_reduce", 1, buf.elem_count(), buf.dtype(), 0)?;
-        self.launch("all_reduce", Call::AllReduce(op), buf, None)
+        self.all_reduce_list("all_reduce", 1, &[buf], op)
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        check_pair("reduce_scatter", self.rank, self.world, output, input)?;
-        self.check_cuda("reduce_scatter", input)?;
-        self.agree("reduce_scatter", 2, input.elem_count(), input.dtype(), 0)?;
-        self.launch(
-            "reduce_scatter",
-            Call::ReduceScatter(op),
-            output,
-            Some(input),
-        )
+        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op)
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
@@ -337,18 +373,8 @@ impl Communicator for NcclComm {
     }
 
     fn all_reduce_coalesced_async(&self, bufs: &[Tensor], op: ReduceOp) -> Result<Work> {
-        const OP: &str = "all_reduce_coalesced";
-        for b in bufs {
-            self.check_cuda(OP, b)?;
-        }
-        for b in bufs {
-            self.agree(OP, 5, b.elem_count(), b.dtype(), 0)?;
-        }
-        let calls: Vec<_> = bufs
-            .iter()
-            .map(|b| (Call::AllReduce(op), b, None))
-            .collect();
-        self.launch_all(OP, &calls)
+        let bufs: Vec<&Tensor> = bufs.iter().collect();
+        self.all_reduce_list("all_reduce_coalesced", 5, &bufs, op)
     }
 
     fn reduce_scatter_coalesced_async(
@@ -356,20 +382,8 @@ impl Communicator for NcclComm {
         pairs: &[(Tensor, Tensor)],
         op: ReduceOp,
     ) -> Result<Work> {
-        const OP: &str = "reduce_scatter_coalesced";
-        for (input, output) in pairs {
-            check_pair(OP, self.rank, self.world, output, input)?;
-            self.check_cuda(OP, input)?;
-            self.check_cuda(OP, output)?;
-        }
-        for (input, _) in pairs {
-            self.agree(OP, 6, input.elem_count(), input.dtype(), 0)?;
-        }
-        let calls: Vec<_> = pairs
-            .iter()
-            .map(|(i, o)| (Call::ReduceScatter(op), o, Some(i)))
-            .collect();
-        self.launch_all(OP, &calls)
+        let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
+        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op)
     }
 
     fn barrier(&self) -> Result<()> {
