@@ -245,12 +245,11 @@ pub fn backward(x: &Tensor, w: &Tensor, g: &Tensor, eps: f32) -> Result<(Tensor,
         .apply_op3_no_bwd(&w.contiguous()?, &g, &RmsNormDx { eps })?;
     // ∂w = Σ_rows g ⊙ x ⊙ r in f32: partial sums over blocks of rows, then their sum.
     if g.dtype() != x.dtype() {
-        return Err(candle_core::Error::Msg(format!(
+        return Err(crate::error::ModelError::Input(format!(
             "{OP} backward: gradient {:?} and input {:?} differ in dtype",
             g.dtype(),
             x.dtype()
-        ))
-        .into());
+        )));
     }
     let dw = x
         .contiguous()?
