@@ -113,14 +113,32 @@ pub fn nccl_tuning() -> Option<String> {
 
 fn nccl_tuning_of(vars: impl Iterator<Item = (String, String)>) -> Option<String> {
     let mut set: Vec<String> = vars
-        .filter(|(k, _)| {
-            (k.starts_with("NCCL_") && !k.starts_with("NCCL_DEBUG") && k != "NCCL_NVLS_ENABLE")
-                || (k.starts_with("COMM_") && k != "COMM_TIMEOUT_S")
-        })
+        .filter(|(k, _)| is_tuning(k))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     set.sort();
     (!set.is_empty()).then(|| set.join(";"))
+}
+
+/// Whether environment variable `k` changes how NCCL or comm run. Not: NCCL's logging,
+/// the mandatory `NCCL_NVLS_ENABLE=0`, `NCCL_VERSION` (a label container images set;
+/// NCCL never reads it) and comm's timeout.
+fn is_tuning(k: &str) -> bool {
+    (k.starts_with("NCCL_")
+        && !k.starts_with("NCCL_DEBUG")
+        && k != "NCCL_NVLS_ENABLE"
+        && k != "NCCL_VERSION")
+        || (k.starts_with("COMM_") && k != "COMM_TIMEOUT_S")
+}
+
+/// A recorded `nccl_tuning` string with what [`is_tuning`] now leaves out removed, so
+/// records written before a variable was known to be a mere label read as untuned.
+pub fn retune(env: Option<&str>) -> Option<String> {
+    let kept: Vec<&str> = env?
+        .split(';')
+        .filter(|kv| is_tuning(kv.split('=').next().unwrap_or("")))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(";"))
 }
 
 #[cfg(test)]
@@ -137,6 +155,7 @@ mod tests {
             ("NCCL_MAX_CTAS", "4"),
             ("COMM_TIMEOUT_S", "60"),
             ("COMM_CUDA_EVENT_TRACKING", "1"),
+            ("NCCL_VERSION", "2.28.3-1"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
         assert_eq!(
@@ -145,6 +164,13 @@ mod tests {
         );
         assert_eq!(nccl_tuning_of(vars[1..4].iter().cloned()), None);
         assert_eq!(nccl_tuning_of(vars[5..6].iter().cloned()), None);
+        assert_eq!(nccl_tuning_of(vars[7..].iter().cloned()), None);
+        assert_eq!(retune(Some("NCCL_VERSION=2.28.3-1")), None);
+        assert_eq!(
+            retune(Some("NCCL_MAX_CTAS=4;NCCL_VERSION=2.28.3-1")).as_deref(),
+            Some("NCCL_MAX_CTAS=4")
+        );
+        assert_eq!(retune(None), None);
     }
 
     #[test]

@@ -149,12 +149,17 @@ pub fn section(
             .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
             .unwrap_or(&rows[0]);
         let naive = rows.iter().find(|r| r.strategy == "naive");
+        let cut = (first.compute_ms / first.single_ms - 1.0) * 100.0;
         writeln!(
             md,
-            "\nOwn 1-GPU step {:.1} ms, staged compute {:.1} ms (the stage cut costs {:+.1}%). Best strategy: **{}** at {:.1} ms, {:.3}× the own 1-GPU step{}.",
+            "\nOwn 1-GPU step {:.1} ms, staged compute {:.1} ms ({}). Best strategy: **{}** at {:.1} ms, {:.3}× the own 1-GPU step{}.",
             first.single_ms,
             first.compute_ms,
-            (first.compute_ms / first.single_ms - 1.0) * 100.0,
+            if cut.abs() < 0.05 {
+                "the stage cut costs nothing measurable".to_string()
+            } else {
+                format!("the stage cut costs {cut:+.1}%")
+            },
             label(best),
             best.step_ms,
             best.step_ms / first.single_ms,

@@ -56,7 +56,10 @@ pub fn write_report(
     if recs.is_empty() {
         md += "No all-reduce results in this run.\n";
     }
-    let ddp_recs: Vec<crate::ddp::DdpRecord> = read(results, Some("ddp"))?;
+    let mut ddp_recs: Vec<crate::ddp::DdpRecord> = read(results, Some("ddp"))?;
+    for r in &mut ddp_recs {
+        r.nccl_env = crate::records::retune(r.nccl_env.as_deref());
+    }
     let torch_steps: Vec<TorchStep> = match torch_path.filter(|p| p.exists()) {
         Some(p) => read(p, None)?,
         None => Vec::new(),
