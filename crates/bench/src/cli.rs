@@ -4,6 +4,14 @@ use crate::{report, single};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// A bucket size: a positive, finite number of MiB (clap names the flag on error).
+fn positive_mb(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of MiB")),
+    }
+}
+
 #[derive(Parser)]
 #[command(about = "Benchmarks of the data-parallel stack")]
 pub struct Cli {
@@ -77,7 +85,7 @@ pub enum Cmd {
             default_value = "naive,flat,overlap,bucketed"
         )]
         strategies: Vec<String>,
-        #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0])]
+        #[arg(long, value_delimiter = ',', value_parser = positive_mb, default_values_t = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0])]
         buckets_mb: Vec<f64>,
         #[arg(long, default_value_t = 2)]
         warmup: usize,
@@ -120,7 +128,7 @@ pub enum Cmd {
         )]
         modes: Vec<String>,
         /// DDP's bucket size for the ddp, sharded and zero1-overlap/-ahead modes.
-        #[arg(long, default_value_t = 25.0)]
+        #[arg(long, default_value_t = 25.0, value_parser = positive_mb)]
         bucket_mb: f64,
         /// SMs the backward's GEMMs leave to NCCL in those modes (0: every SM).
         #[arg(long, default_value_t = 0)]

@@ -7,7 +7,8 @@ use comm::Communicator;
 use model::StagedModel;
 
 /// What must agree across ranks, as numbers (so one all-gather compares them).
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
+    "options valid",
     "parameter count",
     "element count",
     "parameter shapes",
@@ -35,13 +36,16 @@ fn shape_hash(model: &dyn StagedModel) -> f64 {
     (h & ((1 << 48) - 1)) as f64
 }
 
-/// Fails on every rank, naming the first rank and field that differ from rank 0.
+/// Fails on every rank, naming the first rank and field that differ from rank 0. `local`
+/// is this rank's own check of its options: a rank whose check failed returns that error,
+/// every other rank an error naming it.
 pub fn check_same_everywhere(
     comm: &dyn Communicator,
     model: &dyn StagedModel,
     device: &Device,
     strategy_code: f64,
     grad_dtype: Option<DType>,
+    local: Result<()>,
 ) -> Result<()> {
     let p = model.params();
     let dtype_code = match grad_dtype {
@@ -50,12 +54,14 @@ pub fn check_same_everywhere(
         Some(DType::F16) => 2.0,
         Some(d) => 3.0 + d.size_in_bytes() as f64,
     };
+    let valid = local.is_ok();
     let mine = [
+        if valid { 1.0 } else { 0.0 },
         p.len() as f64,
         p.numel() as f64,
         shape_hash(model),
         model.num_stages() as f64,
-        strategy_code,
+        if valid { strategy_code } else { 0.0 },
         dtype_code,
     ];
     let w = comm.world_size();
@@ -63,12 +69,19 @@ pub fn check_same_everywhere(
     let output = Tensor::zeros(w * FIELDS.len(), DType::F64, device)?;
     comm.all_gather(&input, &output)?;
     let all: Vec<f64> = output.to_device(&Device::Cpu)?.to_vec1()?;
+    local?;
+    if let Some(r) = (0..w).find(|&r| all[r * FIELDS.len()] != 1.0) {
+        return Err(DdpError::Mismatch(format!(
+            "rank {r}'s DDP options are invalid (rank {r} reports why; seen on rank {})",
+            comm.rank()
+        )));
+    }
     let rank0 = &all[..FIELDS.len()];
     for r in 1..w {
         let other = &all[r * FIELDS.len()..(r + 1) * FIELDS.len()];
         if let Some(f) = (0..FIELDS.len()).find(|&f| other[f] != rank0[f]) {
             let detail = match f {
-                0 | 1 | 3 => format!(
+                1 | 2 | 4 => format!(
                     "rank {r} has {} {} but rank 0 has {}",
                     FIELDS[f], other[f], rank0[f]
                 ),

@@ -81,6 +81,36 @@ pub struct Ddp {
 /// stage's buckets are launched (a profiler's place to mark the compute stream).
 pub type StageHook = Box<dyn FnMut(usize) -> comm::Result<()> + Send>;
 
+/// This rank's options, checked on their own (strategy parameters, gradient dtype, the
+/// GEMM carve-out against the device's SM count).
+fn check_options(opts: &DdpOptions, device: &candle_core::Device) -> Result<()> {
+    opts.strategy.validate()?;
+    if let Some(d) = opts.grad_dtype {
+        if !matches!(d, DType::F32 | DType::BF16 | DType::F16) {
+            return Err(DdpError::Input(format!(
+                "gradient dtype {d:?} is not supported (f32, bf16, f16)"
+            )));
+        }
+    }
+    model::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
+    Ok(())
+}
+
+/// The first stage whose backward produces each parameter's gradient; `Err(i)` names a
+/// parameter no stage uses.
+fn ready_stages(model: &dyn StagedModel) -> std::result::Result<Vec<usize>, usize> {
+    let mut ready = vec![usize::MAX; model.params().len()];
+    for s in 0..model.num_stages() {
+        for i in model.stage_params(s) {
+            ready[i] = ready[i].min(s);
+        }
+    }
+    match ready.iter().position(|&r| r == usize::MAX) {
+        Some(i) => Err(i),
+        None => Ok(ready),
+    }
+}
+
 impl Ddp {
     /// Checks that every rank has the same model and options (fails on every rank,
     /// naming the rank that differs), then copies rank 0's parameters to all ranks.
@@ -93,27 +123,27 @@ impl Ddp {
         if p.is_empty() {
             return Err(DdpError::Input("the model has no parameters".into()));
         }
-        if let Some(d) = opts.grad_dtype {
-            if !matches!(d, DType::F32 | DType::BF16 | DType::F16) {
-                return Err(DdpError::Input(format!(
-                    "gradient dtype {d:?} is not supported (f32, bf16, f16)"
-                )));
-            }
-        }
         let device = p.var(0).device().clone();
-        model::gemm_sms::check_carveout(&device, opts.gemm_sm_carveout)?;
-        let mut ready = vec![usize::MAX; p.len()];
-        for s in 0..model.num_stages() {
-            for i in model.stage_params(s) {
-                ready[i] = ready[i].min(s);
-            }
-        }
-        if let Some(i) = ready.iter().position(|&r| r == usize::MAX) {
-            return Err(DdpError::Input(format!(
+        let ready = ready_stages(model);
+        // Checked here, reported after every rank has compared notes: a rank with bad
+        // options fails with its own reason, the others name it (instead of waiting for
+        // it in the comparison until the timeout).
+        let local = check_options(&opts, &device).and_then(|()| match ready {
+            Err(i) => Err(DdpError::Input(format!(
                 "parameter {} is used by no stage",
                 p.names()[i]
-            )));
-        }
+            ))),
+            Ok(_) => Ok(()),
+        });
+        consistency::check_same_everywhere(
+            comm.as_ref(),
+            model,
+            &device,
+            opts.strategy.code(),
+            opts.grad_dtype,
+            local,
+        )?;
+        let ready = ready.expect("checked above");
         let infos: Vec<ParamInfo> = p
             .vars()
             .iter()
@@ -124,13 +154,6 @@ impl Ddp {
             })
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
-        consistency::check_same_everywhere(
-            comm.as_ref(),
-            model,
-            &device,
-            opts.strategy.code(),
-            opts.grad_dtype,
-        )?;
         consistency::broadcast_params(comm.as_ref(), model)?;
         Ok(Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),

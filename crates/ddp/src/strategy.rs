@@ -19,6 +19,20 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    /// Checks the strategy's parameters: a bucket size must be a positive, finite number
+    /// of MiB (`Ddp::new` calls it, so a NaN or negative size built in code fails there,
+    /// naming the size, instead of surfacing later as a cross-rank mismatch).
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Strategy::Bucketed { bucket_mb } if !(bucket_mb.is_finite() && bucket_mb > 0.0) => {
+                Err(DdpError::Input(format!(
+                    "bucket size {bucket_mb} MB must be a positive, finite number of MiB"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether collectives are launched during backward (true) or after it.
     pub fn eager(&self) -> bool {
         matches!(self, Strategy::Overlap | Strategy::Bucketed { .. })
@@ -61,12 +75,13 @@ impl FromStr for Strategy {
             _ => {
                 let mb = s.strip_prefix("bucketed:").ok_or_else(bad)?;
                 let bucket_mb: f64 = mb.parse().map_err(|_| bad())?;
-                if !(bucket_mb.is_finite() && bucket_mb > 0.0) {
-                    return Err(DdpError::Input(format!(
+                let st = Strategy::Bucketed { bucket_mb };
+                st.validate().map_err(|_| {
+                    DdpError::Input(format!(
                         "bucket size {mb:?} MB in {s:?} must be a positive number"
-                    )));
-                }
-                Ok(Strategy::Bucketed { bucket_mb })
+                    ))
+                })?;
+                Ok(st)
             }
         }
     }
