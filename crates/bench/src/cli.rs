@@ -4,12 +4,14 @@ use crate::{report, single};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
-/// A bucket size: a positive, finite number of MiB (clap names the flag on error).
+/// A bucket size, as `ddp::Strategy::validate` accepts it (clap names the flag on error).
 fn positive_mb(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("{s:?} is not a positive number of MiB")),
-    }
+    let bad = || format!("{s:?} is not a positive number of MiB");
+    let mb: f64 = s.trim().parse().map_err(|_| bad())?;
+    ddp::Strategy::Bucketed { bucket_mb: mb }
+        .validate()
+        .map_err(|_| bad())?;
+    Ok(mb)
 }
 
 #[derive(Parser)]

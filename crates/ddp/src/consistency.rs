@@ -38,15 +38,15 @@ fn shape_hash(model: &dyn StagedModel) -> f64 {
 
 /// Fails on every rank, naming the first rank and field that differ from rank 0. `local`
 /// is this rank's own check of its options: a rank whose check failed returns that error,
-/// every other rank an error naming it.
-pub fn check_same_everywhere(
+/// every other rank an error naming it; when every rank agrees, `local`'s value.
+pub fn check_same_everywhere<T>(
     comm: &dyn Communicator,
     model: &dyn StagedModel,
     device: &Device,
     strategy_code: f64,
     grad_dtype: Option<DType>,
-    local: Result<()>,
-) -> Result<()> {
+    local: Result<T>,
+) -> Result<T> {
     let p = model.params();
     let dtype_code = match grad_dtype {
         None => 0.0,
@@ -69,7 +69,7 @@ pub fn check_same_everywhere(
     let output = Tensor::zeros(w * FIELDS.len(), DType::F64, device)?;
     comm.all_gather(&input, &output)?;
     let all: Vec<f64> = output.to_device(&Device::Cpu)?.to_vec1()?;
-    local?;
+    let value = local?;
     if let Some(r) = (0..w).find(|&r| all[r * FIELDS.len()] != 1.0) {
         return Err(DdpError::Mismatch(format!(
             "rank {r}'s DDP options are invalid (rank {r} reports why; seen on rank {})",
@@ -93,7 +93,7 @@ pub fn check_same_everywhere(
             )));
         }
     }
-    Ok(())
+    Ok(value)
 }
 
 /// Overwrites every parameter with rank 0's value.

@@ -96,9 +96,9 @@ fn check_options(opts: &DdpOptions, device: &candle_core::Device) -> Result<()> 
     Ok(())
 }
 
-/// The first stage whose backward produces each parameter's gradient; `Err(i)` names a
+/// The first stage whose backward produces each parameter's gradient; an error names a
 /// parameter no stage uses.
-fn ready_stages(model: &dyn StagedModel) -> std::result::Result<Vec<usize>, usize> {
+fn ready_stages(model: &dyn StagedModel) -> Result<Vec<usize>> {
     let mut ready = vec![usize::MAX; model.params().len()];
     for s in 0..model.num_stages() {
         for i in model.stage_params(s) {
@@ -106,7 +106,10 @@ fn ready_stages(model: &dyn StagedModel) -> std::result::Result<Vec<usize>, usiz
         }
     }
     match ready.iter().position(|&r| r == usize::MAX) {
-        Some(i) => Err(i),
+        Some(i) => Err(DdpError::Input(format!(
+            "parameter {} is used by no stage",
+            model.params().names()[i]
+        ))),
         None => Ok(ready),
     }
 }
@@ -124,18 +127,11 @@ impl Ddp {
             return Err(DdpError::Input("the model has no parameters".into()));
         }
         let device = p.var(0).device().clone();
-        let ready = ready_stages(model);
         // Checked here, reported after every rank has compared notes: a rank with bad
         // options fails with its own reason, the others name it (instead of waiting for
         // it in the comparison until the timeout).
-        let local = check_options(&opts, &device).and_then(|()| match ready {
-            Err(i) => Err(DdpError::Input(format!(
-                "parameter {} is used by no stage",
-                p.names()[i]
-            ))),
-            Ok(_) => Ok(()),
-        });
-        consistency::check_same_everywhere(
+        let local = check_options(&opts, &device).and_then(|()| ready_stages(model));
+        let ready = consistency::check_same_everywhere(
             comm.as_ref(),
             model,
             &device,
@@ -143,7 +139,6 @@ impl Ddp {
             opts.grad_dtype,
             local,
         )?;
-        let ready = ready.expect("checked above");
         let infos: Vec<ParamInfo> = p
             .vars()
             .iter()
