@@ -11,7 +11,7 @@
 
 use crate::memory;
 use crate::single::Precision;
-use crate::timer::Timer;
+use crate::timer::{mean_std, timed};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::{Communicator, NcclComm, ReduceOp};
@@ -79,52 +79,11 @@ pub fn strategies(names: &[String], buckets_mb: &[f64]) -> Result<Vec<Strategy>>
     Ok(out)
 }
 
-pub(crate) fn mean_std(v: &[f64]) -> (f64, f64) {
-    let m = v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let var =
-        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
-    (m, var.sqrt())
-}
-
 /// Slowest rank's values.
 fn max_over_ranks(comm: &dyn Communicator, dev: &Device, v: &[f64]) -> Result<Vec<f64>> {
     let t = Tensor::new(v, dev)?;
     comm.all_reduce(&t, ReduceOp::Max)?;
     Ok(t.to_device(&Device::Cpu)?.to_vec1()?)
-}
-
-/// Times `f` over `warmup + steps` calls; returns per-call milliseconds of the timed ones.
-fn timed(
-    dev: &Device,
-    warmup: usize,
-    steps: usize,
-    f: impl FnMut() -> Result<()>,
-) -> Result<Vec<f64>> {
-    Ok(timed_host(dev, warmup, steps, f)?.0)
-}
-
-/// [`timed`], plus the host's milliseconds per call to queue the work (the time until `f`
-/// returns, before waiting for the GPU): a step is host-bound when this is close to its
-/// GPU time.
-fn timed_host(
-    dev: &Device,
-    warmup: usize,
-    steps: usize,
-    mut f: impl FnMut() -> Result<()>,
-) -> Result<(Vec<f64>, Vec<f64>)> {
-    let (mut gpu, mut host) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-    for i in 0..warmup + steps {
-        let t = Timer::start(dev)?;
-        let h = std::time::Instant::now();
-        f()?;
-        let queued = h.elapsed().as_secs_f64();
-        let s = t.stop()?;
-        if i >= warmup {
-            gpu.push(s * 1e3);
-            host.push(queued * 1e3);
-        }
-    }
-    Ok((gpu, host))
 }
 
 pub(crate) fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device) -> Result<Batch> {
@@ -242,7 +201,7 @@ pub fn run_rank(
                 let (_, g) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
                 Ok(opt.step(&vars, &g)?)
             })?;
-            let (single_ms, compute_ms) = (mean_std(&single).0, mean_std(&compute).0);
+            let (single_ms, compute_ms) = (mean_std(&single.gpu).0, mean_std(&compute.gpu).0);
             let runs = cfg.strategies.iter().flat_map(|&s| {
                 let carve = cfg.sm_carveouts.iter();
                 carve.flat_map(move |&c| cfg.coalesce.iter().map(move |&g| (s, c, g)))
@@ -261,7 +220,7 @@ pub fn run_rank(
                 )?;
                 let mut loss = Tensor::new(0f32, dev)?;
                 memory::reset_peak(dev);
-                let (steps, host) = timed_host(dev, cfg.warmup, cfg.steps, || {
+                let steps = timed(dev, cfg.warmup, cfg.steps, || {
                     loss = d.forward_backward(&lm, &batch)?;
                     let g = d.finish_gradient_synchronization()?;
                     Ok(opt.step(&vars, &g)?)
@@ -295,7 +254,7 @@ pub fn run_rank(
                     Ok(())
                 })?;
                 drop(grads);
-                let (step, step_std) = mean_std(&steps);
+                let (step, step_std) = mean_std(&steps.gpu);
                 let m = max_over_ranks(
                     c,
                     dev,
@@ -304,8 +263,8 @@ pub fn run_rank(
                         compute_ms,
                         step,
                         step_std,
-                        mean_std(&comm_only).0,
-                        mean_std(&host).0,
+                        mean_std(&comm_only.gpu).0,
+                        mean_std(&steps.host).0,
                     ],
                 )?;
                 let rec = DdpRecord {
@@ -341,6 +300,8 @@ pub fn run_rank(
                     coalesce,
                     launches: Some(stats.launches),
                     host_ms: Some(m[5]),
+                    gpu: steps.telemetry,
+                    single_gpu: single.telemetry,
                     nccl_env: (c.backend() == "nccl")
                         .then(crate::records::nccl_tuning)
                         .flatten(),

@@ -2,6 +2,7 @@
 //! fixed-column table row it prints.
 
 use crate::single::Precision;
+use crate::telemetry::{cell, GpuTelemetry};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,11 +50,17 @@ pub struct DdpRecord {
     /// `COMM_CUDA_EVENT_TRACKING=1`), NCCL runs only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_env: Option<String>,
+    /// Rank 0's GPU over the timed DDP steps and over its own 1-GPU steps (`single_ms`):
+    /// SM clock, power, how often the power limit held the clock back (NVML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuTelemetry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub single_gpu: Option<GpuTelemetry>,
 }
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7} {:>8}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8} {:>7} {:>8}  {}",
         "size",
         "dtype",
         "w",
@@ -68,7 +75,8 @@ pub fn header() -> String {
         "ratio",
         "peak(GiB)",
         "overlap",
-        "host(ms)"
+        "host(ms)",
+        "gpu 0: step | 1-GPU"
     )
 }
 
@@ -84,7 +92,7 @@ pub fn row(r: &DdpRecord) -> String {
         s += "/g";
     }
     format!(
-        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7} {:>8}",
+        "{:>5} {:>5} {:>2} {:>14} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7.3} {:>8} {:>7} {:>8}  {}",
         r.size,
         r.dtype.name().to_string(),
         r.world,
@@ -103,6 +111,10 @@ pub fn row(r: &DdpRecord) -> String {
             .unwrap_or_else(|| "-".into()),
         r.host_ms
             .map(|h| format!("{h:.1}"))
-            .unwrap_or_else(|| "-".into())
+            .unwrap_or_else(|| "-".into()),
+        match (&r.gpu, &r.single_gpu) {
+            (None, None) => "-".into(),
+            (g, s) => format!("{} | {}", cell(g.as_ref()), cell(s.as_ref())),
+        }
     )
 }

@@ -21,6 +21,7 @@ mod records;
 mod report;
 mod rmsnorm;
 mod single;
+mod telemetry;
 mod timer;
 mod topology;
 mod trace;

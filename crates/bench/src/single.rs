@@ -4,7 +4,8 @@
 //! utilisation, and peak memory for forward-only and for a whole step.
 
 use crate::memory;
-use crate::timer::Timer;
+use crate::telemetry::{GpuTelemetry, Sampler};
+use crate::timer::{mean_std, Timer};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
@@ -56,16 +57,9 @@ pub struct SingleRecord {
     pub peak_step_gib: Option<f64>,
     pub loss_first: f32,
     pub loss_last: f32,
-}
-
-fn mean_std(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0);
-    }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    let var =
-        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
-    (m, var.sqrt())
+    /// The GPU's SM clock and power over the timed steps (NVML; `None` on the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuTelemetry>,
 }
 
 /// Training FLOPs of one step: 6·N·tokens for the matmuls with parameters (forward 2,
@@ -114,10 +108,12 @@ pub fn run(
     let (mut fwd, mut bwd, mut optt, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);
+    let mut sampler = None;
     for i in 0..warmup + steps {
         let timed = i >= warmup;
         if i == warmup {
             memory::reset_peak(device);
+            sampler = Sampler::start(device);
         }
         let t0 = Timer::start(device)?;
         // The staged path training uses (hand-written blocks, fused kernels).
@@ -153,6 +149,7 @@ pub fn run(
             total.push((tf + tb + to) * 1e3);
         }
     }
+    let gpu = sampler.and_then(Sampler::stop);
     let step_ms = mean_std(&total);
     let flops = match mode {
         Mode::Fwd => step_flops(&cfg, batch, seq) / 3.0,
@@ -177,12 +174,13 @@ pub fn run(
         peak_step_gib: memory::gib(peak_step),
         loss_first,
         loss_last,
+        gpu,
     })
 }
 
 pub fn header() -> String {
     format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10} {:>6} {:>9} {:>9}",
+        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10} {:>6} {:>9} {:>9}  {}",
         "size",
         "dtype",
         "mode",
@@ -193,7 +191,8 @@ pub fn header() -> String {
         "tok/s",
         "MFU",
         "peakF(GiB)",
-        "peakS(GiB)"
+        "peakS(GiB)",
+        "gpu"
     )
 }
 
@@ -202,7 +201,7 @@ pub fn row(r: &SingleRecord) -> String {
     let opt =
         |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}",
+        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}  {}",
         r.size,
         r.dtype.name().to_string(),
         format!("{:?}", r.mode).to_lowercase(),
@@ -213,6 +212,7 @@ pub fn row(r: &SingleRecord) -> String {
         r.tokens_per_s,
         opt(r.mfu.map(|m| m * 100.0), 1),
         opt(r.peak_fwd_gib, 2),
-        opt(r.peak_step_gib, 2)
+        opt(r.peak_step_gib, 2),
+        crate::telemetry::cell(r.gpu.as_ref())
     )
 }

@@ -1,6 +1,7 @@
 //! Timing that means the same thing on CPU and GPU: on a CUDA device, events recorded on
 //! candle's compute stream (what a training step waits for); on the CPU, the wall clock.
 
+use crate::telemetry::{GpuTelemetry, Sampler};
 use candle_core::Device;
 use std::time::Instant;
 
@@ -47,4 +48,56 @@ impl Timer {
         }
         Ok(self.start.elapsed().as_secs_f64())
     }
+}
+
+/// Mean and sample standard deviation; (0, 0) for no values.
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var =
+        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
+    (m, var.sqrt())
+}
+
+/// What [`timed`] measured over the timed calls.
+pub struct Timed {
+    /// Milliseconds per call until the device finished its work.
+    pub gpu: Vec<f64>,
+    /// Milliseconds per call for the host to queue it (until the call returned, before
+    /// waiting for the device): close to `gpu`, the work is host-bound.
+    pub host: Vec<f64>,
+    /// The GPU's clocks and power over the timed calls (`None` on the CPU or without NVML).
+    pub telemetry: Option<GpuTelemetry>,
+}
+
+/// Runs `f` `warmup + steps` times and measures the last `steps` calls.
+pub fn timed(
+    dev: &Device,
+    warmup: usize,
+    steps: usize,
+    mut f: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Timed> {
+    let (mut gpu, mut host) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+    let mut sampler = None;
+    for i in 0..warmup + steps {
+        if i == warmup {
+            sampler = Sampler::start(dev);
+        }
+        let t = Timer::start(dev)?;
+        let h = Instant::now();
+        f()?;
+        let queued = h.elapsed().as_secs_f64();
+        let s = t.stop()?;
+        if i >= warmup {
+            gpu.push(s * 1e3);
+            host.push(queued * 1e3);
+        }
+    }
+    Ok(Timed {
+        gpu,
+        host,
+        telemetry: sampler.and_then(Sampler::stop),
+    })
 }

@@ -208,7 +208,7 @@ pub fn run_rank(
         let after = current(dev);
         let peak = memory::gib(memory::peak(dev));
         let comm_ms = comm_only(c, dev, &mut o, &lm, &b, n)?;
-        let (m, sd) = crate::ddp::mean_std(&times);
+        let (m, sd) = crate::timer::mean_std(&times);
         let t = Tensor::new(&[m, sd, comm_ms], dev)?;
         c.all_reduce(&t, ReduceOp::Max)?;
         let v: Vec<f64> = t.to_device(&Device::Cpu)?.to_vec1()?;
@@ -287,7 +287,7 @@ fn comm_only(
             }
         }
     }
-    Ok(crate::ddp::mean_std(&ts).0)
+    Ok(crate::timer::mean_std(&ts).0)
 }
 
 pub fn header() -> String {

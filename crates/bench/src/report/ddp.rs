@@ -299,6 +299,8 @@ mod tests {
             launches: None,
             host_ms: None,
             nccl_env: None,
+            gpu: None,
+            single_gpu: None,
         }
     }
 
