@@ -7,6 +7,7 @@
 use super::plot;
 use crate::ddp::DdpRecord;
 use crate::records::{AllReduceRecord, TorchStep};
+use crate::telemetry::cell;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -165,6 +166,14 @@ pub fn section(
             best.step_ms / first.single_ms,
             naive.map(|n| format!("; naive exposes {:.1} of its {:.1} ms of communication", n.exposed_ms, n.comm_ms)).unwrap_or_default()
         )?;
+        if best.gpu.is_some() || best.single_gpu.is_some() {
+            writeln!(
+                md,
+                "Rank 0's GPU (NVML; SM clock, mean power, share of samples capped by the power limit) during the best strategy's steps: {}; during the own 1-GPU steps: {}.",
+                cell(best.gpu.as_ref()),
+                cell(best.single_gpu.as_ref())
+            )?;
+        }
         let tdd = torch_for(torch, "ddp", &size, &dtype).filter(|t| t.world == Some(world));
         if let Some(t) = tdd {
             let ts = torch_for(torch, "single", &size, &dtype);
@@ -269,6 +278,7 @@ pub fn section(
 mod tests {
     use super::*;
     use crate::single::Precision;
+    use crate::telemetry::GpuTelemetry;
 
     fn rec(carveout: usize, grads: &str, step_ms: f64) -> DdpRecord {
         DdpRecord {
@@ -320,6 +330,39 @@ mod tests {
         assert!(
             md.contains("| bucketed 1 MB | bf16 |"),
             "the compressed row is listed: {md}"
+        );
+        assert!(!md.contains("Rank 0's GPU"), "no telemetry, no line: {md}");
+    }
+
+    #[test]
+    fn the_best_strategy_names_its_clocks_and_power_next_to_the_1_gpu_steps() {
+        let t = |mhz: f64, w: f64, cap: f64| GpuTelemetry {
+            samples: 100,
+            sm_mhz: mhz,
+            sm_mhz_min: mhz,
+            sm_mhz_max: Some(1980.0),
+            power_w: w,
+            power_w_max: w,
+            power_limit_w: Some(700.0),
+            power_capped: cap,
+            thermal: 0.0,
+            temp_c_max: 60.0,
+        };
+        let mut best = rec(0, "fp32", 290.0);
+        best.gpu = Some(t(1850.0, 699.0, 0.4));
+        best.single_gpu = Some(t(1980.0, 640.0, 0.0));
+        let mut md = String::new();
+        section(
+            &mut md,
+            &[rec(0, "fp32", 300.0), best],
+            &[],
+            &[],
+            &std::env::temp_dir(),
+        )
+        .unwrap();
+        assert!(
+            md.contains("during the best strategy's steps: 1850 MHz 699 W cap 40%; during the own 1-GPU steps: 1980 MHz 640 W cap 0%."),
+            "{md}"
         );
     }
 }
