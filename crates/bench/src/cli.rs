@@ -197,6 +197,16 @@ pub enum Cmd {
         #[arg(long)]
         cpu: bool,
     },
+    /// Where an overlapped DDP step loses its time: each trace's stages against the base
+    /// trace's (a naive step, whose backward runs with no communication beside it).
+    Slowdown {
+        /// The base trace (`bench ddp --trace-dir`'s trace-SIZE-DTYPE-naive.json).
+        #[arg(long)]
+        base: PathBuf,
+        /// The strategies' traces to compare with it.
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+    },
     /// Writes report.md and plots from a run's JSON lines.
     Report {
         #[arg(long, default_value = "report/results.jsonl")]

@@ -5,6 +5,7 @@
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
+//!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
@@ -21,6 +22,7 @@ mod records;
 mod report;
 mod rmsnorm;
 mod single;
+mod slowdown;
 mod telemetry;
 mod timer;
 mod topology;
@@ -249,6 +251,17 @@ fn run(cli: Cli) -> Result<()> {
                     "iters": iters, "fwd_ms": fwd, "fwd_bwd_ms": both,
                 });
                 records::append(&out, &rec)?;
+            }
+            Ok(())
+        }
+        Cmd::Slowdown { base, traces } => {
+            let b = slowdown::load(&base)?;
+            println!("{}", slowdown::header());
+            for t in &traces {
+                let name = t.file_name().unwrap_or_default().to_string_lossy();
+                let d = slowdown::breakdown(&b, &slowdown::load(t)?)
+                    .with_context(|| format!("{} against {}", t.display(), base.display()))?;
+                println!("{}", slowdown::row(&name, &d));
             }
             Ok(())
         }

@@ -72,7 +72,7 @@ pub fn spans(t: &Timeline, stages: usize) -> Vec<Span> {
 }
 
 /// Sorted, merged intervals of one lane.
-fn union(spans: &[Span], lane: Lane) -> Vec<(f64, f64)> {
+pub fn union(spans: &[Span], lane: Lane) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = spans
         .iter()
         .filter(|s| s.lane == lane && s.end_ms > s.start_ms)

@@ -4,6 +4,7 @@
 mod ddp;
 mod plot;
 mod scaling;
+mod slowdown;
 mod training;
 
 pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
@@ -67,6 +68,9 @@ pub fn write_report(
     let singles: Vec<crate::single::SingleRecord> = read(results, Some("single"))?;
     training::single(&mut md, &singles, &torch_steps, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
+    // The traces `bench ddp --trace-dir` wrote beside the results (run.sh, xtask bench).
+    let traces = results.parent().unwrap_or(Path::new(".")).join("traces");
+    slowdown::section(&mut md, &traces)?;
     let zero: Vec<crate::zero1::ZeroRecord> = read(results, Some("zero1"))?;
     training::zero(&mut md, &zero, &torch_steps, out)?;
     let prof: Vec<crate::profile::ProfileRecord> = read(results, Some("profile"))?;
