@@ -4,7 +4,8 @@
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
 #                                  single anchor-single model-check adamw-ref ddp-check ddp
-#                                  ddp-ctas ddp-env ddp-carve anchor-ddp zero1 zero1-check anchor-zero two-node profile full report
+#                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
+#                                  two-node profile full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -161,6 +162,11 @@ job() {
       [ "$n" -gt 1 ] && { "$BIN/bench" ddp --backend nccl --ranks "$n" --size ${SIZES:-xl} --dtype fp32 --grads bf16 \
         --strategies bucketed --buckets-mb ${BUCKETS:-1,25} --out "$RES/ddp-carve.jsonl" ${DDP_ARGS:-} || rc=1; }
       return $rc ;;
+    contention)
+      # One GPU: the backward while a kernel beside it holds $HOGS SMs (as NCCL's kernels
+      # do), with cuBLAS's GEMMs planned for all SMs but $CARVEOUTS.
+      "$BIN/bench" contention --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} --hog-sms ${HOGS:-0,8,16,24,32} \
+        --sm-carveout ${CARVEOUTS:-0,8,16,24,32} --out "$RES/contention.jsonl" ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;
     zero1)

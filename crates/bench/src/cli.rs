@@ -197,6 +197,31 @@ pub enum Cmd {
         #[arg(long)]
         cpu: bool,
     },
+    /// The backward on one GPU while a kernel beside it holds some SMs (as NCCL's do),
+    /// with and without the GEMM SM carve-out.
+    Contention {
+        #[arg(long, value_delimiter = ',', default_value = "xl")]
+        size: Vec<String>,
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
+        /// SMs the hog kernel holds (0: none).
+        #[arg(long, value_delimiter = ',', default_value = "0,16,32")]
+        hog_sms: Vec<usize>,
+        /// SMs cuBLAS leaves out of its GEMM plans (0: none).
+        #[arg(long, value_delimiter = ',', default_value = "0,16,32")]
+        sm_carveout: Vec<usize>,
+        /// The hog holds its SMs for this share of the backward alone.
+        #[arg(long, default_value_t = 0.5)]
+        hog_share: f64,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long, default_value_t = 8)]
+        batch: usize,
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
     /// Where an overlapped DDP step loses its time: each trace's stages against the base
     /// trace's (a naive step, whose backward runs with no communication beside it).
     Slowdown {

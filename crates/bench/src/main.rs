@@ -5,6 +5,7 @@
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
+//!   bench contention --size xl --dtype fp32 --hog-sms 0,16,32 --sm-carveout 0,16,32
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
@@ -12,6 +13,7 @@
 mod allreduce;
 mod allreduce_run;
 mod cli;
+mod contention;
 mod ddp;
 mod ddp_record;
 mod group;
@@ -251,6 +253,39 @@ fn run(cli: Cli) -> Result<()> {
                     "iters": iters, "fwd_ms": fwd, "fwd_bwd_ms": both,
                 });
                 records::append(&out, &rec)?;
+            }
+            Ok(())
+        }
+        Cmd::Contention {
+            size,
+            dtype,
+            hog_sms,
+            sm_carveout,
+            hog_share,
+            warmup,
+            steps,
+            batch,
+            out,
+        } => {
+            let device = comm::nccl::cuda_device(0).context("GPU 0")?;
+            println!("{}", contention::header());
+            for s in &size {
+                for &d in &dtype {
+                    let cfg = contention::Config {
+                        size: s,
+                        dtype: d,
+                        hog_sms: &hog_sms,
+                        carveouts: &sm_carveout,
+                        hog_share,
+                        warmup,
+                        steps,
+                        batch,
+                    };
+                    for r in contention::run(&device, &cfg)? {
+                        println!("{}", contention::row(&r));
+                        records::append(&out, &r)?;
+                    }
+                }
             }
             Ok(())
         }

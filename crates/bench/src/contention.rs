@@ -1,0 +1,227 @@
+//! How much the LM's backward slows while other kernels hold some of the GPU's SMs — what
+//! NCCL's kernels do beside an overlapped DDP backward — and whether planning the GEMMs
+//! for the SMs left (`model::gemm_sms`, the carve-out) wins it back. One GPU, no NCCL: a
+//! "hog" kernel on a second stream takes `hog_sms` SMs for `hog_ms`, starting with the
+//! backward. Each of its blocks asks for all of an SM's shared memory, so no GEMM tile can
+//! share that SM, and spins one warp on the global timer with `nanosleep`, so it takes
+//! almost no issue slots and no memory bandwidth: it isolates SM occupancy from NCCL's
+//! other costs (HBM and NVLink traffic).
+//!
+//!   bench contention --size xl --dtype fp32 --hog-sms 0,16,32 --sm-carveout 0,16,32
+//!
+//! `lost_per_hog_ms` = (backward − backward alone) ÷ `hog_ms`: the share of the GPU's
+//! throughput the backward lost while the SMs were held. If only the held SMs were lost
+//! it would be `hog_sms` ÷ SMs; more means GEMMs tiled for every SM ran an extra wave on
+//! the SMs left. `bench slowdown` gives the same figure for real NCCL collectives
+//! (`lost/comm`).
+
+use crate::single::Precision;
+use crate::telemetry::GpuTelemetry;
+use crate::timer::{mean_std, Timer};
+use anyhow::{bail, Result};
+use candle_core::{DType, Device};
+use model::{Batch, TransformerLm};
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "cuda")]
+mod hog;
+#[cfg(feature = "cuda")]
+use hog::Hog;
+
+/// Without the `cuda` feature there is no GPU to hold SMs on.
+#[cfg(not(feature = "cuda"))]
+struct Hog;
+
+#[cfg(not(feature = "cuda"))]
+impl Hog {
+    fn new(_: &Device) -> Result<Self> {
+        bail!("bench contention needs a CUDA build (--features cuda) and a GPU")
+    }
+    fn start(&self, _sms: usize, _ms: f64) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContentionRecord {
+    pub bench: String, // "contention"
+    pub size: String,
+    pub dtype: Precision,
+    pub batch: usize,
+    pub steps: usize,
+    pub sms: usize,
+    pub hog_sms: usize,
+    pub hog_ms: f64,
+    pub sm_carveout: usize,
+    /// The backward alone (no hog, no carve-out) and with this hog and carve-out.
+    pub base_bwd_ms: f64,
+    pub bwd_ms: f64,
+    pub bwd_std_ms: f64,
+    pub lost_per_hog_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuTelemetry>,
+}
+
+pub struct Config<'a> {
+    pub size: &'a str,
+    pub dtype: Precision,
+    pub hog_sms: &'a [usize],
+    pub carveouts: &'a [usize],
+    /// The hog holds its SMs for this share of the backward alone.
+    pub hog_share: f64,
+    pub warmup: usize,
+    pub steps: usize,
+    pub batch: usize,
+}
+
+/// Times `steps` backwards (after `warmup`), each with the hog started with it.
+fn backward_ms(
+    lm: &TransformerLm,
+    b: &Batch,
+    dev: &Device,
+    hog: &Hog,
+    (sms, ms): (usize, f64),
+    warmup: usize,
+    steps: usize,
+) -> Result<(Vec<f64>, Option<GpuTelemetry>)> {
+    let mut out = Vec::with_capacity(steps);
+    let mut sampler = None;
+    for i in 0..warmup + steps {
+        if i == warmup {
+            sampler = crate::telemetry::Sampler::start(dev);
+        }
+        let tape = model::forward(lm, b)?;
+        dev.synchronize()?;
+        let t = Timer::start(dev)?;
+        if sms > 0 {
+            hog.start(sms, ms)?;
+        }
+        drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
+        let s = t.stop()?;
+        hog.finish()?;
+        if i >= warmup {
+            out.push(s * 1e3);
+        }
+    }
+    Ok((out, sampler.and_then(crate::telemetry::Sampler::stop)))
+}
+
+pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
+    if cfg.steps == 0 || cfg.batch == 0 {
+        bail!("--steps and --batch must be at least 1");
+    }
+    if !(cfg.hog_share > 0.0 && cfg.hog_share <= 1.0) {
+        bail!("--hog-share {} is not in (0, 1]", cfg.hog_share);
+    }
+    let hog = Hog::new(dev)?;
+    let sms = model::gemm_sms::sm_count(dev)?.unwrap_or(0);
+    for &n in cfg.hog_sms {
+        if n >= sms {
+            bail!("--hog-sms {n} would hold every one of the GPU's {sms} SMs");
+        }
+    }
+    for &c in cfg.carveouts {
+        model::gemm_sms::check_carveout(dev, c)?;
+    }
+    let mut lm = TransformerLm::new(crate::ddp::config(cfg.size)?, 0, dev)?;
+    if cfg.dtype == Precision::Bf16 {
+        lm.set_compute_dtype(DType::BF16);
+    }
+    let b = crate::ddp::batch_for(&lm, 0, cfg.batch, dev)?;
+    let (base, _) = backward_ms(&lm, &b, dev, &hog, (0, 0.0), cfg.warmup, cfg.steps)?;
+    let base = mean_std(&base).0;
+    let hog_ms = base * cfg.hog_share;
+    let mut out = Vec::new();
+    for &h in cfg.hog_sms {
+        for &c in cfg.carveouts {
+            model::gemm_sms::set_gemm_sm_carveout(dev, c)?;
+            let run = backward_ms(&lm, &b, dev, &hog, (h, hog_ms), cfg.warmup, cfg.steps);
+            model::gemm_sms::set_gemm_sm_carveout(dev, 0)?;
+            let (t, gpu) = run?;
+            let (m, sd) = mean_std(&t);
+            out.push(ContentionRecord {
+                bench: "contention".into(),
+                size: cfg.size.into(),
+                dtype: cfg.dtype,
+                batch: cfg.batch,
+                steps: cfg.steps,
+                sms,
+                hog_sms: h,
+                hog_ms: if h > 0 { hog_ms } else { 0.0 },
+                sm_carveout: c,
+                base_bwd_ms: base,
+                bwd_ms: m,
+                bwd_std_ms: sd,
+                lost_per_hog_ms: (h > 0).then(|| (m - base) / hog_ms),
+                gpu,
+            });
+        }
+    }
+    Ok(out)
+}
+
+pub fn header() -> String {
+    format!(
+        "{:>5} {:>5} {:>4} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
+        "size",
+        "dtype",
+        "SMs",
+        "hog SMs",
+        "hog(ms)",
+        "carveout",
+        "bwd alone",
+        "bwd(ms)",
+        "lost/ms",
+        "held share",
+        "gpu"
+    )
+}
+
+pub fn row(r: &ContentionRecord) -> String {
+    format!(
+        "{:>5} {:>5} {:>4} {:>8} {:>8.1} {:>9} {:>9.2} {:>9.2} {:>9} {:>11.3}  {}",
+        r.size,
+        r.dtype.name(),
+        r.sms,
+        r.hog_sms,
+        r.hog_ms,
+        r.sm_carveout,
+        r.base_bwd_ms,
+        r.bwd_ms,
+        r.lost_per_hog_ms
+            .map(|l| format!("{l:.3}"))
+            .unwrap_or_else(|| "-".into()),
+        r.hog_sms as f64 / r.sms.max(1) as f64,
+        crate::telemetry::cell(r.gpu.as_ref())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_gpu_it_fails_saying_what_it_needs() {
+        let cfg = Config {
+            size: "small",
+            dtype: Precision::Fp32,
+            hog_sms: &[0],
+            carveouts: &[0],
+            hog_share: 0.5,
+            warmup: 0,
+            steps: 1,
+            batch: 1,
+        };
+        let e = run(&Device::Cpu, &cfg).unwrap_err().to_string();
+        assert!(e.contains("CUDA") || e.contains("GPU"), "{e}");
+        let bad = Config {
+            hog_share: 1.5,
+            ..cfg
+        };
+        let e = run(&Device::Cpu, &bad).unwrap_err().to_string();
+        assert!(e.contains("--hog-share 1.5"), "{e}");
+    }
+}
