@@ -163,9 +163,9 @@ job() {
         --strategies bucketed --buckets-mb ${BUCKETS:-1,25} --out "$RES/ddp-carve.jsonl" ${DDP_ARGS:-} || rc=1; }
       return $rc ;;
     contention)
-      # One GPU: the backward while a kernel beside it holds $HOGS SMs (as NCCL's kernels
-      # do), with cuBLAS's GEMMs planned for all SMs but $CARVEOUTS.
-      "$BIN/bench" contention --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} --hog-sms ${HOGS:-0,8,16,24,32} \
+      # One GPU: the backward while a kernel beside it holds $HOGS SMs (spin) or copies memory
+      # on them (stream), as NCCL's kernels do, with cuBLAS's GEMMs planned for all SMs but $CARVEOUTS.
+      "$BIN/bench" contention --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} --hog ${HOG_KINDS:-spin,stream} --hog-sms ${HOGS:-0,8,16,24,32} \
         --sm-carveout ${CARVEOUTS:-0,8,16,24,32} --out "$RES/contention.jsonl" ;;
     anchor-ddp)
       SIZES="${SIZES:-xl}" anchor ddp ;;

@@ -204,6 +204,9 @@ pub enum Cmd {
         size: Vec<String>,
         #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
         dtype: Vec<single::Precision>,
+        /// What the hog does with its SMs: spin (occupy them) or stream (copy memory).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,stream")]
+        hog: Vec<crate::contention::HogKind>,
         /// SMs the hog kernel holds (0: none).
         #[arg(long, value_delimiter = ',', default_value = "0,16,32")]
         hog_sms: Vec<usize>,

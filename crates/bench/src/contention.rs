@@ -2,12 +2,13 @@
 //! NCCL's kernels do beside an overlapped DDP backward — and whether planning the GEMMs
 //! for the SMs left (`model::gemm_sms`, the carve-out) wins it back. One GPU, no NCCL: a
 //! "hog" kernel on a second stream takes `hog_sms` SMs for `hog_ms`, starting with the
-//! backward. Each of its blocks asks for all of an SM's shared memory, so no GEMM tile can
-//! share that SM, and spins one warp on the global timer with `nanosleep`, so it takes
-//! almost no issue slots and no memory bandwidth: it isolates SM occupancy from NCCL's
-//! other costs (HBM and NVLink traffic).
+//! backward. The `spin` hog's blocks each ask for all of an SM's shared memory, so no GEMM
+//! tile can share that SM, and spin one warp on the global timer with `nanosleep`, so they
+//! take almost no issue slots and no memory bandwidth: SM occupancy alone. The `stream`
+//! hog's `hog_sms` blocks of 512 threads copy a buffer as fast as they can: SMs plus the
+//! HBM traffic a collective's local side makes (it reports the rate, `hog_gbs`).
 //!
-//!   bench contention --size xl --dtype fp32 --hog-sms 0,16,32 --sm-carveout 0,16,32
+//!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
 //!
 //! `lost_per_hog_ms` = (backward − backward alone) ÷ `hog_ms`: the share of the GPU's
 //! throughput the backward lost while the SMs were held. If only the held SMs were lost
@@ -28,6 +29,16 @@ mod hog;
 #[cfg(feature = "cuda")]
 use hog::Hog;
 
+/// What the hog does with the SMs it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HogKind {
+    /// Occupies whole SMs and sleeps.
+    Spin,
+    /// Copies memory as fast as it can.
+    Stream,
+}
+
 /// Without the `cuda` feature there is no GPU to hold SMs on.
 #[cfg(not(feature = "cuda"))]
 struct Hog;
@@ -37,11 +48,11 @@ impl Hog {
     fn new(_: &Device) -> Result<Self> {
         bail!("bench contention needs a CUDA build (--features cuda) and a GPU")
     }
-    fn start(&self, _sms: usize, _ms: f64) -> Result<()> {
+    fn start(&mut self, _: HogKind, _sms: usize, _ms: f64) -> Result<()> {
         Ok(())
     }
-    fn finish(&self) -> Result<()> {
-        Ok(())
+    fn finish(&mut self) -> Result<Option<u64>> {
+        Ok(None)
     }
 }
 
@@ -53,8 +64,12 @@ pub struct ContentionRecord {
     pub batch: usize,
     pub steps: usize,
     pub sms: usize,
+    pub hog: HogKind,
     pub hog_sms: usize,
     pub hog_ms: f64,
+    /// HBM bytes a `stream` hog read and wrote per second, in GB/s (mean over steps).
+    #[serde(default)]
+    pub hog_gbs: Option<f64>,
     pub sm_carveout: usize,
     /// The backward alone (no hog, no carve-out) and with this hog and carve-out.
     pub base_bwd_ms: f64,
@@ -68,6 +83,7 @@ pub struct ContentionRecord {
 pub struct Config<'a> {
     pub size: &'a str,
     pub dtype: Precision,
+    pub hogs: &'a [HogKind],
     pub hog_sms: &'a [usize],
     pub carveouts: &'a [usize],
     /// The hog holds its SMs for this share of the backward alone.
@@ -77,17 +93,25 @@ pub struct Config<'a> {
     pub batch: usize,
 }
 
+/// What [`backward_ms`] measured.
+struct Timed {
+    bwd_ms: Vec<f64>,
+    hog_bytes: Vec<u64>,
+    gpu: Option<GpuTelemetry>,
+}
+
 /// Times `steps` backwards (after `warmup`), each with the hog started with it.
 fn backward_ms(
     lm: &TransformerLm,
     b: &Batch,
     dev: &Device,
-    hog: &Hog,
-    (sms, ms): (usize, f64),
+    hog: &mut Hog,
+    (kind, sms, ms): (HogKind, usize, f64),
     warmup: usize,
     steps: usize,
-) -> Result<(Vec<f64>, Option<GpuTelemetry>)> {
+) -> Result<Timed> {
     let mut out = Vec::with_capacity(steps);
+    let mut bytes = Vec::new();
     let mut sampler = None;
     for i in 0..warmup + steps {
         if i == warmup {
@@ -97,16 +121,21 @@ fn backward_ms(
         dev.synchronize()?;
         let t = Timer::start(dev)?;
         if sms > 0 {
-            hog.start(sms, ms)?;
+            hog.start(kind, sms, ms)?;
         }
         drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
         let s = t.stop()?;
-        hog.finish()?;
+        let moved = hog.finish()?;
         if i >= warmup {
             out.push(s * 1e3);
+            bytes.extend(moved);
         }
     }
-    Ok((out, sampler.and_then(crate::telemetry::Sampler::stop)))
+    Ok(Timed {
+        bwd_ms: out,
+        hog_bytes: bytes,
+        gpu: sampler.and_then(crate::telemetry::Sampler::stop),
+    })
 }
 
 pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
@@ -116,7 +145,7 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
     if !(cfg.hog_share > 0.0 && cfg.hog_share <= 1.0) {
         bail!("--hog-share {} is not in (0, 1]", cfg.hog_share);
     }
-    let hog = Hog::new(dev)?;
+    let mut hog = Hog::new(dev)?;
     let sms = model::gemm_sms::sm_count(dev)?.unwrap_or(0);
     for &n in cfg.hog_sms {
         if n >= sms {
@@ -131,46 +160,68 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
         lm.set_compute_dtype(DType::BF16);
     }
     let b = crate::ddp::batch_for(&lm, 0, cfg.batch, dev)?;
-    let (base, _) = backward_ms(&lm, &b, dev, &hog, (0, 0.0), cfg.warmup, cfg.steps)?;
-    let base = mean_std(&base).0;
+    let none = (HogKind::Spin, 0, 0.0);
+    let base = backward_ms(&lm, &b, dev, &mut hog, none, cfg.warmup, cfg.steps)?;
+    let base = mean_std(&base.bwd_ms).0;
     let hog_ms = base * cfg.hog_share;
     let mut out = Vec::new();
-    for &h in cfg.hog_sms {
-        for &c in cfg.carveouts {
-            model::gemm_sms::set_gemm_sm_carveout(dev, c)?;
-            let run = backward_ms(&lm, &b, dev, &hog, (h, hog_ms), cfg.warmup, cfg.steps);
-            model::gemm_sms::set_gemm_sm_carveout(dev, 0)?;
-            let (t, gpu) = run?;
-            let (m, sd) = mean_std(&t);
-            out.push(ContentionRecord {
-                bench: "contention".into(),
-                size: cfg.size.into(),
-                dtype: cfg.dtype,
-                batch: cfg.batch,
-                steps: cfg.steps,
-                sms,
-                hog_sms: h,
-                hog_ms: if h > 0 { hog_ms } else { 0.0 },
-                sm_carveout: c,
-                base_bwd_ms: base,
-                bwd_ms: m,
-                bwd_std_ms: sd,
-                lost_per_hog_ms: (h > 0).then(|| (m - base) / hog_ms),
-                gpu,
-            });
-        }
+    let runs = cfg.hogs.iter().flat_map(|&k| {
+        let sms = cfg
+            .hog_sms
+            .iter()
+            .filter(move |&&h| h > 0 || k == cfg.hogs[0]);
+        sms.flat_map(move |&h| cfg.carveouts.iter().map(move |&c| (k, h, c)))
+    });
+    for (kind, h, c) in runs {
+        model::gemm_sms::set_gemm_sm_carveout(dev, c)?;
+        let run = backward_ms(
+            &lm,
+            &b,
+            dev,
+            &mut hog,
+            (kind, h, hog_ms),
+            cfg.warmup,
+            cfg.steps,
+        );
+        model::gemm_sms::set_gemm_sm_carveout(dev, 0)?;
+        let t = run?;
+        let (m, sd) = mean_std(&t.bwd_ms);
+        let gbs = (!t.hog_bytes.is_empty()).then(|| {
+            let mean = t.hog_bytes.iter().sum::<u64>() as f64 / t.hog_bytes.len() as f64;
+            mean / (hog_ms / 1e3) / 1e9
+        });
+        out.push(ContentionRecord {
+            bench: "contention".into(),
+            size: cfg.size.into(),
+            dtype: cfg.dtype,
+            batch: cfg.batch,
+            steps: cfg.steps,
+            sms,
+            hog: kind,
+            hog_sms: h,
+            hog_ms: if h > 0 { hog_ms } else { 0.0 },
+            hog_gbs: gbs,
+            sm_carveout: c,
+            base_bwd_ms: base,
+            bwd_ms: m,
+            bwd_std_ms: sd,
+            lost_per_hog_ms: (h > 0).then(|| (m - base) / hog_ms),
+            gpu: t.gpu,
+        });
     }
     Ok(out)
 }
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>4} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
+        "{:>5} {:>5} {:>4} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
         "size",
         "dtype",
         "SMs",
+        "hog",
         "hog SMs",
         "hog(ms)",
+        "hog GB/s",
         "carveout",
         "bwd alone",
         "bwd(ms)",
@@ -182,12 +233,16 @@ pub fn header() -> String {
 
 pub fn row(r: &ContentionRecord) -> String {
     format!(
-        "{:>5} {:>5} {:>4} {:>8} {:>8.1} {:>9} {:>9.2} {:>9.2} {:>9} {:>11.3}  {}",
+        "{:>5} {:>5} {:>4} {:>6} {:>8} {:>8.1} {:>8} {:>9} {:>9.2} {:>9.2} {:>9} {:>11.3}  {}",
         r.size,
         r.dtype.name(),
         r.sms,
+        format!("{:?}", r.hog).to_lowercase(),
         r.hog_sms,
         r.hog_ms,
+        r.hog_gbs
+            .map(|g| format!("{g:.0}"))
+            .unwrap_or_else(|| "-".into()),
         r.sm_carveout,
         r.base_bwd_ms,
         r.bwd_ms,
@@ -208,6 +263,7 @@ mod tests {
         let cfg = Config {
             size: "small",
             dtype: Precision::Fp32,
+            hogs: &[HogKind::Spin],
             hog_sms: &[0],
             carveouts: &[0],
             hog_share: 0.5,

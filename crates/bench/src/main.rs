@@ -5,7 +5,7 @@
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
-//!   bench contention --size xl --dtype fp32 --hog-sms 0,16,32 --sm-carveout 0,16,32
+//!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
@@ -259,6 +259,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Contention {
             size,
             dtype,
+            hog,
             hog_sms,
             sm_carveout,
             hog_share,
@@ -274,6 +275,7 @@ fn run(cli: Cli) -> Result<()> {
                     let cfg = contention::Config {
                         size: s,
                         dtype: d,
+                        hogs: &hog,
                         hog_sms: &hog_sms,
                         carveouts: &sm_carveout,
                         hog_share,
