@@ -170,4 +170,4 @@ pub fn row(name: &str, b: &Breakdown) -> String {
 
 #[cfg(test)]
 #[path = "slowdown_tests.rs"]
-mod tests;
+pub(crate) mod tests;

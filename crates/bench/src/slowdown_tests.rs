@@ -1,7 +1,8 @@
 use super::*;
 use crate::trace::chrome_trace;
 
-fn span(name: &str, lane: Lane, a: f64, b: f64) -> Span {
+/// A span of `lane` from `a` to `b` ms (collectives carry 8 bytes).
+pub(crate) fn span(name: &str, lane: Lane, a: f64, b: f64) -> Span {
     Span {
         name: name.into(),
         lane,

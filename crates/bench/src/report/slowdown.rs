@@ -110,17 +110,8 @@ pub fn section(md: &mut String, dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{chrome_trace, Lane, Span};
-
-    fn span(name: &str, lane: Lane, a: f64, b: f64) -> Span {
-        Span {
-            name: name.into(),
-            lane,
-            start_ms: a,
-            end_ms: b,
-            bytes: None,
-        }
-    }
+    use crate::slowdown::tests::span;
+    use crate::trace::{chrome_trace, Lane};
 
     fn write(dir: &Path, name: &str, stage1_ms: f64, comm: Option<(f64, f64)>) {
         let mut s = vec![
