@@ -14,46 +14,26 @@ fn truth() -> (f64, f64) {
     (CHINCHILLA.beta / s, CHINCHILLA.alpha / s)
 }
 
+/// Both fitted exponents (N_opt ∝ C^a, D_opt ∝ C^b) within 1 % of the truth.
+fn assert_exponents(approach: &str, a_fit: f64, b_fit: f64) {
+    let (a, b) = truth();
+    eprintln!("{approach} a={a_fit} b={b_fit}");
+    assert!(rel(a_fit, a) < 0.01, "{approach}: a = {a_fit}, truth {a}");
+    assert!(rel(b_fit, b) < 0.01, "{approach}: b = {b_fit}, truth {b}");
+}
+
 #[test]
 fn approach1_recovers_exponents() {
     let runs = isoflop_sweeps(&CHINCHILLA, &log_budgets(18.0, 24.0, 0.4), 81, 1.0);
     let fit = approach1(&group_by_budget(&runs)).expect("approach 1");
-    let (a, b) = truth();
-    eprintln!(
-        "approach1 a={} b={}",
-        fit.n_law.exponent, fit.d_law.exponent
-    );
-    assert!(
-        rel(fit.n_law.exponent, a) < 0.01,
-        "a = {}",
-        fit.n_law.exponent
-    );
-    assert!(
-        rel(fit.d_law.exponent, b) < 0.01,
-        "b = {}",
-        fit.d_law.exponent
-    );
+    assert_exponents("approach1", fit.n_law.exponent, fit.d_law.exponent);
 }
 
 #[test]
 fn approach2_recovers_exponents() {
     let runs = isoflop_sweeps(&CHINCHILLA, &log_budgets(18.0, 24.0, 0.5), 15, 0.5);
     let fit = approach2(&group_by_budget(&runs)).expect("approach 2");
-    let (a, b) = truth();
-    eprintln!(
-        "approach2 a={} b={}",
-        fit.n_law.exponent, fit.d_law.exponent
-    );
-    assert!(
-        rel(fit.n_law.exponent, a) < 0.01,
-        "a = {}",
-        fit.n_law.exponent
-    );
-    assert!(
-        rel(fit.d_law.exponent, b) < 0.01,
-        "b = {}",
-        fit.d_law.exponent
-    );
+    assert_exponents("approach2", fit.n_law.exponent, fit.d_law.exponent);
 }
 
 #[test]
