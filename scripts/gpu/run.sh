@@ -142,11 +142,13 @@ job() {
       IFS=';' read -r -a envs <<< "${NCCL_ENVS:-default;NCCL_CTA_POLICY=1;NCCL_MAX_CTAS=4;NCCL_MAX_CTAS=2;NCCL_PROTO=Simple}"
       for e in "${envs[@]}"; do
         echo "--- $e"
-        # NCCL's ENV log says whether it took the setting ("... set by environment to ...").
-        env $([ "$e" = default ] || echo "$e") NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV "$BIN/bench" ddp --backend nccl \
+        # NCCL's ENV log says whether it took the setting ("... set by environment to ..."),
+        # its INIT log how many channels (one CTA each per collective) it set up.
+        env $([ "$e" = default ] || echo "$e") NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV,INIT "$BIN/bench" ddp --backend nccl \
           --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32} --strategies ${STRATEGIES:-bucketed} \
           --buckets-mb ${BUCKETS:-1} --out "$RES/ddp-env-${e//[^A-Za-z0-9]/_}.jsonl" ${DDP_ARGS:-} > "$RES/ddp-env.log" 2>&1 || rc=1
-        grep -v "NCCL INFO" "$RES/ddp-env.log"; grep "set by environment" "$RES/ddp-env.log" | sed 's/.*NCCL INFO //' | sort -u
+        grep -v "NCCL INFO" "$RES/ddp-env.log"
+        grep -E "set by environment|coll channels" "$RES/ddp-env.log" | sed 's/.*NCCL INFO //' | sort -u
       done
       rm -f "$RES/ddp-env.log"
       return $rc ;;
