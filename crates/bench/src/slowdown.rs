@@ -24,11 +24,12 @@ pub fn from_chrome(v: &Value) -> Result<Vec<Span>> {
         .context("no traceEvents array")?;
     let mut out = Vec::new();
     for e in ev.iter().filter(|e| e["ph"] == "X") {
-        let lane = match e["cat"].as_str() {
-            Some("compute") => Lane::Compute,
-            Some("wait") => Lane::Wait,
-            Some("comm") => Lane::Comm,
-            other => bail!("event {} has an unknown category {other:?}", e["name"]),
+        let Some(lane) = e["cat"].as_str().and_then(Lane::from_cat) else {
+            bail!(
+                "event {} has an unknown category {:?}",
+                e["name"],
+                e["cat"].as_str()
+            );
         };
         let (ts, dur) = match (e["ts"].as_f64(), e["dur"].as_f64()) {
             (Some(t), Some(d)) if d >= 0.0 => (t, d),

@@ -18,6 +18,24 @@ pub enum Lane {
     Comm,
 }
 
+impl Lane {
+    const ALL: [Lane; 3] = [Lane::Compute, Lane::Wait, Lane::Comm];
+
+    /// The lane's category in the Chrome trace.
+    pub fn cat(self) -> &'static str {
+        match self {
+            Lane::Compute => "compute",
+            Lane::Wait => "wait",
+            Lane::Comm => "comm",
+        }
+    }
+
+    /// The lane of a Chrome trace category ([`Lane::cat`] read back).
+    pub fn from_cat(cat: &str) -> Option<Lane> {
+        Lane::ALL.into_iter().find(|l| l.cat() == cat)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Span {
     pub name: String,
@@ -127,7 +145,7 @@ pub fn chrome_trace(spans: &[Span], rank: usize, title: &str) -> Value {
     for s in spans {
         let mut e = json!({
             "name": s.name, "ph": "X", "pid": rank, "tid": tid(s.lane),
-            "cat": match s.lane { Lane::Compute => "compute", Lane::Wait => "wait", Lane::Comm => "comm" },
+            "cat": s.lane.cat(),
             "ts": s.start_ms * 1e3, "dur": (s.end_ms - s.start_ms) * 1e3,
         });
         if let Some(b) = s.bytes {
