@@ -24,8 +24,8 @@ enum Backend {
 struct Args {
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
-    /// CPU ranks (threads); NCCL takes the launcher's WORLD_SIZE.
-    #[arg(long, default_value_t = 2)]
+    /// CPU ranks (threads, 1..=256); NCCL takes the launcher's WORLD_SIZE.
+    #[arg(long, default_value_t = 2, value_parser = parse_world)]
     world: usize,
     /// toy, tiny, or an LM size (small, medium, large, xl, 2.7B).
     #[arg(long, default_value = "toy")]
@@ -47,12 +47,36 @@ struct Args {
     /// Compare with single-process training (rank 0) and across ranks: ranks must be
     /// bit-identical, and DDP within |w_ddp - w_single| <= tol + rtol * |w_single|
     /// elementwise (torch.testing.assert_close's rule; its float32 rtol by default).
+    /// Any NaN or infinity in either side's weights fails the check.
     #[arg(long)]
     check: bool,
-    #[arg(long, default_value_t = 1e-5)]
-    tol: f32,
+    /// Absolute tolerance of --check (finite, >= 0); default 1e-5, or 5e-3 with
+    /// --bf16-grads (bf16 rounding of every gradient on the wire).
+    #[arg(long)]
+    tol: Option<f32>,
+    /// Relative tolerance of --check (finite, >= 0).
     #[arg(long, default_value_t = 1.3e-6)]
     rtol: f32,
+}
+
+/// Most CPU ranks: each is a thread holding a model replica and its optimizer.
+const MAX_CPU_WORLD: usize = 256;
+
+fn parse_world(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=MAX_CPU_WORLD).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a CPU rank count from 1 to {MAX_CPU_WORLD} (one thread per rank)"
+        )),
+    }
+}
+
+impl Args {
+    /// --tol, or its default for the gradient dtype on the wire.
+    fn tol(&self) -> f32 {
+        self.tol
+            .unwrap_or(if self.bf16_grads { 5e-3 } else { 1e-5 })
+    }
 }
 
 /// Step 0's averaged gradients against the single process's full-batch gradients from the
@@ -146,7 +170,7 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
             .enumerate()
         {
             diff_single = diff_single.max(max_abs_diff(x.as_tensor(), y.as_tensor())?);
-            let r = worst_ratio(x.as_tensor(), y.as_tensor(), a.tol, a.rtol)?;
+            let r = worst_ratio(x.as_tensor(), y.as_tensor(), a.tol(), a.rtol)?;
             if r > ratio {
                 (ratio, worst) = (r, names[i].clone());
             }
@@ -156,7 +180,8 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     comm.all_reduce(&t, ReduceOp::Max)?;
     let v: Vec<f32> = t.to_device(&Device::Cpu)?.to_vec1()?;
     let grad_ok = v[3] <= if a.bf16_grads { 1e-2 } else { 1e-4 };
-    let ok = v[0] == 0.0 && v[2] <= 1.0 && grad_ok;
+    // A NaN or inf anywhere comes back as +inf (ddp::check), which fails every bound.
+    let ok = v.iter().all(|x| x.is_finite()) && v[0] == 0.0 && v[2] <= 1.0 && grad_ok;
     if rank == 0 {
         println!(
             "check {} {} {}{} world {world}{}: step-0 gradients max|Δg|/max|g| = {:.1e}; after {} steps max |w_rank - w_rank0| = {:.3e}, max |w_ddp - w_single| = {:.3e}, worst |diff| / ({:.0e} + {:.1e}|w|) = {:.3} at {worst}: {}",
@@ -169,7 +194,7 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
             a.steps,
             v[0],
             v[1],
-            a.tol,
+            a.tol(),
             a.rtol,
             v[2],
             if ok { "OK" } else { "FAILED" }
@@ -182,22 +207,36 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
 }
 
 fn run(a: Args) -> anyhow::Result<()> {
+    ddp::check::validate_tolerances(a.tol(), a.rtol, "--tol", "--rtol")?;
     match a.backend {
         Backend::Cpu => {
             let comms = comm::cpu_group(a.world, CommOptions::from_env()?)?;
             std::thread::scope(|s| {
-                let hs: Vec<_> = comms
-                    .into_iter()
-                    .map(|c| {
-                        let a = a.clone();
-                        s.spawn(move || rank_main(&a, Arc::new(c), &Device::Cpu))
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().expect("rank thread panicked"))
-                    .collect::<anyhow::Result<Vec<_>>>()
-            })?;
-            Ok(())
+                let mut hs = Vec::new();
+                for (r, c) in comms.into_iter().enumerate() {
+                    let (a, world) = (a.clone(), a.world);
+                    // A rank that cannot start drops its handle (and the unstarted
+                    // ones theirs), which breaks the group for the started ranks.
+                    let h = std::thread::Builder::new()
+                        .name(format!("rank {r}"))
+                        .spawn_scoped(s, move || rank_main(&a, Arc::new(c), &Device::Cpu))
+                        .map_err(|e| {
+                            anyhow::anyhow!("--world {world}: cannot start rank {r}'s thread: {e}")
+                        })?;
+                    hs.push(h);
+                }
+                for (r, h) in hs.into_iter().enumerate() {
+                    h.join().map_err(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| p.downcast_ref::<&str>().copied())
+                            .unwrap_or("(no message)");
+                        anyhow::anyhow!("rank {r} panicked: {msg}")
+                    })??;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
         }
         Backend::Nccl => {
             let env = comm::DistEnv::from_env()?;
