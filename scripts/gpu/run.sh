@@ -3,7 +3,7 @@
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
-#                                  single anchor-single model-check adamw-ref ddp-check ddp
+#                                  single anchor-single anchor-best model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
 #                                  two-node profile full report
 #
@@ -101,6 +101,11 @@ job() {
       "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ;;
     anchor-single)
       SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
+    anchor-best)
+      # The strongest PyTorch for this LM (SDPA, fused AdamW, torch.compile default and
+      # CUDA-graph modes; 60-120 s of compiling per size, dtype and variant). TF32=1 for
+      # the TF32 comparison; VARIANTS=eager,compile,compile-ro, DTYPES=fp32,bf16.
+      SIZES="${SIZES:-xl,2.7B}" VARIANTS="${VARIANTS:-compile-ro}" anchor best ;;
     rmsnorm)
       "$BIN/bench" rmsnorm --out "$RES/results.jsonl" ;;
     model-check)

@@ -82,7 +82,13 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         root().join("data/isoflops_curves.json"),
         dest.join("isoflops_curves.json"),
     )?;
-    for f in ["run_torch.sh", "torch_baseline.py", "adamw_ref.py"] {
+    for f in [
+        "run_torch.sh",
+        "torch_baseline.py",
+        "torch_best.py",
+        "gloo_allreduce.py",
+        "adamw_ref.py",
+    ] {
         std::fs::copy(
             root().join("scripts/anchors").join(f),
             dest.join("anchors").join(f),

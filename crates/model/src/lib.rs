@@ -19,7 +19,8 @@
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
 //! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
-//! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for).
+//! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
+//! for fp32 GEMMs, opt in).
 
 pub mod adamw;
 mod block;
@@ -35,6 +36,7 @@ pub mod params;
 pub mod profile;
 pub mod rmsnorm;
 pub mod staged;
+pub mod tf32;
 pub mod toy;
 
 pub use adamw::{AdamW, AdamWConfig};
