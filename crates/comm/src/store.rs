@@ -52,7 +52,7 @@ fn serve(
     })?;
     listener.set_nonblocking(true)?;
     let payload = make_payload()?;
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let mut peers: Vec<Option<TcpStream>> = (0..env.world_size).map(|_| None).collect();
     let mut arrived = 1; // rank 0 itself
     while arrived < env.world_size {
@@ -152,7 +152,7 @@ fn abort_all(peers: &mut [Option<TcpStream>], msg: &str) {
 }
 
 fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let addr = addr_of(env);
     let mut last_err = String::from("no attempt");
     let stream = loop {
@@ -180,7 +180,7 @@ fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
     let mut s = stream;
     s.write_all(format!("HELLO {} {}\n", env.rank, env.world_size).as_bytes())?;
     // Rank 0 answers once everyone is there, or at its own deadline: allow a grace period.
-    s.set_read_timeout(Some(timeout + Duration::from_secs(5)))?;
+    s.set_read_timeout(Some(timeout.saturating_add(Duration::from_secs(5))))?;
     let mut reader = BufReader::new(s);
     let mut line = String::new();
     reader.read_line(&mut line).map_err(|e| {
