@@ -5,7 +5,10 @@
 //! chunk of every rank's contribution, then all chunks are shared, so each element is
 //! reduced exactly once and every rank ends with identical bits. Values are reduced in
 //! f64 and rounded once to the buffer's dtype. A rank that does not arrive within the
-//! timeout breaks the group: every waiting rank fails naming the missing ranks.
+//! timeout breaks the group: every waiting rank fails naming the missing ranks. A rank
+//! whose handle is dropped (it returned, failed, or its thread panicked) breaks the group
+//! at once: collectives it had not joined fail on every other rank, naming it. Rounds it
+//! completed stay completed, so ranks still returning from them succeed.
 
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
@@ -87,10 +90,7 @@ impl CpuComm {
         let what = entry.sig.op;
         let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(reason) = &st.broken {
-            return Err(CommError::Broken {
-                rank: self.rank,
-                reason: reason.clone(),
-            });
+            return Err(self.broken(what, reason));
         }
         st.slots[self.rank] = Some(entry);
         st.arrived += 1;
@@ -121,10 +121,7 @@ impl CpuComm {
                 .expect("a finished round leaves its entries"));
         }
         if let Some(reason) = &st.broken {
-            return Err(CommError::Broken {
-                rank: self.rank,
-                reason: reason.clone(),
-            });
+            return Err(self.broken(what, reason));
         }
         let missing: Vec<usize> = (0..sh.world).filter(|&r| st.slots[r].is_none()).collect();
         st.broken = Some(format!(
@@ -138,6 +135,13 @@ impl CpuComm {
             timeout: self.opts.timeout,
             missing,
         })
+    }
+
+    fn broken(&self, what: &str, reason: &str) -> CommError {
+        CommError::Broken {
+            rank: self.rank,
+            reason: format!("{what} cannot complete: {reason}"),
+        }
     }
 
     /// Exchange, then check that every rank called the same thing.
@@ -243,6 +247,25 @@ impl InplaceOp1 for HostWrite<'_> {
 
 fn write(t: &Tensor, data: &[f64]) -> Result<()> {
     Ok(t.inplace_op1(&HostWrite(data))?)
+}
+
+impl Drop for CpuComm {
+    /// A leaving rank breaks the group, so the others do not wait for it until the timeout.
+    /// It can only leave between collectives (they borrow the handle), so every round it
+    /// joined is complete and unaffected.
+    fn drop(&mut self) {
+        let sh = &*self.shared;
+        let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.broken.is_none() {
+            let how = if std::thread::panicking() {
+                "its thread panicked"
+            } else {
+                "its handle was dropped"
+            };
+            st.broken = Some(format!("rank {} left the group ({how})", self.rank));
+            sh.cv.notify_all();
+        }
+    }
 }
 
 impl Communicator for CpuComm {

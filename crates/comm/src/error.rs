@@ -64,6 +64,14 @@ pub enum CommError {
     #[error("backend {backend} unavailable: {msg}")]
     Unavailable { backend: &'static str, msg: String },
 
+    /// The launcher got a signal (SIGINT, SIGTERM, SIGHUP) and stopped the ranks.
+    #[error("launch interrupted by {signal}: {detail}")]
+    Interrupted {
+        signal: &'static str,
+        signo: i32,
+        detail: String,
+    },
+
     /// Errors from candle (tensor access, CUDA driver via candle).
     #[error(transparent)]
     Candle(#[from] candle_core::Error),

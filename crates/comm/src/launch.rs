@@ -3,12 +3,22 @@
 //! Each rank is a child process with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 //! MASTER_ADDR and MASTER_PORT set. Its output lines are prefixed with `[rank r]`. When a
 //! rank fails, the others are killed and the launch fails naming the rank and its status.
+//!
+//! SIGINT, SIGTERM and SIGHUP to the launcher are forwarded to every rank's process group;
+//! groups still alive after [`LaunchSpec::grace`] get SIGKILL, and the launch fails naming
+//! the signal. If the launcher itself dies, even by SIGKILL, the ranks die too ([`reaper`]).
+
+mod reaper;
+pub mod signals;
 
 use crate::error::{CommError, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Default time ranks get to exit after a forwarded signal before they are killed.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// What to launch and where this node sits in the job.
 #[derive(Debug, Clone)]
@@ -17,12 +27,14 @@ pub struct LaunchSpec {
     pub nnodes: usize,
     pub node_rank: usize,
     pub master_addr: String,
-    /// `None`: a free local port (single node only).
+    /// `None` or `Some(0)`: a free local port (single node only).
     pub master_port: Option<u16>,
     pub program: String,
     pub args: Vec<String>,
     /// Extra environment for every rank.
     pub env: Vec<(String, String)>,
+    /// After forwarding SIGINT/SIGTERM/SIGHUP, how long ranks get before SIGKILL.
+    pub grace: Duration,
 }
 
 impl LaunchSpec {
@@ -36,6 +48,7 @@ impl LaunchSpec {
             program: program.into(),
             args,
             env: Vec::new(),
+            grace: DEFAULT_GRACE,
         }
     }
 }
@@ -81,17 +94,24 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
         )));
     }
     let port = match spec.master_port {
-        Some(p) => p,
-        None if spec.nnodes == 1 => free_port()?,
+        Some(p) if p != 0 => p,
+        _ if spec.nnodes == 1 => free_port()?,
+        Some(_) => {
+            return Err(bad(
+                "--master-port 0 with several nodes: the nodes must agree on one port, give it explicitly".into(),
+            ))
+        }
         None => return Err(bad("a multi-node launch needs --master-port".into())),
     };
+    // Before the first fork: a signal from now on is forwarded, not fatal.
+    let _handlers = signals::install()?;
     let world = spec.nproc_per_node * spec.nnodes;
     let mut children: Vec<(usize, Child)> = Vec::new();
     let mut pipes = Vec::new();
     for local in 0..spec.nproc_per_node {
         let rank = spec.node_rank * spec.nproc_per_node + local;
-        let spawned = Command::new(&spec.program)
-            .args(&spec.args)
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", local.to_string())
@@ -102,8 +122,9 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group, so that stopping a rank stops what it started too.
-            .process_group(0)
-            .spawn();
+            .process_group(0);
+        reaper::die_with_parent(&mut cmd);
+        let spawned = cmd.spawn();
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -115,17 +136,29 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
         pipes.push(pipe_lines(child.stderr.take().expect("piped"), rank, true));
         children.push((rank, child));
     }
-    let outcome = supervise(&mut children);
+    let ids: Vec<u32> = children.iter().map(|(_, c)| c.id()).collect();
+    let watchdog = match reaper::Watchdog::start(&ids) {
+        Ok(w) => w,
+        Err(e) => {
+            kill_all(&mut children);
+            return Err(bad(format!("cannot start the watchdog process: {e}")));
+        }
+    };
+    let outcome = supervise(&mut children, spec.grace);
+    watchdog.stand_down();
     for p in pipes {
         let _ = p.join();
     }
     outcome
 }
 
-fn supervise(children: &mut [(usize, Child)]) -> Result<()> {
+fn supervise(children: &mut [(usize, Child)], grace: Duration) -> Result<()> {
     let mut running = children.len();
     while running > 0 {
         std::thread::sleep(Duration::from_millis(20));
+        if let Some(sig) = signals::pending() {
+            return Err(stop(children, sig, grace));
+        }
         running = 0;
         let mut failed: Option<(usize, ExitStatus)> = None;
         for (rank, child) in children.iter_mut() {
@@ -145,13 +178,49 @@ fn supervise(children: &mut [(usize, Child)]) -> Result<()> {
     Ok(())
 }
 
-fn kill_all(children: &mut [(usize, Child)]) {
-    for (_, c) in children.iter_mut() {
-        if let Ok(None) = c.try_wait() {
-            // SAFETY: plain kill(2) on the rank's process group (pgid = its pid).
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+/// Forwards `sig` to every rank's process group, waits up to `grace` for the ranks to
+/// exit, then kills the groups.
+fn stop(children: &mut [(usize, Child)], sig: libc::c_int, grace: Duration) -> CommError {
+    let name = signals::name(sig);
+    eprintln!("comm-launch: got {name}; forwarding it to every rank, SIGKILL after {grace:?}");
+    signal_groups(children, sig);
+    let deadline = Instant::now().checked_add(grace);
+    let mut stragglers = Vec::new();
+    loop {
+        stragglers.clear();
+        for (rank, c) in children.iter_mut() {
+            if let Ok(None) = c.try_wait() {
+                stragglers.push(*rank);
+            }
         }
+        if stragglers.is_empty() || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    kill_all(children);
+    CommError::Interrupted {
+        signal: name,
+        signo: sig,
+        detail: if stragglers.is_empty() {
+            "forwarded it to every rank; all exited".into()
+        } else {
+            format!("forwarded it to every rank; killed ranks {stragglers:?} after {grace:?}")
+        },
+    }
+}
+
+fn signal_groups(children: &[(usize, Child)], sig: libc::c_int) {
+    for (_, c) in children {
+        // SAFETY: plain kill(2) on the rank's process group (pgid = its pid). The group
+        // outlives its leader while any member (something the rank started) is alive.
+        unsafe { libc::kill(-(c.id() as i32), sig) };
+    }
+}
+
+/// SIGKILLs every rank's process group (what the ranks started included), reaps the ranks.
+fn kill_all(children: &mut [(usize, Child)]) {
+    signal_groups(children, libc::SIGKILL);
     for (_, c) in children.iter_mut() {
         let _ = c.wait();
     }
@@ -185,6 +254,17 @@ mod tests {
             t0.elapsed() < Duration::from_secs(10),
             "others were not stopped"
         );
+    }
+
+    #[test]
+    fn master_port_zero_picks_a_free_port_on_one_node_and_is_refused_on_several() {
+        let check = "test \"$MASTER_PORT\" -gt 0 && test \"$MASTER_PORT\" -lt 65536";
+        let mut s = LaunchSpec::local(2, "sh", vec!["-c".into(), check.into()]);
+        s.master_port = Some(0);
+        run(&s).unwrap();
+        s.nnodes = 2;
+        let err = run(&s).unwrap_err().to_string();
+        assert!(err.contains("--master-port 0"), "{err}");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use nccl::NcclComm;
 pub use timeline::{CollectiveSpan, Mark, Timeline};
 pub use work::{PendingWork, Work};
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Reduction applied by all-reduce and reduce-scatter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,24 +70,46 @@ impl Default for CommOptions {
     }
 }
 
+/// Longest `COMM_TIMEOUT_S` accepted: 7 days (604800 s).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 impl CommOptions {
     /// Defaults overridden by `COMM_TIMEOUT_S` and `COMM_CHECK_SHAPES=1`.
     pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Same as [`CommOptions::from_env`] over any variable source (tests use a closure).
+    /// `COMM_TIMEOUT_S` must be a number of seconds in (0, [`MAX_TIMEOUT`]].
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut o = Self::default();
-        if let Ok(v) = std::env::var("COMM_TIMEOUT_S") {
-            let secs: f64 =
-                v.parse()
-                    .ok()
-                    .filter(|s: &f64| *s > 0.0)
-                    .ok_or_else(|| CommError::Env {
-                        name: "COMM_TIMEOUT_S".into(),
-                        msg: format!("{v:?} is not a positive number of seconds"),
-                    })?;
+        if let Some(v) = get("COMM_TIMEOUT_S") {
+            let max = MAX_TIMEOUT.as_secs_f64();
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s > 0.0 && *s <= max)
+                .ok_or_else(|| CommError::Env {
+                    name: "COMM_TIMEOUT_S".into(),
+                    msg: format!(
+                        "{v:?} is not a number of seconds above 0 and at most {max} (7 days)"
+                    ),
+                })?;
             o.timeout = Duration::from_secs_f64(secs);
         }
-        o.check_shapes = std::env::var("COMM_CHECK_SHAPES").is_ok_and(|v| v == "1");
+        o.check_shapes = get("COMM_CHECK_SHAPES").is_some_and(|v| v == "1");
         Ok(o)
     }
+}
+
+/// `timeout` from now; a timeout too large for the clock (`Duration::MAX`) means about a
+/// century, never an overflow panic.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
 }
 
 /// The collectives every backend provides. Buffers are candle tensors on the backend's

@@ -4,11 +4,13 @@
 //! `HELLO <rank> <world>`. When all ranks have arrived, rank 0 sends each one the
 //! payload (the NCCL unique id). If some rank never arrives, rank 0 tells the ranks that
 //! did arrive which ones are missing, and every rank fails with that list: no silent hang.
+//! Rank 0 reads all connections at once without blocking; one that says nothing, or
+//! garbage, within a few seconds is dropped, so a port probe delays nobody.
 
 use crate::env::DistEnv;
 use crate::error::{CommError, Result};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Runs the rendezvous for this rank and returns rank 0's payload on every rank.
@@ -39,6 +41,53 @@ fn store_err(env: &DistEnv, msg: impl Into<String>) -> CommError {
     }
 }
 
+/// How long a connection may take to say HELLO before it is dropped.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+/// A HELLO line is short; a longer line without a newline is garbage.
+const MAX_HELLO: usize = 256;
+
+/// An accepted connection that has not said HELLO yet. Connections are read without
+/// blocking, all at once, so an idle or garbage one (a port probe) delays no rank.
+struct Pending {
+    stream: TcpStream,
+    from: SocketAddr,
+    buf: Vec<u8>,
+    since: Instant,
+}
+
+impl Pending {
+    /// `None` while the HELLO line is still incomplete.
+    fn poll(&mut self) -> Option<std::io::Result<(usize, usize)>> {
+        let mut chunk = [0u8; MAX_HELLO];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Some(Err(io_bad("closed before saying HELLO".into()))),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    if let Some(end) = self.buf.iter().position(|&c| c == b'\n') {
+                        return Some(parse_hello(&String::from_utf8_lossy(&self.buf[..end])));
+                    }
+                    if self.buf.len() > MAX_HELLO {
+                        return Some(Err(io_bad(format!(
+                            "{MAX_HELLO} bytes without a HELLO line"
+                        ))));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return (self.since.elapsed() > HELLO_WAIT)
+                        .then(|| Err(io_bad(format!("no HELLO within {HELLO_WAIT:?}"))));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+fn io_bad(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+}
+
 fn serve(
     env: &DistEnv,
     timeout: Duration,
@@ -52,59 +101,77 @@ fn serve(
     })?;
     listener.set_nonblocking(true)?;
     let payload = make_payload()?;
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let mut peers: Vec<Option<TcpStream>> = (0..env.world_size).map(|_| None).collect();
+    let mut pending: Vec<Pending> = Vec::new();
     let mut arrived = 1; // rank 0 itself
     while arrived < env.world_size {
-        match listener.accept() {
-            Ok((stream, from)) => {
-                stream.set_nonblocking(false)?;
-                match read_hello(&stream, deadline) {
-                    Ok((rank, world)) if world != env.world_size => {
-                        let msg = format!(
-                            "rank {rank} (from {from}) says WORLD_SIZE={world}, rank 0 has {}",
-                            env.world_size
-                        );
-                        abort_all(&mut peers, &msg);
-                        send_abort(stream, &msg);
-                        return Err(store_err(env, msg));
-                    }
-                    Ok((rank, _))
-                        if rank == 0 || rank >= env.world_size || peers[rank].is_some() =>
-                    {
-                        let msg =
-                            format!("rank {rank} (from {from}) is out of range or arrived twice");
-                        abort_all(&mut peers, &msg);
-                        send_abort(stream, &msg);
-                        return Err(store_err(env, msg));
-                    }
-                    Ok((rank, _)) => {
-                        peers[rank] = Some(stream);
-                        arrived += 1;
-                    }
-                    Err(e) => tracing::warn!("ignoring a bad store connection from {from}: {e}"),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<usize> = (1..env.world_size)
-                        .filter(|&r| peers[r].is_none())
-                        .collect();
-                    abort_all(
-                        &mut peers,
-                        &format!("ranks {missing:?} never reached the store within {timeout:?}"),
-                    );
-                    return Err(CommError::Timeout {
-                        what: format!("rendezvous at {}", addr_of(env)),
-                        rank: 0,
-                        timeout,
-                        missing,
+        loop {
+            match listener.accept() {
+                Ok((stream, from)) => {
+                    stream.set_nonblocking(true)?;
+                    pending.push(Pending {
+                        stream,
+                        from,
+                        buf: Vec::new(),
+                        since: Instant::now(),
                     });
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(store_err(env, format!("accept failed: {e}"))),
             }
-            Err(e) => return Err(store_err(env, format!("accept failed: {e}"))),
         }
+        let mut i = 0;
+        while i < pending.len() {
+            let Some(said) = pending[i].poll() else {
+                i += 1;
+                continue;
+            };
+            let Pending { stream, from, .. } = pending.swap_remove(i);
+            match said {
+                Ok((rank, world)) if world != env.world_size => {
+                    let msg = format!(
+                        "rank {rank} (from {from}) says WORLD_SIZE={world}, rank 0 has {}",
+                        env.world_size
+                    );
+                    abort_all(&mut peers, &msg);
+                    send_abort(stream, &msg);
+                    return Err(store_err(env, msg));
+                }
+                Ok((rank, _)) if rank == 0 || rank >= env.world_size || peers[rank].is_some() => {
+                    let msg = format!("rank {rank} (from {from}) is out of range or arrived twice");
+                    abort_all(&mut peers, &msg);
+                    send_abort(stream, &msg);
+                    return Err(store_err(env, msg));
+                }
+                Ok((rank, _)) => {
+                    stream.set_nonblocking(false)?;
+                    peers[rank] = Some(stream);
+                    arrived += 1;
+                }
+                Err(e) => tracing::warn!("ignoring a bad store connection from {from}: {e}"),
+            }
+        }
+        if arrived == env.world_size {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let missing: Vec<usize> = (1..env.world_size)
+                .filter(|&r| peers[r].is_none())
+                .collect();
+            abort_all(
+                &mut peers,
+                &format!("ranks {missing:?} never reached the store within {timeout:?}"),
+            );
+            return Err(CommError::Timeout {
+                what: format!("rendezvous at {}", addr_of(env)),
+                rank: 0,
+                timeout,
+                missing,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
     let header = format!("OK {}\n", payload.len());
     for (rank, peer) in peers.iter_mut().enumerate() {
@@ -119,19 +186,8 @@ fn serve(
     Ok(payload)
 }
 
-fn read_hello(stream: &TcpStream, deadline: Instant) -> std::io::Result<(usize, usize)> {
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(100));
-    stream.set_read_timeout(Some(left))?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    let bad = || {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("bad hello {line:?}"),
-        )
-    };
+fn parse_hello(line: &str) -> std::io::Result<(usize, usize)> {
+    let bad = || io_bad(format!("bad hello {line:?}"));
     let mut it = line.split_whitespace();
     if it.next() != Some("HELLO") {
         return Err(bad());
@@ -152,7 +208,7 @@ fn abort_all(peers: &mut [Option<TcpStream>], msg: &str) {
 }
 
 fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::deadline_after(timeout);
     let addr = addr_of(env);
     let mut last_err = String::from("no attempt");
     let stream = loop {
@@ -180,7 +236,7 @@ fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
     let mut s = stream;
     s.write_all(format!("HELLO {} {}\n", env.rank, env.world_size).as_bytes())?;
     // Rank 0 answers once everyone is there, or at its own deadline: allow a grace period.
-    s.set_read_timeout(Some(timeout + Duration::from_secs(5)))?;
+    s.set_read_timeout(Some(timeout.saturating_add(Duration::from_secs(5))))?;
     let mut reader = BufReader::new(s);
     let mut line = String::new();
     reader.read_line(&mut line).map_err(|e| {

@@ -3,9 +3,17 @@
 //! One node:   comm-launch --nproc-per-node 2 -- ./bench allreduce
 //! Two nodes:  comm-launch --nnodes 2 --node-rank $NODE --master-addr host0 --master-port 29500 \
 //!               --nproc-per-node 8 -- ./train ...
+//!
+//! SIGINT/SIGTERM/SIGHUP are forwarded to every rank; ranks still running `--grace-s`
+//! seconds later are killed, and comm-launch exits with 128 + the signal's number.
 
 use clap::Parser;
 use comm::launch::{run, LaunchSpec};
+use comm::CommError;
+use std::time::Duration;
+
+/// Longest `--grace-s` accepted (one hour).
+const MAX_GRACE_S: f64 = 3600.0;
 
 #[derive(Parser)]
 #[command(about = "Launch one process per GPU (torchrun conventions); fail all if one fails")]
@@ -19,12 +27,26 @@ struct Args {
     node_rank: usize,
     #[arg(long, default_value = "127.0.0.1")]
     master_addr: String,
-    /// Default: a free port (one node) — required with several nodes.
+    /// Default (or 0): a free port, one node only; required with several nodes.
     #[arg(long)]
     master_port: Option<u16>,
+    /// Seconds ranks get to exit after a forwarded SIGINT/SIGTERM/SIGHUP before SIGKILL.
+    #[arg(long, default_value = "10", value_parser = parse_grace)]
+    grace_s: Duration,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+fn parse_grace(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=MAX_GRACE_S).contains(&s) => {
+            Ok(Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "{v:?} is not a number of seconds between 0 and {MAX_GRACE_S}"
+        )),
+    }
 }
 
 fn main() {
@@ -38,9 +60,17 @@ fn main() {
         program: a.command[0].clone(),
         args: a.command[1..].to_vec(),
         env: Vec::new(),
+        grace: a.grace_s,
     };
-    if let Err(e) = run(&spec) {
-        eprintln!("comm-launch: {e}");
-        std::process::exit(1);
+    match run(&spec) {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("comm-launch: {e}");
+            let code = match e {
+                CommError::Interrupted { signo, .. } => 128 + signo,
+                _ => 1,
+            };
+            std::process::exit(code);
+        }
     }
 }

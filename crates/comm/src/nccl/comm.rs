@@ -22,7 +22,6 @@ use cudarc::nccl::result::{group_end, group_start};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 pub(super) fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
     move |e| CommError::Cuda {
@@ -323,7 +322,7 @@ impl NcclComm {
             seq,
             op,
             event: event.clone(),
-            deadline: Instant::now() + self.opts.timeout,
+            deadline: crate::deadline_after(self.opts.timeout),
         });
         Ok(Work::new(Box::new(NcclWork {
             op,

@@ -62,7 +62,7 @@ impl Watchdog {
 
     /// Marks the start (`Some((op, seq))`) or the end (`None`) of a host call into NCCL.
     pub fn in_call(&self, call: Option<(&'static str, u64)>) {
-        self.lock().in_call = call.map(|(op, seq)| (op, seq, Instant::now() + self.timeout));
+        self.lock().in_call = call.map(|(op, seq)| (op, seq, crate::deadline_after(self.timeout)));
     }
 }
 

@@ -44,7 +44,7 @@ impl PendingWork for NcclWork {
     }
 
     fn synchronize(mut self: Box<Self>) -> Result<()> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = crate::deadline_after(self.timeout);
         loop {
             if self.event.try_is_complete().map_err(drv("cuEventQuery"))? {
                 self.ordered = true; // complete: nothing left to order
