@@ -135,6 +135,12 @@ fn a_failed_rank_fails_every_rank_and_publishes_nothing() {
         std::fs::read_dir(&dir).unwrap().next().is_none(),
         "files left behind"
     );
+    // Over a complete checkpoint: its manifest is removed before anything is written, so
+    // the failed save leaves no manifest beside (possibly) new files.
+    assert!(save_all(&dir, 2, 1, None).iter().all(|r| r.is_ok()));
+    assert!(save_all(&dir, 2, 2, Some(0)).iter().all(|r| r.is_err()));
+    let e = Checkpoint::open(&dir).unwrap_err().to_string();
+    assert!(e.contains("manifest.json: missing"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
