@@ -163,9 +163,13 @@ pub enum Cmd {
         /// Sequences per step over all ranks (divisible by --ranks).
         #[arg(long, default_value_t = 8)]
         global_batch: usize,
-        /// Checkpoint directory (shared by the ranks; replaced).
+        /// Checkpoint directory (shared by the ranks): new or empty, never a non-empty one;
+        /// the checkpoint is removed after a passing check, kept after a failing one.
         #[arg(long, default_value = "report/zero1-check-ckpt")]
         dir: PathBuf,
+        /// Largest |w_resumed - w_straight| accepted (finite, >= 0).
+        #[arg(long, default_value_t = 1e-6)]
+        tol: f32,
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,

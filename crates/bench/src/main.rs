@@ -177,12 +177,14 @@ fn run(cli: Cli) -> Result<()> {
             save_at,
             global_batch,
             dir,
+            tol,
         } => {
             let cfg = zero1_check::CheckConfig {
                 steps,
                 save_at,
                 global_batch,
                 dir,
+                tol,
             };
             group::run(
                 matches!(backend, BackendArg::Nccl),

@@ -1,25 +1,34 @@
-//! Sharded checkpoints of [`crate::Zero1`] (safetensors).
+//! Sharded checkpoints of [`crate::Zero1`] and [`crate::Zero1Overlap`], in the format of
+//! the `checkpoint` crate (a `manifest.json` written last ties every file to one step,
+//! with sizes and CRC-32s; see that crate).
 //!
 //! A checkpoint directory holds `params.safetensors` (written by rank 0: `p.0`, `p.1`, …)
 //! and one `shard-{r}-of-{W}.safetensors` per rank (its part of the AdamW moments,
 //! `exp_avg` / `exp_avg_sq`, and `meta`). Moments are indexed by the flat position of the
 //! element in the parameters' declaration order: a shard's `runs` tensor of (start, len)
 //! rows lists the elements it holds, in file order ([`crate::Zero1`]: its contiguous chunk
-//! as one run; [`crate::Zero1Overlap`]: its slice of every bucket); a shard without `runs`
-//! (written before they existed) holds the r-th contiguous chunk. Any shard layout
+//! as one run; [`crate::Zero1Overlap`]: its slice of every bucket). Any shard layout
 //! consolidates to the same flat state, so one optimizer's checkpoint resumes the other.
-//! [`consolidate`] merges the shards into one `optimizer.safetensors` (the whole flat
-//! moments, padding stripped); resuming reads that file if present, else the shards, so a
-//! run can resume on any world size. Every file is written to a temporary name and
-//! renamed; reading never writes, and a file that is corrupt or from another model is an
-//! error naming it.
+//! [`consolidate`] replaces the shards by one `optimizer.safetensors` (the whole flat
+//! moments, padding stripped) under a new manifest; resuming reads that file only if the
+//! manifest lists it, else the manifest's shards, so a run can resume on any world size.
+//! Reading never writes; a missing, extra, corrupt or other-step file, or one from another
+//! model, is an error naming it.
 
 use crate::error::{Result, Zero1Error};
+use ::checkpoint::{Checkpoint, Files};
 use candle_core::{DType, Device, Tensor, Var};
+use comm::Communicator;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const VERSION: f64 = 1.0;
+pub const PARAMS: &str = "params.safetensors";
+pub const OPTIMIZER: &str = "optimizer.safetensors";
+
+pub fn shard_name(rank: usize, world: usize) -> String {
+    format!("shard-{rank}-of-{world}.safetensors")
+}
 
 /// What must match between a checkpoint and the model resuming from it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,18 +69,6 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> Zero1Error {
     Zero1Error::Input(format!("checkpoint {}: {msg}", path.display()))
 }
 
-/// Writes `tensors` to `path` atomically (temporary file in the same folder, then rename).
-pub fn write_atomic(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    candle_core::safetensors::save(tensors, &tmp).map_err(|e| bad(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| bad(path, e))?;
-    Ok(())
-}
-
-pub fn read(path: &Path) -> Result<HashMap<String, Tensor>> {
-    candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| bad(path, e))
-}
-
 fn take(path: &Path, t: &HashMap<String, Tensor>, name: &str) -> Result<Vec<f32>> {
     let x = t
         .get(name)
@@ -93,140 +90,103 @@ pub fn meta(world: usize, rank: usize, step: u64, sig: Signature) -> Result<Tens
     Ok(Tensor::new(&v[..], &Device::Cpu)?)
 }
 
-fn read_meta(path: &Path, t: &HashMap<String, Tensor>) -> Result<(usize, usize, u64, Signature)> {
+/// A file's `meta` (world, rank, step, signature), checked against this model and the
+/// manifest's step.
+fn read_meta(
+    ck: &Checkpoint,
+    name: &str,
+    t: &HashMap<String, Tensor>,
+    want: Signature,
+) -> Result<(usize, usize)> {
+    let path = ck.dir().join(name);
     let m: Vec<f64> = t
         .get("meta")
-        .ok_or_else(|| bad(path, "no tensor \"meta\" (not a zero1 checkpoint)"))?
+        .ok_or_else(|| bad(&path, "no tensor \"meta\" (not a zero1 checkpoint)"))?
         .to_dtype(DType::F64)?
         .to_vec1()?;
     if m.len() != 7 || m[0] != VERSION {
-        return Err(bad(path, format!("unknown format {m:?}")));
+        return Err(bad(&path, format!("unknown format {m:?}")));
     }
-    let sig = Signature {
+    let found = Signature {
         nparams: m[4] as usize,
         numel: m[5] as usize,
         shapes: m[6] as u64,
     };
-    Ok((m[1] as usize, m[2] as usize, m[3] as u64, sig))
-}
-
-fn shard_files(dir: &Path) -> Result<Vec<(usize, usize, PathBuf)>> {
-    let mut out = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| bad(dir, e))?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = name
-            .strip_prefix("shard-")
-            .and_then(|r| r.strip_suffix(".safetensors"))
-        else {
-            continue;
-        };
-        let Some((r, w)) = rest.split_once("-of-") else {
-            continue;
-        };
-        if let (Ok(r), Ok(w)) = (r.parse(), w.parse()) {
-            out.push((r, w, e.path()));
-        }
+    if found != want {
+        return Err(bad(
+            &path,
+            format!(
+                "from another model: {} parameters of {} elements (shape hash {:x}), this model has {} of {} ({:x})",
+                found.nparams, found.numel, found.shapes, want.nparams, want.numel, want.shapes
+            ),
+        ));
     }
-    out.sort();
-    Ok(out)
-}
-
-/// Fails, naming `path`, when the checkpoint's model signature is not this model's.
-fn same_model(path: &Path, found: Signature, want: Signature) -> Result<()> {
-    if found == want {
-        return Ok(());
+    if m[3] != ck.step() as f64 {
+        let msg = format!("meta step {}, manifest.json step {}", m[3], ck.step());
+        return Err(bad(&path, msg));
     }
-    Err(bad(
-        path,
-        format!(
-            "from another model: {} parameters of {} elements (shape hash {:x}), this model has {} of {} ({:x})",
-            found.nparams, found.numel, found.shapes, want.nparams, want.numel, want.shapes
-        ),
-    ))
+    Ok((m[1] as usize, m[2] as usize))
 }
 
-/// Reads the optimizer state: `optimizer.safetensors` if present, else the shards (all
-/// ranks of one world size). Checks every file against `sig`.
-pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
-    let whole = dir.join("optimizer.safetensors");
-    if whole.exists() {
-        let t = read(&whole)?;
-        let (_, _, step, s) = read_meta(&whole, &t)?;
-        same_model(&whole, s, sig)?;
-        let (m, v) = (
-            take(&whole, &t, "exp_avg")?,
-            take(&whole, &t, "exp_avg_sq")?,
-        );
-        if m.len() != sig.numel || v.len() != sig.numel {
-            return Err(bad(&whole, "moments of the wrong length"));
+/// Reads the optimizer state: `optimizer.safetensors` if the manifest lists it, else the
+/// manifest's shards (ranks 0..W of its world size W). Checks every file against `sig`.
+pub fn read_optimizer(ck: &Checkpoint, sig: Signature) -> Result<Consolidated> {
+    let n = sig.numel;
+    if ck.contains(OPTIMIZER) {
+        let path = ck.dir().join(OPTIMIZER);
+        let t = ck.load(OPTIMIZER)?;
+        read_meta(ck, OPTIMIZER, &t, sig)?;
+        let (m, v) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
+        if m.len() != n || v.len() != n {
+            return Err(bad(&path, "moments of the wrong length"));
         }
         return Ok(Consolidated {
-            step,
+            step: ck.step(),
             exp_avg: m,
             exp_avg_sq: v,
         });
     }
-    let files = shard_files(dir)?;
-    let Some(&(_, w, _)) = files.first() else {
-        return Err(bad(
-            dir,
-            "no optimizer.safetensors and no shard-*-of-*.safetensors",
-        ));
-    };
-    if files.iter().any(|f| f.1 != w)
-        || files.len() != w
-        || files.iter().enumerate().any(|(i, f)| f.0 != i)
-    {
-        let names: Vec<String> = files
-            .iter()
-            .map(|f| format!("{}-of-{}", f.0, f.1))
-            .collect();
-        return Err(bad(
-            dir,
-            format!("shards {names:?} are not ranks 0..W of one world size W"),
-        ));
-    }
-    let n = sig.numel;
+    let w = ck.world_size();
     let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
     let mut seen = vec![false; n];
-    let mut step0 = None;
-    for (r, _, path) in &files {
-        let t = read(path)?;
-        let (fw, fr, step, s) = read_meta(path, &t)?;
-        same_model(path, s, sig)?;
-        if (fw, fr) != (w, *r) || step0.is_some_and(|s0| s0 != step) {
+    for r in 0..w {
+        let name = shard_name(r, w);
+        let path = ck.dir().join(&name);
+        if !ck.contains(&name) {
             return Err(bad(
-                path,
-                format!("meta says rank {fr} of {fw} at step {step}"),
+                &path,
+                "not listed by manifest.json (no optimizer state)",
             ));
         }
-        step0 = Some(step);
-        let (fm, fv) = (take(path, &t, "exp_avg")?, take(path, &t, "exp_avg_sq")?);
-        let runs = match t.get("runs") {
-            Some(x) => x
-                .to_dtype(DType::I64)?
-                .to_vec2::<i64>()
-                .map_err(|e| bad(path, format!("runs: {e}")))?
-                .into_iter()
-                .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
-                .collect(),
-            // A contiguous chunk of the flat moments padded to a multiple of W.
-            None => vec![(r * n.div_ceil(w), n.div_ceil(w))],
-        };
+        let t = ck.load(&name)?;
+        let (fw, fr) = read_meta(ck, &name, &t, sig)?;
+        if (fw, fr) != (w, r) {
+            return Err(bad(&path, format!("meta says rank {fr} of {fw}")));
+        }
+        let (fm, fv) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
+        let runs: Vec<(usize, usize)> = t
+            .get("runs")
+            .ok_or_else(|| bad(&path, "no tensor \"runs\""))?
+            .to_dtype(DType::I64)?
+            .to_vec2::<i64>()
+            .map_err(|e| bad(&path, format!("runs: {e}")))?
+            .into_iter()
+            .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
+            .collect();
         let total: usize = runs.iter().map(|r| r.1).sum();
         if fm.len() != total || fv.len() != total {
-            return Err(bad(
-                path,
-                format!("{} moments for runs of {total} elements", fm.len()),
-            ));
+            let msg = format!("{} moments for runs of {total} elements", fm.len());
+            return Err(bad(&path, msg));
         }
         let mut off = 0;
         for (start, len) in runs {
             // Elements past the model (a chunk's padding) are dropped.
             for k in 0..len.min(n.saturating_sub(start)) {
                 if std::mem::replace(&mut seen[start + k], true) {
-                    return Err(bad(path, format!("element {} is in two shards", start + k)));
+                    return Err(bad(
+                        &path,
+                        format!("element {} is in two shards", start + k),
+                    ));
                 }
                 m[start + k] = fm[off + k];
                 v[start + k] = fv[off + k];
@@ -235,23 +195,20 @@ pub fn read_optimizer(dir: &Path, sig: Signature) -> Result<Consolidated> {
         }
     }
     if let Some(i) = seen.iter().position(|&x| !x) {
-        return Err(bad(
-            dir,
-            format!("no shard holds the moments of element {i}"),
-        ));
+        let msg = format!("no shard holds the moments of element {i}");
+        return Err(bad(ck.dir(), msg));
     }
     Ok(Consolidated {
-        step: step0.unwrap_or(0),
+        step: ck.step(),
         exp_avg: m,
         exp_avg_sq: v,
     })
 }
 
-/// Writes this rank's shard: moments `m`, `v` of the flat elements listed by `runs`
-/// ((start, len) in declaration order, in the order of `m`).
+/// A shard's tensors: moments `m`, `v` of the flat elements listed by `runs` ((start,
+/// len) in declaration order, in the order of `m`), and `meta`.
 #[allow(clippy::too_many_arguments)]
-pub fn write_shard(
-    dir: &Path,
+pub fn shard_tensors(
     world: usize,
     rank: usize,
     step: u64,
@@ -259,56 +216,85 @@ pub fn write_shard(
     runs: &[(usize, usize)],
     m: Vec<f32>,
     v: Vec<f32>,
-) -> Result<()> {
+) -> Result<HashMap<String, Tensor>> {
     let cpu = Device::Cpu;
     let n = m.len();
     let flat: Vec<i64> = runs.iter().flat_map(|r| [r.0 as i64, r.1 as i64]).collect();
-    let mut t = HashMap::new();
-    t.insert("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?);
-    t.insert("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?);
-    t.insert(
-        "runs".to_string(),
-        Tensor::from_vec(flat, (runs.len(), 2), &cpu)?,
-    );
-    t.insert("meta".to_string(), meta(world, rank, step, sig)?);
-    write_atomic(
-        &dir.join(format!("shard-{rank}-of-{world}.safetensors")),
-        &t,
-    )
+    Ok(HashMap::from([
+        ("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?),
+        ("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?),
+        (
+            "runs".to_string(),
+            Tensor::from_vec(flat, (runs.len(), 2), &cpu)?,
+        ),
+        ("meta".to_string(), meta(world, rank, step, sig)?),
+    ]))
 }
 
-/// Writes `params.safetensors` (rank 0's job): every parameter and `meta`.
-pub fn write_params(
+/// Moments of one rank: its runs and `exp_avg`, `exp_avg_sq` in run order.
+pub type Moments = (Vec<(usize, usize)>, Vec<f32>, Vec<f32>);
+
+/// Saves one checkpoint (collective, every rank): this rank's shard (from `moments`) and,
+/// on rank 0, `params`. Returns once the manifest is written; fails on every rank if any
+/// rank fails, leaving no manifest.
+pub fn save(
+    comm: &dyn Communicator,
     dir: &Path,
     params: &[Var],
-    world: usize,
     step: u64,
-    sig: Signature,
+    moments: impl FnOnce() -> Result<Moments>,
 ) -> Result<()> {
-    let mut p = HashMap::new();
-    for (i, v) in params.iter().enumerate() {
-        p.insert(format!("p.{i}"), v.as_tensor().to_device(&Device::Cpu)?);
-    }
-    p.insert("meta".to_string(), meta(world, 0, step, sig)?);
-    write_atomic(&dir.join("params.safetensors"), &p)
+    let dev = params
+        .first()
+        .ok_or_else(|| bad(dir, "save: no parameters"))?
+        .device()
+        .clone();
+    let (w, r) = (comm.world_size(), comm.rank());
+    let sig = Signature::of(&shapes(params));
+    ::checkpoint::save(comm, &dev, dir, step, |files: &mut Files| -> Result<()> {
+        let (runs, m, v) = moments()?;
+        files.put(
+            &shard_name(r, w),
+            &shard_tensors(w, r, step, sig, &runs, m, v)?,
+        )?;
+        if r == 0 {
+            let mut p = HashMap::new();
+            for (i, v) in params.iter().enumerate() {
+                p.insert(format!("p.{i}"), v.as_tensor().to_device(&Device::Cpu)?);
+            }
+            p.insert("meta".to_string(), meta(w, 0, step, sig)?);
+            files.put(PARAMS, &p)?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
-/// Merges a directory's shards into `optimizer.safetensors` (then the shards may go).
+/// Replaces a checkpoint's shards by one `optimizer.safetensors` (under a new manifest,
+/// atomically; the shards are removed after it). One process calls it.
 pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
     let sig = Signature::of(shapes);
-    let c = read_optimizer(dir, sig)?;
+    let ck = Checkpoint::open(dir)?;
+    let c = read_optimizer(&ck, sig)?;
+    let shards: Vec<String> = (0..ck.world_size())
+        .map(|r| shard_name(r, ck.world_size()))
+        .filter(|s| ck.contains(s))
+        .collect();
     let n = c.exp_avg.len();
-    let mut t = HashMap::new();
-    t.insert(
-        "exp_avg".to_string(),
-        Tensor::from_vec(c.exp_avg, n, &Device::Cpu)?,
-    );
-    t.insert(
-        "exp_avg_sq".to_string(),
-        Tensor::from_vec(c.exp_avg_sq, n, &Device::Cpu)?,
-    );
-    t.insert("meta".to_string(), meta(1, 0, c.step, sig)?);
-    write_atomic(&dir.join("optimizer.safetensors"), &t)
+    let t = HashMap::from([
+        (
+            "exp_avg".to_string(),
+            Tensor::from_vec(c.exp_avg, n, &Device::Cpu)?,
+        ),
+        (
+            "exp_avg_sq".to_string(),
+            Tensor::from_vec(c.exp_avg_sq, n, &Device::Cpu)?,
+        ),
+        ("meta".to_string(), meta(1, 0, c.step, sig)?),
+    ]);
+    let remove: Vec<&str> = shards.iter().map(String::as_str).collect();
+    ck.replace(&[(OPTIMIZER, t)], &remove)?;
+    Ok(())
 }
 
 /// The shapes of `params`, what a checkpoint's [`Signature`] and parameter check use.
@@ -316,17 +302,13 @@ pub fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
     params.iter().map(|p| p.dims().to_vec()).collect()
 }
 
-/// Creates the checkpoint directory `dir`, or an error naming it.
-pub fn create_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| bad(dir, e))
-}
-
 /// Reads and validates `dir`'s parameters and optimizer state for `params`, touching
 /// nothing (callers agree across ranks, then [`set_params`]).
 pub fn read_all(dir: &Path, params: &[Var]) -> Result<(Vec<Tensor>, Consolidated)> {
+    let ck = Checkpoint::open(dir)?;
     let shp = shapes(params);
-    let loaded = read_params(dir, &shp)?;
-    Ok((loaded, read_optimizer(dir, Signature::of(&shp))?))
+    let loaded = read_params(&ck, &shp)?;
+    Ok((loaded, read_optimizer(&ck, Signature::of(&shp))?))
 }
 
 /// Copies checkpoint tensors (from [`read_all`]) into `params`, on their device, in f32.
@@ -338,12 +320,10 @@ pub fn set_params(params: &[Var], loaded: &[Tensor]) -> Result<()> {
 }
 
 /// Parameters from `params.safetensors`, checked against `shapes`.
-pub fn read_params(dir: &Path, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
-    let path = dir.join("params.safetensors");
-    let t = read(&path)?;
-    let (_, _, _, s) = read_meta(&path, &t)?;
-    let sig = Signature::of(shapes);
-    same_model(&path, s, sig)?;
+pub fn read_params(ck: &Checkpoint, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
+    let path = ck.dir().join(PARAMS);
+    let t = ck.load(PARAMS)?;
+    read_meta(ck, PARAMS, &t, Signature::of(shapes))?;
     (0..shapes.len())
         .map(|i| {
             t.get(&format!("p.{i}"))

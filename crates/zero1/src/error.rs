@@ -15,6 +15,8 @@ pub enum Zero1Error {
     #[error(transparent)]
     Ddp(#[from] ddp::DdpError),
     #[error(transparent)]
+    Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
 

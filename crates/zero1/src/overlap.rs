@@ -23,7 +23,7 @@
 //! z.sync_params()?;                                    // before reading the parameters
 //! ```
 
-use crate::checkpoint::{self, Signature};
+use crate::checkpoint;
 use crate::error::{Result, Zero1Error};
 use crate::gather::Gathers;
 use crate::zero::agree_on;
@@ -213,37 +213,31 @@ impl Zero1Overlap {
     }
 
     /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
-    /// this rank's runs): every rank must call it; returns once all ranks have written.
+    /// this rank's runs): every rank must call it; returns once all ranks have written and
+    /// the manifest is durable.
     pub fn save(&mut self, dir: &Path) -> Result<()> {
         self.sync_params()?;
-        checkpoint::create_dir(dir)?;
-        let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let sig = Signature::of(&checkpoint::shapes(&self.params));
-        let step = self.opt.steps_taken();
-        let written = (|| -> Result<()> {
-            let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
-            for (b, master) in self.masters.iter().enumerate() {
-                let (rb, covered) = self.slice_runs(b);
-                let n = master.elem_count();
-                let (mb, vb) = self
-                    .opt
-                    .moments(b, master)?
-                    .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-                m.extend_from_slice(&mb[..covered]);
-                v.extend_from_slice(&vb[..covered]);
-                runs.extend(rb);
-            }
-            checkpoint::write_shard(dir, w, r, step, sig, &runs, m, v)?;
-            if r == 0 {
-                checkpoint::write_params(dir, &self.params, w, step, sig)?;
-            }
-            Ok(())
-        })();
-        agree_on(
-            self.comm.as_ref(),
-            self.masters[0].device(),
-            "save",
-            written,
+        let this = &*self;
+        checkpoint::save(
+            this.comm.as_ref(),
+            dir,
+            &this.params,
+            this.opt.steps_taken(),
+            || {
+                let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
+                for (b, master) in this.masters.iter().enumerate() {
+                    let (rb, covered) = this.slice_runs(b);
+                    let n = master.elem_count();
+                    let (mb, vb) = this
+                        .opt
+                        .moments(b, master)?
+                        .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+                    m.extend_from_slice(&mb[..covered]);
+                    v.extend_from_slice(&vb[..covered]);
+                    runs.extend(rb);
+                }
+                Ok((runs, m, v))
+            },
         )
     }
 

@@ -1,11 +1,12 @@
 //! Checkpoints of [`ShardedOptimizer`]: one directory per parameter group
-//! (`group-{g}/`, each in the [`crate::checkpoint`] format: the group's parameters, and per
-//! rank the moments of the parameters it owns as flat runs), because groups keep their own
-//! step counts (a group added mid-training starts at step 0). Resuming re-partitions the
+//! (`group-{g}/`, each a checkpoint in the [`crate::checkpoint`] format with its own
+//! manifest: the group's parameters, and per rank the moments of the parameters it owns as
+//! flat runs), because groups keep their own step counts (a group added mid-training
+//! starts at step 0). Saving removes every group's manifest before writing any group. Resuming re-partitions the
 //! groups over the new world size and takes each owned parameter's moments from the
 //! consolidated group state.
 
-use crate::checkpoint::{self, Signature};
+use crate::checkpoint;
 use crate::error::{Result, Zero1Error};
 use crate::sharded::{ParamGroup, ShardedOptimizer};
 use crate::zero::agree_on;
@@ -31,42 +32,46 @@ fn offsets(params: &[Var]) -> Vec<usize> {
 }
 
 impl ShardedOptimizer {
-    /// Writes `dir/group-{g}/` for every group; every rank must call it.
+    /// Writes `dir/group-{g}/` for every group (one checkpoint each, see
+    /// [`checkpoint::save`]); every rank must call it. Every group's old manifest is
+    /// removed first, so a crash mid-save cannot leave new groups beside old ones.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let written = (|| -> Result<()> {
-            for (gi, g) in self.groups.iter().enumerate() {
-                let gd = group_dir(dir, gi);
-                checkpoint::create_dir(&gd)?;
-                let sig = Signature::of(&checkpoint::shapes(&g.params));
-                let step = g.opt.steps_taken();
-                let off = offsets(&g.params);
-                let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
-                for (k, &i) in g.mine.iter().enumerate() {
-                    let p = &g.params[i];
-                    let n = p.elem_count();
-                    let (mk, vk) = g
-                        .opt
-                        .moments(k, p)?
-                        .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-                    runs.push((off[i], n));
-                    m.extend(mk);
-                    v.extend(vk);
-                }
-                checkpoint::write_shard(&gd, w, r, step, sig, &runs, m, v)?;
-                if r == 0 {
-                    checkpoint::write_params(&gd, &g.params, w, step, sig)?;
-                }
+        let dev = match self.groups.first() {
+            Some(g) => g.params[0].device().clone(),
+            None => {
+                return Err(Zero1Error::Input(
+                    "save: the optimizer has no groups".into(),
+                ))
             }
-            Ok(())
-        })();
-        let dev = self.groups.first().map(|g| g.params[0].device().clone());
-        match dev {
-            Some(d) => agree_on(self.comm.as_ref(), &d, "save", written),
-            None => Err(Zero1Error::Input(
-                "save: the optimizer has no groups".into(),
-            )),
+        };
+        for gi in 0..self.groups.len() {
+            ::checkpoint::invalidate(self.comm.as_ref(), &dev, &group_dir(dir, gi))?;
         }
+        for (gi, g) in self.groups.iter().enumerate() {
+            let off = offsets(&g.params);
+            checkpoint::save(
+                self.comm.as_ref(),
+                &group_dir(dir, gi),
+                &g.params,
+                g.opt.steps_taken(),
+                || {
+                    let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
+                    for (k, &i) in g.mine.iter().enumerate() {
+                        let p = &g.params[i];
+                        let n = p.elem_count();
+                        let (mk, vk) = g
+                            .opt
+                            .moments(k, p)?
+                            .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+                        runs.push((off[i], n));
+                        m.extend(mk);
+                        v.extend(vk);
+                    }
+                    Ok((runs, m, v))
+                },
+            )?;
+        }
+        Ok(())
     }
 
     /// Loads `dir` (written by [`Self::save`] on any world size, or consolidated per

@@ -8,7 +8,7 @@
 //! AdamW is elementwise, so stepping chunks that cut through parameters gives the same
 //! update as stepping whole parameters.
 
-use crate::checkpoint::{self, Signature};
+use crate::checkpoint;
 use crate::error::{Result, Zero1Error};
 use candle_core::{DType, Device, Tensor, Var};
 use comm::{Communicator, ReduceOp};
@@ -96,26 +96,25 @@ impl Zero1 {
     }
 
     /// Writes a sharded checkpoint into `dir`: this rank's moments chunk, and (rank 0) the
-    /// parameters. Every rank must call it; returns once all ranks have written.
+    /// parameters, tied by a manifest ([`checkpoint::save`]). Every rank must call it;
+    /// returns once all ranks have written and the manifest is durable.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        checkpoint::create_dir(dir)?;
-        let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let sig = Signature::of(&checkpoint::shapes(&self.params));
-        let step = self.opt.steps_taken();
+        let r = self.comm.rank();
         let n = self.master.elem_count();
-        let (m, v) = self
-            .opt
-            .moments(0, &self.master)?
-            .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-        // This rank's chunk, padding included (dropped when read).
-        let runs = [(r * n, n)];
-        let written = checkpoint::write_shard(dir, w, r, step, sig, &runs, m, v).and_then(|_| {
-            if r != 0 {
-                return Ok(());
-            }
-            checkpoint::write_params(dir, &self.params, w, step, sig)
-        });
-        self.agree("save", written)
+        checkpoint::save(
+            self.comm.as_ref(),
+            dir,
+            &self.params,
+            self.opt.steps_taken(),
+            || {
+                let (m, v) = self
+                    .opt
+                    .moments(0, &self.master)?
+                    .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+                // This rank's chunk, padding included (dropped when read).
+                Ok((vec![(r * n, n)], m, v))
+            },
+        )
     }
 
     /// Loads a checkpoint written by [`Zero1::save`] on any world size (or consolidated):
@@ -152,10 +151,6 @@ impl Zero1 {
             &slice(&state.exp_avg_sq),
         )?;
         Ok(z)
-    }
-
-    fn agree(&self, what: &str, r: Result<()>) -> Result<()> {
-        agree_on(self.comm.as_ref(), self.master.device(), what, r)
     }
 
     /// The flat elements this rank owns (the padding, if any, sits in the last chunk).

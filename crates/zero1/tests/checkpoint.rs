@@ -67,7 +67,7 @@ fn resuming_continues_the_trajectory_on_any_world_size() {
             );
         }
     }
-    // Consolidated into one optimizer file, shards removed, resumed on 1 rank.
+    // Consolidated into one optimizer file (the shards go with it), resumed on 1 rank.
     let shapes: Vec<Vec<usize>> = build(kind, 0)
         .params()
         .vars()
@@ -76,14 +76,37 @@ fn resuming_continues_the_trajectory_on_any_world_size() {
         .collect();
     checkpoint::consolidate(&dir, &shapes).unwrap();
     for r in 0..2 {
-        std::fs::remove_file(dir.join(format!("shard-{r}-of-2.safetensors"))).unwrap();
+        assert!(!dir.join(format!("shard-{r}-of-2.safetensors")).exists());
     }
     let got = run(kind, 1, 3, 5, Some(&dir), None);
     assert!(
         max_diff(&got[0], &want) <= 1e-5,
         "consolidated resume on 1 rank"
     );
+    // Saving again into the consolidated checkpoint's directory: its optimizer file
+    // belonged to the replaced checkpoint and goes, so the new shards are what resumes.
+    run(kind, 2, 0, 4, None, Some(&dir));
+    assert!(!dir.join("optimizer.safetensors").exists());
+    let got = run(kind, 2, 4, 5, Some(&dir), None);
+    assert!(max_diff(&got[0], &want) <= 1e-5, "resumed from the re-save");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_complete_checkpoint_resumes_bit_for_bit_on_two_and_four_ranks() {
+    let kind = Kind::Lm;
+    for world in [2, 4] {
+        let dir = tmp(&format!("bits-{world}"));
+        let straight = run(kind, world, 0, 4, None, None);
+        run(kind, world, 0, 2, None, Some(&dir));
+        let resumed = run(kind, world, 2, 4, Some(&dir), None);
+        assert!(
+            resumed == straight,
+            "{world} ranks: resumed differs from uninterrupted by {:e}",
+            max_diff(&resumed[0], &straight[0])
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
@@ -143,31 +166,40 @@ fn a_checkpoint_of_another_model_is_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A 2-rank checkpoint of a 10-element model at step 3 whose shards hold `runs[r]`.
+fn write_shards(dir: &Path, runs: [Vec<(usize, usize)>; 2]) {
+    let (dir, runs) = (dir.to_path_buf(), std::sync::Arc::new(runs));
+    let sig = checkpoint::Signature::of(&[vec![2, 3], vec![4]]);
+    on_ranks(2, move |r, comm| {
+        let n: usize = runs[r].iter().map(|x| x.1).sum();
+        let m: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let t = checkpoint::shard_tensors(2, r, 3, sig, &runs[r], m.clone(), m).unwrap();
+        let name = checkpoint::shard_name(r, 2);
+        ::checkpoint::save(comm.as_ref(), &candle_core::Device::Cpu, &dir, 3, |f| {
+            f.put(&name, &t)
+        })
+        .unwrap();
+    });
+}
+
 #[test]
 fn shards_listing_runs_must_hold_every_element_exactly_once() {
-    use zero1::checkpoint::{read_optimizer, write_shard, Signature};
+    use zero1::checkpoint::{read_optimizer, Signature};
     let sig = Signature::of(&[vec![2, 3], vec![4]]); // 10 elements
     let dir = tmp("runs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let shard = |r: usize, runs: &[(usize, usize)]| {
-        let n: usize = runs.iter().map(|x| x.1).sum();
-        let m: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        write_shard(&dir, 2, r, 3, sig, runs, m.clone(), m).unwrap();
-    };
+    let read = |dir: &Path| read_optimizer(&::checkpoint::Checkpoint::open(dir).unwrap(), sig);
     // Rank 1's runs come first in the flat order; together they cover 0..10 once.
-    shard(0, &[(6, 4)]);
-    shard(1, &[(0, 2), (2, 4)]);
-    let c = read_optimizer(&dir, sig).unwrap();
+    write_shards(&dir, [vec![(6, 4)], vec![(0, 2), (2, 4)]]);
+    let c = read(&dir).unwrap();
     assert_eq!(c.step, 3);
     assert_eq!(c.exp_avg, vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3.]);
     // Element 5 twice.
-    shard(1, &[(0, 6)]);
-    shard(0, &[(5, 5)]);
-    let e = read_optimizer(&dir, sig).err().unwrap().to_string();
+    write_shards(&dir, [vec![(5, 5)], vec![(0, 6)]]);
+    let e = read(&dir).err().unwrap().to_string();
     assert!(e.contains("element 5 is in two shards"), "{e}");
     // Element 9 in none.
-    shard(0, &[(6, 3)]);
-    let e = read_optimizer(&dir, sig).err().unwrap().to_string();
+    write_shards(&dir, [vec![(6, 3)], vec![(0, 6)]]);
+    let e = read(&dir).err().unwrap().to_string();
     assert!(e.contains("no shard holds the moments of element 9"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

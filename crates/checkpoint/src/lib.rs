@@ -1,0 +1,39 @@
+//! Multi-rank checkpoints whose files are tied to one step (issue 22).
+//!
+//! A checkpoint is a directory of `*.safetensors` files written by any ranks plus
+//! `manifest.json`, written last by rank 0:
+//!
+//! ```json
+//! {"format": "ddp-rs checkpoint", "version": 1, "step": 3, "world_size": 2,
+//!  "files": [{"name": "params.safetensors", "rank": 0, "size": 1234, "crc32": 305419896}, …]}
+//! ```
+//!
+//! Every file's safetensors header also records `checkpoint.step`, `checkpoint.rank` and
+//! `checkpoint.world_size`. [`save`] (collective, through the [`comm::Communicator`]):
+//! rank 0 removes the old manifest (directory fsynced; agreed), every rank writes its files
+//! to temporary names and fsyncs them, the ranks agree every write succeeded, rename, fsync
+//! the directory, agree, and rank 0 writes the manifest (temp, fsync, rename, directory
+//! fsync). The checkpoint is complete only if its manifest is: [`Checkpoint::open`] refuses
+//! a missing manifest, a missing file, a file of another size and any `*.safetensors` the
+//! manifest does not list; [`Checkpoint::load`] verifies the CRC-32 and the header's step
+//! and rank. Errors name the file. The crate knows nothing of models or optimizers.
+//!
+//! ```ignore
+//! checkpoint::save(comm, &dev, dir, step, |files| {
+//!     files.put(&format!("shard-{}.safetensors", files.rank()), &tensors)
+//! })?;
+//! let ck = checkpoint::Checkpoint::open(dir)?;
+//! let t = ck.load("shard-0.safetensors")?;
+//! ```
+
+mod agree;
+pub mod error;
+mod manifest;
+mod open;
+mod save;
+
+pub use agree::agree;
+pub use error::{CheckpointError, Result};
+pub use manifest::{FileEntry, Manifest, FORMAT, MANIFEST, VERSION};
+pub use open::Checkpoint;
+pub use save::{invalidate, save, Files, META_RANK, META_STEP, META_WORLD};
