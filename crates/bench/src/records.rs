@@ -1,8 +1,11 @@
 //! Result records: one JSON object per line, shared by the benchmarks and the report.
 
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// One all-reduce measurement (one backend, world size and message size).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -54,31 +57,52 @@ pub fn busbw(algbw: f64, world: usize) -> f64 {
     algbw * 2.0 * (world as f64 - 1.0) / world as f64
 }
 
-/// A sink that prints each record as a table row and appends it to `out` (a failed
-/// append is reported on stderr, not fatal: the printed row is still there).
-pub fn print_and_store<'a, R: Serialize + 'a>(
-    out: &'a Path,
-    row: fn(&R) -> String,
-) -> impl FnMut(&R) + 'a {
-    move |r| {
-        println!("{}", row(r));
-        if let Err(e) = append(out, r) {
-            eprintln!("bench: cannot append to {}: {e}", out.display());
+/// The results file a benchmark appends its records to (`--out`), opened for appending
+/// (parent directories created) before the run starts, so a directory or an unwritable
+/// path fails at once, naming it; a failed write is an error naming it, never a warning.
+pub struct Out {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Out {
+    pub fn open(path: &Path) -> Result<Self> {
+        let what = || format!("--out {}: cannot open for appending", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(what)?;
         }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(what)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one record as a JSON line (one write, unbuffered: a crash loses nothing
+    /// already appended).
+    pub fn append(&self, rec: &impl Serialize) -> Result<()> {
+        let mut line = serde_json::to_string(rec)?;
+        line.push('\n');
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        f.write_all(line.as_bytes())
+            .and_then(|()| f.flush())
+            .with_context(|| format!("--out {}: writing a result failed", self.path.display()))
     }
 }
 
-/// Appends one record as a JSON line.
-pub fn append(path: &Path, rec: &impl Serialize) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+/// A sink that prints each record as a table row and appends it to `out`.
+pub fn print_and_store<'a, R: Serialize + 'a>(
+    out: &'a Out,
+    row: fn(&R) -> String,
+) -> impl FnMut(&R) -> Result<()> + 'a {
+    move |r| {
+        println!("{}", row(r));
+        out.append(r)
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    writeln!(f, "{}", serde_json::to_string(rec)?)?;
-    Ok(())
 }
 
 /// Reads every line of `path` that parses as `T` (other benchmarks' lines are skipped).
@@ -195,8 +219,10 @@ mod tests {
             correct: true,
             device: "cpu".into(),
         };
-        append(&p, &r).unwrap();
-        append(&p, &serde_json::json!({"bench": "other", "x": 1})).unwrap();
+        let out = Out::open(&p).unwrap();
+        out.append(&r).unwrap();
+        out.append(&serde_json::json!({"bench": "other", "x": 1}))
+            .unwrap();
         let back: Vec<AllReduceRecord> = read(&p, Some("allreduce")).unwrap();
         assert_eq!(back, vec![r]);
         std::fs::remove_dir_all(dir).unwrap();
