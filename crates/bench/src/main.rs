@@ -326,8 +326,20 @@ fn run(cli: Cli) -> Result<()> {
             isoflops,
         } => {
             let isoflops = report::resolve_isoflops(&isoflops);
-            report::write_report(&results, torch.as_deref(), &isoflops, &out)?;
+            let skipped = report::write_report(&results, torch.as_deref(), &isoflops, &out)?;
+            for s in skipped.iter().take(1000) {
+                eprintln!("bench report: warning: skipped {s}");
+            }
+            if skipped.len() > 1000 {
+                eprintln!("bench report: warning: … and {} more", skipped.len() - 1000);
+            }
             println!("wrote {}", out.join("report.md").display());
+            if !skipped.is_empty() {
+                println!(
+                    "{} input lines skipped (listed on stderr and in the report)",
+                    skipped.len()
+                );
+            }
             Ok(())
         }
     }
