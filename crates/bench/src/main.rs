@@ -129,6 +129,9 @@ fn run(cli: Cli) -> Result<()> {
             let flags = format!("--ranks {ranks} × --batch {batch}");
             budget::ensure_lm(&flags, nccl, ranks, &size, &dtype, batch)?;
             let out = records::Out::open(&out)?;
+            if let Some(d) = &trace_dir {
+                records::ensure_dir(d, "--trace-dir")?;
+            }
             let cfg = ddp::DdpBenchConfig {
                 sizes: size,
                 dtypes: dtype,
@@ -232,6 +235,7 @@ fn run(cli: Cli) -> Result<()> {
             cpu,
         } => {
             let out = records::Out::open(&out)?;
+            records::ensure_dir(&svg_dir, "--svg-dir")?;
             let dev = if cpu {
                 Device::Cpu
             } else {

@@ -93,6 +93,12 @@ impl Out {
     }
 }
 
+/// Creates the directory `flag` names before the run, so an unusable one fails at once.
+pub fn ensure_dir(dir: &Path, flag: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{flag} {}: cannot create the directory", dir.display()))
+}
+
 /// A sink that prints each record as a table row and appends it to `out`.
 pub fn print_and_store<'a, R: Serialize + 'a>(
     out: &'a Out,

@@ -93,6 +93,31 @@ fn an_unusable_out_fails_before_the_run_naming_it() {
             assert!(t < Duration::from_secs(5), "{a:?} took {t:?}");
         }
     }
+    // The other places a run writes to, checked the same way.
+    let out = dir.join("r.jsonl");
+    let under = under_file.to_str().unwrap();
+    for (a, flag) in [
+        (
+            vec!["profile", "--cpu", "--size", "tiny", "--svg-dir", under],
+            "--svg-dir",
+        ),
+        (
+            vec!["ddp", "--backend", "nccl", "--trace-dir", under],
+            "--trace-dir",
+        ),
+    ] {
+        let mut a = a.clone();
+        a.extend(["--out", out.to_str().unwrap()]);
+        let (ok, stdout, stderr, t) = bench(&a, Duration::from_secs(20));
+        assert!(
+            !ok && stderr.contains(&format!("{flag} {under}")),
+            "{a:?}: {stderr}"
+        );
+        assert!(
+            stdout.is_empty() && t < Duration::from_secs(5),
+            "{a:?}: {stdout}"
+        );
+    }
     assert_eq!(std::fs::read(&file).unwrap(), b"", "the file is untouched");
     std::fs::remove_dir_all(dir).unwrap();
 }
