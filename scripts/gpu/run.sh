@@ -212,13 +212,16 @@ job() {
         "$BIN/bench" "${args[@]}" || rc=1
       done < "$HERE/bench-runs-$n.tsv"
       SIZES=xl anchor allreduce single ddp zero > /dev/null || rc=1
-      "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" \
+      local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
+      "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} \
         --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1
       [ -d "$RES/traces" ] && mv "$RES/traces" "$RES/report/traces"
       [ -d "$RES/profile" ] && mv "$RES/profile" "$RES/report/profile"
       tar czf "$RES/report.tgz" -C "$RES" report && rm -r "$RES/report"; return $rc ;;
     report)
-      "$BIN/bench" report --results "$RES/results.jsonl" --torch "$RES/torch.jsonl" --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
+      # The anchor's lines when it ran (bench report refuses a --torch file that is absent).
+      local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
+      "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" && cat "$RES/report/report.md" ;;
     *) echo "unknown job $1"; return 2 ;;
   esac
 }

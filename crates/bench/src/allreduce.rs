@@ -6,14 +6,53 @@
 //! then a second checked all-reduce. Time is the slowest rank's mean, as nccl-tests
 //! reports; busbw = algbw · 2(n−1)/n.
 
+use crate::budget::{self, Mem};
 use crate::records::{busbw, AllReduceRecord};
 use crate::timer::Timer;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::{Communicator, ReduceOp};
 
-/// The seeds' sizes, in MiB (as the PyTorch anchor measures them).
+/// The seeds' sizes, in MiB (as the PyTorch anchor measures them): the GPU default.
 pub const DEFAULT_SIZES_MIB: &[f64] = &[0.5, 1.0, 10.0, 50.0, 100.0, 500.0, 1024.0];
+/// The CPU default: in-process ranks share the host's memory (about 5 × size × ranks),
+/// so the sweep stops at 64 MiB (2.5 GiB on 8 ranks).
+pub const DEFAULT_CPU_SIZES_MIB: &[f64] = &[0.5, 1.0, 10.0, 64.0];
+/// The largest message `--sizes-mib` takes (1 TiB), whatever the memory.
+const MAX_MIB: f64 = (1u64 << 20) as f64;
+
+/// The message sizes in bytes: `--sizes-mib` or the backend's default.
+pub fn sizes_bytes(spec: Option<&str>, gpu: bool) -> Result<Vec<usize>> {
+    match spec {
+        Some(s) => parse_sizes_mib(s),
+        None => Ok(if gpu {
+            DEFAULT_SIZES_MIB
+        } else {
+            DEFAULT_CPU_SIZES_MIB
+        }
+        .iter()
+        .map(|m| (m * (1u64 << 20) as f64) as usize)
+        .collect()),
+    }
+}
+
+/// Before the sweep: every message holds at least one fp32 element per rank, and the
+/// largest fits in memory on the most ranks asked for (`budget`).
+pub fn check_sizes(sizes: &[usize], ranks: &[usize], gpu: bool) -> Result<()> {
+    let most = ranks.iter().copied().max().unwrap_or(1);
+    let (Some(&min), Some(&max)) = (sizes.iter().min(), sizes.iter().max()) else {
+        bail!("--sizes-mib is empty");
+    };
+    if min / 4 < most {
+        bail!("--sizes-mib: a {min}-byte message holds fewer fp32 elements than --ranks {most}");
+    }
+    let flags = format!(
+        "--sizes-mib {} × --ranks {most}",
+        max as f64 / (1u64 << 20) as f64
+    );
+    let mem = if gpu { Mem::Gpu } else { Mem::Host };
+    budget::ensure(&flags, budget::allreduce(max, most, gpu), mem)
+}
 
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
@@ -62,7 +101,7 @@ pub fn sweep(
     device: &Device,
     device_name: &str,
     cfg: &SweepConfig,
-    mut on_record: impl FnMut(&AllReduceRecord),
+    mut on_record: impl FnMut(&AllReduceRecord) -> Result<()>,
 ) -> Result<Vec<AllReduceRecord>> {
     let world = comm.world_size();
     let mut out = Vec::new();
@@ -103,7 +142,7 @@ pub fn sweep(
             correct: bad == 0,
             device: device_name.into(),
         };
-        on_record(&rec);
+        on_record(&rec)?;
         if bad != 0 {
             bail!("all-reduce of {bytes} B on {world} ranks: {bad} wrong elements");
         }
@@ -156,6 +195,9 @@ pub fn parse_sizes_mib(spec: &str) -> Result<Vec<usize>> {
             if !(v.is_finite() && v > 0.0) {
                 bail!("--sizes-mib: {s:?} must be a positive size in MiB");
             }
+            if v > MAX_MIB {
+                bail!("--sizes-mib: {s:?} MiB is above the largest message, 1 TiB ({MAX_MIB} MiB)");
+            }
             Ok(((v * (1u64 << 20) as f64) as usize / 4) * 4)
         })
         .collect()
@@ -177,7 +219,9 @@ mod tests {
             .into_iter()
             .map(|c| {
                 let cfg = cfg.clone();
-                std::thread::spawn(move || sweep(&c, &Device::Cpu, "cpu", &cfg, |_| {}).unwrap())
+                std::thread::spawn(move || {
+                    sweep(&c, &Device::Cpu, "cpu", &cfg, |_| Ok(())).unwrap()
+                })
             })
             .collect();
         let all: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
@@ -196,6 +240,17 @@ mod tests {
     }
 
     #[test]
+    fn the_cpu_default_sweep_fits_a_laptop_and_the_gpu_one_is_the_seeds() {
+        let cpu = sizes_bytes(None, false).unwrap();
+        let need = budget::allreduce(*cpu.iter().max().unwrap(), 8, false).unwrap();
+        assert!(need <= 3 << 30, "8 CPU ranks need {need} B");
+        assert_eq!(
+            sizes_bytes(None, true).unwrap().last(),
+            Some(&(1usize << 30))
+        );
+    }
+
+    #[test]
     fn sizes_are_parsed_and_bad_ones_named() {
         assert_eq!(parse_sizes_mib("0.5,1").unwrap(), vec![1 << 19, 1 << 20]);
         assert!(parse_sizes_mib("1,x")
@@ -203,5 +258,11 @@ mod tests {
             .to_string()
             .contains("\"x\""));
         assert!(parse_sizes_mib("-1").is_err());
+        for huge in ["1e12", "1e30", "inf"] {
+            let e = parse_sizes_mib(huge).unwrap_err().to_string();
+            assert!(e.starts_with("--sizes-mib:"), "{e}");
+        }
+        let e = check_sizes(&[4], &[2], false).unwrap_err().to_string();
+        assert!(e.contains("--sizes-mib") && e.contains("--ranks 2"), "{e}");
     }
 }

@@ -8,18 +8,23 @@ use candle_core::Device;
 use comm::CommOptions;
 
 /// In-process CPU groups, one thread per rank.
-pub fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+pub fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &records::Out) -> Result<()> {
     println!("{}", allreduce::header());
     let bar = indicatif::ProgressBar::new(ranks.len() as u64).with_message("cpu all-reduce sweeps");
     for &world in ranks {
         crate::group::run(false, world, "all-reduce sweep", None, |r| {
             let mut sink =
                 (r.comm.rank() == 0).then(|| records::print_and_store(out, allreduce::row));
-            allreduce::sweep(r.comm.as_ref(), &Device::Cpu, "cpu", cfg, |rec| {
-                if let Some(f) = sink.as_mut() {
-                    bar.suspend(|| f(rec))
-                }
-            })
+            allreduce::sweep(
+                r.comm.as_ref(),
+                &Device::Cpu,
+                "cpu",
+                cfg,
+                |rec| match sink.as_mut() {
+                    Some(f) => bar.suspend(|| f(rec)),
+                    None => Ok(()),
+                },
+            )
             .map(|_| ())
         })?;
         bar.inc(1);
@@ -29,7 +34,7 @@ pub fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &std::path::Path) -> 
 }
 
 /// One rank of an NCCL sweep (launched with RANK, WORLD_SIZE, ... set).
-pub fn nccl_rank(cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
+pub fn nccl_rank(cfg: &SweepConfig, out: &records::Out) -> Result<()> {
     let env = comm::DistEnv::from_env()?;
     let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
     let name = topology::gpus()
@@ -39,22 +44,20 @@ pub fn nccl_rank(cfg: &SweepConfig, out: &std::path::Path) -> Result<()> {
     let device = c.device().clone();
     let mut sink = (env.rank == 0).then(|| records::print_and_store(out, allreduce::row));
     allreduce::sweep(&c, &device, &name, cfg, |r| {
-        if let Some(f) = sink.as_mut() {
-            f(r)
-        }
+        sink.as_mut().map_or(Ok(()), |f| f(r))
     })?;
     Ok(())
 }
 
 /// Orchestrates one launch per rank count on this node's GPUs.
-pub fn nccl_sweeps(ranks: &[usize], out: &std::path::Path) -> Result<()> {
+pub fn nccl_sweeps(ranks: &[usize], out: &records::Out) -> Result<()> {
     let topo = topology::probe()
         .context("no NVIDIA GPU found (nvidia-smi -L lists none); use --backend cpu")?;
     println!(
         "GPUs: {} × {}; NVLink: {} links × {:.1} GB/s",
         topo.gpus, topo.gpu, topo.nvlinks, topo.link_gbs
     );
-    records::append(out, &topo)?;
+    out.append(&topo)?;
     let exe = std::env::current_exe()?;
     // Re-run this same command line as each rank.
     let args: Vec<String> = std::env::args().skip(1).collect();

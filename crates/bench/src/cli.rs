@@ -14,6 +14,47 @@ fn positive_mb(s: &str) -> Result<f64, String> {
     Ok(mb)
 }
 
+/// The most timed steps, iterations or warm-up steps a run takes (a bound on the loops and
+/// on the per-step timing buffers).
+pub const MAX_STEPS: usize = 1_000_000;
+/// The most ranks one `bench` starts on this node (CPU threads or local GPUs).
+pub const MAX_RANKS: usize = 256;
+
+fn whole(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    if n < lo {
+        return Err(format!("{n} is below {lo}"));
+    }
+    if n > hi {
+        return Err(format!("{n} is above the bound of {hi}"));
+    }
+    Ok(n)
+}
+
+/// Timed steps or iterations: 1..=[`MAX_STEPS`].
+fn steps(s: &str) -> Result<usize, String> {
+    whole(s, 1, MAX_STEPS)
+}
+
+/// Untimed warm-up steps: 0..=[`MAX_STEPS`].
+fn warmup(s: &str) -> Result<usize, String> {
+    whole(s, 0, MAX_STEPS)
+}
+
+/// A rank count: 1..=[`MAX_RANKS`].
+fn ranks(s: &str) -> Result<usize, String> {
+    whole(s, 1, MAX_RANKS)
+}
+
+/// Sequences or rows: at least 1 (what they allocate is checked against the memory there
+/// is before the run, `budget`).
+fn at_least_1(s: &str) -> Result<usize, String> {
+    whole(s, 1, usize::MAX)
+}
+
 #[derive(Parser)]
 #[command(about = "Benchmarks of the data-parallel stack")]
 pub struct Cli {
@@ -34,14 +75,18 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
         /// Rank counts; on GPUs those above the GPU count are skipped.
-        #[arg(long, value_delimiter = ',', default_values_t = [2usize, 4, 6, 8])]
+        #[arg(long, value_delimiter = ',', value_parser = ranks, default_values_t = [2usize, 4, 6, 8])]
         ranks: Vec<usize>,
-        /// Message sizes in MiB (default: the seeds' 0.5 … 1024).
+        /// Message sizes in MiB. Default on GPUs: the seeds' 0.5,1,10,50,100,500,1024; on
+        /// the CPU: 0.5,1,10,64, which fits a laptop (the in-process ranks hold about
+        /// 5 × size × ranks bytes: 2.5 GiB at 64 MiB on 8 ranks). Go larger by naming
+        /// the sizes, e.g. --sizes-mib 0.5,1,10,50,100,500,1024 --ranks 2 (about 10 GiB);
+        /// a sweep that cannot fit in the available memory is refused before it starts.
         #[arg(long)]
         sizes_mib: Option<String>,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = warmup)]
         warmup: usize,
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = steps)]
         iters: usize,
         /// JSON lines are appended here.
         #[arg(long, default_value = "report/results.jsonl")]
@@ -56,11 +101,11 @@ pub enum Cmd {
         dtype: Vec<single::Precision>,
         #[arg(long, value_enum, default_value = "step")]
         mode: single::Mode,
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = warmup)]
         warmup: usize,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = steps)]
         steps: usize,
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
@@ -74,7 +119,7 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
         /// Ranks: GPUs (one process each) or CPU threads.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = ranks)]
         ranks: usize,
         #[arg(long, value_delimiter = ',', default_value = "small")]
         size: Vec<String>,
@@ -89,12 +134,12 @@ pub enum Cmd {
         strategies: Vec<String>,
         #[arg(long, value_delimiter = ',', value_parser = positive_mb, default_values_t = [1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 500.0, 1000.0])]
         buckets_mb: Vec<f64>,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = warmup)]
         warmup: usize,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = steps)]
         steps: usize,
         /// Sequences per rank.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
         /// Gradient dtype on the wire: auto (the model's), fp32 (as PyTorch autocast
         /// does), bf16 (an fp32 model too: PyTorch's bf16_compress_hook).
@@ -119,7 +164,7 @@ pub enum Cmd {
     Zero1 {
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = ranks)]
         ranks: usize,
         #[arg(long, default_value = "tiny")]
         size: String,
@@ -139,11 +184,11 @@ pub enum Cmd {
         /// (zero1-overlap/-ahead).
         #[arg(long)]
         coalesce: bool,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = warmup)]
         warmup: usize,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = steps)]
         steps: usize,
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
@@ -175,9 +220,9 @@ pub enum Cmd {
     ModelCheck,
     /// RMSNorm micro-benchmark: fused vs composed vs LayerNorm, 50,000 rows (GPU 0).
     Rmsnorm {
-        #[arg(long, default_value_t = 50_000)]
+        #[arg(long, default_value_t = 50_000, value_parser = at_least_1)]
         rows: usize,
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = steps)]
         iters: usize,
         /// JSON lines are appended here.
         #[arg(long, default_value = "report/results.jsonl")]
@@ -220,11 +265,11 @@ pub enum Cmd {
         /// The hog holds its SMs for this share of the backward alone.
         #[arg(long, default_value_t = 0.5)]
         hog_share: f64,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = warmup)]
         warmup: usize,
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = steps)]
         steps: usize,
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,

@@ -111,14 +111,17 @@ pub fn config(size: &str) -> Result<LmConfig> {
 
 /// The DDP benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per
 /// GPU); rank 0 prints and appends the records to `out`.
-pub fn run(nccl: bool, ranks: usize, cfg: &DdpBenchConfig, out: &std::path::Path) -> Result<()> {
+pub fn run(
+    nccl: bool,
+    ranks: usize,
+    cfg: &DdpBenchConfig,
+    out: &crate::records::Out,
+) -> Result<()> {
     crate::group::run(nccl, ranks, "DDP benchmark", Some(&header()), |r| {
         let mut sink = (r.comm.rank() == 0).then(|| crate::records::print_and_store(out, row));
         let tracer = r.nccl.filter(|_| cfg.trace_dir.is_some());
         run_rank(r.comm, tracer, &r.device, cfg, |rec| {
-            if let Some(f) = sink.as_mut() {
-                f(rec)
-            }
+            sink.as_mut().map_or(Ok(()), |f| f(rec))
         })
     })
 }
@@ -168,7 +171,7 @@ pub fn run_rank(
     tracer: Option<Arc<NcclComm>>,
     dev: &Device,
     cfg: &DdpBenchConfig,
-    mut sink: impl FnMut(&DdpRecord),
+    mut sink: impl FnMut(&DdpRecord) -> Result<()>,
 ) -> Result<()> {
     if cfg.steps == 0 || cfg.batch == 0 {
         bail!("--steps and --batch must be at least 1");
@@ -306,7 +309,7 @@ pub fn run_rank(
                         .then(crate::records::nccl_tuning)
                         .flatten(),
                 };
-                sink(&rec);
+                sink(&rec)?;
             }
         }
     }

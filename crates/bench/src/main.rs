@@ -12,6 +12,7 @@
 
 mod allreduce;
 mod allreduce_run;
+mod budget;
 mod cli;
 mod contention;
 mod ddp;
@@ -32,7 +33,7 @@ mod trace;
 mod zero1;
 mod zero1_check;
 
-use allreduce::{parse_sizes_mib, SweepConfig, DEFAULT_SIZES_MIB};
+use allreduce::SweepConfig;
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device};
 use clap::Parser;
@@ -55,19 +56,10 @@ fn run(cli: Cli) -> Result<()> {
             iters,
             out,
         } => {
-            let sizes_bytes = match sizes_mib {
-                Some(s) => parse_sizes_mib(&s)?,
-                None => DEFAULT_SIZES_MIB
-                    .iter()
-                    .map(|m| (m * (1u64 << 20) as f64) as usize)
-                    .collect(),
-            };
-            if iters == 0 {
-                bail!("--iters must be at least 1");
-            }
-            if let Some(r) = ranks.iter().find(|&&r| r < 1) {
-                bail!("--ranks: {r} is not a rank count");
-            }
+            let nccl = matches!(backend, BackendArg::Nccl);
+            let sizes_bytes = allreduce::sizes_bytes(sizes_mib.as_deref(), nccl)?;
+            allreduce::check_sizes(&sizes_bytes, &ranks, nccl)?;
+            let out = records::Out::open(&out)?;
             let cfg = SweepConfig {
                 sizes_bytes,
                 warmup,
@@ -91,6 +83,8 @@ fn run(cli: Cli) -> Result<()> {
             cpu,
             out,
         } => {
+            budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
+            let out = records::Out::open(&out)?;
             let device = if cpu {
                 Device::Cpu
             } else {
@@ -107,7 +101,7 @@ fn run(cli: Cli) -> Result<()> {
                     });
                     let r = single::run(s, d, mode, warmup, steps, batch, &device, peak)?;
                     println!("{}", single::row(&r));
-                    records::append(&out, &r)?;
+                    out.append(&r)?;
                 }
             }
             Ok(())
@@ -128,8 +122,15 @@ fn run(cli: Cli) -> Result<()> {
             trace_dir,
             out,
         } => {
-            if trace_dir.is_some() && matches!(backend, BackendArg::Cpu) {
+            let nccl = matches!(backend, BackendArg::Nccl);
+            if trace_dir.is_some() && !nccl {
                 bail!("--trace-dir: tracing needs CUDA events (--backend nccl)");
+            }
+            let flags = format!("--ranks {ranks} × --batch {batch}");
+            budget::ensure_lm(&flags, nccl, ranks, &size, &dtype, batch)?;
+            let out = records::Out::open(&out)?;
+            if let Some(d) = &trace_dir {
+                records::ensure_dir(d, "--trace-dir")?;
             }
             let cfg = ddp::DdpBenchConfig {
                 sizes: size,
@@ -143,7 +144,7 @@ fn run(cli: Cli) -> Result<()> {
                 coalesce,
                 trace_dir,
             };
-            ddp::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
+            ddp::run(nccl, ranks, &cfg, &out)
         }
         Cmd::Zero1 {
             backend,
@@ -158,6 +159,18 @@ fn run(cli: Cli) -> Result<()> {
             batch,
             out,
         } => {
+            let nccl = matches!(backend, BackendArg::Nccl);
+            let flags = format!("--ranks {ranks} × --batch {batch}");
+            let fp32 = [single::Precision::Fp32];
+            budget::ensure_lm(
+                &flags,
+                nccl,
+                ranks,
+                std::slice::from_ref(&size),
+                &fp32,
+                batch,
+            )?;
+            let out = records::Out::open(&out)?;
             let cfg = zero1::ZeroBenchConfig {
                 size,
                 modes,
@@ -168,7 +181,7 @@ fn run(cli: Cli) -> Result<()> {
                 steps,
                 batch,
             };
-            zero1::run(matches!(backend, BackendArg::Nccl), ranks, &cfg, &out)
+            zero1::run(nccl, ranks, &cfg, &out)
         }
         Cmd::Zero1Check {
             backend,
@@ -223,6 +236,8 @@ fn run(cli: Cli) -> Result<()> {
             svg_dir,
             cpu,
         } => {
+            let out = records::Out::open(&out)?;
+            records::ensure_dir(&svg_dir, "--svg-dir")?;
             let dev = if cpu {
                 Device::Cpu
             } else {
@@ -243,6 +258,10 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Rmsnorm { rows, iters, out } => {
+            // The widest case (8192 columns): input, output, gradients, about 5 f32 copies.
+            let need = (rows as u64).checked_mul(8192 * 4 * 5);
+            budget::ensure(&format!("--rows {rows}"), need, budget::Mem::Gpu)?;
+            let out = records::Out::open(&out)?;
             let gpu = Device::new_cuda(0).context("the RMSNorm benchmark needs GPU 0")?;
             println!(
                 "{:>6} {:>10} {:>10} {:>12}",
@@ -254,7 +273,7 @@ fn run(cli: Cli) -> Result<()> {
                     "bench": "rmsnorm", "rows": rows, "cols": cols, "variant": name,
                     "iters": iters, "fwd_ms": fwd, "fwd_bwd_ms": both,
                 });
-                records::append(&out, &rec)?;
+                out.append(&rec)?;
             }
             Ok(())
         }
@@ -270,6 +289,8 @@ fn run(cli: Cli) -> Result<()> {
             batch,
             out,
         } => {
+            budget::ensure_lm(&format!("--batch {batch}"), true, 1, &size, &dtype, batch)?;
+            let out = records::Out::open(&out)?;
             let device = comm::nccl::cuda_device(0).context("GPU 0")?;
             println!("{}", contention::header());
             for s in &size {
@@ -287,7 +308,7 @@ fn run(cli: Cli) -> Result<()> {
                     };
                     for r in contention::run(&device, &cfg)? {
                         println!("{}", contention::row(&r));
-                        records::append(&out, &r)?;
+                        out.append(&r)?;
                     }
                 }
             }
@@ -311,8 +332,20 @@ fn run(cli: Cli) -> Result<()> {
             isoflops,
         } => {
             let isoflops = report::resolve_isoflops(&isoflops);
-            report::write_report(&results, torch.as_deref(), &isoflops, &out)?;
+            let skipped = report::write_report(&results, torch.as_deref(), &isoflops, &out)?;
+            for s in skipped.iter().take(1000) {
+                eprintln!("bench report: warning: skipped {s}");
+            }
+            if skipped.len() > 1000 {
+                eprintln!("bench report: warning: … and {} more", skipped.len() - 1000);
+            }
             println!("wrote {}", out.join("report.md").display());
+            if !skipped.is_empty() {
+                println!(
+                    "{} input lines skipped (listed on stderr and in the report)",
+                    skipped.len()
+                );
+            }
             Ok(())
         }
     }

@@ -88,7 +88,7 @@ pub fn run(
     dtype: Precision,
     step: bool,
     dev: &Device,
-    out: &Path,
+    out: &crate::records::Out,
     svg_dir: &Path,
 ) -> Result<()> {
     let mut lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
@@ -214,7 +214,7 @@ pub fn run(
         )
     });
     for r in &recs {
-        sink(r);
+        sink(r)?;
     }
     let mm: f64 = recs.iter().filter(|r| r.matmul).map(|r| r.total_ms).sum();
     println!(
@@ -240,7 +240,7 @@ pub fn run(
             label: label.to_string(),
             gib,
         };
-        crate::records::append(out, &rec)?;
+        out.append(&rec)?;
     }
     if !mem.is_empty() {
         timeline(&mem, &svg_dir.join(format!("memory-{stem}.svg")), &stem)?;

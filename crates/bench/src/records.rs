@@ -1,8 +1,11 @@
 //! Result records: one JSON object per line, shared by the benchmarks and the report.
 
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// One all-reduce measurement (one backend, world size and message size).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,10 +39,9 @@ pub struct TopologyRecord {
     pub matrix: String,
 }
 
-/// The PyTorch anchor's all-reduce lines (`torch_baseline.py allreduce`).
+/// The PyTorch anchor's all-reduce lines (`torch_baseline.py allreduce`, mode "allreduce").
 #[derive(Debug, Clone, Deserialize)]
 pub struct TorchAllReduce {
-    pub mode: String,
     #[serde(default)]
     pub transport: Option<String>,
     pub world: usize,
@@ -54,53 +56,58 @@ pub fn busbw(algbw: f64, world: usize) -> f64 {
     algbw * 2.0 * (world as f64 - 1.0) / world as f64
 }
 
-/// A sink that prints each record as a table row and appends it to `out` (a failed
-/// append is reported on stderr, not fatal: the printed row is still there).
+/// The results file a benchmark appends its records to (`--out`), opened for appending
+/// (parent directories created) before the run starts, so a directory or an unwritable
+/// path fails at once, naming it; a failed write is an error naming it, never a warning.
+pub struct Out {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Out {
+    pub fn open(path: &Path) -> Result<Self> {
+        let what = || format!("--out {}: cannot open for appending", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(what)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(what)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one record as a JSON line (one write, unbuffered: a crash loses nothing
+    /// already appended).
+    pub fn append(&self, rec: &impl Serialize) -> Result<()> {
+        let mut line = serde_json::to_string(rec)?;
+        line.push('\n');
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        f.write_all(line.as_bytes())
+            .and_then(|()| f.flush())
+            .with_context(|| format!("--out {}: writing a result failed", self.path.display()))
+    }
+}
+
+/// Creates the directory `flag` names before the run, so an unusable one fails at once.
+pub fn ensure_dir(dir: &Path, flag: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{flag} {}: cannot create the directory", dir.display()))
+}
+
+/// A sink that prints each record as a table row and appends it to `out`.
 pub fn print_and_store<'a, R: Serialize + 'a>(
-    out: &'a Path,
+    out: &'a Out,
     row: fn(&R) -> String,
-) -> impl FnMut(&R) + 'a {
+) -> impl FnMut(&R) -> Result<()> + 'a {
     move |r| {
         println!("{}", row(r));
-        if let Err(e) = append(out, r) {
-            eprintln!("bench: cannot append to {}: {e}", out.display());
-        }
+        out.append(r)
     }
-}
-
-/// Appends one record as a JSON line.
-pub fn append(path: &Path, rec: &impl Serialize) -> anyhow::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    writeln!(f, "{}", serde_json::to_string(rec)?)?;
-    Ok(())
-}
-
-/// Reads every line of `path` that parses as `T` (other benchmarks' lines are skipped).
-pub fn read<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-    bench: Option<&str>,
-) -> anyhow::Result<Vec<T>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-    let mut out = Vec::new();
-    for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
-        let v: serde_json::Value = serde_json::from_str(line)?;
-        if let Some(b) = bench {
-            if v.get("bench").and_then(|x| x.as_str()) != Some(b) {
-                continue;
-            }
-        }
-        if let Ok(r) = serde_json::from_value(v) {
-            out.push(r);
-        }
-    }
-    Ok(out)
 }
 
 /// The NCCL and comm settings of this process's environment that change how collectives
@@ -180,7 +187,7 @@ mod tests {
     }
 
     #[test]
-    fn records_round_trip_and_other_lines_are_skipped() {
+    fn records_are_appended_one_line_each_and_read_back() {
         let dir = std::env::temp_dir().join(format!("bench-rec-{}", std::process::id()));
         let p = dir.join("r.jsonl");
         let r = AllReduceRecord {
@@ -195,10 +202,15 @@ mod tests {
             correct: true,
             device: "cpu".into(),
         };
-        append(&p, &r).unwrap();
-        append(&p, &serde_json::json!({"bench": "other", "x": 1})).unwrap();
-        let back: Vec<AllReduceRecord> = read(&p, Some("allreduce")).unwrap();
-        assert_eq!(back, vec![r]);
+        let out = Out::open(&p).unwrap();
+        out.append(&r).unwrap();
+        out.append(&serde_json::json!({"bench": "other", "x": 1}))
+            .unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "one line per record");
+        let back: AllReduceRecord = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(back, r);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

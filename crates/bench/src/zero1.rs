@@ -114,13 +114,16 @@ pub struct ZeroBenchConfig {
 
 /// The benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per GPU);
 /// rank 0 prints and appends the records to `out`.
-pub fn run(nccl: bool, ranks: usize, cfg: &ZeroBenchConfig, out: &std::path::Path) -> Result<()> {
+pub fn run(
+    nccl: bool,
+    ranks: usize,
+    cfg: &ZeroBenchConfig,
+    out: &crate::records::Out,
+) -> Result<()> {
     crate::group::run(nccl, ranks, "ZeRO benchmark", Some(&header()), |r| {
         let mut sink = (r.comm.rank() == 0).then(|| crate::records::print_and_store(out, row));
         run_rank(r.comm, &r.device, cfg, |rec| {
-            if let Some(f) = sink.as_mut() {
-                f(rec)
-            }
+            sink.as_mut().map_or(Ok(()), |f| f(rec))
         })
     })
 }
@@ -129,7 +132,7 @@ pub fn run_rank(
     comm: Arc<dyn Communicator>,
     dev: &Device,
     cfg: &ZeroBenchConfig,
-    mut sink: impl FnMut(&ZeroRecord),
+    mut sink: impl FnMut(&ZeroRecord) -> Result<()>,
 ) -> Result<()> {
     let (size, bucket_mb, warmup, steps, batch) =
         (&cfg.size, cfg.bucket_mb, cfg.warmup, cfg.steps, cfg.batch);
@@ -234,7 +237,7 @@ pub fn run_rank(
             params_gib: gib(n),
             grads_gib: gib(n),
             state_gib: gib(2 * state_elems),
-        });
+        })?;
     }
     Ok(())
 }

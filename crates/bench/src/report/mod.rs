@@ -2,6 +2,7 @@
 //! a plot and a few generated sentences per section.
 
 mod ddp;
+mod input;
 mod plot;
 mod scaling;
 mod slowdown;
@@ -10,33 +11,43 @@ mod training;
 pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
 
 use crate::allreduce::human_bytes;
-use crate::records::{read, AllReduceRecord, TopologyRecord, TorchAllReduce, TorchStep};
+use crate::records::{AllReduceRecord, TopologyRecord, TorchAllReduce, TorchStep};
 use anyhow::Result;
+use input::Lines;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// Records of the results file that are valid but have no section in the report.
+const NOT_REPORTED: &[&str] = &["profile-memory", "rmsnorm", "contention"];
+/// The most skipped lines the report lists (stderr gets them all).
+const LISTED: usize = 50;
+
 /// Writes `out/report.md` and `out/allreduce-<backend>.svg` from `results` (and the
-/// PyTorch anchor's lines in `torch`, when given and present), and the scaling-law section
-/// fitted to `isoflops` (skipped with a note when that file is absent).
+/// PyTorch anchor's lines in `torch`, which must exist when given), and the scaling-law
+/// section fitted to `isoflops` (skipped with a note when that file is absent). Returns
+/// the input lines it skipped, as `file:line: why` (also listed at the end of the report).
 pub fn write_report(
     results: &Path,
     torch: Option<&Path>,
     isoflops: &Path,
     out: &Path,
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let mut res = Lines::load(results, "--results")?;
+    let mut anchor = torch.map(|p| Lines::load(p, "--torch")).transpose()?;
     std::fs::create_dir_all(out)?;
-    let torch_path = torch;
-    let recs: Vec<AllReduceRecord> = read(results, Some("allreduce"))?;
-    let topo: Option<TopologyRecord> = read(results, Some("topology"))?.into_iter().next();
-    let torch: Vec<TorchAllReduce> = match torch.filter(|p| p.exists()) {
-        Some(p) => read::<TorchAllReduce>(p, None)?
-            .into_iter()
-            .filter(|t| {
-                t.mode == "allreduce" && t.transport.as_deref().unwrap_or("default") == "default"
-            })
-            .collect(),
-        None => Vec::new(),
+    let recs: Vec<AllReduceRecord> = res.take("bench", &["allreduce"]);
+    let topo = res
+        .take::<TopologyRecord>("bench", &["topology"])
+        .into_iter()
+        .next();
+    let (torch, torch_steps): (Vec<TorchAllReduce>, Vec<TorchStep>) = match &mut anchor {
+        Some(a) => (a.take("mode", &["allreduce"]), a.take("mode", &[])),
+        None => (Vec::new(), Vec::new()),
     };
+    let torch: Vec<TorchAllReduce> = torch
+        .into_iter()
+        .filter(|t| t.transport.as_deref().unwrap_or("default") == "default")
+        .collect();
     let mut md = String::from("# Benchmark report\n\n");
     if let Some(t) = &topo {
         writeln!(
@@ -57,26 +68,50 @@ pub fn write_report(
     if recs.is_empty() {
         md += "No all-reduce results in this run.\n";
     }
-    let mut ddp_recs: Vec<crate::ddp::DdpRecord> = read(results, Some("ddp"))?;
+    let mut ddp_recs: Vec<crate::ddp::DdpRecord> = res.take("bench", &["ddp"]);
     for r in &mut ddp_recs {
         r.nccl_env = crate::records::retune(r.nccl_env.as_deref());
     }
-    let torch_steps: Vec<TorchStep> = match torch_path.filter(|p| p.exists()) {
-        Some(p) => read(p, None)?,
-        None => Vec::new(),
-    };
-    let singles: Vec<crate::single::SingleRecord> = read(results, Some("single"))?;
+    let singles: Vec<crate::single::SingleRecord> = res.take("bench", &["single"]);
     training::single(&mut md, &singles, &torch_steps, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
     // The traces `bench ddp --trace-dir` wrote beside the results (run.sh, xtask bench).
     let traces = results.parent().unwrap_or(Path::new(".")).join("traces");
     slowdown::section(&mut md, &traces)?;
-    let zero: Vec<crate::zero1::ZeroRecord> = read(results, Some("zero1"))?;
+    let zero: Vec<crate::zero1::ZeroRecord> = res.take("bench", &["zero1"]);
     training::zero(&mut md, &zero, &torch_steps, out)?;
-    let prof: Vec<crate::profile::ProfileRecord> = read(results, Some("profile"))?;
+    let prof: Vec<crate::profile::ProfileRecord> = res.take("bench", &["profile"]);
     training::profile(&mut md, &prof)?;
     scaling::section(&mut md, isoflops, out)?;
+    let mut skipped = res.finish("bench", NOT_REPORTED);
+    if let Some(a) = anchor {
+        skipped.extend(a.finish("mode", &[]));
+    }
+    skipped_section(&mut md, &skipped)?;
     std::fs::write(out.join("report.md"), md)?;
+    Ok(skipped)
+}
+
+/// The input lines left out of the report, file:line and why.
+fn skipped_section(md: &mut String, skipped: &[String]) -> Result<()> {
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "## Skipped input lines
+
+{} input lines were not used:
+",
+        skipped.len()
+    )?;
+    for s in skipped.iter().take(LISTED) {
+        writeln!(md, "- `{s}`")?;
+    }
+    if skipped.len() > LISTED {
+        writeln!(md, "- … and {} more", skipped.len() - LISTED)?;
+    }
+    md.push('\n');
     Ok(())
 }
 

@@ -1,0 +1,189 @@
+//! Bad `bench` flags fail fast with an error naming them, before the run starts or
+//! allocates: an unusable `--out` (a directory, a path under a regular file, /proc), a
+//! failed write during the run, and sizes, batches, rank and step counts that cannot fit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs bench with `args`, killed after `limit`: (success, stdout, stderr, elapsed).
+fn bench(args: &[&str], limit: Duration) -> (bool, String, String, Duration) {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .env("COMM_TIMEOUT_S", "20")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bench starts");
+    while child.try_wait().expect("wait").is_none() {
+        if t.elapsed() > limit {
+            child.kill().expect("kill");
+            panic!("bench {args:?} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().expect("output");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        o.status.success(),
+        text(&o.stdout),
+        text(&o.stderr),
+        t.elapsed(),
+    )
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bench-bad-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Every subcommand that writes results, with flags for a quick CPU run.
+const WRITERS: &[&[&str]] = &[
+    &[
+        "allreduce",
+        "--ranks",
+        "2",
+        "--sizes-mib",
+        "0.5",
+        "--iters",
+        "1",
+    ],
+    &[
+        "single", "--cpu", "--size", "tiny", "--warmup", "0", "--steps", "1",
+    ],
+    &[
+        "ddp",
+        "--ranks",
+        "2",
+        "--size",
+        "tiny",
+        "--strategies",
+        "naive",
+        "--steps",
+        "1",
+    ],
+    &["zero1", "--ranks", "2", "--modes", "ddp", "--steps", "1"],
+    &["profile", "--cpu", "--size", "tiny"],
+    &["rmsnorm", "--rows", "10"],
+    &["contention", "--size", "tiny", "--batch", "1"],
+];
+
+#[test]
+fn an_unusable_out_fails_before_the_run_naming_it() {
+    let dir = scratch("out");
+    let file = dir.join("file");
+    std::fs::write(&file, "").unwrap();
+    let under_file = file.join("sub.jsonl");
+    let outs: [&Path; 3] = [&dir, &under_file, Path::new("/proc/bench-results.jsonl")];
+    for args in WRITERS {
+        for out in outs {
+            let out = out.to_str().unwrap();
+            let mut a = args.to_vec();
+            a.extend(["--out", out]);
+            if args[0] == "profile" {
+                a.extend(["--svg-dir", dir.to_str().unwrap()]);
+            }
+            let (ok, stdout, stderr, t) = bench(&a, Duration::from_secs(20));
+            assert!(!ok, "{a:?} succeeded: {stdout}{stderr}");
+            assert!(stderr.contains(&format!("--out {out}")), "{a:?}: {stderr}");
+            assert!(stdout.is_empty(), "{a:?} ran before failing: {stdout}");
+            assert!(t < Duration::from_secs(5), "{a:?} took {t:?}");
+        }
+    }
+    // The other places a run writes to, checked the same way.
+    let out = dir.join("r.jsonl");
+    let under = under_file.to_str().unwrap();
+    for (a, flag) in [
+        (
+            vec!["profile", "--cpu", "--size", "tiny", "--svg-dir", under],
+            "--svg-dir",
+        ),
+        (
+            vec!["ddp", "--backend", "nccl", "--trace-dir", under],
+            "--trace-dir",
+        ),
+    ] {
+        let mut a = a.clone();
+        a.extend(["--out", out.to_str().unwrap()]);
+        let (ok, stdout, stderr, t) = bench(&a, Duration::from_secs(20));
+        assert!(
+            !ok && stderr.contains(&format!("{flag} {under}")),
+            "{a:?}: {stderr}"
+        );
+        assert!(
+            stdout.is_empty() && t < Duration::from_secs(5),
+            "{a:?}: {stdout}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"", "the file is untouched");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_failed_write_during_the_run_is_an_error_naming_the_file() {
+    if !Path::new("/dev/full").exists() {
+        return; // not Linux
+    }
+    for args in &WRITERS[..2] {
+        let mut a = args.to_vec();
+        a.extend(["--out", "/dev/full"]);
+        let (ok, stdout, stderr, _) = bench(&a, Duration::from_secs(20));
+        assert!(!ok, "{a:?} succeeded: {stdout}{stderr}");
+        assert!(stderr.contains("--out /dev/full"), "{a:?}: {stderr}");
+        assert!(!stderr.contains("warning"), "{stderr}");
+    }
+}
+
+#[test]
+fn sizes_that_cannot_fit_are_refused_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["allreduce", "--sizes-mib", "1e12"], "--sizes-mib"),
+        (&["allreduce", "--sizes-mib", "1e30"], "--sizes-mib"),
+        (
+            &["allreduce", "--sizes-mib", "0.5,400000", "--ranks", "2"],
+            "--sizes-mib 400000 × --ranks 2",
+        ),
+        (
+            &["allreduce", "--sizes-mib", "1", "--ranks", "2,0"],
+            "--ranks",
+        ),
+        (
+            &["single", "--cpu", "--batch", "1000000000"],
+            "--batch 1000000000",
+        ),
+        (
+            &["single", "--cpu", "--batch", "18446744073709551615"],
+            "--batch",
+        ),
+        (&["ddp", "--ranks", "1000"], "--ranks"),
+        (
+            &["ddp", "--ranks", "200", "--batch", "100000"],
+            "--ranks 200 × --batch 100000",
+        ),
+        (
+            &["zero1", "--ranks", "2", "--batch", "100000000"],
+            "--ranks 2 × --batch 100000000",
+        ),
+        (&["single", "--cpu", "--steps", "0"], "--steps"),
+        (&["ddp", "--warmup", "1000000000000"], "--warmup"),
+        (&["zero1", "--steps", "1000000000000"], "--steps"),
+        (&["allreduce", "--iters", "0"], "--iters"),
+        (&["rmsnorm", "--rows", "0"], "--rows"),
+    ];
+    let dir = scratch("flags");
+    let out = dir.join("r.jsonl");
+    for (args, flag) in cases {
+        let mut a = args.to_vec();
+        a.extend(["--out", out.to_str().unwrap()]);
+        let (ok, stdout, stderr, t) = bench(&a, Duration::from_secs(20));
+        assert!(!ok, "{a:?} succeeded: {stdout}{stderr}");
+        assert!(stderr.contains(flag), "{a:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{a:?}: {stderr}");
+        assert!(t < Duration::from_secs(5), "{a:?} took {t:?}");
+        assert!(!out.exists(), "{a:?} opened --out before refusing");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
