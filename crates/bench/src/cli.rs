@@ -49,6 +49,11 @@ fn ranks(s: &str) -> Result<usize, String> {
     whole(s, 1, MAX_RANKS)
 }
 
+/// zero1-check's global batch of tiny-LM sequences: 1..=4096 (a few MB each on a rank).
+fn check_batch(s: &str) -> Result<usize, String> {
+    whole(s, 1, 4096)
+}
+
 /// Sequences or rows: at least 1 (what they allocate is checked against the memory there
 /// is before the run, `budget`).
 fn at_least_1(s: &str) -> Result<usize, String> {
@@ -198,15 +203,16 @@ pub enum Cmd {
     Zero1Check {
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = ranks)]
         ranks: usize,
-        #[arg(long, default_value_t = 6)]
+        #[arg(long, default_value_t = 6, value_parser = steps)]
         steps: usize,
         /// Save after this many steps, then resume there.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = steps)]
         save_at: usize,
-        /// Sequences per step over all ranks (divisible by --ranks).
-        #[arg(long, default_value_t = 8)]
+        /// Sequences of the tiny LM per step over all ranks (divisible by --ranks; at most
+        /// 4096).
+        #[arg(long, default_value_t = 8, value_parser = check_batch)]
         global_batch: usize,
         /// Checkpoint directory (shared by the ranks): new or empty, never a non-empty one;
         /// the checkpoint is removed after a passing check, kept after a failing one.

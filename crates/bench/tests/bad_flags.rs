@@ -187,3 +187,25 @@ fn sizes_that_cannot_fit_are_refused_naming_the_flag() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn zero1_check_sizes_are_refused_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--ranks", "1000"], "--ranks"),
+        (&["--steps", "1000000000000"], "--steps"),
+        (&["--save-at", "0"], "--save-at"),
+        (&["--global-batch", "100000000"], "--global-batch"),
+    ];
+    let dir = scratch("zero1-check");
+    let ck = dir.join("ck");
+    for (args, flag) in cases {
+        let mut a = vec!["zero1-check", "--dir", ck.to_str().unwrap()];
+        a.extend_from_slice(args);
+        let (ok, stdout, stderr, t) = bench(&a, Duration::from_secs(20));
+        assert!(!ok, "{a:?} succeeded: {stdout}{stderr}");
+        assert!(stderr.contains(flag), "{a:?}: {stderr}");
+        assert!(t < Duration::from_secs(5), "{a:?} took {t:?}");
+        assert!(!ck.exists(), "{a:?} created --dir before refusing");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
