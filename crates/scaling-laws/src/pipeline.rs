@@ -88,7 +88,7 @@ pub fn analyze(runs: &[Run], opts: &Options) -> anyhow::Result<Analysis> {
     let stage = Stage::new("approach 3 starts", starts, opts.progress);
     let a3 = fit_problem(&problem, &opts.fit, &|| stage.tick());
     stage.finish();
-    let a3 = a3.map_err(|e| anyhow::anyhow!("approach 3: {e}"))?;
+    let a3 = a3.map_err(|e| anyhow::anyhow!("approach 3: {e}; {}", farthest_run(runs)))?;
     let intervals = (opts.bootstrap.resamples > 0).then(|| {
         let stage = Stage::new(
             "bootstrap resamples",
@@ -116,4 +116,28 @@ pub fn analyze(runs: &[Run], opts: &Options) -> anyhow::Result<Analysis> {
         intervals,
         computes: opts.computes.clone(),
     })
+}
+
+/// Names the run farthest from the median (N, D) in log space, for approach-3 failures:
+/// values every check accepts can still be far enough out to wreck the fit.
+fn farthest_run(runs: &[Run]) -> String {
+    let median = |f: fn(&Run) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(|r| f(r).log10()).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (mn, md) = (median(|r| r.parameters), median(Run::tokens));
+    let decades = |r: &Run| {
+        let (dn, dd) = (r.parameters.log10() - mn, r.tokens().log10() - md);
+        dn.abs().max(dd.abs())
+    };
+    match runs.iter().max_by(|x, y| decades(x).total_cmp(&decades(y))) {
+        Some(r) => format!(
+            "the run farthest from the others is {r} (tokens D = {:e}), {:.1} decades from \
+             the median N = 1e{mn:.1}, D = 1e{md:.1}",
+            r.tokens(),
+            decades(r)
+        ),
+        None => String::from("no runs"),
+    }
 }

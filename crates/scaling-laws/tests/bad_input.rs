@@ -135,3 +135,28 @@ fn values_that_cannot_be_fitted_name_the_record() {
         );
     }
 }
+
+#[test]
+fn approach3_failure_names_the_outlying_record() {
+    // Accepted by every check (6N and D finite), but 299 decades out: approach 3 fails, and
+    // its error names the record instead of only "no start converged".
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/isoflops_curves.json");
+    let mut runs = scaling_laws::data::load_runs(&path).expect("shipped data");
+    runs.push(Run {
+        index: 72,
+        parameters: 2e307,
+        compute_budget: 6e18,
+        final_loss: 3.0,
+    });
+    let mut opts = scaling_laws::pipeline::Options::default();
+    opts.bootstrap.resamples = 0;
+    let msg = scaling_laws::pipeline::analyze(&runs, &opts)
+        .expect_err("approach 3 fails")
+        .to_string();
+    assert!(msg.contains("approach 3"), "{msg}");
+    assert!(
+        msg.contains("farthest from the others is record 72 (parameters=2000"),
+        "{msg}"
+    );
+}
