@@ -3,18 +3,24 @@
 //! Each resample draws, within every compute budget, as many runs as the budget has, with
 //! replacement (a stratified bootstrap, so every budget stays represented). Resample `i` uses
 //! its own RNG seeded with `seed + i`, so results do not depend on thread scheduling.
-//! Approaches 1 and 2 are refitted from scratch; approach 3 is refitted with one L-BFGS run
-//! warm-started from the full-data optimum. Resamples where a fit fails (e.g. a budget left
+//! A resample is held as a count per run (the same draws, in the same order, as drawing runs);
+//! approaches 1 and 2 are refitted from scratch on the runs it repeats, approach 3 with one
+//! L-BFGS run warm-started from the full-data optimum on the full data reweighted by the
+//! counts (see [`HuberProblem::reweighted`]). Resamples where a fit fails (e.g. a budget left
 //! with fewer than 3 distinct sizes) are skipped for that approach and counted.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
-use serde::Serialize;
 
 use crate::data::{group_by_budget, Budget, Run};
+use crate::intervals::{parametric_intervals, power_intervals};
+pub use crate::intervals::{
+    percentile, BootstrapIntervals, Interval, ParametricIntervals, PowerLawIntervals,
+    PredictionInterval,
+};
 use crate::isoflop::{approach1, approach2, IsoFlopFit};
-use crate::parametric::{refit_from, FitOptions, ParametricLaw};
+use crate::parametric::{refit_problem, FitOptions, HuberProblem, ParametricLaw};
 
 /// Bootstrap settings.
 #[derive(Debug, Clone, Copy)]
@@ -32,82 +38,6 @@ impl Default for BootstrapOptions {
             seed: 20220329,
         }
     }
-}
-
-/// A 95% percentile interval, serialised as `[lo, hi]`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
-    /// 2.5th percentile.
-    pub lo: f64,
-    /// 97.5th percentile.
-    pub hi: f64,
-}
-
-impl Serialize for Interval {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        [self.lo, self.hi].serialize(s)
-    }
-}
-
-/// Intervals of N_opt and D_opt at one compute budget.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PredictionInterval {
-    /// Compute budget.
-    pub compute: f64,
-    /// Interval of N_opt.
-    pub n_opt: Interval,
-    /// Interval of D_opt.
-    pub d_opt: Interval,
-}
-
-/// Intervals for approach 1 or 2.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PowerLawIntervals {
-    /// k in N_opt = k·C^a.
-    pub n_coefficient: Interval,
-    /// a.
-    pub n_exponent: Interval,
-    /// m in D_opt = m·C^b.
-    pub d_coefficient: Interval,
-    /// b.
-    pub d_exponent: Interval,
-    /// Per-budget prediction intervals.
-    pub predictions: Vec<PredictionInterval>,
-    /// Resamples whose fit succeeded.
-    pub resamples: usize,
-}
-
-/// Intervals for approach 3.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ParametricIntervals {
-    /// E.
-    #[serde(rename = "E")]
-    pub e: Interval,
-    /// A.
-    #[serde(rename = "A")]
-    pub a: Interval,
-    /// B.
-    #[serde(rename = "B")]
-    pub b: Interval,
-    /// α.
-    pub alpha: Interval,
-    /// β.
-    pub beta: Interval,
-    /// Per-budget prediction intervals.
-    pub predictions: Vec<PredictionInterval>,
-    /// Resamples whose fit succeeded.
-    pub resamples: usize,
-}
-
-/// Intervals of all three approaches (`None` where no resample succeeded).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BootstrapIntervals {
-    /// Approach 1.
-    pub approach1: Option<PowerLawIntervals>,
-    /// Approach 2.
-    pub approach2: Option<PowerLawIntervals>,
-    /// Approach 3.
-    pub approach3: Option<ParametricIntervals>,
 }
 
 /// Draws one stratified resample.
@@ -144,76 +74,41 @@ fn parametric_stats(law: &ParametricLaw, computes: &[f64]) -> Vec<f64> {
     v
 }
 
-/// Linear-interpolated percentile of sorted data, `q` in [0, 1].
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+type Replicate = (Option<Vec<f64>>, Option<Vec<f64>>, Option<Vec<f64>>);
+
+/// Draws one stratified resample as a count per run of `budgets` (in budget order), making
+/// the same draws as [`resample`].
+pub fn resample_counts(budgets: &[Budget], rng: &mut StdRng) -> Vec<u32> {
+    let mut counts = Vec::with_capacity(budgets.iter().map(|b| b.runs.len()).sum());
+    for b in budgets {
+        let k = b.runs.len();
+        let first = counts.len();
+        counts.resize(first + k, 0);
+        for _ in 0..k {
+            counts[first + rng.random_range(0..k)] += 1;
+        }
     }
-    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let (i, frac) = (pos.floor() as usize, pos.fract());
-    let j = (i + 1).min(sorted.len() - 1);
-    sorted[i] * (1.0 - frac) + sorted[j] * frac
+    counts
 }
 
-/// 95% percentile intervals of each column of `samples`.
-fn columns(samples: &[Vec<f64>]) -> Vec<Interval> {
-    let width = samples.first().map_or(0, Vec::len);
-    (0..width)
-        .map(|k| {
-            let mut col: Vec<f64> = samples.iter().map(|s| s[k]).collect();
-            col.sort_by(f64::total_cmp);
-            Interval {
-                lo: percentile(&col, 0.025),
-                hi: percentile(&col, 0.975),
+/// The budgets of a resample: each run repeated as often as it was drawn (sorted by size).
+fn expand(budgets: &[Budget], counts: &[u32]) -> Vec<Budget> {
+    let mut at = 0;
+    budgets
+        .iter()
+        .map(|b| {
+            let mut runs = Vec::with_capacity(b.runs.len());
+            for r in &b.runs {
+                runs.extend(std::iter::repeat_n(*r, counts[at] as usize));
+                at += 1;
+            }
+            Budget {
+                compute: b.compute,
+                runs,
             }
         })
         .collect()
 }
-
-fn predictions(iv: &[Interval], computes: &[f64]) -> Vec<PredictionInterval> {
-    computes
-        .iter()
-        .enumerate()
-        .map(|(i, &compute)| PredictionInterval {
-            compute,
-            n_opt: iv[2 * i],
-            d_opt: iv[2 * i + 1],
-        })
-        .collect()
-}
-
-fn power_intervals(samples: &[Vec<f64>], computes: &[f64]) -> Option<PowerLawIntervals> {
-    if samples.is_empty() {
-        return None;
-    }
-    let iv = columns(samples);
-    Some(PowerLawIntervals {
-        n_coefficient: iv[0],
-        n_exponent: iv[1],
-        d_coefficient: iv[2],
-        d_exponent: iv[3],
-        predictions: predictions(&iv[4..], computes),
-        resamples: samples.len(),
-    })
-}
-
-fn parametric_intervals(samples: &[Vec<f64>], computes: &[f64]) -> Option<ParametricIntervals> {
-    if samples.is_empty() {
-        return None;
-    }
-    let iv = columns(samples);
-    Some(ParametricIntervals {
-        e: iv[0],
-        a: iv[1],
-        b: iv[2],
-        alpha: iv[3],
-        beta: iv[4],
-        predictions: predictions(&iv[5..], computes),
-        resamples: samples.len(),
-    })
-}
-
-type Replicate = (Option<Vec<f64>>, Option<Vec<f64>>, Option<Vec<f64>>);
 
 /// Runs the bootstrap. `start` is the full-data approach-3 optimum used as warm start.
 pub fn bootstrap(
@@ -223,18 +118,37 @@ pub fn bootstrap(
     opts: &BootstrapOptions,
     fit_opts: &FitOptions,
 ) -> BootstrapIntervals {
+    bootstrap_with_progress(runs, start, computes, opts, fit_opts, &|| {})
+}
+
+/// [`bootstrap`], calling `tick` after each resample (from rayon's threads).
+pub fn bootstrap_with_progress(
+    runs: &[Run],
+    start: &ParametricLaw,
+    computes: &[f64],
+    opts: &BootstrapOptions,
+    fit_opts: &FitOptions,
+    tick: &(dyn Fn() + Sync),
+) -> BootstrapIntervals {
     let budgets = group_by_budget(runs);
+    let flat: Vec<Run> = budgets
+        .iter()
+        .flat_map(|b| b.runs.iter().copied())
+        .collect();
+    let problem = HuberProblem::new(&flat, fit_opts.delta);
+    let start = problem.to_params(start);
     let replicates: Vec<Replicate> = (0..opts.resamples)
         .into_par_iter()
         .map(|i| {
             let mut rng = StdRng::seed_from_u64(opts.seed.wrapping_add(i as u64));
-            let sample = resample(&budgets, &mut rng);
-            let groups = group_by_budget(&sample);
+            let counts = resample_counts(&budgets, &mut rng);
+            let groups = expand(&budgets, &counts);
             let r1 = approach1(&groups).ok().map(|f| law_stats(&f, computes));
             let r2 = approach2(&groups).ok().map(|f| law_stats(&f, computes));
-            let r3 = refit_from(&sample, start, fit_opts)
+            let r3 = refit_problem(&problem.reweighted(&counts), &start, fit_opts)
                 .ok()
                 .map(|f| parametric_stats(&f.law, computes));
+            tick();
             (r1, r2, r3)
         })
         .collect();

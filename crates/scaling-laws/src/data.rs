@@ -79,7 +79,23 @@ pub enum DataError {
         /// The value found.
         value: f64,
     },
+    /// The values are each valid but cannot be fitted together (e.g. 6N overflows, so the
+    /// tokens D = C/(6N) are 0 or infinite).
+    #[error("{run}: cannot be fitted: {reason}")]
+    Unfittable {
+        /// The record.
+        run: Run,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Two records repeat one run and the policy is to refuse duplicates.
+    #[error("duplicated runs: {0}")]
+    Duplicates(String),
 }
+
+/// Relative tolerance under which two compute budgets count as one (and two records as
+/// duplicates, see [`crate::dedup`]).
+pub const SAME_VALUE_TOLERANCE: f64 = 1e-9;
 
 const FIELDS: [&str; 3] = ["parameters", "compute_budget", "final_loss"];
 
@@ -176,7 +192,8 @@ fn quote_non_finite(text: &str) -> String {
     out
 }
 
-/// Checks that there is at least one run and every value is finite and positive.
+/// Checks that there is at least one run, every value is finite and positive, and the values
+/// of each run can be fitted: 6N and the tokens D = C/(6N) are finite and positive.
 pub fn validate_runs(runs: &[Run]) -> Result<(), DataError> {
     if runs.is_empty() {
         return Err(DataError::Empty);
@@ -195,6 +212,22 @@ pub fn validate_runs(runs: &[Run]) -> Result<(), DataError> {
                     value,
                 });
             }
+        }
+        let six_n = 6.0 * run.parameters;
+        let reason = if !six_n.is_finite() {
+            Some(format!(
+                "6N = {six_n:e} overflows, so the tokens D = C/(6N) are 0"
+            ))
+        } else if !(run.tokens().is_finite() && run.tokens() > 0.0) {
+            Some(format!(
+                "the tokens D = C/(6N) = {:e} are not a finite positive number",
+                run.tokens()
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(DataError::Unfittable { run: *run, reason });
         }
     }
     Ok(())
@@ -220,7 +253,9 @@ pub fn group_by_budget(runs: &[Run]) -> Vec<Budget> {
     let mut groups: Vec<Budget> = Vec::new();
     for run in sorted {
         match groups.last_mut() {
-            Some(g) if (run.compute_budget - g.compute).abs() <= 1e-9 * g.compute => {
+            Some(g)
+                if (run.compute_budget - g.compute).abs() <= SAME_VALUE_TOLERANCE * g.compute =>
+            {
                 g.runs.push(run)
             }
             _ => groups.push(Budget {

@@ -16,7 +16,10 @@
 
 pub mod bootstrap;
 pub mod data;
+pub mod dedup;
 pub mod error;
+pub mod huber;
+pub mod intervals;
 pub mod isoflop;
 pub mod optimizer;
 pub mod parabola;
@@ -24,5 +27,6 @@ pub mod parametric;
 pub mod pipeline;
 pub mod plot;
 pub mod powerlaw;
+pub mod progress;
 pub mod report;
 pub mod synthetic;

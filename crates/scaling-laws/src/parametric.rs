@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::data::Run;
 use crate::error::FitError;
+pub use crate::huber::HuberProblem;
 use crate::optimizer::minimize;
 
 /// Huber threshold used by Hoffmann et al.
@@ -64,104 +65,6 @@ pub struct ParametricFit {
     pub huber: f64,
     /// Root-mean-square error of ln L.
     pub rmse_log: f64,
-}
-
-/// The Huber-on-log-loss objective over a set of runs, in centred coordinates.
-/// Parameter vector: [a', b', e, α, β].
-#[derive(Debug, Clone)]
-pub struct HuberProblem {
-    u: Vec<f64>,
-    v: Vec<f64>,
-    log_l: Vec<f64>,
-    mean_ln_n: f64,
-    mean_ln_d: f64,
-    delta: f64,
-}
-
-fn huber(r: f64, delta: f64) -> f64 {
-    if r.abs() <= delta {
-        0.5 * r * r
-    } else {
-        delta * (r.abs() - 0.5 * delta)
-    }
-}
-
-impl HuberProblem {
-    /// Builds the problem for `runs` (validated, positive values).
-    pub fn new(runs: &[Run], delta: f64) -> Self {
-        let ln_n: Vec<f64> = runs.iter().map(|r| r.parameters.ln()).collect();
-        let ln_d: Vec<f64> = runs.iter().map(|r| r.tokens().ln()).collect();
-        let k = runs.len().max(1) as f64;
-        let mean_ln_n = ln_n.iter().sum::<f64>() / k;
-        let mean_ln_d = ln_d.iter().sum::<f64>() / k;
-        HuberProblem {
-            u: ln_n.iter().map(|x| x - mean_ln_n).collect(),
-            v: ln_d.iter().map(|x| x - mean_ln_d).collect(),
-            log_l: runs.iter().map(|r| r.final_loss.ln()).collect(),
-            mean_ln_n,
-            mean_ln_d,
-            delta,
-        }
-    }
-
-    /// Converts a law to the internal parameter vector.
-    pub fn to_params(&self, law: &ParametricLaw) -> Vec<f64> {
-        vec![
-            law.a.ln() - law.alpha * self.mean_ln_n,
-            law.b.ln() - law.beta * self.mean_ln_d,
-            law.e.ln(),
-            law.alpha,
-            law.beta,
-        ]
-    }
-
-    /// Converts an internal parameter vector (a', b', e, α, β) back to a law.
-    pub fn to_law(&self, p: &[f64]) -> ParametricLaw {
-        ParametricLaw {
-            a: (p[0] + p[3] * self.mean_ln_n).exp(),
-            b: (p[1] + p[4] * self.mean_ln_d).exp(),
-            e: p[2].exp(),
-            alpha: p[3],
-            beta: p[4],
-        }
-    }
-
-    /// Objective at `p`; adds its gradient into `grad` if given.
-    pub fn eval(&self, p: &[f64], mut grad: Option<&mut [f64; 5]>) -> f64 {
-        let (a, b, e, alpha, beta) = (p[0], p[1], p[2], p[3], p[4]);
-        let mut total = 0.0;
-        for i in 0..self.log_l.len() {
-            let t1 = a - alpha * self.u[i];
-            let t2 = b - beta * self.v[i];
-            let m = t1.max(t2).max(e);
-            let (x1, x2, x3) = ((t1 - m).exp(), (t2 - m).exp(), (e - m).exp());
-            let s = x1 + x2 + x3;
-            let r = m + s.ln() - self.log_l[i];
-            total += huber(r, self.delta);
-            if let Some(g) = grad.as_deref_mut() {
-                let h = r.clamp(-self.delta, self.delta) / s;
-                g[0] += h * x1;
-                g[1] += h * x2;
-                g[2] += h * x3;
-                g[3] -= h * x1 * self.u[i];
-                g[4] -= h * x2 * self.v[i];
-            }
-        }
-        total
-    }
-
-    /// Ordinary residual statistics at a law: (Huber sum, RMSE of ln L).
-    pub fn goodness(&self, p: &[f64]) -> (f64, f64) {
-        let huber_sum = self.eval(p, None);
-        let mut sq = 0.0;
-        for i in 0..self.log_l.len() {
-            let t = [p[0] - p[3] * self.u[i], p[1] - p[4] * self.v[i], p[2]];
-            let m = t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let lse = m + t.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
-            sq += (lse - self.log_l[i]).powi(2);
-        }
-        (huber_sum, (sq / self.log_l.len().max(1) as f64).sqrt())
-    }
 }
 
 /// Settings of the L-BFGS fit.
@@ -227,10 +130,20 @@ fn finish(problem: &HuberProblem, p: &[f64]) -> Result<ParametricFit, FitError> 
     })
 }
 
-/// Full fit: scores the whole grid, runs L-BFGS from the `opts.starts` best grid points
-/// (in parallel) and keeps the lowest objective.
-pub fn fit_parametric(runs: &[Run], opts: &FitOptions) -> Result<ParametricFit, FitError> {
-    let problem = HuberProblem::new(runs, opts.delta);
+/// Inputs of more runs than this choose their starts on [`HuberProblem::coarse`] (one term per
+/// design point, at most this many) and polish the best [`POLISHED`] optima on every run.
+pub const COARSE_RUNS: usize = 1024;
+
+/// Distinct coarse optima polished on the full problem.
+pub const POLISHED: usize = 4;
+
+/// L-BFGS from the `opts.starts` best grid points (in parallel): the valid optima (finite
+/// objective, positive exponents), best first (ties keep grid order), or the last error.
+fn local_optima(
+    problem: &HuberProblem,
+    opts: &FitOptions,
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<(Vec<f64>, f64)>, FitError> {
     let mut scored: Vec<(f64, Vec<f64>)> = initial_grid()
         .iter()
         .map(|law| {
@@ -243,11 +156,67 @@ pub fn fit_parametric(runs: &[Run], opts: &FitOptions) -> Result<ParametricFit, 
     scored.truncate(opts.starts.max(1));
     let results: Vec<Result<(Vec<f64>, f64), FitError>> = scored
         .into_par_iter()
-        .map(|(_, p)| minimize(&problem, p, opts.max_iters))
+        .map(|(_, p)| {
+            let r = minimize(problem, p, opts.max_iters);
+            tick();
+            r
+        })
+        .collect();
+    let mut optima = Vec::new();
+    let mut last_err = None;
+    for r in results {
+        match r {
+            Ok((p, c)) if c.is_finite() && p[3] > 0.0 && p[4] > 0.0 => optima.push((p, c)),
+            Ok(_) => {}
+            Err(e) => last_err = Some(e),
+        }
+    }
+    optima.sort_by(|x, y| x.1.total_cmp(&y.1));
+    if optima.is_empty() {
+        return Err(last_err.unwrap_or_else(|| {
+            FitError::Optimizer("no start converged to positive exponents".into())
+        }));
+    }
+    Ok(optima)
+}
+
+/// Full fit: scores the whole grid, runs L-BFGS from the `opts.starts` best grid points
+/// (in parallel) and keeps the lowest objective. On more than [`COARSE_RUNS`] runs the
+/// grid and its starts run on the coarse problem and the best few optima are polished.
+pub fn fit_parametric(runs: &[Run], opts: &FitOptions) -> Result<ParametricFit, FitError> {
+    fit_problem(&HuberProblem::new(runs, opts.delta), opts, &|| {})
+}
+
+/// [`fit_parametric`] on a built problem; `tick` is called after each L-BFGS run.
+pub fn fit_problem(
+    problem: &HuberProblem,
+    opts: &FitOptions,
+    tick: &(dyn Fn() + Sync),
+) -> Result<ParametricFit, FitError> {
+    let Some(coarse) = problem.coarse(COARSE_RUNS) else {
+        let optima = local_optima(problem, opts, tick)?;
+        return finish(problem, &optima[0].0);
+    };
+    let mut picks: Vec<Vec<f64>> = Vec::new();
+    for (p, _) in local_optima(&coarse, opts, tick)? {
+        let distinct = picks
+            .iter()
+            .all(|q| q.iter().zip(&p).any(|(x, y)| (x - y).abs() > 1e-3));
+        if distinct && picks.len() < POLISHED {
+            picks.push(p);
+        }
+    }
+    let polished: Vec<Result<(Vec<f64>, f64), FitError>> = picks
+        .into_par_iter()
+        .map(|p| {
+            let r = minimize(problem, p, opts.max_iters);
+            tick();
+            r
+        })
         .collect();
     let mut best: Option<(Vec<f64>, f64)> = None;
     let mut last_err = None;
-    for r in results {
+    for r in polished {
         match r {
             Ok((p, c)) if c.is_finite() && p[3] > 0.0 && p[4] > 0.0 => {
                 if best.as_ref().is_none_or(|b| c < b.1) {
@@ -259,22 +228,32 @@ pub fn fit_parametric(runs: &[Run], opts: &FitOptions) -> Result<ParametricFit, 
         }
     }
     match best {
-        Some((p, _)) => finish(&problem, &p),
+        Some((p, _)) => finish(problem, &p),
         None => Err(last_err.unwrap_or_else(|| {
-            FitError::Optimizer("no start converged to positive exponents".into())
+            FitError::Optimizer("no polished start kept positive exponents".into())
         })),
     }
 }
 
-/// Single L-BFGS run warm-started from `start` (used by the bootstrap).
+/// Single L-BFGS run warm-started from `start`.
 pub fn refit_from(
     runs: &[Run],
     start: &ParametricLaw,
     opts: &FitOptions,
 ) -> Result<ParametricFit, FitError> {
     let problem = HuberProblem::new(runs, opts.delta);
-    let (p, _) = minimize(&problem, problem.to_params(start), opts.max_iters)?;
-    finish(&problem, &p)
+    refit_problem(&problem, &problem.to_params(start), opts)
+}
+
+/// Single L-BFGS run on a built (e.g. reweighted) problem from parameters `start`
+/// (used by the bootstrap).
+pub fn refit_problem(
+    problem: &HuberProblem,
+    start: &[f64],
+    opts: &FitOptions,
+) -> Result<ParametricFit, FitError> {
+    let (p, _) = minimize(problem, start.to_vec(), opts.max_iters)?;
+    finish(problem, &p)
 }
 
 #[cfg(test)]

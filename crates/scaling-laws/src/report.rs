@@ -76,6 +76,10 @@ pub struct Report {
     pub approach2: PowerLawReport,
     /// Approach 3.
     pub approach3: ParametricReport,
+    /// Records repeating earlier ones: dropped before fitting unless the duplicate policy was
+    /// to keep them (absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<crate::dedup::Duplicate>,
 }
 
 fn power_report(
@@ -134,6 +138,7 @@ pub fn build_report(an: &Analysis) -> Report {
             rmse_log_loss: an.approach3.rmse_log,
             intervals: i3,
         },
+        duplicates: an.duplicates.clone(),
     }
 }
 

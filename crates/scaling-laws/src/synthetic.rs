@@ -64,3 +64,23 @@ pub fn with_log_noise(runs: &[Run], sigma: f64, seed: u64) -> Vec<Run> {
         })
         .collect()
 }
+
+/// Each run repeated `copies` times in a row, each copy's loss multiplied by
+/// 1 + `relative`·(2u − 1), u uniform in [0, 1) (seeded): a large input of distinct runs with
+/// the shape of the original sweep. Indices are the new positions.
+pub fn jittered_copies(runs: &[Run], copies: usize, relative: f64, seed: u64) -> Vec<Run> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(runs.len() * copies);
+    for r in runs {
+        for _ in 0..copies {
+            let u: f64 = rng.random();
+            out.push(Run {
+                index: out.len(),
+                final_loss: r.final_loss * (1.0 + relative * (2.0 * u - 1.0)),
+                ..*r
+            });
+        }
+    }
+    out
+}

@@ -112,3 +112,51 @@ fn budget_with_fewer_than_three_runs_names_its_records() {
     assert!(msg.contains("record 4 (parameters=400000000"), "{msg}");
     assert!(msg.contains("record 5 (parameters=800000000"), "{msg}");
 }
+
+#[test]
+fn values_that_cannot_be_fitted_name_the_record() {
+    // 6N overflows: D = C/(6N) would be 0 and ln D infinite (approach 3 used to fail
+    // without naming any record).
+    let text =
+        format!(r#"[{GOOD}, {{"parameters": 1e308, "compute_budget": 1e19, "final_loss": 3.0}}]"#);
+    let msg = parse_err(&text);
+    assert!(msg.contains("record 1 (parameters=1000000"), "{msg}");
+    assert!(msg.contains("6N = inf overflows"), "{msg}");
+
+    // D underflows to 0, or overflows to infinity.
+    for (n, c) in [("1e300", "1e-30"), ("1e-300", "1e300")] {
+        let text = format!(
+            r#"[{GOOD}, {GOOD}, {{"parameters": {n}, "compute_budget": {c}, "final_loss": 3.0}}]"#
+        );
+        let msg = parse_err(&text);
+        assert!(
+            msg.contains("record 2") && msg.contains("tokens D = C/(6N)"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn approach3_failure_names_the_outlying_record() {
+    // Accepted by every check (6N and D finite), but 299 decades out: approach 3 fails, and
+    // its error names the record instead of only "no start converged".
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/isoflops_curves.json");
+    let mut runs = scaling_laws::data::load_runs(&path).expect("shipped data");
+    runs.push(Run {
+        index: 72,
+        parameters: 2e307,
+        compute_budget: 6e18,
+        final_loss: 3.0,
+    });
+    let mut opts = scaling_laws::pipeline::Options::default();
+    opts.bootstrap.resamples = 0;
+    let msg = scaling_laws::pipeline::analyze(&runs, &opts)
+        .expect_err("approach 3 fails")
+        .to_string();
+    assert!(msg.contains("approach 3"), "{msg}");
+    assert!(
+        msg.contains("farthest from the others is record 72 (parameters=2000"),
+        "{msg}"
+    );
+}

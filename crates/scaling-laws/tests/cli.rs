@@ -79,3 +79,95 @@ fn empty_file_fails_cleanly() {
     assert!(!out.status.success());
     assert!(err.contains("empty") && !err.contains("panicked"), "{err}");
 }
+
+fn run_with_timeout(mut cmd: Command, secs: u64) -> std::process::Output {
+    use std::sync::mpsc;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd.output());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("binary finished in time")
+        .expect("run binary")
+}
+
+#[test]
+fn size_flags_are_bounded_naming_the_flag() {
+    let cases = [
+        (
+            vec!["--resamples", "1000000000000"],
+            "--resamples",
+            "0..=100000",
+        ),
+        (vec!["--starts", "5000"], "--starts", "0..=4500"),
+        (
+            vec!["--bench-timing", "100000"],
+            "--bench-timing",
+            "1..=1000",
+        ),
+    ];
+    for (args, flag, bound) in cases {
+        let mut cmd = bin();
+        cmd.arg("fit").args(&args).arg(data_file());
+        let out = run_with_timeout(cmd, 20);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted");
+        assert!(err.contains(flag) && err.contains(bound), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let mut cmd = bin();
+    cmd.args(["fit", "--help"]);
+    let help = String::from_utf8_lossy(&run_with_timeout(cmd, 20).stdout).to_string();
+    assert!(help.contains("0 to 100000"), "{help}");
+    assert!(
+        help.contains("0 to 4500") && help.contains("1 to 1000"),
+        "{help}"
+    );
+
+    // The library refuses too.
+    let runs = scaling_laws::data::load_runs(&data_file()).expect("data");
+    let mut opts = scaling_laws::pipeline::Options::default();
+    opts.bootstrap.resamples = scaling_laws::pipeline::MAX_RESAMPLES + 1;
+    let err = scaling_laws::pipeline::analyze(&runs, &opts).expect_err("bounded");
+    assert!(err.to_string().contains("at most 100000"), "{err}");
+}
+
+#[test]
+fn duplicates_are_named_on_stderr_and_short_fits_print_no_progress() {
+    let text = std::fs::read_to_string(data_file()).expect("data");
+    let mut records: Vec<serde_json::Value> = serde_json::from_str(&text).expect("json");
+    records.push(records[3].clone());
+    let path = std::env::temp_dir().join(format!("scaling-laws-dup-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_string(&records).expect("json")).expect("write");
+    let mut cmd = bin();
+    cmd.args(["fit", "--resamples", "10"]).arg(&path);
+    let out = run_with_timeout(cmd, 60);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("1 record(s) repeat earlier ones") && err.contains("were dropped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("record 72 (parameters=") && err.contains("repeats record 3"),
+        "{err}"
+    );
+    assert!(stdout.contains("72 runs, 9 compute budgets"), "{stdout}");
+
+    let mut cmd = bin();
+    cmd.args(["fit", "--duplicates", "refuse", "--resamples", "10"])
+        .arg(&path);
+    let out = run_with_timeout(cmd, 60);
+    let _ = std::fs::remove_file(&path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("repeats record 3"), "{err}");
+
+    // A short fit writes nothing on stderr (no progress lines, no warnings).
+    let mut cmd = bin();
+    cmd.args(["fit", "--resamples", "10"]).arg(data_file());
+    let out = run_with_timeout(cmd, 60);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
