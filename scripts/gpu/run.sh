@@ -3,7 +3,7 @@
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
-#                                  single anchor-single anchor-best model-check adamw-ref ddp-check ddp
+#                                  single single-tf32 anchor-single anchor-best model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
 #                                  two-node profile full report
 #
@@ -99,6 +99,9 @@ job() {
       echo "launcher: exit $? after $((SECONDS - t0)) s (want non-zero, ~0 s)" ;;
     single)
       "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ;;
+    single-tf32)
+      # fp32 GEMMs on TF32 tensor cores (opt in), against TF32=1 anchor-best.
+      "$BIN/bench" single --size ${SIZES:-xl} --dtype fp32 --tf32 --mode step --out "$RES/results.jsonl" ;;
     anchor-single)
       SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
     anchor-best)
@@ -211,7 +214,7 @@ job() {
         echo "--- $(date -u +%T) bench ${args[*]}"
         "$BIN/bench" "${args[@]}" || rc=1
       done < "$HERE/bench-runs-$n.tsv"
-      SIZES=xl anchor allreduce single ddp zero > /dev/null || rc=1
+      SIZES=xl VARIANTS=compile-ro anchor allreduce single best ddp zero > /dev/null || rc=1
       local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
       "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} \
         --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1

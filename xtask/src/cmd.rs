@@ -101,8 +101,10 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         if has_torch {
             run(Command::new("bash")
                 .arg(anchor)
-                .args(["allreduce", "single", "ddp", "zero"])
+                .args(["allreduce", "single", "best", "ddp", "zero"])
                 .env("SIZES", "xl")
+                // The strongest PyTorch: torch.compile with CUDA graphs (2-4 min compiling).
+                .env("VARIANTS", "compile-ro")
                 .env("OUT", &out_dir))?;
         } else {
             eprintln!(

@@ -115,6 +115,10 @@ pub enum Cmd {
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
         cpu: bool,
+        /// fp32 GEMMs on TF32 tensor cores (PyTorch's allow_tf32); off by default, named
+        /// in every record ("fp32 tf32"); no effect on bf16 or the CPU.
+        #[arg(long)]
+        tf32: bool,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

@@ -81,9 +81,11 @@ fn run(cli: Cli) -> Result<()> {
             steps,
             batch,
             cpu,
+            tf32,
             out,
         } => {
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
+            model::tf32::set_tf32(tf32 && !cpu);
             let out = records::Out::open(&out)?;
             let device = if cpu {
                 Device::Cpu
@@ -93,11 +95,12 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", single::header());
             for s in &size {
                 for &d in &dtype {
-                    // Dense peak of an H100/H200 SXM: fp32 (no tensor cores) and bf16 tensor cores.
-                    let peak = (!cpu).then_some(if d == single::Precision::Fp32 {
-                        67.0
-                    } else {
-                        989.0
+                    // Dense peak of an H100/H200 SXM: fp32 (no tensor cores), TF32 and bf16
+                    // tensor cores.
+                    let peak = (!cpu).then_some(match d {
+                        single::Precision::Fp32 if tf32 => 494.7,
+                        single::Precision::Fp32 => 67.0,
+                        single::Precision::Bf16 => 989.0,
                     });
                     let r = single::run(s, d, mode, warmup, steps, batch, &device, peak)?;
                     println!("{}", single::row(&r));

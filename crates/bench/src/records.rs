@@ -229,6 +229,12 @@ pub struct TorchStep {
     pub opt: Option<String>,
     #[serde(default)]
     pub world: Option<usize>,
+    /// torch_best.py's variant: eager, compile, compile-ro (torch.compile's CUDA graphs).
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// TF32 matmuls on (torch_best.py under TF32=1).
+    #[serde(default)]
+    pub tf32: bool,
     pub size: String,
     pub dtype: String,
     pub step_ms: f64,

@@ -57,6 +57,9 @@ pub struct SingleRecord {
     pub peak_step_gib: Option<f64>,
     pub loss_first: f32,
     pub loss_last: f32,
+    /// fp32 GEMMs on TF32 tensor cores (`bench single --tf32`, model::tf32).
+    #[serde(default)]
+    pub tf32: bool,
     /// The GPU's SM clock and power over the timed steps (NVML; `None` on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuTelemetry>,
@@ -174,13 +177,24 @@ pub fn run(
         peak_step_gib: memory::gib(peak_step),
         loss_first,
         loss_last,
+        tf32: model::tf32::tf32(),
         gpu,
     })
 }
 
+impl SingleRecord {
+    /// "fp32", "bf16", or "fp32 tf32" when fp32 GEMMs ran on TF32.
+    pub fn math(&self) -> String {
+        match (self.dtype, self.tf32) {
+            (Precision::Fp32, true) => "fp32 tf32".into(),
+            (d, _) => d.name().into(),
+        }
+    }
+}
+
 pub fn header() -> String {
     format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10} {:>6} {:>9} {:>9}  {}",
+        "{:>6} {:>9} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10} {:>6} {:>9} {:>9}  {}",
         "size",
         "dtype",
         "mode",
@@ -201,9 +215,9 @@ pub fn row(r: &SingleRecord) -> String {
     let opt =
         |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
     format!(
-        "{:>6} {:>5} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}  {}",
+        "{:>6} {:>9} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}  {}",
         r.size,
-        r.dtype.name().to_string(),
+        r.math(),
         format!("{:?}", r.mode).to_lowercase(),
         ms(r.fwd_ms),
         ms(r.bwd_ms),

@@ -1,4 +1,5 @@
-//! The training sections of the report: the single-GPU step against PyTorch eager, ZeRO
+//! The training sections of the report: the single-GPU step against the strongest PyTorch
+//! and PyTorch eager, ZeRO
 //! memory and time against PyTorch's ZeroRedundancyOptimizer, and the per-component
 //! profile (with its flame graph). Each: a table, a plot, and generated sentences.
 
@@ -24,62 +25,110 @@ fn gib(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
-/// Single-GPU step per size and dtype, with PyTorch eager's step where the anchor ran.
+/// PyTorch eager (torch_baseline.py: hand-written attention, unfused AdamW) for a record.
+fn eager<'a>(torch: &'a [TorchStep], r: &SingleRecord) -> Option<&'a TorchStep> {
+    torch.iter().find(|t| {
+        t.mode == "single"
+            && t.size == r.size
+            && t.dtype == r.dtype.name()
+            && t.tf32 == r.tf32
+            && !t.compile
+            && !t.fused
+    })
+}
+
+/// The strongest PyTorch (torch_best.py) for a record: its fastest variant with the same
+/// size, dtype and TF32 setting.
+fn best<'a>(torch: &'a [TorchStep], r: &SingleRecord) -> Option<&'a TorchStep> {
+    torch
+        .iter()
+        .filter(|t| {
+            t.mode == "single-best"
+                && t.size == r.size
+                && t.dtype == r.dtype.name()
+                && t.tf32 == r.tf32
+        })
+        .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
+}
+
+fn cell(t: Option<&TorchStep>, f: impl Fn(&TorchStep) -> String) -> String {
+    t.map(f).unwrap_or_else(|| "-".into())
+}
+
+/// Single-GPU step per size and dtype, against the strongest PyTorch (torch_best.py) and
+/// PyTorch eager where the anchors ran in the same run.
 pub fn single(
     md: &mut String,
     recs: &[SingleRecord],
     torch: &[TorchStep],
     out: &Path,
 ) -> Result<()> {
-    md.push_str("## Single-GPU training step\n\n");
+    md.push_str(
+        "## Single-GPU training step
+
+",
+    );
     if recs.is_empty() {
-        md.push_str("No single-GPU results in this run.\n\n");
+        md.push_str(
+            "No single-GPU results in this run.
+
+",
+        );
         return Ok(());
     }
-    let anchor = |r: &SingleRecord| {
-        torch
-            .iter()
-            .find(|t| t.mode == "single" && t.size == r.size && t.dtype == r.dtype.name())
-    };
-    md.push_str("| size | dtype | fwd (ms) | bwd (ms) | AdamW (ms) | step (ms) | tokens/s | peak fwd (GiB) | peak step (GiB) | PyTorch step (ms) | ratio |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("Ratios are ours ÷ theirs (below 1: we are faster). PyTorch best: `torch_best.py`'s fastest variant (SDPA flash attention, fused AdamW, `torch.compile`, with CUDA graphs in `compile-ro`); PyTorch eager: `torch_baseline.py`.
+
+");
+    md.push_str("| size | math | fwd (ms) | bwd (ms) | AdamW (ms) | step (ms) | tokens/s | peak step (GiB) | PyTorch best (ms) | ÷ best | best: peak (GiB) | PyTorch eager (ms) | ÷ eager |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in recs {
-        let t = anchor(r);
+        let (b, e) = (best(torch, r), eager(torch, r));
         writeln!(
             md,
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ± {:.2} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ± {:.2} | {:.0} | {} | {} | {} | {} | {} | {} |",
             r.size,
-            r.dtype.name(),
+            r.math(),
             r.fwd_ms.0,
             r.bwd_ms.0,
             r.opt_ms.0,
             r.step_ms.0,
             r.step_ms.1,
             r.tokens_per_s,
-            gib(r.peak_fwd_gib),
             gib(r.peak_step_gib),
-            t.map(|t| format!("{:.2}", t.step_ms))
-                .unwrap_or_else(|| "-".into()),
-            t.map(|t| format!("{:.2}", r.step_ms.0 / t.step_ms))
-                .unwrap_or_else(|| "-".into()),
+            cell(b, |t| format!(
+                "{:.2} ({})",
+                t.step_ms,
+                t.variant.as_deref().unwrap_or("?")
+            )),
+            cell(b, |t| format!("{:.2}", r.step_ms.0 / t.step_ms)),
+            cell(b, |t| format!("{:.2}", t.peak_gib)),
+            cell(e, |t| format!("{:.2}", t.step_ms)),
+            cell(e, |t| format!("{:.2}", r.step_ms.0 / t.step_ms)),
         )?;
     }
     let mut series: Vec<plot::Series> = Vec::new();
     for p in [Precision::Fp32, Precision::Bf16] {
-        let ours: Vec<(f64, f64)> = recs
-            .iter()
-            .filter(|r| r.dtype == p)
-            .map(|r| (r.params as f64, r.step_ms.0))
-            .collect();
-        let theirs: Vec<(f64, f64)> = recs
-            .iter()
-            .filter(|r| r.dtype == p)
-            .filter_map(|r| anchor(r).map(|t| (r.params as f64, t.step_ms)))
-            .collect();
-        if !ours.is_empty() {
-            series.push((format!("ours {}", p.name()), ours, false));
-        }
-        if !theirs.is_empty() {
-            series.push((format!("PyTorch eager {}", p.name()), theirs, true));
+        let of = |f: &dyn Fn(&SingleRecord) -> Option<f64>| -> Vec<(f64, f64)> {
+            recs.iter()
+                .filter(|r| r.dtype == p && !r.tf32)
+                .filter_map(|r| f(r).map(|y| (r.params as f64, y)))
+                .collect()
+        };
+        for (name, pts, dashed) in [
+            ("ours", of(&|r| Some(r.step_ms.0)), false),
+            (
+                "PyTorch best",
+                of(&|r| best(torch, r).map(|t| t.step_ms)),
+                true,
+            ),
+            (
+                "PyTorch eager",
+                of(&|r| eager(torch, r).map(|t| t.step_ms)),
+                true,
+            ),
+        ] {
+            if !pts.is_empty() {
+                series.push((format!("{name} {}", p.name()), pts, dashed));
+            }
         }
     }
     let svg = out.join("single-step.svg");
@@ -94,18 +143,32 @@ pub fn single(
     write!(
         md,
         "The largest model here, {} in {}, takes {:.1} ms per step ({:.1} forward, {:.1} backward, {:.1} AdamW), {:.0} tokens/s",
-        big.size, big.dtype.name(), big.step_ms.0, big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0, big.tokens_per_s
+        big.size, big.math(), big.step_ms.0, big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0, big.tokens_per_s
     )?;
-    match anchor(big) {
-        Some(t) => writeln!(
-            md,
-            "; PyTorch eager in the same run: {:.1} ms ({:.2}× ours/theirs), peak {} vs {:.2} GiB.",
-            t.step_ms,
-            big.step_ms.0 / t.step_ms,
-            gib(big.peak_step_gib),
-            t.peak_gib
-        )?,
-        None => writeln!(md, " (no PyTorch anchor in this run).")?,
+    match (best(torch, big), eager(torch, big)) {
+        (None, None) => writeln!(md, " (no PyTorch anchor in this run).")?,
+        (b, e) => {
+            if let Some(t) = b {
+                write!(
+                    md,
+                    "; the strongest PyTorch in the same run ({}): {:.1} ms ({:.2}× ours/theirs), peak {} vs {:.2} GiB",
+                    t.variant.as_deref().unwrap_or("?"),
+                    t.step_ms,
+                    big.step_ms.0 / t.step_ms,
+                    gib(big.peak_step_gib),
+                    t.peak_gib
+                )?;
+            }
+            if let Some(t) = e {
+                write!(
+                    md,
+                    "; PyTorch eager: {:.1} ms ({:.2}×)",
+                    t.step_ms,
+                    big.step_ms.0 / t.step_ms
+                )?;
+            }
+            writeln!(md, ".")?;
+        }
     }
     writeln!(
         md,
@@ -234,4 +297,57 @@ pub fn profile(md: &mut String, recs: &[ProfileRecord]) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(json: &str) -> SingleRecord {
+        let base = r#"{"bench":"single","size":"xl","mode":"step","params":2000000000,"batch":8,"seq":128,"steps":10,"fwd_ms":[20.0,0.1],"bwd_ms":[40.0,0.1],"opt_ms":[6.0,0.1],"step_ms":[66.0,0.5],"tokens_per_s":15500.0,"mfu":null,"peak_fwd_gib":10.0,"peak_step_gib":29.6,"loss_first":9.2,"loss_last":9.1,"#;
+        serde_json::from_str(&format!("{base}{json}}}")).unwrap()
+    }
+
+    fn torch(json: &str) -> TorchStep {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn the_single_table_shows_the_strongest_pytorch_and_eager_side_by_side() {
+        let recs = [
+            rec(r#""dtype":"bf16""#),
+            rec(r#""dtype":"fp32","tf32":true"#),
+        ];
+        let t = [
+            torch(
+                r#"{"mode":"single","size":"xl","dtype":"bf16","step_ms":246.8,"peak_GiB":32.2}"#,
+            ),
+            torch(
+                r#"{"mode":"single-best","variant":"compile","size":"xl","dtype":"bf16","step_ms":75.1,"peak_GiB":30.5}"#,
+            ),
+            torch(
+                r#"{"mode":"single-best","variant":"compile-ro","size":"xl","dtype":"bf16","step_ms":51.1,"peak_GiB":30.5}"#,
+            ),
+            // TF32 off: not the anchor of a TF32 row.
+            torch(
+                r#"{"mode":"single-best","variant":"compile-ro","size":"xl","dtype":"fp32","step_ms":323.5,"peak_GiB":30.5}"#,
+            ),
+            torch(
+                r#"{"mode":"single-best","variant":"compile-ro","size":"xl","dtype":"fp32","tf32":true,"step_ms":81.7,"peak_GiB":30.5}"#,
+            ),
+        ];
+        let dir = std::env::temp_dir().join(format!("bench-single-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut md = String::new();
+        single(&mut md, &recs, &t, &dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        // bf16: the fastest variant (compile-ro) and eager, each with its ratio.
+        assert!(md.contains("| xl | bf16 |"), "{md}");
+        assert!(md.contains("51.10 (compile-ro) | 1.29 |"), "{md}");
+        assert!(md.contains("| 246.80 | 0.27 |"), "{md}");
+        // fp32 with TF32: only the TF32 anchor, and no eager TF32 anchor.
+        assert!(md.contains("| xl | fp32 tf32 |"), "{md}");
+        assert!(md.contains("81.70 (compile-ro) | 0.81 |"), "{md}");
+        assert!(!md.contains("323.50"), "{md}");
+    }
 }
