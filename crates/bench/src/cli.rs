@@ -115,6 +115,12 @@ pub enum Cmd {
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
         cpu: bool,
+        /// Forward and backward as one CUDA graph, captured after the warm-up (at least one
+        /// eager step) and replayed (AdamW runs after each replay); falls back to eager steps
+        /// with the reason if capture fails. CUDA only, steps and fwd-bwd modes; `--graph
+        /// false` for eager steps.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        graph: bool,
         /// fp32 GEMMs on TF32 tensor cores (PyTorch's allow_tf32); off by default, named
         /// in every record ("fp32 tf32"); no effect on bf16 or the CPU.
         #[arg(long)]

@@ -57,6 +57,12 @@ pub struct SingleRecord {
     pub peak_step_gib: Option<f64>,
     pub loss_first: f32,
     pub loss_last: f32,
+    /// Forward and backward replayed as one CUDA graph (`fwd_ms` holds both, `bwd_ms` 0).
+    #[serde(default)]
+    pub graph: bool,
+    /// Why graph mode fell back to eager steps, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_fallback: Option<String>,
     /// fp32 GEMMs on TF32 tensor cores (`bench single --tf32`, model::tf32).
     #[serde(default)]
     pub tf32: bool,
@@ -84,6 +90,7 @@ pub fn run(
     batch: usize,
     device: &Device,
     peak_tflops: Option<f64>,
+    graph: bool,
 ) -> Result<SingleRecord> {
     if steps == 0 {
         bail!("--steps must be at least 1");
@@ -112,38 +119,82 @@ pub fn run(
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);
     let mut sampler = None;
+    // Graph mode: forward + backward captured after (at least one) eager warm-up step,
+    // with candle's upload cache on from the first step so the capture finds every
+    // layout array on the device; AdamW runs eagerly after each replay.
+    let graph = graph && device.is_cuda() && mode != Mode::Fwd;
+    let warmup = if graph { warmup.max(1) } else { warmup };
+    let _cache = graph.then(|| model::graph::HtodCache::enable(device));
+    let mut captured: Option<model::graph::CapturedStep<(Tensor, model::Grads)>> = None;
+    let mut fallback = None;
     for i in 0..warmup + steps {
         let timed = i >= warmup;
+        if graph && i == warmup {
+            model::graph::reset_mem_high(device);
+            match model::graph::capture(device, || {
+                let tape = model::forward(&lm, &b)?;
+                let loss = tape.loss().clone();
+                Ok((loss, tape.backward(|_, _| Ok::<(), model::ModelError>(()))?))
+            }) {
+                Ok(c) => captured = Some(c),
+                Err(why) => {
+                    eprintln!(
+                        "bench single {size} {}: no CUDA graph, eager steps: {why}",
+                        dtype.name()
+                    );
+                    fallback = Some(why);
+                }
+            }
+        }
         if i == warmup {
             memory::reset_peak(device);
             sampler = Sampler::start(device);
         }
-        let t0 = Timer::start(device)?;
-        // The staged path training uses (hand-written blocks, fused kernels).
-        let tape = model::forward(&lm, &b)?;
-        let loss = tape.loss().clone();
-        let tf = t0.stop()?;
-        if i == warmup {
-            peak_fwd = memory::peak(device);
-        }
-        let (mut tb, mut to) = (0.0, 0.0);
-        if mode == Mode::Fwd {
-            drop(tape);
-        } else {
-            let t1 = Timer::start(device)?;
-            let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
-            tb = t1.stop()?;
+        let (tf, tb, to, l) = if let Some(c) = &captured {
+            // The replay is forward and backward together: its time goes in `fwd_ms`.
+            let t0 = Timer::start(device)?;
+            c.replay()?;
+            let tf = t0.stop()?;
+            let t2 = Timer::start(device)?;
             if mode == Mode::Step {
-                let t2 = Timer::start(device)?;
-                opt.step(lm.params().vars(), &g)?;
-                to = t2.stop()?;
+                opt.step(lm.params().vars(), &c.outputs().1)?;
             }
-        }
-        let l = loss.to_scalar::<f32>()?;
+            let to = t2.stop()?;
+            (tf, 0.0, to, c.outputs().0.to_scalar::<f32>()?)
+        } else {
+            let t0 = Timer::start(device)?;
+            // The staged path training uses (hand-written blocks, fused kernels).
+            let tape = model::forward(&lm, &b)?;
+            let loss = tape.loss().clone();
+            let tf = t0.stop()?;
+            if i == warmup {
+                peak_fwd = memory::peak(device);
+            }
+            let (mut tb, mut to) = (0.0, 0.0);
+            if mode == Mode::Fwd {
+                drop(tape);
+            } else {
+                let t1 = Timer::start(device)?;
+                let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
+                tb = t1.stop()?;
+                if mode == Mode::Step {
+                    let t2 = Timer::start(device)?;
+                    opt.step(lm.params().vars(), &g)?;
+                    to = t2.stop()?;
+                }
+            }
+            (tf, tb, to, loss.to_scalar::<f32>()?)
+        };
         if timed {
             if i == warmup {
                 loss_first = l;
-                peak_step = memory::peak(device);
+                // Graph memory is its own pool: the step's peak is both.
+                peak_step = memory::peak(device).map(|p| {
+                    p + captured
+                        .as_ref()
+                        .and(model::graph::mem_high(device))
+                        .unwrap_or(0)
+                });
             }
             loss_last = l;
             fwd.push(tf * 1e3);
@@ -152,6 +203,8 @@ pub fn run(
             total.push((tf + tb + to) * 1e3);
         }
     }
+    drop(captured);
+    model::graph::trim(device);
     let gpu = sampler.and_then(Sampler::stop);
     let step_ms = mean_std(&total);
     let flops = match mode {
@@ -178,6 +231,8 @@ pub fn run(
         loss_first,
         loss_last,
         tf32: model::tf32::tf32(),
+        graph: graph && fallback.is_none(),
+        graph_fallback: fallback,
         gpu,
     })
 }
@@ -218,7 +273,7 @@ pub fn row(r: &SingleRecord) -> String {
         "{:>6} {:>9} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}  {}",
         r.size,
         r.math(),
-        format!("{:?}", r.mode).to_lowercase(),
+        format!("{:?}{}", r.mode, if r.graph { "+g" } else { "" }).to_lowercase(),
         ms(r.fwd_ms),
         ms(r.bwd_ms),
         ms(r.opt_ms),

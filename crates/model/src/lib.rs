@@ -29,6 +29,7 @@ pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;
 pub mod gemm_sms;
+pub mod graph;
 pub mod kernels;
 pub mod layers;
 pub mod lm;
