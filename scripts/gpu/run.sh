@@ -10,6 +10,7 @@
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
 # jobs. Results go to $OUT (or ./gpu-out): results.jsonl, torch.jsonl, report/.
+# SINGLE_ARGS: extra flags for bench single (e.g. "--graph false" for eager steps).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN="$HERE/bin"
@@ -98,10 +99,10 @@ job() {
       "$BIN/comm-launch" --nproc-per-node 2 -- bash -c 'if [ $RANK = 1 ]; then exit 7; fi; sleep 100'
       echo "launcher: exit $? after $((SECONDS - t0)) s (want non-zero, ~0 s)" ;;
     single)
-      "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ;;
+      "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ${SINGLE_ARGS:-} ;;
     single-tf32)
       # fp32 GEMMs on TF32 tensor cores (opt in), against TF32=1 anchor-best.
-      "$BIN/bench" single --size ${SIZES:-xl} --dtype fp32 --tf32 --mode step --out "$RES/results.jsonl" ;;
+      "$BIN/bench" single --size ${SIZES:-xl} --dtype fp32 --tf32 --mode step --out "$RES/results.jsonl" ${SINGLE_ARGS:-} ;;
     anchor-single)
       SIZES="${SIZES:-small,medium,large,xl,2.7B}" anchor single ;;
     anchor-best)
