@@ -65,6 +65,18 @@ impl<T> CapturedStep<T> {
     }
 }
 
+/// Whether `device`'s compute stream is being captured now (ops that read back to the
+/// host must not run then).
+pub fn capturing(device: &Device) -> bool {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(d) = device {
+        use candle_core::cuda_backend::cudarc::driver::sys::CUstreamCaptureStatus as S;
+        return matches!(d.cuda_stream().capture_status(), Ok(s) if s != S::CU_STREAM_CAPTURE_STATUS_NONE);
+    }
+    let _ = device;
+    false
+}
+
 /// candle's cache of small host→device uploads, on while this lives (this thread only).
 pub struct HtodCache {
     _guard: Option<Box<dyn std::any::Any>>,
@@ -109,7 +121,10 @@ pub fn capture<T>(
         let ended = stream.end_capture(flags);
         let reason = match (out, ended) {
             (Ok(outputs), Ok(Some(graph))) => return Ok(CapturedStep { outputs, graph }),
-            (Err(e), _) => format!("the captured work failed: {e}"),
+            (Err(e), _) => format!(
+                "the captured work failed: {}",
+                e.to_string().lines().next().unwrap_or("")
+            ),
             (Ok(_), Ok(None)) => "capture produced no graph".into(),
             (Ok(_), Err(e)) => format!(
                 "capture was invalidated ({e:?}): an op synchronised or made an uncapturable call"
