@@ -9,6 +9,9 @@
 //   causal_softmax_bwd  dx = scale · y ⊙ (g − Σ g⊙y)
 //   rope                interleaved pairs (x[2i], x[2i+1]) of (…, t, d) rotated by pos·θ_i;
 //                       f = +1 forward, −1 backward (the transpose is the inverse rotation)
+//   qkv_rope_split      qkv rows (b·t, 3, h, e) → (3, b, h, t, e), q and k roped (n0 = b·t,
+//                       n1 = t, n2 = h, f = e); qkv_rope_merge: its backward, dq, dk, dv
+//                       (b, h, t, e) → (b·t, 3, h, e), q and k rotated back
 //   silu_mul_fwd        y = silu(a) ⊙ b
 //   silu_mul_bwd        out[0:n] = ∂a, out[n:2n] = ∂b
 //   xent_fwd            per-row loss = logsumexp(l) − l[target] (f32 logits, u32 targets)
@@ -94,6 +97,60 @@ __device__ void rope(const T *x, const float *cos_t, const float *sin_t, T *y, i
   const float a = to_f(x[2 * (size_t)p]), b = to_f(x[2 * (size_t)p + 1]);
   y[2 * (size_t)p] = from_f<T>(a * c - b * s);
   y[2 * (size_t)p + 1] = from_f<T>(a * s + b * c);
+}
+
+// ---- q, k, v from the qkv GEMM's rows, q and k roped: one thread per pair -------------------
+// split: qkv (rows = b·t, 3, h, e) → out (3, b, h, t, e), q and k rotated by +angle, v copied;
+// merge (its backward): dq, dk, dv (b, h, t, e) → dqkv (rows, 3, h, e), q and k rotated back.
+// The rotation is rope's (same arithmetic, so the same bits as rope + a copy).
+template <typename T>
+__device__ void qkv_rope_split(const T *qkv, const float *cos_t, const float *sin_t, T *out, int rows,
+                               int t, int h, int e) {
+  const int half = e / 2, nb = rows / t;
+  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= (size_t)3 * rows * h * half) return;
+  const int i = p % half;
+  size_t r = p / half;
+  const int ti = r % t;
+  r /= t;
+  const int hi = r % h;
+  r /= h;
+  const int bi = r % nb, which = r / nb;
+  const size_t src = (((size_t)(bi * t + ti) * 3 + which) * h + hi) * e + 2 * i;
+  const float a = to_f(qkv[src]), b = to_f(qkv[src + 1]);
+  float ya = a, yb = b;
+  if (which < 2) {
+    const float c = cos_t[ti * half + i], s = sin_t[ti * half + i];
+    ya = a * c - b * s;
+    yb = a * s + b * c;
+  }
+  out[2 * p] = from_f<T>(ya);
+  out[2 * p + 1] = from_f<T>(yb);
+}
+
+template <typename T>
+__device__ void qkv_rope_merge(const T *dq, const T *dk, const T *dv, const float *cos_t,
+                               const float *sin_t, T *out, int rows, int t, int h, int e) {
+  const int half = e / 2;
+  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= (size_t)3 * rows * h * half) return;
+  const int i = p % half;
+  size_t r = p / half;
+  const int hi = r % h;
+  r /= h;
+  const int which = r % 3, row = r / 3;
+  const int bi = row / t, ti = row % t;
+  const T *g = which == 0 ? dq : (which == 1 ? dk : dv);
+  const size_t src = (((size_t)bi * h + hi) * t + ti) * e + 2 * i;
+  const float a = to_f(g[src]), b = to_f(g[src + 1]);
+  float ya = a, yb = b;
+  if (which < 2) {
+    const float c = cos_t[ti * half + i], s = -sin_t[ti * half + i];
+    ya = a * c - b * s;
+    yb = a * s + b * c;
+  }
+  out[2 * p] = from_f<T>(ya);
+  out[2 * p + 1] = from_f<T>(yb);
 }
 
 // ---- SwiGLU activation ----------------------------------------------------------------
@@ -225,6 +282,15 @@ extern "C" __global__ void cast_f32_bf16_x4(const float *x, bf16 *y, int n, int,
   extern "C" __global__ void rope_##S(const T *x, const float *c, const float *s, T *y, int n0,    \
                                       int n1, int n2, float f) {                                   \
     rope<T>(x, c, s, y, n0, n1, n2, f);                                                            \
+  }                                                                                                \
+  extern "C" __global__ void qkv_rope_split_##S(const T *qkv, const float *c, const float *s, T *y,  \
+                                                int n0, int n1, int n2, float f) {                 \
+    qkv_rope_split<T>(qkv, c, s, y, n0, n1, n2, (int)f);                                           \
+  }                                                                                                \
+  extern "C" __global__ void qkv_rope_merge_##S(const T *dq, const T *dk, const T *dv,              \
+                                                const float *c, const float *s, T *y, int n0,      \
+                                                int n1, int n2, float f) {                         \
+    qkv_rope_merge<T>(dq, dk, dv, c, s, y, n0, n1, n2, (int)f);                                    \
   }                                                                                                \
   extern "C" __global__ void silu_mul_fwd_##S(const T *a, const T *b, T *y, int n0, int, int,      \
                                                float) {                                            \

@@ -66,13 +66,11 @@ pub(crate) fn forward(
     let x = x.reshape((b * t, d))?;
     let h1 = rmsnorm::rms_norm_fused(&x, n1, dims.eps as f64)?;
     mark("fwd/block/attn/norm");
-    let qkv = lin(&h1, wqkv)?
-        .reshape((b, t, 3, h, e))?
-        .permute((2, 0, 3, 1, 4))?;
+    let qkv = lin(&h1, wqkv)?.reshape((b, t, 3 * d))?;
     mark("fwd/block/attn/qkv_proj");
-    let q = kernels::rope(&qkv.get(0)?, &dims.cos, &dims.sin)?;
-    let k = kernels::rope(&qkv.get(1)?, &dims.cos, &dims.sin)?;
-    let v = qkv.get(2)?.contiguous()?;
+    // One kernel: q, k, v (b, h, t, e) out of the GEMM's rows, q and k roped.
+    let qkv = kernels::qkv_rope(&qkv, h, &dims.cos, &dims.sin)?;
+    let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
     mark("fwd/block/attn/rope");
     let scale = 1.0 / (e as f64).sqrt();
     let sc = q.matmul(&k.t()?)?;
@@ -157,13 +155,10 @@ impl SavedStage for Saved {
         mark("bwd/block/attn/softmax");
         let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
         mark("bwd/block/attn/scores");
-        let dq = kernels::rope_bwd(&dqr, &s.dims.cos, &s.dims.sin)?;
-        let dk = kernels::rope_bwd(&dkr, &s.dims.cos, &s.dims.sin)?;
-        mark("bwd/block/attn/rope");
-        let dqkv = Tensor::stack(&[dq, dk, dv], 0)? // (3, b, h, t, e)
-            .permute((1, 3, 0, 2, 4))?
-            .contiguous()?
+        // One kernel: q and k rotated back and all three laid out as the GEMM's rows.
+        let dqkv = kernels::qkv_rope_bwd(&dqr, &dkr, &dv, &s.dims.cos, &s.dims.sin)?
             .reshape((b * t, 3 * d))?;
+        mark("bwd/block/attn/rope");
         let dwqkv = dweight(&dqkv, &s.h1)?;
         let dh1 = dqkv.matmul(wqkv)?;
         mark("bwd/block/attn/qkv_proj");

@@ -107,6 +107,18 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
         5,
     )?);
 
+    // q, k, v out of the qkv projection's rows (b 2, t 6, 3 heads of width 16).
+    let (cos, sin) = layers::rope_tables(6, 16, 10_000.0, dev)?;
+    let qkv = var(&[2, 6, 3 * 3 * 16], 13)?;
+    out.push(compare(
+        "qkv_rope",
+        &[qkv],
+        &[cos, sin],
+        &|t| kernels::qkv_rope(&t[0], 3, &t[1], &t[2]),
+        &|t| kernels::qkv_rope_composed(&t[0], 3, &t[1], &t[2]),
+        14,
+    )?);
+
     // Square scores (as in the LM) and tq < tk (queries at the end of a longer key range).
     for (op, shape) in [
         ("causal_softmax", [2usize, 3, 37, 37]),

@@ -19,12 +19,14 @@ mod cast;
 pub mod check;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
+mod qkv;
 mod rope;
 mod softmax;
 mod swiglu;
 mod xent;
 
 pub use cast::to_bf16;
+pub use qkv::{qkv_rope, qkv_rope_bwd, qkv_rope_composed};
 pub use rope::{rope, rope_bwd};
 pub use softmax::{causal_softmax, causal_softmax_bwd};
 pub use swiglu::{silu_mul, silu_mul_bwd};
