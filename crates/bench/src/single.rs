@@ -119,17 +119,19 @@ pub fn run(
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);
     let mut sampler = None;
-    // Graph mode: forward + backward captured after (at least one) eager warm-up step,
+    // Graph mode: forward + backward captured after the first (eager) warm-up step,
     // with candle's upload cache on from the first step so the capture finds every
     // layout array on the device; AdamW runs eagerly after each replay.
     let graph = graph && device.is_cuda() && mode != Mode::Fwd;
-    let warmup = if graph { warmup.max(1) } else { warmup };
+    // One eager step before the capture, then at least one untimed replay: the first
+    // launch of a graph uploads it and maps its memory.
+    let warmup = if graph { warmup.max(2) } else { warmup };
     let _cache = graph.then(|| model::graph::HtodCache::enable(device));
     let mut captured: Option<model::graph::CapturedStep<(Tensor, model::Grads)>> = None;
     let mut fallback = None;
     for i in 0..warmup + steps {
         let timed = i >= warmup;
-        if graph && i == warmup {
+        if graph && i == 1 {
             model::graph::reset_mem_high(device);
             match model::graph::capture(device, || {
                 let tape = model::forward(&lm, &b)?;
