@@ -103,6 +103,15 @@ __device__ void rope(const T *x, const float *cos_t, const float *sin_t, T *y, i
 // split: qkv (rows = b·t, 3, h, e) → out (3, b, h, t, e), q and k rotated by +angle, v copied;
 // merge (its backward): dq, dk, dv (b, h, t, e) → dqkv (rows, 3, h, e), q and k rotated back.
 // The rotation is rope's (same arithmetic, so the same bits as rope + a copy).
+// One pair x[0..2] → y[0..2], rotated by the angle with cosine c and sine s (rope's
+// arithmetic) when `rotate`, else copied.
+template <typename T>
+__device__ __forceinline__ void rotate_pair(const T *x, T *y, bool rotate, float c, float s) {
+  const float a = to_f(x[0]), b = to_f(x[1]);
+  y[0] = from_f<T>(rotate ? a * c - b * s : a);
+  y[1] = from_f<T>(rotate ? a * s + b * c : b);
+}
+
 template <typename T>
 __device__ void qkv_rope_split(const T *qkv, const float *cos_t, const float *sin_t, T *out, int rows,
                                int t, int h, int e) {
@@ -117,15 +126,7 @@ __device__ void qkv_rope_split(const T *qkv, const float *cos_t, const float *si
   r /= h;
   const int bi = r % nb, which = r / nb;
   const size_t src = (((size_t)(bi * t + ti) * 3 + which) * h + hi) * e + 2 * i;
-  const float a = to_f(qkv[src]), b = to_f(qkv[src + 1]);
-  float ya = a, yb = b;
-  if (which < 2) {
-    const float c = cos_t[ti * half + i], s = sin_t[ti * half + i];
-    ya = a * c - b * s;
-    yb = a * s + b * c;
-  }
-  out[2 * p] = from_f<T>(ya);
-  out[2 * p + 1] = from_f<T>(yb);
+  rotate_pair(qkv + src, out + 2 * p, which < 2, cos_t[ti * half + i], sin_t[ti * half + i]);
 }
 
 template <typename T>
@@ -142,15 +143,7 @@ __device__ void qkv_rope_merge(const T *dq, const T *dk, const T *dv, const floa
   const int bi = row / t, ti = row % t;
   const T *g = which == 0 ? dq : (which == 1 ? dk : dv);
   const size_t src = (((size_t)bi * h + hi) * t + ti) * e + 2 * i;
-  const float a = to_f(g[src]), b = to_f(g[src + 1]);
-  float ya = a, yb = b;
-  if (which < 2) {
-    const float c = cos_t[ti * half + i], s = -sin_t[ti * half + i];
-    ya = a * c - b * s;
-    yb = a * s + b * c;
-  }
-  out[2 * p] = from_f<T>(ya);
-  out[2 * p + 1] = from_f<T>(yb);
+  rotate_pair(g + src, out + 2 * p, which < 2, cos_t[ti * half + i], -sin_t[ti * half + i]);
 }
 
 // ---- SwiGLU activation ----------------------------------------------------------------

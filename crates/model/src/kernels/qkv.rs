@@ -30,9 +30,37 @@ fn dims(
     Ok((b, t, heads, e))
 }
 
-/// The rotation of one pair by the angle with cosine `c` and sine `s` (rope's arithmetic).
-fn rot(a: f32, b: f32, c: f32, s: f32) -> (f32, f32) {
-    (a * c - b * s, a * s + b * c)
+/// One pair rotated by the angle with cosine `c` and sine `s` (rope's arithmetic) when
+/// `rotate` (q and k), else copied (v).
+fn rot(rotate: bool, (a, b): (f32, f32), c: f32, s: f32) -> (f32, f32) {
+    if rotate {
+        (a * c - b * s, a * s + b * c)
+    } else {
+        (a, b)
+    }
+}
+
+/// Launches a kernel of one thread per pair of the 3·b·t·h·e elements it writes
+/// (fused.cu's argument tail: n0 = b·t, n1 = t, n2 = h, f = e).
+#[cfg(feature = "cuda")]
+fn launch_pairs(
+    kernel: &str,
+    ins: &[(&candle_core::CudaStorage, &Layout)],
+    (b, t, h, e): (usize, usize, usize, usize),
+) -> candle_core::Result<candle_core::CudaStorage> {
+    use candle_core::backend::BackendStorage;
+    let dtype = ins[0].0.dtype();
+    let pairs = 3 * b * t * h * e / 2;
+    super::gpu::launch(super::gpu::Launch {
+        kernel: format!("{kernel}_{}", super::gpu::suffix(dtype)?),
+        ins,
+        out_dtype: dtype,
+        out_len: 2 * pairs,
+        grid: pairs.div_ceil(super::BLOCK),
+        block: super::BLOCK,
+        n: [b * t, t, h],
+        f: e as f32,
+    })
 }
 
 struct Split {
@@ -67,13 +95,9 @@ impl CustomOp3 for Split {
                         for i in 0..half {
                             let src = (((bi * t + ti) * 3 + which) * h + hi) * e + 2 * i;
                             let dst = (((which * b + bi) * h + hi) * t + ti) * e + 2 * i;
-                            let (p, q) = (x[src], x[src + 1]);
-                            let (u, v) = if which < 2 {
-                                rot(p, q, c[ti * half + i], s[ti * half + i])
-                            } else {
-                                (p, q)
-                            };
-                            (y[dst], y[dst + 1]) = (u, v);
+                            let pair = (x[src], x[src + 1]);
+                            let (c, s) = (c[ti * half + i], s[ti * half + i]);
+                            (y[dst], y[dst + 1]) = rot(which < 2, pair, c, s);
                         }
                     }
                 }
@@ -91,22 +115,15 @@ impl CustomOp3 for Split {
         ss: &candle_core::CudaStorage,
         sl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use candle_core::backend::BackendStorage;
         for (what, l) in [("qkv", ql), ("cos", cl), ("sin", sl)] {
             super::dense("qkv_rope", what, l)?;
         }
         let (b, t, h, e) = dims(ql, cl, self.heads)?;
-        let pairs = 3 * b * t * h * e / 2;
-        let out = super::gpu::launch(super::gpu::Launch {
-            kernel: format!("qkv_rope_split_{}", super::gpu::suffix(qs.dtype())?),
-            ins: &[(qs, ql), (cs, cl), (ss, sl)],
-            out_dtype: qs.dtype(),
-            out_len: 2 * pairs,
-            grid: pairs.div_ceil(super::BLOCK),
-            block: super::BLOCK,
-            n: [b * t, t, h],
-            f: e as f32,
-        })?;
+        let out = launch_pairs(
+            "qkv_rope_split",
+            &[(qs, ql), (cs, cl), (ss, sl)],
+            (b, t, h, e),
+        )?;
         Ok((out, Shape::from((3, b, h, t, e))))
     }
     fn bwd(
@@ -176,13 +193,9 @@ impl CustomOp3 for Merge {
                         for i in 0..half {
                             let src = ((bi * h + hi) * t + ti) * e + 2 * i;
                             let dst = (((bi * t + ti) * 3 + which) * h + hi) * e + 2 * i;
-                            let (p, q) = (g[src], g[src + 1]);
-                            let (u, v) = if which < 2 {
-                                rot(p, q, c[ti * half + i], -s[ti * half + i])
-                            } else {
-                                (p, q)
-                            };
-                            (y[dst], y[dst + 1]) = (u, v);
+                            let pair = (g[src], g[src + 1]);
+                            let (c, s) = (c[ti * half + i], -s[ti * half + i]);
+                            (y[dst], y[dst + 1]) = rot(which < 2, pair, c, s);
                         }
                     }
                 }
@@ -200,7 +213,6 @@ impl CustomOp3 for Merge {
         s2: &candle_core::CudaStorage,
         l2: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use candle_core::backend::BackendStorage;
         use candle_core::Storage;
         for (what, l) in [("dq", l0), ("dk", l1), ("dv", l2)] {
             super::dense("qkv_rope_bwd", what, l)?;
@@ -211,17 +223,8 @@ impl CustomOp3 for Merge {
         let (Storage::Cuda(cs), Storage::Cuda(ss)) = (&*cg, &*sg) else {
             candle_core::bail!("qkv_rope_bwd: the tables must be on the gradients' GPU");
         };
-        let pairs = 3 * b * t * h * e / 2;
-        let out = super::gpu::launch(super::gpu::Launch {
-            kernel: format!("qkv_rope_merge_{}", super::gpu::suffix(s0.dtype())?),
-            ins: &[(s0, l0), (s1, l1), (s2, l2), (cs, cl), (ss, sl)],
-            out_dtype: s0.dtype(),
-            out_len: 2 * pairs,
-            grid: pairs.div_ceil(super::BLOCK),
-            block: super::BLOCK,
-            n: [b * t, t, h],
-            f: e as f32,
-        })?;
+        let ins = [(s0, l0), (s1, l1), (s2, l2), (cs, cl), (ss, sl)];
+        let out = launch_pairs("qkv_rope_merge", &ins, (b, t, h, e))?;
         Ok((out, Shape::from((b, t, 3 * h * e))))
     }
 }
