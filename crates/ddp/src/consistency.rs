@@ -80,6 +80,12 @@ pub fn check_same_everywhere<T>(
     for r in 1..w {
         let other = &all[r * FIELDS.len()..(r + 1) * FIELDS.len()];
         if let Some(f) = (0..FIELDS.len()).find(|&f| other[f] != rank0[f]) {
+            if f == 3 {
+                // Every rank sees the same table, so every rank takes this branch: name
+                // the first parameter that differs.
+                let shapes: Vec<Vec<usize>> = p.vars().iter().map(|v| v.dims().to_vec()).collect();
+                check_params_match(comm, device, "DDP", Some(p.names()), &shapes)?;
+            }
             let detail = match f {
                 1 | 2 | 4 => format!(
                     "rank {r} has {} {} but rank 0 has {}",
@@ -94,6 +100,66 @@ pub fn check_same_everywhere<T>(
         }
     }
     Ok(value)
+}
+
+/// FNV-1a of one parameter's name (if any) and shape, folded to 48 bits (exact in f64).
+fn param_hash(name: Option<&str>, dims: &[usize]) -> f64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let bytes = name
+        .unwrap_or("")
+        .bytes()
+        .chain(dims.iter().flat_map(|d| (*d as u64).to_le_bytes()));
+    for b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h & ((1 << 48) - 1)) as f64
+}
+
+/// Every rank must list the same parameters in the same order: after the counts agree,
+/// one all-gather of a hash per parameter (its name when `names` is given, and its shape)
+/// names the first parameter and rank that differ from rank 0, on every rank. `what`
+/// names the caller ("Zero1", "ShardedOptimizer group 1").
+pub fn check_params_match(
+    comm: &dyn Communicator,
+    device: &Device,
+    what: &str,
+    names: Option<&[String]>,
+    shapes: &[Vec<usize>],
+) -> Result<()> {
+    let w = comm.world_size();
+    let counts = Tensor::new(&[shapes.len() as f64][..], device)?;
+    let all_counts = Tensor::zeros(w, DType::F64, device)?;
+    comm.all_gather(&counts, &all_counts)?;
+    let all_counts: Vec<f64> = all_counts.to_device(&Device::Cpu)?.to_vec1()?;
+    if let Some(r) = (1..w).find(|&r| all_counts[r] != all_counts[0]) {
+        return Err(DdpError::Mismatch(format!(
+            "{what}: rank {r} has {} parameters, rank 0 {} (seen on rank {})",
+            all_counts[r],
+            all_counts[0],
+            comm.rank()
+        )));
+    }
+    let n = shapes.len();
+    let mine: Vec<f64> = (0..n)
+        .map(|i| param_hash(names.map(|v| v[i].as_str()), &shapes[i]))
+        .collect();
+    let all = Tensor::zeros(w * n, DType::F64, device)?;
+    comm.all_gather(&Tensor::new(&mine[..], device)?, &all)?;
+    let all: Vec<f64> = all.to_device(&Device::Cpu)?.to_vec1()?;
+    for r in 1..w {
+        if let Some(i) = (0..n).find(|&i| all[r * n + i] != all[i]) {
+            let here = match names {
+                Some(v) => format!("{} {:?}", v[i], shapes[i]),
+                None => format!("of shape {:?}", shapes[i]),
+            };
+            return Err(DdpError::Mismatch(format!(
+                "{what}: parameter {i} (on rank {}: {here}) differs between rank 0 and rank {r} (name or shape); every rank must list the same parameters in the same order",
+                comm.rank()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Overwrites every parameter with rank 0's value.

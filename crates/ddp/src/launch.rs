@@ -88,7 +88,15 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
             (Some(g), Some(a)) => (g.to_dtype(DType::F32)? + a)?,
             (Some(g), None) => g,
             (None, Some(a)) => a.clone(),
-            (None, None) => Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?,
+            (None, None) if ddp.opts.find_unused_parameters => {
+                Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?
+            }
+            (None, None) => {
+                let (name, stage) = &ddp.names[i];
+                return Err(DdpError::Input(format!(
+                    "parameter {name} got no gradient from stage {stage}'s backward (the first stage that lists it): it is listed under the wrong stage or unused in this step; set DdpOptions::find_unused_parameters to train with unused parameters (their gradient taken as zero)"
+                )));
+            }
         };
         parts.push(g.flatten_all()?.to_dtype(dtype)?);
     }

@@ -39,6 +39,11 @@ pub struct DdpOptions {
     /// after backward) go out as one coalesced launch (one NCCL group, one completion
     /// event) instead of one launch each.
     pub coalesce: bool,
+    /// Allow parameters that get no gradient in a step (PyTorch DDP's
+    /// `find_unused_parameters`): their gradient is taken as zero. Off by default: a
+    /// parameter its stage's backward did not produce (listed under the wrong stage, or
+    /// not used) is an error naming it and its stage.
+    pub find_unused_parameters: bool,
 }
 
 impl DdpOptions {
@@ -49,6 +54,7 @@ impl DdpOptions {
             reduce_scatter: false,
             gemm_sm_carveout: 0,
             coalesce: false,
+            find_unused_parameters: false,
         }
     }
 }
@@ -69,6 +75,8 @@ pub struct Ddp {
     pub(crate) opts: DdpOptions,
     pub(crate) buckets: Vec<Bucket>,
     pub(crate) shapes: Vec<Shape>,
+    /// Each parameter's name and the stage DDP expects its gradient from (for errors).
+    pub(crate) names: Vec<(String, usize)>,
     /// Local gradients summed over `forward_backward_no_sync` calls.
     accumulated: Option<Grads>,
     in_flight: Vec<InFlight>,
@@ -153,6 +161,12 @@ impl Ddp {
         Ok(Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
             shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
+            names: p
+                .names()
+                .iter()
+                .cloned()
+                .zip(ready.iter().copied())
+                .collect(),
             comm,
             opts,
             accumulated: None,

@@ -4,7 +4,7 @@ mod common;
 use candle_core::Device;
 use common::*;
 use ddp::{Ddp, DdpOptions, Strategy};
-use model::ToyModel;
+use model::{StagedModel, ToyModel};
 
 #[test]
 fn different_models_fail_on_every_rank() {
@@ -77,5 +77,80 @@ fn a_bad_bucket_size_fails_on_every_rank_naming_it() {
             let e = e.unwrap_or_else(|| panic!("bucket size {mb} accepted"));
             assert!(e.contains(&format!("bucket size {mb} MB")), "{e}");
         }
+    }
+}
+
+/// ToyModel with its first parameter listed under the last stage instead of its own.
+struct Misfiled(ToyModel);
+
+impl model::StagedModel for Misfiled {
+    fn params(&self) -> &model::ParamSet {
+        self.0.params()
+    }
+    fn num_stages(&self) -> usize {
+        self.0.num_stages()
+    }
+    fn stage_params(&self, s: usize) -> Vec<usize> {
+        let last = self.0.num_stages() - 1;
+        let mut p: Vec<usize> = self
+            .0
+            .stage_params(s)
+            .into_iter()
+            .filter(|&i| i != 0)
+            .collect();
+        if s == last {
+            p.push(0);
+        }
+        p
+    }
+    fn forward_stage(
+        &self,
+        s: usize,
+        x: Option<&candle_core::Tensor>,
+        b: &model::Batch,
+    ) -> model::Result<candle_core::Tensor> {
+        self.0.forward_stage(s, x, b)
+    }
+    fn check_batch(&self, b: &model::Batch) -> model::Result<()> {
+        self.0.check_batch(b)
+    }
+}
+
+fn misfiled_step(find_unused: bool) -> Vec<Result<(), String>> {
+    on_ranks(2, move |rank, comm| {
+        let m = Misfiled(ToyModel::new(6, 5, 0, &Device::Cpu).unwrap());
+        let opts = DdpOptions {
+            find_unused_parameters: find_unused,
+            ..DdpOptions::new(Strategy::Overlap)
+        };
+        let mut d = Ddp::new(comm, &m, opts).map_err(|e| e.to_string())?;
+        let b = ddp::shard_batch(&global_batch(Kind::Toy, 0), rank, 2).unwrap();
+        d.forward_backward(&m, &b)
+            .and_then(|_| d.finish_gradient_synchronization())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+}
+
+#[test]
+fn a_parameter_under_the_wrong_stage_is_an_error_naming_it() {
+    let name = ToyModel::new(6, 5, 0, &Device::Cpu)
+        .unwrap()
+        .params()
+        .names()[0]
+        .clone();
+    for (r, e) in misfiled_step(false).into_iter().enumerate() {
+        let e = e
+            .err()
+            .unwrap_or_else(|| panic!("rank {r} took a zero gradient"));
+        assert!(
+            e.contains(&format!("parameter {name} got no gradient")),
+            "{e}"
+        );
+        assert!(e.contains("find_unused_parameters"), "{e}");
+    }
+    // Opted in: its gradient is zero, as before.
+    for (r, ok) in misfiled_step(true).into_iter().enumerate() {
+        assert!(ok.is_ok(), "rank {r}: {ok:?}");
     }
 }

@@ -160,6 +160,9 @@ impl ShardedOptimizer {
                 )));
             }
         }
+        let shapes: Vec<Vec<usize>> = g.params.iter().map(|p| p.dims().to_vec()).collect();
+        let what = format!("ShardedOptimizer group {}", self.groups.len());
+        ddp::consistency::check_params_match(self.comm.as_ref(), &dev, &what, None, &shapes)?;
         Ok(())
     }
 }

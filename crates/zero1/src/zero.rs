@@ -71,6 +71,9 @@ impl Zero1 {
                 )));
             }
         }
+        // Same counts are not enough: the same parameters in the same order.
+        let shapes: Vec<Vec<usize>> = params.iter().map(|p| p.dims().to_vec()).collect();
+        ddp::consistency::check_params_match(comm.as_ref(), &dev, "Zero1", None, &shapes)?;
         for p in params {
             comm.broadcast(p.as_tensor(), 0)?;
         }

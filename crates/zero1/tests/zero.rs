@@ -78,3 +78,40 @@ fn a_missing_gradient_is_named() {
         errs[0]
     );
 }
+
+#[test]
+fn parameters_in_another_order_on_one_rank_fail_on_every_rank_naming_it() {
+    // Same count and elements on both ranks, listed in another order on rank 1.
+    let errs = on_ranks(2, |rank, comm| {
+        let m = build(Kind::Toy, 0);
+        let mut vars = m.params().vars().to_vec();
+        if rank == 1 {
+            vars.reverse();
+        }
+        let z = Zero1::new(comm.clone(), &vars, AdamWConfig::default());
+        let g = zero1::ShardedOptimizer::new(
+            comm,
+            vec![zero1::ParamGroup {
+                params: vars,
+                cfg: AdamWConfig::default(),
+            }],
+        );
+        (
+            z.err().map(|e| e.to_string()),
+            g.err().map(|e| e.to_string()),
+        )
+    });
+    for (r, (z, g)) in errs.iter().enumerate() {
+        let z = z
+            .as_deref()
+            .unwrap_or_else(|| panic!("Zero1 on rank {r} accepted it"));
+        assert!(
+            z.contains("Zero1: parameter 0") && z.contains("rank 1"),
+            "{z}"
+        );
+        let g = g
+            .as_deref()
+            .unwrap_or_else(|| panic!("ShardedOptimizer on rank {r} accepted it"));
+        assert!(g.contains("ShardedOptimizer group 0: parameter 0"), "{g}");
+    }
+}
