@@ -115,10 +115,10 @@ pub enum Cmd {
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
         cpu: bool,
-        /// Forward and backward as one CUDA graph: captured after the first eager warm-up
-        /// step and replayed from then on (at least one untimed replay; AdamW runs after
-        /// each replay); falls back to eager steps with the reason if capture fails. CUDA
-        /// only, step and fwd-bwd modes; `--graph false` for eager steps.
+        /// The whole step (forward, backward, AdamW) as one CUDA graph: captured after the
+        /// first eager warm-up step and replayed from then on (at least one untimed
+        /// replay); falls back to eager steps with the reason if capture fails. CUDA only,
+        /// step and fwd-bwd modes; `--graph false` for eager steps.
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
         graph: bool,
         /// fp32 GEMMs on TF32 tensor cores (PyTorch's allow_tf32); off by default, named

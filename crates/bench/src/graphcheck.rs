@@ -1,6 +1,7 @@
 //! `bench model-check`'s CUDA-graph check: ten AdamW steps of the tiny LM, each on its own
-//! batch, eager against ten replays of the captured forward and backward (each batch
-//! copied into the captured step's static input tensors first, AdamW after each replay).
+//! batch, eager against one eager step and nine replays of the captured whole step
+//! (forward, backward, AdamW; each batch copied into the captured step's static input
+//! tensors first, AdamW's step scalars advanced before each replay).
 //! The weights must agree within 1e-6 relative (fp32); bf16 within 1e-2. The device must
 //! not track per-allocation events (comm's `cuda_device`), as for every captured step.
 
@@ -38,28 +39,43 @@ fn adamw() -> Result<AdamW> {
 /// error when capture fails (with its reason) or past the tolerance.
 pub fn graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f32> {
     let _cache = HtodCache::enable(gpu);
+    let mut step = None;
     let eager = lm(gpu, dtype)?;
     let mut opt = adamw()?;
     for s in 0..STEPS {
         let (_, g) = forward_backward(&eager, &batch(&eager, s, gpu)?, |_, _| Ok(()))?;
         opt.step(eager.params().vars(), &g)?;
     }
-    // The eager run above loaded every kernel and cached every layout upload: the graph
-    // model's first step can already be a replay.
+    // The eager run above loaded every kernel and cached every layout upload; the graph
+    // model's first step is eager too (AdamW's moments and scalars must exist before a
+    // capture), then the whole step is captured and replayed: forward, backward, AdamW.
     let graphed = lm(gpu, dtype)?;
     let input = batch(&graphed, 0, gpu)?;
-    let step = capture(gpu, || {
-        let tape = model::forward(&graphed, &input)?;
-        tape.backward(|_, _| Ok::<(), model::ModelError>(()))
-    })
-    .map_err(|why| anyhow::anyhow!("{dtype:?}: capture failed: {why}"))?;
     let mut opt = adamw()?;
-    for s in 0..STEPS {
+    let (_, g) = forward_backward(&graphed, &input, |_, _| Ok(()))?;
+    opt.step(graphed.params().vars(), &g)?;
+    drop(g);
+    for s in 1..STEPS {
         let b = batch(&graphed, s, gpu)?;
         input.input.slice_set(&b.input, 0, 0)?;
         input.targets.slice_set(&b.targets, 0, 0)?;
-        step.replay()?;
-        opt.step(graphed.params().vars(), step.outputs())?;
+        if s == 1 {
+            step = Some(
+                capture(gpu, || {
+                    let tape = model::forward(&graphed, &input)?;
+                    let loss = tape.loss().clone();
+                    let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
+                    opt.step(graphed.params().vars(), &g)?;
+                    Ok(loss)
+                })
+                .map_err(|why| anyhow::anyhow!("{dtype:?}: capture failed: {why}"))?,
+            );
+        } else {
+            opt.advance_for_replay()?;
+        }
+        if let Some(c) = &step {
+            c.replay()?;
+        }
     }
     let tol = if dtype == DType::F32 { 1e-6 } else { 1e-2 };
     let mut worst = 0f32;

@@ -224,7 +224,7 @@ fn run(cli: Cli) -> Result<()> {
             let graph_dev = comm::nccl::cuda_device(0).context("GPU 0")?;
             for dtype in [DType::F32, DType::BF16] {
                 let d = graphcheck::graph_vs_eager(&graph_dev, dtype)?;
-                println!("model-check CUDA graph: 10 replays of the captured forward+backward vs 10 eager steps, {dtype:?}, AdamW after each: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
+                println!("model-check CUDA graph: 1 eager step + 9 replays of the captured whole step (forward, backward, AdamW) vs 10 eager steps, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
             }
             let n = modelcheck::cast_bf16(&gpu)?;
             println!("model-check to_bf16 (four-at-a-time cast kernel) vs candle's cast: bit-identical in {n} cases: OK");

@@ -57,7 +57,8 @@ pub struct SingleRecord {
     pub peak_step_gib: Option<f64>,
     pub loss_first: f32,
     pub loss_last: f32,
-    /// Forward and backward replayed as one CUDA graph (`fwd_ms` holds both, `bwd_ms` 0).
+    /// The step replayed as one CUDA graph: `fwd_ms` holds the whole replay (forward,
+    /// backward and, in step mode, AdamW); `bwd_ms` and `opt_ms` are 0.
     #[serde(default)]
     pub graph: bool,
     /// Why graph mode fell back to eager steps, when it did.
@@ -119,15 +120,16 @@ pub fn run(
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);
     let mut sampler = None;
-    // Graph mode: forward + backward captured after the first (eager) warm-up step,
-    // with candle's upload cache on from the first step so the capture finds every
-    // layout array on the device; AdamW runs eagerly after each replay.
+    // Graph mode: the step (forward, backward and, in step mode, AdamW) captured after the
+    // first (eager) warm-up step, with candle's upload cache on from the first step so the
+    // capture finds every layout array on the device; AdamW's step scalars are advanced
+    // before every replay after the first.
     let graph = graph && device.is_cuda() && mode != Mode::Fwd;
     // One eager step before the capture, then at least one untimed replay: the first
     // launch of a graph uploads it and maps its memory.
     let warmup = if graph { warmup.max(2) } else { warmup };
     let _cache = graph.then(|| model::graph::HtodCache::enable(device));
-    let mut captured: Option<model::graph::CapturedStep<(Tensor, model::Grads)>> = None;
+    let mut captured: Option<model::graph::CapturedStep<Tensor>> = None;
     let mut fallback = None;
     for i in 0..warmup + steps {
         let timed = i >= warmup;
@@ -136,7 +138,11 @@ pub fn run(
             match model::graph::capture(device, || {
                 let tape = model::forward(&lm, &b)?;
                 let loss = tape.loss().clone();
-                Ok((loss, tape.backward(|_, _| Ok::<(), model::ModelError>(()))?))
+                let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
+                if mode == Mode::Step {
+                    opt.step(lm.params().vars(), &g)?;
+                }
+                Ok(loss)
             }) {
                 Ok(c) => captured = Some(c),
                 Err(why) => {
@@ -153,16 +159,14 @@ pub fn run(
             sampler = Sampler::start(device);
         }
         let (tf, tb, to, l) = if let Some(c) = &captured {
-            // The replay is forward and backward together: its time goes in `fwd_ms`.
+            // The replay is the whole step: its time goes in `fwd_ms`.
+            if i > 1 && mode == Mode::Step {
+                opt.advance_for_replay()?;
+            }
             let t0 = Timer::start(device)?;
             c.replay()?;
             let tf = t0.stop()?;
-            let t2 = Timer::start(device)?;
-            if mode == Mode::Step {
-                opt.step(lm.params().vars(), &c.outputs().1)?;
-            }
-            let to = t2.stop()?;
-            (tf, 0.0, to, c.outputs().0.to_scalar::<f32>()?)
+            (tf, 0.0, 0.0, c.outputs().to_scalar::<f32>()?)
         } else {
             let t0 = Timer::start(device)?;
             // The staged path training uses (hand-written blocks, fused kernels).

@@ -74,13 +74,14 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
   }
 }
 
+// The step's scalars are read from device memory (decay, b1, b2, eps, step_size,
+// bc2_sqrt), not passed as arguments: a CUDA graph freezes kernel arguments, and the bias
+// corrections change every step (model::fused_adamw::DeviceScalars uploads them).
 #define ADAMW_KERNEL(name, impl, G)                                                            \
   extern "C" __global__ void name(float *__restrict__ p, const G *__restrict__ g,              \
                                   float *__restrict__ m, float *__restrict__ v,                \
-                                  const unsigned long long n, const float decay,               \
-                                  const float b1, const float b2, const float eps,             \
-                                  const float step_size, const float bc2_sqrt) {               \
-    impl(p, g, m, v, n, decay, b1, b2, eps, step_size, bc2_sqrt);                              \
+                                  const unsigned long long n, const float *__restrict__ s) {   \
+    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5]);                                   \
   }
 
 ADAMW_KERNEL(adamw_f32, adamw, float)

@@ -45,6 +45,10 @@ pub struct AdamW {
     state: Vec<Option<Moments>>,
     /// Use the fused kernel for CUDA parameters (default true).
     pub fused: bool,
+    /// The fused kernels' per-step scalars on the device (created with the first fused
+    /// update).
+    #[cfg(feature = "cuda")]
+    scalars: Option<crate::fused_adamw::DeviceScalars>,
 }
 
 impl AdamW {
@@ -64,6 +68,8 @@ impl AdamW {
             step: 0,
             state: Vec::new(),
             fused: true,
+            #[cfg(feature = "cuda")]
+            scalars: None,
         })
     }
 
@@ -178,10 +184,51 @@ impl AdamW {
         }
         self.state.resize_with(params.len(), || None);
         self.step += 1;
+        #[cfg(feature = "cuda")]
+        if let Some(p) = params.iter().find(|p| self.uses_fused(p)) {
+            if self.scalars.is_none() {
+                self.scalars = Some(crate::fused_adamw::DeviceScalars::new(p.as_tensor())?);
+            }
+            let s = self.step_scalars();
+            if let Some(d) = self.scalars.as_mut() {
+                d.upload(s, false)?;
+            }
+        }
         for i in order {
             let Some(g) = &grads[i] else { continue };
             self.update(i, &params[i], g)?;
             after(i)?;
+        }
+        Ok(())
+    }
+
+    /// The fused kernels' scalars for the current step count.
+    #[cfg(feature = "cuda")]
+    fn step_scalars(&self) -> crate::fused_adamw::StepScalars {
+        let c = self.cfg;
+        let t = self.step as i32;
+        crate::fused_adamw::StepScalars {
+            decay: (1.0 - c.lr * c.weight_decay) as f32,
+            b1: c.beta1 as f32,
+            b2: c.beta2 as f32,
+            eps: c.eps as f32,
+            step_size: (c.lr / (1.0 - c.beta1.powi(t))) as f32,
+            bc2_sqrt: (1.0 - c.beta2.powi(t)).sqrt() as f32,
+        }
+    }
+
+    /// For a step captured in a CUDA graph (model::graph) together with this optimizer:
+    /// advances the step count and uploads its scalars, which the next replay's captured
+    /// copy reads (call it before every replay after the first; it waits for the device,
+    /// since the previous replay may still be reading them). Nothing else runs.
+    pub fn advance_for_replay(&mut self) -> Result<()> {
+        self.step += 1;
+        #[cfg(feature = "cuda")]
+        {
+            let s = self.step_scalars();
+            if let Some(d) = self.scalars.as_mut() {
+                d.upload(s, true)?;
+            }
         }
         Ok(())
     }
@@ -198,14 +245,9 @@ impl AdamW {
                 Some(Moments::Device(d)) => d,
                 _ => crate::fused_adamw::zero_moments(p.as_tensor())?,
             };
-            let s = crate::fused_adamw::StepScalars {
-                decay: (1.0 - c.lr * c.weight_decay) as f32,
-                b1: c.beta1 as f32,
-                b2: c.beta2 as f32,
-                eps: c.eps as f32,
-                step_size: (c.lr / bc1) as f32,
-                bc2_sqrt: bc2_sqrt as f32,
-            };
+            let s = self.scalars.as_ref().ok_or_else(|| {
+                ModelError::Input("fused AdamW: step scalars not uploaded".into())
+            })?;
             crate::fused_adamw::step(p, g, &mut mom, s)?;
             self.state[i] = Some(Moments::Device(mom));
             return Ok(());

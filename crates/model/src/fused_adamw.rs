@@ -20,7 +20,7 @@ pub struct DeviceMoments {
     v: CudaSlice<f32>,
 }
 
-/// The scalars of one step (computed on the host in f64, passed as f32).
+/// The scalars of one step (computed on the host in f64, uploaded as f32).
 #[derive(Clone, Copy)]
 pub struct StepScalars {
     pub decay: f32,
@@ -29,6 +29,88 @@ pub struct StepScalars {
     pub eps: f32,
     pub step_size: f32,
     pub bc2_sqrt: f32,
+}
+
+impl StepScalars {
+    fn values(&self) -> [f32; 6] {
+        [
+            self.decay,
+            self.b1,
+            self.b2,
+            self.eps,
+            self.step_size,
+            self.bc2_sqrt,
+        ]
+    }
+}
+
+/// One step's scalars in device memory, where the kernels read them. They are uploaded
+/// from pinned host memory by a copy queued on the stream. A CUDA graph that captured the
+/// copy reads the pinned buffer again at every replay, so a replay uses whatever
+/// [`DeviceScalars::upload`] last wrote.
+pub struct DeviceScalars {
+    host: *mut f32,
+    dev: CudaSlice<f32>,
+    /// Recorded after the last eager copy: the host waits for it before overwriting.
+    copied: Option<candle_core::cuda_backend::cudarc::driver::CudaEvent>,
+    stream: std::sync::Arc<CudaStream>,
+}
+
+// SAFETY: the pinned buffer is only touched through &mut self.
+unsafe impl Send for DeviceScalars {}
+
+impl DeviceScalars {
+    pub fn new(p: &Tensor) -> Result<Self> {
+        use candle_core::cuda_backend::cudarc::driver::result;
+        let stream = stream_of(p)?;
+        stream.context().bind_to_thread().w()?;
+        // SAFETY: 6 f32 of page-locked host memory, freed in Drop.
+        let host = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
+        Ok(Self {
+            host,
+            dev: stream.alloc_zeros::<f32>(6).w()?,
+            copied: None,
+            stream,
+        })
+    }
+
+    /// Writes `s` into the pinned buffer (after the previous copy has read it) and queues
+    /// its copy to the device. `replayed`: a graph holding the copy may still be running:
+    /// wait for the whole stream instead.
+    pub fn upload(&mut self, s: StepScalars, replayed: bool) -> Result<()> {
+        use candle_core::cuda_backend::cudarc::driver::{result, DevicePtr};
+        // Capturing: nothing to wait for (capture starts on a synchronised device) and no
+        // host wait may run on the stream.
+        let capturing = crate::graph::capturing_stream(&self.stream);
+        if replayed {
+            self.stream.synchronize().w()?;
+        } else if let (false, Some(e)) = (capturing, &self.copied) {
+            e.synchronize().w()?;
+        }
+        // SAFETY: no copy reads the buffer now (waited above); 6 f32.
+        let host = unsafe { std::slice::from_raw_parts_mut(self.host, 6) };
+        host.copy_from_slice(&s.values());
+        let (dst, _sync) = self.dev.device_ptr(&self.stream);
+        // SAFETY: a 24-byte copy from pinned memory into a 6-f32 device buffer.
+        unsafe { result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.w()?;
+        // Inside a capture the copy is a graph node: nothing to record (replays wait for
+        // the stream instead).
+        self.copied = if capturing {
+            None
+        } else {
+            Some(self.stream.record_event(None).w()?)
+        };
+        Ok(())
+    }
+}
+
+impl Drop for DeviceScalars {
+    fn drop(&mut self) {
+        use candle_core::cuda_backend::cudarc::driver::result;
+        let _ = self.stream.synchronize();
+        // SAFETY: allocated by malloc_host in new, freed once.
+        let _ = unsafe { result::free_host(self.host as *mut _) };
+    }
 }
 
 /// The compute stream of `p`'s CUDA device.
@@ -69,7 +151,7 @@ impl DeviceMoments {
 
 struct Launch<'a> {
     moments: RefCell<&'a mut DeviceMoments>,
-    s: StepScalars,
+    s: &'a CudaSlice<f32>,
 }
 
 impl InplaceOp2 for Launch<'_> {
@@ -131,7 +213,6 @@ impl InplaceOp2 for Launch<'_> {
         let pd = p.as_cuda_slice_mut::<f32>()?;
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
-        let s = self.s;
         let per_thread = if vec4 { 4 } else { 1 };
         let blocks = n.div_ceil(256 * per_thread).min(132 * 16) as u32;
         let cfg = LaunchConfig {
@@ -149,13 +230,7 @@ impl InplaceOp2 for Launch<'_> {
             gb = g.as_cuda_slice::<half::bf16>()?.slice(go..go + n);
             b.arg(&gb);
         }
-        b.arg(m).arg(v).arg(&n64);
-        b.arg(&s.decay)
-            .arg(&s.b1)
-            .arg(&s.b2)
-            .arg(&s.eps)
-            .arg(&s.step_size)
-            .arg(&s.bc2_sqrt);
+        b.arg(m).arg(v).arg(&n64).arg(self.s);
         crate::profile::mark_kernel_begin(kernel);
         // SAFETY: the kernel's signature matches the arguments; p, m, v hold n f32 and g
         // n elements of the kernel's gradient type.
@@ -166,8 +241,8 @@ impl InplaceOp2 for Launch<'_> {
 }
 
 /// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
-/// dtypes are cast to f32 first).
-pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: StepScalars) -> Result<()> {
+/// dtypes are cast to f32 first), with the scalars last uploaded to `s`.
+pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: &DeviceScalars) -> Result<()> {
     let g = if matches!(g.dtype(), DType::F32 | DType::BF16) {
         g.contiguous()?
     } else {
@@ -177,7 +252,7 @@ pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: StepScalars) ->
         &g,
         &Launch {
             moments: RefCell::new(moments),
-            s,
+            s: &s.dev,
         },
     )?;
     Ok(())

@@ -3,14 +3,22 @@
 //!
 //! ```ignore
 //! let _cache = model::graph::HtodCache::enable(&dev); // before the eager warm-up steps
-//! for _ in 0..warmup { eager_step()?; }               // loads kernels, fills the caches
-//! let step = model::graph::capture(&dev, || {         // queues nothing: records
+//! eager_step(&mut opt)?;                               // loads kernels, fills the caches,
+//!                                                      // creates AdamW's moments
+//! let step = model::graph::capture(&dev, || {         // records; runs nothing
 //!     let tape = model::forward(&lm, &batch)?;        // batch: static input tensors
 //!     let loss = tape.loss().clone();
-//!     Ok((loss, tape.backward(|_, _| Ok::<(), model::ModelError>(()))?))
+//!     let grads = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
+//!     opt.step(lm.params().vars(), &grads)?;          // its scalars: a captured copy
+//!     Ok(loss)
 //! })?;
-//! step.replay()?;                                     // runs forward + backward
-//! let (loss, grads) = step.outputs();                 // written by every replay
+//! step.replay()?;                                     // the step captured above
+//! loop {
+//!     batch.input.slice_set(&next.input, 0, 0)?;      // new data into the static inputs
+//!     opt.advance_for_replay()?;                      // next step's AdamW scalars
+//!     step.replay()?;
+//!     let loss = step.outputs().to_scalar::<f32>()?;  // rewritten by every replay
+//! }
 //! ```
 //!
 //! What candle and cudarc allow, and what this relies on:
@@ -27,10 +35,10 @@
 //! - Events: the compute stream must not record cudarc's per-allocation events (comm's
 //!   `cuda_device` turns them off), and nothing inside may synchronise.
 //! - cuBLAS GEMMs are capturable once each shape has run eagerly (workspace allocated).
-//! - Kernel arguments are frozen at capture: anything that changes per step (AdamW's step
-//!   count, a learning rate) must be read from device memory, or stay outside the graph.
-//!   The fused AdamW takes its scalars as arguments, so [`capture`] is used for forward
-//!   and backward and AdamW runs after each replay.
+//! - Kernel arguments are frozen at capture: anything that changes per step must be read
+//!   from device memory. The fused AdamW reads its step scalars from a device buffer that
+//!   a captured copy fills from pinned host memory; `AdamW::advance_for_replay` rewrites
+//!   the pinned values before each replay. The optimizer must outlive the graph.
 //!
 //! Capture failure is an `Err` with the reason (the failing op's error), and the caller
 //! falls back to eager steps. Without the `cuda` feature or on the CPU it is always `Err`.
@@ -70,11 +78,19 @@ impl<T> CapturedStep<T> {
 pub fn capturing(device: &Device) -> bool {
     #[cfg(feature = "cuda")]
     if let Device::Cuda(d) = device {
-        use candle_core::cuda_backend::cudarc::driver::sys::CUstreamCaptureStatus as S;
-        return matches!(d.cuda_stream().capture_status(), Ok(s) if s != S::CU_STREAM_CAPTURE_STATUS_NONE);
+        return capturing_stream(&d.cuda_stream());
     }
     let _ = device;
     false
+}
+
+/// [`capturing`] for a stream.
+#[cfg(feature = "cuda")]
+pub(crate) fn capturing_stream(
+    stream: &candle_core::cuda_backend::cudarc::driver::CudaStream,
+) -> bool {
+    use candle_core::cuda_backend::cudarc::driver::sys::CUstreamCaptureStatus as S;
+    matches!(stream.capture_status(), Ok(s) if s != S::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
 /// candle's cache of small host→device uploads, on while this lives (this thread only).

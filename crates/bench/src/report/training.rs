@@ -76,7 +76,7 @@ pub fn single(
         );
         return Ok(());
     }
-    md.push_str("Ratios are ours ÷ theirs (below 1: we are faster). Rows marked CUDA graph replay forward and backward as one graph: their fwd column holds both (bwd 0). PyTorch best: `torch_best.py`'s fastest variant (SDPA flash attention, fused AdamW, `torch.compile`, with CUDA graphs in `compile-ro`); PyTorch eager: `torch_baseline.py`.
+    md.push_str("Ratios are ours ÷ theirs (below 1: we are faster). Rows marked CUDA graph replay the step as one graph: their fwd column holds the whole replay (forward, backward and AdamW since 2026-11-25 01:30 UTC; forward and backward before). PyTorch best: `torch_best.py`'s fastest variant (SDPA flash attention, fused AdamW, `torch.compile`, with CUDA graphs in `compile-ro`); PyTorch eager: `torch_baseline.py`.
 
 ");
     md.push_str("| size | math | fwd (ms) | bwd (ms) | AdamW (ms) | step (ms) | tokens/s | peak step (GiB) | PyTorch best (ms) | ÷ best | best: peak (GiB) | PyTorch eager (ms) | ÷ eager |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
