@@ -202,18 +202,24 @@ impl AdamW {
         Ok(())
     }
 
+    /// The bias corrections of the current step count: 1 − β1ᵗ and √(1 − β2ᵗ).
+    fn bias_corrections(&self) -> (f64, f64) {
+        let (c, t) = (self.cfg, self.step as i32);
+        (1.0 - c.beta1.powi(t), (1.0 - c.beta2.powi(t)).sqrt())
+    }
+
     /// The fused kernels' scalars for the current step count.
     #[cfg(feature = "cuda")]
     fn step_scalars(&self) -> crate::fused_adamw::StepScalars {
         let c = self.cfg;
-        let t = self.step as i32;
+        let (bc1, bc2_sqrt) = self.bias_corrections();
         crate::fused_adamw::StepScalars {
             decay: (1.0 - c.lr * c.weight_decay) as f32,
             b1: c.beta1 as f32,
             b2: c.beta2 as f32,
             eps: c.eps as f32,
-            step_size: (c.lr / (1.0 - c.beta1.powi(t))) as f32,
-            bc2_sqrt: (1.0 - c.beta2.powi(t)).sqrt() as f32,
+            step_size: (c.lr / bc1) as f32,
+            bc2_sqrt: bc2_sqrt as f32,
         }
     }
 
@@ -235,10 +241,6 @@ impl AdamW {
 
     /// Queues parameter `i`'s update for the current step count.
     fn update(&mut self, i: usize, p: &Var, g: &Tensor) -> Result<()> {
-        let c = self.cfg;
-        let t = self.step as i32;
-        let bc1 = 1.0 - c.beta1.powi(t);
-        let bc2_sqrt = (1.0 - c.beta2.powi(t)).sqrt();
         #[cfg(feature = "cuda")]
         if self.uses_fused(p) {
             let mut mom = match self.state[i].take() {
@@ -252,6 +254,8 @@ impl AdamW {
             self.state[i] = Some(Moments::Device(mom));
             return Ok(());
         }
+        let c = self.cfg;
+        let (bc1, bc2_sqrt) = self.bias_corrections();
         let g = g.to_dtype(p.dtype())?;
         let (m, v) = match self.state[i].take() {
             Some(Moments::Tensors(m, v)) => (m, v),

@@ -32,16 +32,20 @@ pub fn fit_overhead(recs: &[AllReduceRecord], world: usize) -> Option<(f64, f64)
     (slope > 0.0).then_some((1.0 / slope, o.max(0.0)))
 }
 
-fn torch_for<'a>(
+/// PyTorch eager's plain record (torch_baseline.py: no compile, unfused AdamW, default
+/// transport) of `mode` for a size, dtype and TF32 setting.
+pub(super) fn torch_for<'a>(
     torch: &'a [TorchStep],
     mode: &str,
     size: &str,
     dtype: &str,
+    tf32: bool,
 ) -> Option<&'a TorchStep> {
     torch.iter().find(|t| {
         t.mode == mode
             && t.size == size
             && t.dtype == dtype
+            && t.tf32 == tf32
             && !t.compile
             && !t.fused
             && t.opt.as_deref().unwrap_or("adamw") == "adamw"
@@ -174,9 +178,9 @@ pub fn section(
                 cell(best.single_gpu.as_ref())
             )?;
         }
-        let tdd = torch_for(torch, "ddp", &size, &dtype).filter(|t| t.world == Some(world));
+        let tdd = torch_for(torch, "ddp", &size, &dtype, false).filter(|t| t.world == Some(world));
         if let Some(t) = tdd {
-            let ts = torch_for(torch, "single", &size, &dtype);
+            let ts = torch_for(torch, "single", &size, &dtype, false);
             writeln!(
                 md,
                 "PyTorch DDP (eager, 25 MB buckets, same run): {:.1} ms, peak {:.1} GiB{}; ours/PyTorch = {:.3} (our best's peak {} GiB).",

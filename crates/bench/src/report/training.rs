@@ -27,14 +27,7 @@ fn gib(x: Option<f64>) -> String {
 
 /// PyTorch eager (torch_baseline.py: hand-written attention, unfused AdamW) for a record.
 fn eager<'a>(torch: &'a [TorchStep], r: &SingleRecord) -> Option<&'a TorchStep> {
-    torch.iter().find(|t| {
-        t.mode == "single"
-            && t.size == r.size
-            && t.dtype == r.dtype.name()
-            && t.tf32 == r.tf32
-            && !t.compile
-            && !t.fused
-    })
+    super::ddp::torch_for(torch, "single", &r.size, r.dtype.name(), r.tf32)
 }
 
 /// The strongest PyTorch (torch_best.py) for a record: its fastest variant with the same
