@@ -3,7 +3,7 @@
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
-#                                  single single-tf32 anchor-single anchor-best model-check adamw-ref ddp-check ddp
+#                                  single single-tf32 anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
 #                                  two-node profile full report
 #
@@ -110,6 +110,20 @@ job() {
       # CUDA-graph modes; 60-120 s of compiling per size, dtype and variant). TF32=1 for
       # the TF32 comparison; VARIANTS=eager,compile,compile-ro, DTYPES=fp32,bf16.
       SIZES="${SIZES:-xl,2.7B}" VARIANTS="${VARIANTS:-compile-ro}" anchor best ;;
+    kernels)
+      # Per-kernel time and DRAM traffic of the last replay of the whole step (Nsight
+      # Compute, clocks not locked, each kernel measured alone): JSON lines appended to
+      # results.jsonl (bench "kernels"; the report's per-kernel table), a table shown.
+      local ncu rc=0; ncu="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"
+      [ -n "$ncu" ] || ncu="$(command -v ncu)"
+      [ -n "$ncu" ] || { echo "no ncu on this machine"; return 2; }
+      local m=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+      "$ncu" --clock-control none --metrics "$m" --log-file "$RES/ncu.log" --export "$RES/kernels" -f \
+        "$BIN/bench" single --size ${SIZES:-xl} --dtype ${DTYPES:-bf16} --mode step --warmup 2 --steps 1 \
+        --batch ${BATCH:-8} --out "$RES/kernels-single.jsonl" > /dev/null || rc=1
+      "$ncu" --import "$RES/kernels.ncu-rep" --csv --page raw --metrics "$m" > "$RES/ncu.csv" || rc=1
+      python3 "$HERE/ncu_kernels.py" "$RES/ncu.csv" "$RES/kernels-single.jsonl" >> "$RES/results.jsonl" || rc=1
+      rm -f "$RES/kernels.ncu-rep" "$RES/ncu.csv"; tail -3 "$RES/ncu.log"; return $rc ;;
     rmsnorm)
       "$BIN/bench" rmsnorm --out "$RES/results.jsonl" ;;
     model-check)

@@ -79,6 +79,10 @@ pub fn pack(jobs: &[String]) -> Result<()> {
     }
     std::fs::copy(root().join("scripts/gpu/run.sh"), dest.join("run.sh"))?;
     std::fs::copy(
+        root().join("scripts/gpu/ncu_kernels.py"),
+        dest.join("ncu_kernels.py"),
+    )?;
+    std::fs::copy(
         root().join("data/isoflops_curves.json"),
         dest.join("isoflops_curves.json"),
     )?;

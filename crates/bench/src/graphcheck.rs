@@ -53,7 +53,7 @@ pub fn graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f32> {
     let input = batch(&graphed, 0, gpu)?;
     let mut opt = adamw()?;
     let (_, g) = forward_backward(&graphed, &input, |_, _| Ok(()))?;
-    opt.step(graphed.params().vars(), &g)?;
+    opt.step_params(graphed.params(), &g)?;
     drop(g);
     for s in 1..STEPS {
         let b = batch(&graphed, s, gpu)?;
@@ -65,7 +65,7 @@ pub fn graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f32> {
                     let tape = model::forward(&graphed, &input)?;
                     let loss = tape.loss().clone();
                     let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
-                    opt.step(graphed.params().vars(), &g)?;
+                    opt.step_params(graphed.params(), &g)?;
                     Ok(loss)
                 })
                 .map_err(|why| anyhow::anyhow!("{dtype:?}: capture failed: {why}"))?,

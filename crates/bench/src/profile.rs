@@ -109,7 +109,7 @@ pub fn run(
                 }
                 Ok::<(), model::ModelError>(())
             })?;
-            opt.step(lm.params().vars(), &g)?;
+            opt.step_params(lm.params(), &g)?;
             model::profile::mark("optimizer");
         }
         Ok(())

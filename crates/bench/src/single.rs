@@ -64,6 +64,9 @@ pub struct SingleRecord {
     /// Why graph mode fell back to eager steps, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_fallback: Option<String>,
+    /// Kernel launches in one replay (graph mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_kernels: Option<usize>,
     /// fp32 GEMMs on TF32 tensor cores (`bench single --tf32`, model::tf32).
     #[serde(default)]
     pub tf32: bool,
@@ -131,6 +134,7 @@ pub fn run(
     let _cache = graph.then(|| model::graph::HtodCache::enable(device));
     let mut captured: Option<model::graph::CapturedStep<Tensor>> = None;
     let mut fallback = None;
+    let mut graph_kernels = None;
     for i in 0..warmup + steps {
         let timed = i >= warmup;
         if graph && i == 1 {
@@ -140,11 +144,17 @@ pub fn run(
                 let loss = tape.loss().clone();
                 let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
                 if mode == Mode::Step {
-                    opt.step(lm.params().vars(), &g)?;
+                    opt.step_params(lm.params(), &g)?;
                 }
                 Ok(loss)
             }) {
-                Ok(c) => captured = Some(c),
+                Ok(c) => {
+                    if let Some(k) = c.kernel_nodes()? {
+                        eprintln!("bench single {size} {}: graph of {k} kernels", dtype.name());
+                        graph_kernels = Some(k);
+                    }
+                    captured = Some(c);
+                }
                 Err(why) => {
                     eprintln!(
                         "bench single {size} {}: no CUDA graph, eager steps: {why}",
@@ -185,7 +195,7 @@ pub fn run(
                 tb = t1.stop()?;
                 if mode == Mode::Step {
                     let t2 = Timer::start(device)?;
-                    opt.step(lm.params().vars(), &g)?;
+                    opt.step_params(lm.params(), &g)?;
                     to = t2.stop()?;
                 }
             }
@@ -239,6 +249,7 @@ pub fn run(
         tf32: model::tf32::tf32(),
         graph: graph && fallback.is_none(),
         graph_fallback: fallback,
+        graph_kernels,
         gpu,
     })
 }

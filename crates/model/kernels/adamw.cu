@@ -4,6 +4,9 @@
 // are instead of being cast to f32 first); the arithmetic is f32 either way.
 //   p <- p * (1 - lr*wd);  m <- m + (g - m)(1 - b1);  v <- b2 v + (1 - b2) g^2
 //   p <- p - step_size * m / (sqrt(v) / bc2_sqrt + eps),   step_size = lr / (1 - b1^t)
+// When `s16` is not null the kernel also writes the new p rounded to bf16 (nearest even,
+// as the cast kernels round) there: a bf16 model's forward then reads that copy instead of
+// casting its f32 masters every step (model::shadow).
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float grad_f(float g) { return g; }
@@ -26,10 +29,11 @@ template <typename G>
 __device__ void adamw(float *__restrict__ p, const G *__restrict__ g, float *__restrict__ m,
                       float *__restrict__ v, const unsigned long long n, const float decay,
                       const float b1, const float b2, const float eps, const float step_size,
-                      const float bc2_sqrt) {
+                      const float bc2_sqrt, __nv_bfloat16 *__restrict__ s16) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)blockDim.x * gridDim.x) {
     update(p[i], grad_f(g[i]), m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
+    if (s16) s16[i] = __float2bfloat16(p[i]);
   }
 }
 
@@ -51,7 +55,8 @@ template <typename G>
 __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float *__restrict__ m,
                            float *__restrict__ v, const unsigned long long n, const float decay,
                            const float b1, const float b2, const float eps,
-                           const float step_size, const float bc2_sqrt) {
+                           const float step_size, const float bc2_sqrt,
+                           __nv_bfloat16 *__restrict__ s16) {
   const unsigned long long n4 = n / 4;
   const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
@@ -68,9 +73,17 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
     p4[i] = pi;
     m4[i] = mi;
     v4[i] = vi;
+    if (s16) {
+      __nv_bfloat162 a = __floats2bfloat162_rn(pi.x, pi.y), b = __floats2bfloat162_rn(pi.z, pi.w);
+      uint2 out;
+      out.x = *reinterpret_cast<unsigned int *>(&a);
+      out.y = *reinterpret_cast<unsigned int *>(&b);
+      reinterpret_cast<uint2 *>(s16)[i] = out;
+    }
   }
   for (unsigned long long i = 4 * n4 + first; i < n; i += stride) {
     update(p[i], grad_f(g[i]), m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
+    if (s16) s16[i] = __float2bfloat16(p[i]);
   }
 }
 
@@ -80,8 +93,9 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
 #define ADAMW_KERNEL(name, impl, G)                                                            \
   extern "C" __global__ void name(float *__restrict__ p, const G *__restrict__ g,              \
                                   float *__restrict__ m, float *__restrict__ v,                \
-                                  const unsigned long long n, const float *__restrict__ s) {   \
-    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5]);                                   \
+                                  const unsigned long long n, const float *__restrict__ s,     \
+                                  __nv_bfloat16 *__restrict__ s16) {                           \
+    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5], s16);                              \
   }
 
 ADAMW_KERNEL(adamw_f32, adamw, float)

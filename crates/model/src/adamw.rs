@@ -141,6 +141,19 @@ impl AdamW {
         self.step_each(params, grads, |_| Ok::<(), ModelError>(()))
     }
 
+    /// [`Self::step`] over a [`crate::ParamSet`]: where its bf16 copies are enabled, the fused
+    /// kernel also writes each updated parameter's bf16 copy, which the next forward takes
+    /// instead of casting ([`crate::shadow`]).
+    pub fn step_params(
+        &mut self,
+        params: &crate::ParamSet,
+        grads: &[Option<Tensor>],
+    ) -> Result<()> {
+        let shadows = Some(params.bf16_shadows()).filter(|s| s.enabled());
+        let none = |_| Ok::<(), ModelError>(());
+        self.step_inner(params.vars(), grads, 0..params.len(), none, shadows)
+    }
+
     /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a
     /// ZeRO optimizer launches that parameter's all-gather there, overlapping the rest).
     /// The first error, of `after` or of the step, ends the step and is returned as is.
@@ -160,7 +173,18 @@ impl AdamW {
         params: &[Var],
         grads: &[Option<Tensor>],
         order: impl IntoIterator<Item = usize>,
+        after: impl FnMut(usize) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.step_inner(params, grads, order, after, None)
+    }
+
+    fn step_inner<E: From<ModelError>>(
+        &mut self,
+        params: &[Var],
+        grads: &[Option<Tensor>],
+        order: impl IntoIterator<Item = usize>,
         mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+        shadows: Option<&crate::shadow::Bf16Shadows>,
     ) -> std::result::Result<(), E> {
         if params.len() != grads.len() {
             return Err(ModelError::Input(format!(
@@ -196,7 +220,7 @@ impl AdamW {
         }
         for i in order {
             let Some(g) = &grads[i] else { continue };
-            self.update(i, &params[i], g)?;
+            self.update(i, &params[i], g, shadows)?;
             after(i)?;
         }
         Ok(())
@@ -239,8 +263,15 @@ impl AdamW {
         Ok(())
     }
 
-    /// Queues parameter `i`'s update for the current step count.
-    fn update(&mut self, i: usize, p: &Var, g: &Tensor) -> Result<()> {
+    /// Queues parameter `i`'s update for the current step count (and, with `shadows` on the
+    /// fused path, the write of its bf16 copy).
+    fn update(
+        &mut self,
+        i: usize,
+        p: &Var,
+        g: &Tensor,
+        shadows: Option<&crate::shadow::Bf16Shadows>,
+    ) -> Result<()> {
         #[cfg(feature = "cuda")]
         if self.uses_fused(p) {
             let mut mom = match self.state[i].take() {
@@ -250,9 +281,16 @@ impl AdamW {
             let s = self.scalars.as_ref().ok_or_else(|| {
                 ModelError::Input("fused AdamW: step scalars not uploaded".into())
             })?;
-            crate::fused_adamw::step(p, g, &mut mom, s)?;
+            let copy = shadows.map(|sh| sh.target(i, p.as_tensor())).transpose()?;
+            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref())?;
             self.state[i] = Some(Moments::Device(mom));
+            if let Some(sh) = shadows {
+                sh.mark_fresh(i);
+            }
             return Ok(());
+        }
+        if let Some(sh) = shadows {
+            sh.mark_stale(i);
         }
         let c = self.cfg;
         let (bc1, bc2_sqrt) = self.bias_corrections();

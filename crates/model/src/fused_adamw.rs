@@ -152,6 +152,8 @@ impl DeviceMoments {
 struct Launch<'a> {
     moments: RefCell<&'a mut DeviceMoments>,
     s: &'a CudaSlice<f32>,
+    /// Where to write the updated parameter in bf16 (model::shadow), if anywhere.
+    copy: Option<&'a CudaSlice<half::bf16>>,
 }
 
 impl InplaceOp2 for Launch<'_> {
@@ -231,6 +233,15 @@ impl InplaceOp2 for Launch<'_> {
             b.arg(&gb);
         }
         b.arg(m).arg(v).arg(&n64).arg(self.s);
+        let null = 0u64;
+        match self.copy {
+            Some(c) if c.len() == n => b.arg(c),
+            Some(c) => candle_core::bail!(
+                "fused AdamW: a bf16 copy of {} elements for a parameter of {n}",
+                c.len()
+            ),
+            None => b.arg(&null),
+        };
         crate::profile::mark_kernel_begin(kernel);
         // SAFETY: the kernel's signature matches the arguments; p, m, v hold n f32 and g
         // n elements of the kernel's gradient type.
@@ -241,18 +252,43 @@ impl InplaceOp2 for Launch<'_> {
 }
 
 /// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
-/// dtypes are cast to f32 first), with the scalars last uploaded to `s`.
-pub fn step(p: &Var, g: &Tensor, moments: &mut DeviceMoments, s: &DeviceScalars) -> Result<()> {
+/// dtypes are cast to f32 first), with the scalars last uploaded to `s`; also writes the
+/// updated `p` in bf16 into `copy` (a whole contiguous bf16 CUDA tensor) if given.
+pub fn step(
+    p: &Var,
+    g: &Tensor,
+    moments: &mut DeviceMoments,
+    s: &DeviceScalars,
+    copy: Option<&Tensor>,
+) -> Result<()> {
     let g = if matches!(g.dtype(), DType::F32 | DType::BF16) {
         g.contiguous()?
     } else {
         g.to_dtype(DType::F32)?
+    };
+    let guard = copy.map(|c| c.storage_and_layout());
+    let copy = match &guard {
+        None => None,
+        Some((st, l)) => {
+            let candle_core::Storage::Cuda(cs) = &**st else {
+                return Err(ModelError::Input(
+                    "fused AdamW: the bf16 copy is not on CUDA".into(),
+                ));
+            };
+            if !l.is_contiguous() || l.start_offset() != 0 {
+                return Err(ModelError::Input(
+                    "fused AdamW: the bf16 copy must be a whole contiguous tensor".into(),
+                ));
+            }
+            Some(cs.as_cuda_slice::<half::bf16>()?)
+        }
     };
     p.as_tensor().inplace_op2(
         &g,
         &Launch {
             moments: RefCell::new(moments),
             s: &s.dev,
+            copy,
         },
     )?;
     Ok(())

@@ -66,6 +66,44 @@ impl<T> CapturedStep<T> {
         Ok(())
     }
 
+    /// How many kernel launches one replay runs (the graph's kernel nodes); `None` without
+    /// CUDA. `bench kernels` profiles the last replay's launches.
+    pub fn kernel_nodes(&self) -> crate::Result<Option<usize>> {
+        #[cfg(feature = "cuda")]
+        {
+            use candle_core::cuda_backend::cudarc::driver::sys;
+            let g = self.graph.cu_graph();
+            let err = |what: &str, r: sys::CUresult| {
+                crate::ModelError::Input(format!("CUDA graph {what}: {r:?}"))
+            };
+            let mut n = 0usize;
+            // SAFETY: a null node array asks for the count only.
+            let r = unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(err("node count", r));
+            }
+            let mut nodes = vec![std::ptr::null_mut(); n];
+            // SAFETY: `nodes` holds `n` slots.
+            let r = unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) };
+            if r != sys::CUresult::CUDA_SUCCESS {
+                return Err(err("nodes", r));
+            }
+            let mut kernels = 0;
+            for node in nodes.into_iter().take(n) {
+                let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+                // SAFETY: `node` belongs to the graph.
+                let r = unsafe { sys::cuGraphNodeGetType(node, &mut t) };
+                if r != sys::CUresult::CUDA_SUCCESS {
+                    return Err(err("node type", r));
+                }
+                kernels += usize::from(t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL);
+            }
+            Ok(Some(kernels))
+        }
+        #[cfg(not(feature = "cuda"))]
+        Ok(None)
+    }
+
     /// What the captured closure returned; valid after each replay completes (reading it
     /// on the compute stream, as candle does, orders after the replay).
     pub fn outputs(&self) -> &T {

@@ -19,7 +19,7 @@
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
 //! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
-//! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
+//! stage seam DDP uses), [`adamw`], [`shadow`] (bf16 weight copies AdamW writes), [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
 //! for fp32 GEMMs, opt in).
 
 pub mod adamw;
@@ -36,6 +36,7 @@ pub mod lm;
 pub mod params;
 pub mod profile;
 pub mod rmsnorm;
+pub mod shadow;
 pub mod staged;
 pub mod tf32;
 pub mod toy;

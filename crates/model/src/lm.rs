@@ -107,9 +107,14 @@ impl TransformerLm {
         &self.cfg
     }
 
-    /// Sets the compute dtype (parameters stay f32 masters; they are cast per use).
+    /// Sets the compute dtype (parameters stay f32 masters; they are cast per use). bf16
+    /// on CUDA also enables the parameters' bf16 copies that [`crate::AdamW::step_params`]
+    /// writes and the blocks' forward takes instead of casting ([`crate::shadow`]).
     pub fn set_compute_dtype(&mut self, dtype: DType) {
         self.dtype = dtype;
+        let cuda = self.params.var(0).device().is_cuda();
+        self.params
+            .enable_bf16_shadows(cuda && dtype == DType::BF16);
     }
 
     /// Chooses the blocks' backward in the staged path ([`crate::forward_backward`]): the
@@ -226,7 +231,10 @@ impl StagedModel for TransformerLm {
         let w = ids.map(|i| {
             let p = self.params.var(i).as_tensor();
             match self.dtype {
-                DType::BF16 => crate::kernels::to_bf16(p),
+                DType::BF16 => match self.params.bf16_shadows().take_fresh(i) {
+                    Some(copy) => Ok(copy),
+                    None => crate::kernels::to_bf16(p),
+                },
                 d => Ok(p.detach().to_dtype(d)?),
             }
         });

@@ -29,6 +29,8 @@ pub enum Init {
 pub struct ParamSet {
     names: Vec<String>,
     vars: Vec<Var>,
+    /// bf16 copies AdamW writes for a bf16 forward (off unless enabled).
+    bf16: crate::shadow::Bf16Shadows,
 }
 
 impl ParamSet {
@@ -36,6 +38,7 @@ impl ParamSet {
         Self {
             names: Vec::new(),
             vars: Vec::new(),
+            bf16: Default::default(),
         }
     }
 
@@ -80,6 +83,14 @@ impl ParamSet {
     pub fn var(&self, i: usize) -> &Var {
         &self.vars[i]
     }
+    /// The bf16 copies of the parameters ([`crate::shadow`]).
+    pub fn bf16_shadows(&self) -> &crate::shadow::Bf16Shadows {
+        &self.bf16
+    }
+    /// Lets [`crate::AdamW::step_params`] write bf16 copies (a bf16 model on CUDA).
+    pub fn enable_bf16_shadows(&mut self, on: bool) {
+        self.bf16.set_enabled(on);
+    }
     /// Total number of elements.
     pub fn numel(&self) -> usize {
         self.vars.iter().map(|v| v.elem_count()).sum()
@@ -88,6 +99,7 @@ impl ParamSet {
     /// Copies every value from `other` (same names and shapes), e.g. to start two models
     /// from identical weights.
     pub fn copy_from(&self, other: &ParamSet) -> Result<()> {
+        self.bf16.invalidate();
         for (i, (a, b)) in self.vars.iter().zip(&other.vars).enumerate() {
             if a.dims() != b.dims() {
                 return Err(crate::ModelError::Input(format!(

@@ -3,6 +3,7 @@
 
 mod ddp;
 mod input;
+mod kernels;
 mod plot;
 mod scaling;
 mod slowdown;
@@ -82,6 +83,8 @@ pub fn write_report(
     training::zero(&mut md, &zero, &torch_steps, out)?;
     let prof: Vec<crate::profile::ProfileRecord> = res.take("bench", &["profile"]);
     training::profile(&mut md, &prof)?;
+    let kern: Vec<kernels::KernelRecord> = res.take("bench", &["kernels"]);
+    kernels::section(&mut md, &kern, &singles)?;
     scaling::section(&mut md, isoflops, out)?;
     let mut skipped = res.finish("bench", NOT_REPORTED);
     if let Some(a) = anchor {
