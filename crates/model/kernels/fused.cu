@@ -19,40 +19,12 @@
 //   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
 //   rmsnorm_dw_part     ∂w partial sums over blocks of n2 rows (f32 out; n0 rows, n1 cols)
 //   cast_f32_bf16_x4    f32 → bf16, four at a time (n0 elements)
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-typedef __nv_bfloat16 bf16;
-
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(bf16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 from_f<bf16>(float v) { return __float2bfloat16(v); }
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
-  return v;
-}
-
-// Block-wide reduction (sum or max) for blocks of a multiple of 32 threads.
-template <bool MAX> __device__ float block_reduce(float v, float *shared) {
-  v = MAX ? warp_max(v) : warp_sum(v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = (threadIdx.x < warps) ? shared[threadIdx.x] : (MAX ? -INFINITY : 0.0f);
-  if (warp == 0) v = MAX ? warp_max(v) : warp_sum(v);
-  if (threadIdx.x == 0) shared[0] = v;
-  __syncthreads();
-  v = shared[0];
-  __syncthreads();
-  return v;
-}
+//   rmsnorm_bwd         ∂x and ∂w partial sums over blocks of n2 rows in one pass (n0 rows,
+//                       n1 cols; the partials go to the extra f32 buffer after the output)
+//   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
+//   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
+//                       n2 = C, f = E's bytes / 16)
+#include "common.cuh"
 
 // ---- causal softmax: one warp per row ------------------------------------------------
 template <typename T>
@@ -261,6 +233,94 @@ extern "C" __global__ void cast_f32_bf16_x4(const float *x, bf16 *y, int n, int,
     y[i] = __float2bfloat16(x[i]);
 }
 
+// ---- RMSNorm backward in one pass: block b owns rows [b·R, min((b+1)·R, rows)); each
+// thread keeps its columns j = tid + k·blockDim (k < RB_MAXC) of one row in registers, so x
+// and g are read once for ∂x, the row's statistics and the ∂w partial sums.
+#define RB_MAXC 16
+template <typename T>
+__device__ void rmsnorm_bwd(const T *x, const T *w, const T *g, T *dx, float *part, int rows,
+                            int cols, int R, float eps) {
+  __shared__ float shared[32];
+  float wv[RB_MAXC], acc[RB_MAXC];
+#pragma unroll
+  for (int k = 0; k < RB_MAXC; k++) {
+    const int j = threadIdx.x + k * blockDim.x;
+    wv[k] = j < cols ? to_f(w[j]) : 0.0f;
+    acc[k] = 0.0f;
+  }
+  const int r0 = blockIdx.x * R, r1 = min(r0 + R, rows);
+  for (int i = r0; i < r1; i++) {
+    const size_t off = (size_t)i * cols;
+    float xv[RB_MAXC], gv[RB_MAXC], ss = 0.0f, dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < RB_MAXC; k++) {
+      const int j = threadIdx.x + k * blockDim.x;
+      xv[k] = j < cols ? to_f(x[off + j]) : 0.0f;
+      gv[k] = j < cols ? to_f(g[off + j]) : 0.0f;
+      ss += xv[k] * xv[k];
+      dot += gv[k] * wv[k] * xv[k];
+    }
+    const float r = rsqrtf(block_reduce<false>(ss, shared) / cols + eps);
+    const float r3m = r * r * r * block_reduce<false>(dot, shared) / cols;
+#pragma unroll
+    for (int k = 0; k < RB_MAXC; k++) {
+      const int j = threadIdx.x + k * blockDim.x;
+      if (j < cols) {
+        dx[off + j] = from_f<T>(r * gv[k] * wv[k] - xv[k] * r3m);
+        acc[k] += gv[k] * xv[k] * r;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < RB_MAXC; k++) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < cols) part[(size_t)blockIdx.x * cols + j] = acc[k];
+  }
+}
+
+// ---- y = a + b on 16-byte chunks (8 bf16 or 4 f32), the tail one element at a time.
+__device__ __forceinline__ void add_chunk(const uint4 &a, const uint4 &b, uint4 &y, float) {
+  const float *fa = reinterpret_cast<const float *>(&a), *fb = reinterpret_cast<const float *>(&b);
+  float *fy = reinterpret_cast<float *>(&y);
+#pragma unroll
+  for (int i = 0; i < 4; i++) fy[i] = fa[i] + fb[i];
+}
+__device__ __forceinline__ void add_chunk(const uint4 &a, const uint4 &b, uint4 &y, bf16) {
+  const __nv_bfloat162 *ha = reinterpret_cast<const __nv_bfloat162 *>(&a);
+  const __nv_bfloat162 *hb = reinterpret_cast<const __nv_bfloat162 *>(&b);
+  __nv_bfloat162 *hy = reinterpret_cast<__nv_bfloat162 *>(&y);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 fa = __bfloat1622float2(ha[i]), fb = __bfloat1622float2(hb[i]);
+    hy[i] = __floats2bfloat162_rn(fa.x + fb.x, fa.y + fb.y);
+  }
+}
+template <typename T> __device__ void add(const T *a, const T *b, T *y, int n) {
+  constexpr int V = 16 / sizeof(T);
+  const int nv = n / V, stride = blockDim.x * gridDim.x;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += stride) {
+    uint4 out;
+    add_chunk(reinterpret_cast<const uint4 *>(a)[i], reinterpret_cast<const uint4 *>(b)[i], out, T());
+    reinterpret_cast<uint4 *>(y)[i] = out;
+  }
+  for (int i = V * nv + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = from_f<T>(to_f(a[i]) + to_f(b[i]));
+}
+
+// ---- (A, B, C, E) → (A, C, B, E), moving 16-byte chunks (ev chunks per E row).
+__device__ void swap12(const uint4 *x, uint4 *y, int A, int B, int C, int ev) {
+  const size_t n = (size_t)A * B * C * ev, stride = (size_t)blockDim.x * gridDim.x;
+  for (size_t o = blockIdx.x * (size_t)blockDim.x + threadIdx.x; o < n; o += stride) {
+    const int e = o % ev;
+    size_t rest = o / ev;
+    const int b = rest % B;
+    rest /= B;
+    const int c = rest % C;
+    const size_t a = rest / C;
+    y[o] = x[((a * B + b) * C + c) * ev + e];
+  }
+}
+
 // ---- the exported entry points, one per dtype -----------------------------------------
 #define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
 #define ENTRIES(T, S)                                                                              \
@@ -306,3 +366,16 @@ extern "C" __global__ void cast_f32_bf16_x4(const float *x, bf16 *y, int n, int,
     rmsnorm_dw_part<T>(x, g, part, n0, n1, n2, f);                                                 \
   }
 FOR_DTYPES(ENTRIES)
+
+#define ENTRIES2(T, S)                                                                             \
+  extern "C" __global__ void rmsnorm_bwd_##S(const T *x, const T *w, const T *g, T *dx,            \
+                                             float *part, int n0, int n1, int n2, float f) {       \
+    rmsnorm_bwd<T>(x, w, g, dx, part, n0, n1, n2, f);                                              \
+  }                                                                                                \
+  extern "C" __global__ void add_##S(const T *a, const T *b, T *y, int n0, int, int, float) {      \
+    add<T>(a, b, y, n0);                                                                           \
+  }                                                                                                \
+  extern "C" __global__ void swap12_##S(const T *x, T *y, int n0, int n1, int n2, float f) {       \
+    swap12(reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n0, n1, n2, (int)f);  \
+  }
+FOR_DTYPES(ENTRIES2)

@@ -77,13 +77,9 @@ pub(crate) fn forward(
     mark("fwd/block/attn/scores");
     let p = kernels::causal_softmax(&sc, scale)?;
     mark("fwd/block/attn/softmax");
-    let y = p
-        .matmul(&v)?
-        .transpose(1, 2)?
-        .contiguous()?
-        .reshape((b * t, d))?;
+    let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
     mark("fwd/block/attn/value");
-    let x2 = (&x + lin(&y, wo)?)?;
+    let x2 = kernels::add(&x, &lin(&y, wo)?)?;
     mark("fwd/block/attn/out_proj");
     let h2 = rmsnorm::rms_norm_fused(&x2, n2, dims.eps as f64)?;
     mark("fwd/block/ffn/norm");
@@ -91,7 +87,7 @@ pub(crate) fn forward(
     mark("fwd/block/ffn/w1_w3");
     let s = kernels::silu_mul(&a, &b3)?;
     mark("fwd/block/ffn/swiglu");
-    let out = (&x2 + lin(&s, w2)?)?.reshape((b, t, d))?;
+    let out = kernels::add(&x2, &lin(&s, w2)?)?.reshape((b, t, d))?;
     mark("fwd/block/ffn/w2");
     let saved = Saved {
         w,
@@ -135,18 +131,14 @@ impl SavedStage for Saved {
         let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
         mark("bwd/block/ffn/swiglu");
         let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
-        let dh2 = (da.matmul(w1)? + db.matmul(w3)?)?;
+        let dh2 = kernels::add(&da.matmul(w1)?, &db.matmul(w3)?)?;
         mark("bwd/block/ffn/w1_w3");
         let (dx2n, dn2) = rmsnorm::backward(&s.x2, n2, &dh2, s.dims.eps)?;
-        let dx2 = (g + dx2n)?;
+        let dx2 = kernels::add(&g, &dx2n)?;
         mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
         let dwo = dweight(&dx2, &s.y)?;
-        let dy = dx2
-            .matmul(wo)?
-            .reshape((b, t, h, e))?
-            .transpose(1, 2)?
-            .contiguous()?;
+        let dy = kernels::swap12(&dx2.matmul(wo)?.reshape((b, t, h, e))?)?;
         mark("bwd/block/attn/out_proj");
         let dp = dy.matmul(&s.v.t()?)?;
         let dv = s.p.t()?.matmul(&dy)?;
@@ -163,7 +155,7 @@ impl SavedStage for Saved {
         let dh1 = dqkv.matmul(wqkv)?;
         mark("bwd/block/attn/qkv_proj");
         let (dxn, dn1) = rmsnorm::backward(&s.x, n1, &dh1, s.dims.eps)?;
-        let dx = (dx2 + dxn)?.reshape((b, t, d))?;
+        let dx = kernels::add(&dx2, &dxn)?.reshape((b, t, d))?;
         mark("bwd/block/attn/norm");
         let grads = [dn1, dwqkv, dwo, dn2, dw1, dw3, dw2];
         Ok((dx, s.w.ids.iter().copied().zip(grads).collect()))

@@ -239,6 +239,10 @@ pub fn rms_norm_fused(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
 /// (∂x, ∂w) of the fused RMSNorm from its input, weight and the output's gradient; ∂w in
 /// f32 whatever the compute dtype (for hand-written backward passes; fused path only).
 pub fn backward(x: &Tensor, w: &Tensor, g: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
+    #[cfg(feature = "cuda")]
+    if let Some(both) = crate::kernels::norm_bwd::backward(x, w, g, eps)? {
+        return Ok(both);
+    }
     let g = g.contiguous()?;
     let dx = x
         .contiguous()?

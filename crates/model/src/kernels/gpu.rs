@@ -63,13 +63,18 @@ fn go<T: DeviceRepr>(
     dev: &candle_core::CudaDevice,
     views: &[View],
     n: &[i32; 3],
+    extra: Option<&CudaSlice<f32>>,
 ) -> Result<CudaSlice<T>> {
     let func = dev.get_or_load_custom_func(&l.kernel, "model_fused", PTX)?;
     // SAFETY: every kernel writes all `out_len` elements of its output.
     let mut out = unsafe { dev.cuda_stream().alloc::<T>(l.out_len) }.w()?;
     let mut b = func.builder();
     push(&mut b, views);
-    b.arg(&mut out).arg(&n[0]).arg(&n[1]).arg(&n[2]).arg(&l.f);
+    b.arg(&mut out);
+    if let Some(e) = extra {
+        b.arg(e);
+    }
+    b.arg(&n[0]).arg(&n[1]).arg(&n[2]).arg(&l.f);
     let cfg = LaunchConfig {
         grid_dim: (l.grid.max(1) as u32, 1, 1),
         block_dim: (l.block as u32, 1, 1),
@@ -85,6 +90,12 @@ fn go<T: DeviceRepr>(
 
 /// Launches `l` on the stream of its first input; returns the new output buffer.
 pub fn launch(l: Launch) -> Result<CudaStorage> {
+    launch_extra(l, None)
+}
+
+/// [`launch`] for a kernel that also writes a second, f32 buffer `extra` (passed right
+/// after the output; the caller sized it).
+pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>) -> Result<CudaStorage> {
     let dev = l.ins[0].0.device.clone();
     let views = l
         .ins
@@ -97,8 +108,8 @@ pub fn launch(l: Launch) -> Result<CudaStorage> {
             .map_err(|_| candle_core::Error::Msg(format!("{}: size {s} exceeds i32", l.kernel)))?;
     }
     Ok(match l.out_dtype {
-        DType::F32 => CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n)?, dev),
-        DType::BF16 => CudaStorage::wrap_cuda_slice(go::<bf16>(&l, &dev, &views, &n)?, dev),
+        DType::F32 => CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n, extra)?, dev),
+        DType::BF16 => CudaStorage::wrap_cuda_slice(go::<bf16>(&l, &dev, &views, &n, extra)?, dev),
         d => candle_core::bail!("{}: output dtype {d:?} unsupported", l.kernel),
     })
 }

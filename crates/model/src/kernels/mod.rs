@@ -19,6 +19,9 @@ mod cast;
 pub mod check;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
+mod layout;
+#[cfg(feature = "cuda")]
+pub(crate) mod norm_bwd;
 mod qkv;
 mod rope;
 mod softmax;
@@ -26,6 +29,7 @@ mod swiglu;
 mod xent;
 
 pub use cast::to_bf16;
+pub use layout::{add, swap12};
 pub use qkv::{qkv_rope, qkv_rope_bwd, qkv_rope_composed};
 pub use rope::{rope, rope_bwd};
 pub use softmax::{causal_softmax, causal_softmax_bwd};

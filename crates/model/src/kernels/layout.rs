@@ -1,0 +1,110 @@
+//! Two memory-bound helpers of the block's hand-written passes, each one 16-byte-wide
+//! kernel on CUDA where candle's generic kernels ran at 4-16 % of the copy rate (the
+//! per-kernel table of run 17): the residual adds and the attention's head transposes.
+//! Elsewhere (CPU, other dtypes, unaligned views) they are candle's ops. No backward.
+
+use crate::error::Result;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+
+/// Whether `t` can take the 16-byte kernels: f32 or bf16 on CUDA, contiguous, starting on
+/// a 16-byte boundary.
+fn fast(t: &Tensor) -> bool {
+    use candle_core::DType;
+    let l = t.layout();
+    t.device().is_cuda()
+        && matches!(t.dtype(), DType::F32 | DType::BF16)
+        && l.is_contiguous()
+        && (l.start_offset() * t.dtype().size_in_bytes()).is_multiple_of(16)
+}
+
+struct Add;
+
+impl CustomOp2 for Add {
+    fn name(&self) -> &'static str {
+        "add"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        candle_core::bail!("add: the kernel runs on CUDA only (the caller falls back)")
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        a: &candle_core::CudaStorage,
+        al: &Layout,
+        b: &candle_core::CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use super::gpu;
+        use candle_core::backend::BackendStorage;
+        let n = al.shape().elem_count();
+        let per = 16 / a.dtype().size_in_bytes();
+        let out = gpu::launch(gpu::Launch {
+            kernel: format!("add_{}", gpu::suffix(a.dtype())?),
+            ins: &[(a, al), (b, bl)],
+            out_dtype: a.dtype(),
+            out_len: n,
+            grid: n.div_ceil(per * super::BLOCK).clamp(1, 132 * 8),
+            block: super::BLOCK,
+            n: [n, 0, 0],
+            f: 0.0,
+        })?;
+        Ok((out, al.shape().clone()))
+    }
+}
+
+/// a + b (same shape and dtype).
+pub fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if fast(a) && fast(b) && a.dims() == b.dims() && a.dtype() == b.dtype() {
+        return Ok(a.apply_op2_no_bwd(b, &Add)?);
+    }
+    Ok((a + b)?)
+}
+
+struct Swap12;
+
+impl CustomOp1 for Swap12 {
+    fn name(&self) -> &'static str {
+        "swap12"
+    }
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        candle_core::bail!("swap12: the kernel runs on CUDA only (the caller falls back)")
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &candle_core::CudaStorage,
+        l: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use super::gpu;
+        use candle_core::backend::BackendStorage;
+        let (a, b, c, e) = l.shape().dims4()?;
+        let ev = e * x.dtype().size_in_bytes() / 16;
+        let chunks = a * b * c * ev;
+        let out = gpu::launch(gpu::Launch {
+            kernel: format!("swap12_{}", gpu::suffix(x.dtype())?),
+            ins: &[(x, l)],
+            out_dtype: x.dtype(),
+            out_len: l.shape().elem_count(),
+            grid: chunks.div_ceil(super::BLOCK).clamp(1, 132 * 8),
+            block: super::BLOCK,
+            n: [a, b, c],
+            f: ev as f32,
+        })?;
+        Ok((out, Shape::from((a, c, b, e))))
+    }
+}
+
+/// x (A, B, C, E) → contiguous (A, C, B, E): `x.transpose(1, 2)?.contiguous()`.
+pub fn swap12(x: &Tensor) -> Result<Tensor> {
+    let (_, _, _, e) = x.dims4()?;
+    if fast(x) && (e * x.dtype().size_in_bytes()).is_multiple_of(16) {
+        return Ok(x.apply_op1_no_bwd(&Swap12)?);
+    }
+    Ok(x.transpose(1, 2)?.contiguous()?)
+}
