@@ -3,7 +3,7 @@
 //!
 //! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
 //! bucket's all-reduce (asynchronous, on the communication stream) from the stage
-//! callback of `model::forward_backward` as soon as its last gradient is final; the others
+//! callback of `seam::forward_backward` as soon as its last gradient is final; the others
 //! launch every bucket after backward. A bucket of one gradient already in the
 //! communication dtype is reduced in place; any other is first copied (and cast) into one
 //! flat buffer; a bf16 model's bf16 gradients need no cast. Gradients come back as views of those
@@ -21,7 +21,7 @@ use crate::launch::{launch_all, InFlight};
 use crate::strategy::Strategy;
 use candle_core::{DType, Device, Shape, Tensor};
 use comm::Communicator;
-use model::{Batch, Grads, StagedModel};
+use seam::{Batch, Grads, StagedModel};
 use std::sync::Arc;
 
 /// How [`Ddp`] synchronises gradients.
@@ -33,7 +33,7 @@ pub struct DdpOptions {
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,
     /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
-    /// [`model::gemm_sms`]). Only eager strategies communicate during backward.
+    /// [`seam::gemm_sms`]). Only eager strategies communicate during backward.
     pub gemm_sm_carveout: usize,
     /// Buckets that become ready together (eager: at the same stage; the others: all,
     /// after backward) go out as one coalesced launch (one NCCL group, one completion
@@ -100,7 +100,7 @@ fn check_options(opts: &DdpOptions, device: &candle_core::Device) -> Result<()> 
             )));
         }
     }
-    model::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
+    seam::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
     Ok(())
 }
 
@@ -179,7 +179,7 @@ impl Ddp {
 
     /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
     pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
-        model::gemm_sms::check_carveout(&self.device, carveout)?;
+        seam::gemm_sms::check_carveout(&self.device, carveout)?;
         self.opts.gemm_sm_carveout = carveout;
         Ok(())
     }
@@ -228,13 +228,13 @@ impl Ddp {
         let eager = self.opts.strategy.eager();
         let mut launched: Vec<InFlight> = Vec::new();
         let mut stats = SyncStats::default();
-        let tape = model::forward_with(model, batch, before_stage)?;
+        let tape = seam::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
         let acc = self.accumulated.take();
         let mut hook = self.stage_hook.take();
         let carve = if eager { self.opts.gemm_sm_carveout } else { 0 };
         if carve > 0 {
-            model::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
+            seam::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
         }
         let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
@@ -251,7 +251,7 @@ impl Ddp {
         });
         self.stage_hook = hook;
         if carve > 0 {
-            model::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
+            seam::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
         }
         let mut grads = result?;
         if !eager {
@@ -277,7 +277,7 @@ impl Ddp {
         batch: &Batch,
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
-        let (loss, grads) = model::forward_backward(model, batch, |_, _| Ok(()))?;
+        let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute dtype.
         let grads = grads
             .into_iter()

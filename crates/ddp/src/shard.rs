@@ -1,7 +1,7 @@
 //! Splitting a global batch over ranks: rank r gets rows [r·b/w, (r+1)·b/w).
 
 use crate::error::{DdpError, Result};
-use model::Batch;
+use seam::Batch;
 
 /// Rank `rank`'s share of `global` (first dimension of input and targets).
 pub fn shard_batch(global: &Batch, rank: usize, world: usize) -> Result<Batch> {
