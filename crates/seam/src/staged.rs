@@ -24,6 +24,12 @@ pub struct Batch {
     pub targets: Tensor,
 }
 
+impl Batch {
+    pub fn new(input: Tensor, targets: Tensor) -> Self {
+        Self { input, targets }
+    }
+}
+
 /// What a hand-written stage keeps from its forward for its backward.
 pub trait SavedStage {
     /// From ∂loss/∂output: ∂loss/∂input and the gradients (f32) of the parameters, by index.
