@@ -8,7 +8,7 @@
 //! let lm = TransformerLm::new(LmConfig::by_name("small")?, 0, &dev)?;
 //! let input = lm.tokens(&vec![1u32; 2 * 128], 2, &dev)?;
 //! let targets = lm.tokens(&vec![2u32; 2 * 128], 2, &dev)?;
-//! let batch = Batch { input, targets };
+//! let batch = Batch::new(input, targets);
 //! let mut opt = AdamW::new(AdamWConfig::default())?;
 //! // Staged backward: the callback sees each stage's gradients as soon as they are final.
 //! let (loss, grads) = forward_backward(&lm, &batch, |_stage, _grads| Ok(()))?;

@@ -28,18 +28,18 @@ pub fn global_batch(name: &str, step: u64, b: usize, dev: &Device) -> crate::Res
             .map(|i| h(i, 1) as f32 / 500_000.0 - 1.0)
             .collect();
         let y: Vec<u32> = (0..b).map(|i| (h(i, 2) % 8) as u32).collect();
-        Batch {
-            input: Tensor::from_vec(x, (b, 16), dev)?,
-            targets: Tensor::from_vec(y, b, dev)?,
-        }
+        Batch::new(
+            Tensor::from_vec(x, (b, 16), dev)?,
+            Tensor::from_vec(y, b, dev)?,
+        )
     } else {
         let t = if name == "tiny" { 32 } else { crate::CONTEXT };
         let v = crate::VOCAB as u64;
         let ids: Vec<u32> = (0..b * t).map(|i| (h(i, 3) % v) as u32).collect();
         let tg: Vec<u32> = (0..b * t).map(|i| (h(i, 4) % v) as u32).collect();
-        Batch {
-            input: Tensor::from_vec(ids, (b, t), dev)?,
-            targets: Tensor::from_vec(tg, (b, t), dev)?,
-        }
+        Batch::new(
+            Tensor::from_vec(ids, (b, t), dev)?,
+            Tensor::from_vec(tg, (b, t), dev)?,
+        )
     })
 }

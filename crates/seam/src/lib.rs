@@ -2,7 +2,8 @@
 //! that implements [`StagedModel`] and depend on this crate (and `comm`), not on the
 //! project's LM (the `model` crate implements the seam for it and for ToyModel).
 //!
-//! Layout: [`staged`] (the stage trait, the staged forward/backward, [`Batch`], [`Grads`]),
+//! Layout: [`staged`] (the stage trait, the staged forward/backward, [`Grads`]), [`batch`]
+//! ([`Batch`]: input, targets and named tensors),
 //! [`params`] (named parameters, seeded init; from a candle-nn `VarMap` or existing `Var`s:
 //! [`ParamSet::from_varmap`], [`ParamSet::from_vars`]), [`sequential`] (a staged model of
 //! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
@@ -11,6 +12,7 @@
 
 pub mod adamw;
 mod adopt;
+pub mod batch;
 pub mod capture;
 pub mod error;
 #[cfg(feature = "cuda")]

@@ -30,18 +30,18 @@ pub fn global_batch(kind: Kind, step: u64) -> Batch {
         Kind::Toy => {
             let x: Vec<f32> = (0..8 * 6).map(|_| r.random_range(-1.0..1.0)).collect();
             let y: Vec<u32> = (0..8).map(|_| r.random_range(0..5)).collect();
-            Batch {
-                input: Tensor::from_vec(x, (8, 6), &dev).unwrap(),
-                targets: Tensor::from_vec(y, 8, &dev).unwrap(),
-            }
+            Batch::new(
+                Tensor::from_vec(x, (8, 6), &dev).unwrap(),
+                Tensor::from_vec(y, 8, &dev).unwrap(),
+            )
         }
         Kind::Lm => {
             let ids: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
             let tg: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
-            Batch {
-                input: Tensor::from_vec(ids, (8, 16), &dev).unwrap(),
-                targets: Tensor::from_vec(tg, (8, 16), &dev).unwrap(),
-            }
+            Batch::new(
+                Tensor::from_vec(ids, (8, 16), &dev).unwrap(),
+                Tensor::from_vec(tg, (8, 16), &dev).unwrap(),
+            )
         }
     }
 }
