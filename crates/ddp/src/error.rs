@@ -13,6 +13,8 @@ pub enum DdpError {
     #[error(transparent)]
     Model(#[from] seam::ModelError),
     #[error(transparent)]
+    Checkpoint(#[from] checkpoint::CheckpointError),
+    #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
 

@@ -20,13 +20,15 @@
 //! }
 //! ```
 //!
-//! Layout: [`strategy`] (the four strategies), [`check`] (what the correctness checks
+//! Layout: [`strategy`] (the four strategies), [`checkpoint`] (`Ddp::save` / `Ddp::resume`:
+//! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`reducer`]
 //! (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
 
 pub mod buckets;
 pub mod check;
+pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;
