@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Kernel sources under kernels/, each compiled to `$OUT_DIR/<name>.ptx`.
-const KERNELS: &[&str] = &["adamw", "fused"];
+const KERNELS: &[&str] = &["fused"];
 
 fn main() {
     println!("cargo:rerun-if-changed=kernels");

@@ -29,6 +29,13 @@ pub fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
+/// The examples `ci` runs (package, example).
+pub const EXAMPLES: &[(&str, &str)] = &[
+    ("ddp", "minimal"),
+    ("ddp", "mlp_ddp"),
+    ("zero1", "mlp_zero1"),
+];
+
 pub fn ci(cuda: bool) -> Result<()> {
     let t0 = std::time::Instant::now();
     run(cargo().args(["fmt", "--all", "--check"]))?;
@@ -41,6 +48,12 @@ pub fn ci(cuda: bool) -> Result<()> {
         "warnings",
     ]))?;
     run(cargo().args(["test", "--workspace"]))?;
+    // The examples: a user's candle-nn model trained with DDP and with ZeRO-1 (+ a
+    // checkpoint round trip) on CPU ranks; each fails unless it equals single-process
+    // training.
+    for (pkg, example) in EXAMPLES {
+        run(cargo().args(["run", "--quiet", "-p", pkg, "--example", example]))?;
+    }
     if cuda {
         let env = crate::gpu::toolchain_env()?;
         run(cargo()

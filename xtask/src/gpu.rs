@@ -53,7 +53,7 @@ const BINARIES: &[(&str, &str)] = &[
     ("bench", "bench"),
     ("comm", "comm-launch"),
     ("comm", "comm-selftest"),
-    ("ddp", "ddp-train"),
+    ("bench", "ddp-train"),
 ];
 
 /// Builds release CUDA binaries, copies them (stripped by the release profile) with the

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's automation, in Rust (rust-analyzer's xtask habit).
 //!
-//!   cargo xtask ci                 the test command: fmt, clippy, tests, CUDA build
+//!   cargo xtask ci                 the test command: fmt, clippy, tests, examples, CUDA build
 //!   cargo xtask toolchain          install the pinned CUDA 13.0 build toolchain (idempotent)
 //!   cargo xtask bench [--gpus N]   build, run every benchmark, write report/
 //!   cargo xtask gpu-pack [JOB..]   build CUDA binaries, pack them into .gpu/, print the run command
@@ -25,8 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Everything CI checks: cargo fmt --check, clippy -D warnings, tests (CPU), and the
-    /// CUDA build of every crate (installs the toolchain first).
+    /// Everything CI checks: cargo fmt --check, clippy -D warnings, tests (CPU), the
+    /// examples (CPU), and the CUDA build of every crate (installs the toolchain first).
     Ci {
         /// Skip the CUDA build (quick local loop).
         #[arg(long)]

@@ -94,10 +94,7 @@ pub(crate) fn batch_for(lm: &TransformerLm, rank: usize, b: usize, dev: &Device)
             .collect();
         Ok(lm.tokens(&x, b, dev)?)
     };
-    Ok(Batch {
-        input: ids(1)?,
-        targets: ids(7)?,
-    })
+    Ok(Batch::new(ids(1)?, ids(7)?))
 }
 
 /// Model config by name; `tiny` is the CPU report's model.

@@ -22,10 +22,10 @@ fn lm(dev: &Device, dtype: DType) -> Result<TransformerLm> {
 fn batch(lm: &TransformerLm, s: u32, dev: &Device) -> Result<Batch> {
     let ids: Vec<u32> = (0..4 * 32).map(|i| (i * 37 + s * 101) % 512).collect();
     let tg: Vec<u32> = (0..4 * 32).map(|i| (i * 91 + s * 53) % 512).collect();
-    Ok(Batch {
-        input: lm.tokens(&ids, 4, dev)?,
-        targets: lm.tokens(&tg, 4, dev)?,
-    })
+    Ok(Batch::new(
+        lm.tokens(&ids, 4, dev)?,
+        lm.tokens(&tg, 4, dev)?,
+    ))
 }
 
 fn adamw() -> Result<AdamW> {

@@ -11,10 +11,7 @@ fn build(dev: &Device, dtype: DType) -> Result<(TransformerLm, Batch)> {
     lm.set_compute_dtype(dtype);
     let ids: Vec<u32> = (0..4 * 32).map(|i| (i * 37 % 512) as u32).collect();
     let tg: Vec<u32> = (0..4 * 32).map(|i| (i * 91 % 512) as u32).collect();
-    let b = Batch {
-        input: lm.tokens(&ids, 4, dev)?,
-        targets: lm.tokens(&tg, 4, dev)?,
-    };
+    let b = Batch::new(lm.tokens(&ids, 4, dev)?, lm.tokens(&tg, 4, dev)?);
     Ok((lm, b))
 }
 

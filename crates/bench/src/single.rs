@@ -111,10 +111,7 @@ pub fn run(
             .collect();
         Ok(lm.tokens(&v, batch, device)?)
     };
-    let b = Batch {
-        input: ids(1)?,
-        targets: ids(7)?,
-    };
+    let b = Batch::new(ids(1)?, ids(7)?);
     let mut opt = AdamW::new(AdamWConfig {
         lr: 1e-4,
         ..AdamWConfig::default()

@@ -22,11 +22,11 @@ use std::sync::Arc;
 use zero1::Zero1Overlap;
 
 fn tiny(seed: u64, dev: &Device) -> Result<Box<dyn StagedModel>> {
-    Ok(check::build("tiny", seed, dev)?)
+    Ok(model::named::build("tiny", seed, dev)?)
 }
 
 fn global_batch(step: usize, b: usize, dev: &Device) -> Result<model::Batch> {
-    Ok(check::global_batch("tiny", step as u64, b, dev)?)
+    Ok(model::named::global_batch("tiny", step as u64, b, dev)?)
 }
 
 fn weights(m: &dyn StagedModel) -> Result<Vec<Tensor>> {

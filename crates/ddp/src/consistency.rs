@@ -4,7 +4,7 @@
 use crate::error::{DdpError, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::Communicator;
-use model::StagedModel;
+use seam::StagedModel;
 
 /// What must agree across ranks, as numbers (so one all-gather compares them).
 const FIELDS: [&str; 7] = [

@@ -11,7 +11,9 @@ pub enum DdpError {
     #[error(transparent)]
     Comm(#[from] comm::CommError),
     #[error(transparent)]
-    Model(#[from] model::ModelError),
+    Model(#[from] seam::ModelError),
+    #[error(transparent)]
+    Checkpoint(#[from] checkpoint::CheckpointError),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }

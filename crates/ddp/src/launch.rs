@@ -8,7 +8,7 @@ use crate::error::{DdpError, Result};
 use crate::reducer::Ddp;
 use candle_core::{DType, Tensor};
 use comm::{ReduceOp, Work};
-use model::Grads;
+use seam::Grads;
 
 /// A bucket ready to launch: its flat buffer in the communication dtype and, in
 /// reduce-scatter mode, the buffer for this rank's slice.

@@ -1,33 +1,34 @@
-//! Data-parallel training over `comm`, on `model`'s staged backward.
+//! Data-parallel training over `comm`, on the `seam` crate's staged backward (any
+//! model that implements `seam::StagedModel`; the project's LM is one, in `model`).
 //!
-//! How to use (one process or thread per rank):
+//! How to use (one process or thread per rank; any model implementing the seam's
+//! [`seam::StagedModel`]):
 //! ```no_run
-//! # fn main() -> ddp::Result<()> {
 //! use std::sync::Arc;
 //! use ddp::{Ddp, DdpOptions, Strategy, shard_batch};
-//! use model::{AdamW, AdamWConfig, StagedModel, ToyModel, Batch};
-//! let comm = Arc::new(comm::cpu_group(1, Default::default())?.remove(0));
-//! let dev = candle_core::Device::Cpu;
-//! let m = ToyModel::new(6, 4, 0, &dev)?;
-//! // Checks every rank has the same model and options, broadcasts rank 0's weights.
-//! let mut ddp = Ddp::new(comm.clone(), &m, DdpOptions::new(Strategy::Bucketed { bucket_mb: 25.0 }))?;
-//! let mut opt = AdamW::new(AdamWConfig::default())?;
-//! # let global = Batch { input: candle_core::Tensor::zeros((4, 6), candle_core::DType::F32, &dev)?,
-//! #     targets: candle_core::Tensor::zeros(4, candle_core::DType::U32, &dev)? };
-//! let local = shard_batch(&global, 0, 1)?;
-//! let _loss = ddp.forward_backward(&m, &local)?;          // launches all-reduces during backward
-//! let grads = ddp.finish_gradient_synchronization()?;     // averaged gradients
-//! opt.step(m.params().vars(), &grads)?;
-//! # Ok(()) }
+//! use seam::{AdamW, AdamWConfig, Batch, StagedModel};
+//! fn train(m: &dyn StagedModel, global: &Batch) -> ddp::Result<()> {
+//!     let comm = Arc::new(comm::cpu_group(1, Default::default())?.remove(0));
+//!     // Checks every rank has the same model and options, broadcasts rank 0's weights.
+//!     let mut ddp = Ddp::new(comm.clone(), m, DdpOptions::new(Strategy::Bucketed { bucket_mb: 25.0 }))?;
+//!     let mut opt = AdamW::new(AdamWConfig::default())?;
+//!     let local = shard_batch(global, 0, 1)?;
+//!     let _loss = ddp.forward_backward(m, &local)?;          // launches all-reduces during backward
+//!     let grads = ddp.finish_gradient_synchronization()?;    // averaged gradients
+//!     opt.step(m.params().vars(), &grads)?;
+//!     Ok(())
+//! }
 //! ```
 //!
-//! Layout: [`strategy`] (the four strategies), [`check`] (what the correctness checks
+//! Layout: [`strategy`] (the four strategies), [`checkpoint`] (`Ddp::save` / `Ddp::resume`:
+//! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`reducer`]
 //! (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
 
 pub mod buckets;
 pub mod check;
+pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;

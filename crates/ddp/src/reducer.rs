@@ -3,7 +3,7 @@
 //!
 //! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
 //! bucket's all-reduce (asynchronous, on the communication stream) from the stage
-//! callback of `model::forward_backward` as soon as its last gradient is final; the others
+//! callback of `seam::forward_backward` as soon as its last gradient is final; the others
 //! launch every bucket after backward. A bucket of one gradient already in the
 //! communication dtype is reduced in place; any other is first copied (and cast) into one
 //! flat buffer; a bf16 model's bf16 gradients need no cast. Gradients come back as views of those
@@ -21,7 +21,7 @@ use crate::launch::{launch_all, InFlight};
 use crate::strategy::Strategy;
 use candle_core::{DType, Device, Shape, Tensor};
 use comm::Communicator;
-use model::{Batch, Grads, StagedModel};
+use seam::{Batch, Grads, StagedModel};
 use std::sync::Arc;
 
 /// How [`Ddp`] synchronises gradients.
@@ -33,7 +33,7 @@ pub struct DdpOptions {
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,
     /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
-    /// [`model::gemm_sms`]). Only eager strategies communicate during backward.
+    /// [`seam::gemm_sms`]). Only eager strategies communicate during backward.
     pub gemm_sm_carveout: usize,
     /// Buckets that become ready together (eager: at the same stage; the others: all,
     /// after backward) go out as one coalesced launch (one NCCL group, one completion
@@ -44,6 +44,13 @@ pub struct DdpOptions {
     /// parameter its stage's backward did not produce (listed under the wrong stage, or
     /// not used) is an error naming it and its stage.
     pub find_unused_parameters: bool,
+    /// Gradient accumulation: `forward_backward` after k `forward_backward_no_sync` calls
+    /// gives the mean of the k + 1 micro-batches' gradients (averaged over ranks too: the
+    /// gradient of the mean loss over every row of every micro-batch, as one large batch
+    /// would give). The sum of the accumulated local gradients is averaged across ranks,
+    /// then multiplied by 1/(k + 1) when collected. `true` keeps the sum (PyTorch's
+    /// behaviour, where one divides the loss by k + 1 oneself).
+    pub sum_micro_batches: bool,
 }
 
 impl DdpOptions {
@@ -55,6 +62,7 @@ impl DdpOptions {
             gemm_sm_carveout: 0,
             coalesce: false,
             find_unused_parameters: false,
+            sum_micro_batches: false,
         }
     }
 }
@@ -77,8 +85,11 @@ pub struct Ddp {
     pub(crate) shapes: Vec<Shape>,
     /// Each parameter's name and the stage DDP expects its gradient from (for errors).
     pub(crate) names: Vec<(String, usize)>,
-    /// Local gradients summed over `forward_backward_no_sync` calls.
+    /// Local gradients summed over `forward_backward_no_sync` calls, and how many.
     accumulated: Option<Grads>,
+    micro_batches: usize,
+    /// What the gradients in flight are multiplied by when collected (1/micro-batches).
+    scale: Option<f64>,
     in_flight: Vec<InFlight>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
@@ -100,7 +111,7 @@ fn check_options(opts: &DdpOptions, device: &candle_core::Device) -> Result<()> 
             )));
         }
     }
-    model::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
+    seam::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
     Ok(())
 }
 
@@ -170,6 +181,8 @@ impl Ddp {
             comm,
             opts,
             accumulated: None,
+            micro_batches: 0,
+            scale: None,
             in_flight: Vec::new(),
             stats: SyncStats::default(),
             stage_hook: None,
@@ -179,7 +192,7 @@ impl Ddp {
 
     /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
     pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
-        model::gemm_sms::check_carveout(&self.device, carveout)?;
+        seam::gemm_sms::check_carveout(&self.device, carveout)?;
         self.opts.gemm_sm_carveout = carveout;
         Ok(())
     }
@@ -228,13 +241,15 @@ impl Ddp {
         let eager = self.opts.strategy.eager();
         let mut launched: Vec<InFlight> = Vec::new();
         let mut stats = SyncStats::default();
-        let tape = model::forward_with(model, batch, before_stage)?;
+        let tape = seam::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
         let acc = self.accumulated.take();
+        let micro = std::mem::take(&mut self.micro_batches) + 1;
+        self.scale = (micro > 1 && !self.opts.sum_micro_batches).then(|| 1.0 / micro as f64);
         let mut hook = self.stage_hook.take();
         let carve = if eager { self.opts.gemm_sm_carveout } else { 0 };
         if carve > 0 {
-            model::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
+            seam::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
         }
         let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
@@ -251,7 +266,7 @@ impl Ddp {
         });
         self.stage_hook = hook;
         if carve > 0 {
-            model::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
+            seam::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
         }
         let mut grads = result?;
         if !eager {
@@ -270,14 +285,15 @@ impl Ddp {
     }
 
     /// Forward and backward without communication: gradients are summed locally and
-    /// reduced by the next [`Self::forward_backward`] (PyTorch's `no_sync`).
+    /// reduced by the next [`Self::forward_backward`] (PyTorch's `no_sync`), which
+    /// averages them over the micro-batches unless [`DdpOptions::sum_micro_batches`].
     pub fn forward_backward_no_sync(
         &mut self,
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
-        let (loss, grads) = model::forward_backward(model, batch, |_, _| Ok(()))?;
+        let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute dtype.
         let grads = grads
             .into_iter()
@@ -287,6 +303,7 @@ impl Ddp {
             None => grads,
             Some(acc) => add_grads(acc, grads)?,
         });
+        self.micro_batches += 1;
         Ok(loss)
     }
 
@@ -319,9 +336,13 @@ impl Ddp {
             ));
         }
         let mut out: Grads = vec![None; self.shapes.len()];
+        let scale = self.scale.take();
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
-            for p in f.buckets {
+            for mut p in f.buckets {
+                if let Some(s) = scale {
+                    p.buf = (p.buf * s)?;
+                }
                 let mut off = 0;
                 for &i in &self.buckets[p.bucket].params {
                     let n = self.shapes[i].elem_count();
@@ -344,11 +365,16 @@ impl Ddp {
             ));
         }
         let mut out: Vec<Option<Tensor>> = vec![None; self.buckets.len()];
+        let scale = self.scale.take();
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
             for p in f.buckets {
                 let shard = p.shard.expect("reduce-scatter mode keeps a shard");
-                out[p.bucket] = Some(shard.to_dtype(DType::F32)?);
+                let shard = shard.to_dtype(DType::F32)?;
+                out[p.bucket] = Some(match scale {
+                    Some(s) => (shard * s)?,
+                    None => shard,
+                });
             }
         }
         out.into_iter()

@@ -1,32 +1,26 @@
-//! Splitting a global batch over ranks: rank r gets rows [r·b/w, (r+1)·b/w).
+//! Splitting a global batch over ranks: rank r gets rows [r·b/w, (r+1)·b/w) of every
+//! tensor of the batch (input, targets and the named extra tensors).
 
 use crate::error::{DdpError, Result};
-use model::Batch;
+use seam::Batch;
 
-/// Rank `rank`'s share of `global` (first dimension of input and targets).
+/// Rank `rank`'s share of `global` (the first dimension of every tensor). Errors name a
+/// rank outside the world, a tensor whose rows differ from the input's, and a batch that
+/// does not divide by the world size.
 pub fn shard_batch(global: &Batch, rank: usize, world: usize) -> Result<Batch> {
-    let b = global.input.dims().first().copied().unwrap_or(0);
-    let bt = global.targets.dims().first().copied().unwrap_or(0);
     if world == 0 || rank >= world {
         return Err(DdpError::Input(format!(
             "rank {rank} is outside a world of {world} ranks"
         )));
     }
-    if b != bt {
-        return Err(DdpError::Input(format!(
-            "the batch has {b} inputs but {bt} targets"
-        )));
-    }
+    let b = global.rows()?;
     if b == 0 || b % world != 0 {
         return Err(DdpError::Input(format!(
             "global batch size {b} is not divisible by the world size {world}"
         )));
     }
     let per = b / world;
-    Ok(Batch {
-        input: global.input.narrow(0, rank * per, per)?,
-        targets: global.targets.narrow(0, rank * per, per)?,
-    })
+    Ok(global.narrow(rank * per, per)?)
 }
 
 #[cfg(test)]
@@ -37,13 +31,13 @@ mod tests {
     #[test]
     fn shards_and_rejects_indivisible_batches() {
         let dev = Device::Cpu;
-        let g = Batch {
-            input: Tensor::arange(0f32, 12.0, &dev)
+        let g = Batch::new(
+            Tensor::arange(0f32, 12.0, &dev)
                 .unwrap()
                 .reshape((6, 2))
                 .unwrap(),
-            targets: Tensor::arange(0u32, 6, &dev).unwrap(),
-        };
+            Tensor::arange(0u32, 6, &dev).unwrap(),
+        );
         let s = shard_batch(&g, 1, 3).unwrap();
         assert_eq!(s.targets.to_vec1::<u32>().unwrap(), vec![2, 3]);
         let e = shard_batch(&g, 0, 4).err().unwrap().to_string();

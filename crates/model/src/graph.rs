@@ -124,12 +124,7 @@ pub fn capturing(device: &Device) -> bool {
 
 /// [`capturing`] for a stream.
 #[cfg(feature = "cuda")]
-pub(crate) fn capturing_stream(
-    stream: &candle_core::cuda_backend::cudarc::driver::CudaStream,
-) -> bool {
-    use candle_core::cuda_backend::cudarc::driver::sys::CUstreamCaptureStatus as S;
-    matches!(stream.capture_status(), Ok(s) if s != S::CU_STREAM_CAPTURE_STATUS_NONE)
-}
+pub(crate) use seam::capture::capturing_stream;
 
 /// candle's cache of small host→device uploads, on while this lives (this thread only).
 pub struct HtodCache {

@@ -8,7 +8,7 @@
 //! let lm = TransformerLm::new(LmConfig::by_name("small")?, 0, &dev)?;
 //! let input = lm.tokens(&vec![1u32; 2 * 128], 2, &dev)?;
 //! let targets = lm.tokens(&vec![2u32; 2 * 128], 2, &dev)?;
-//! let batch = Batch { input, targets };
+//! let batch = Batch::new(input, targets);
 //! let mut opt = AdamW::new(AdamWConfig::default())?;
 //! // Staged backward: the callback sees each stage's gradients as soon as they are final.
 //! let (loss, grads) = forward_backward(&lm, &batch, |_stage, _grads| Ok(()))?;
@@ -19,34 +19,30 @@
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
 //! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
-//! stage seam DDP uses), [`adamw`], [`shadow`] (bf16 weight copies AdamW writes), [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
+//! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
 //! for fp32 GEMMs, opt in).
 
-pub mod adamw;
 mod block;
 pub mod config;
-pub mod error;
-#[cfg(feature = "cuda")]
-pub mod fused_adamw;
-pub mod gemm_sms;
 pub mod graph;
 pub mod kernels;
 pub mod layers;
 pub mod lm;
-pub mod params;
-pub mod profile;
+pub mod named;
 pub mod rmsnorm;
-pub mod shadow;
-pub mod staged;
 pub mod tf32;
 pub mod toy;
 
-pub use adamw::{AdamW, AdamWConfig};
-pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
-pub use error::{ModelError, Result};
-pub use lm::TransformerLm;
-pub use params::ParamSet;
-pub use staged::{
-    forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
+// The seam (stages, parameters, batches, gradients, AdamW) lives in the `seam` crate, which
+// ddp and zero1 depend on without this crate; re-exported so `model::AdamW` etc. still work.
+#[cfg(feature = "cuda")]
+pub use seam::fused_adamw;
+pub use seam::{adamw, error, gemm_sms, params, profile, shadow, staged};
+pub use seam::{
+    forward, forward_backward, forward_with, AdamW, AdamWConfig, Batch, Grads, ModelError,
+    ParamSet, Result, SavedStage, StagedModel, Tape,
 };
+
+pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
+pub use lm::TransformerLm;
 pub use toy::ToyModel;

@@ -10,10 +10,10 @@ fn random_batch(lm: &TransformerLm, b: usize, t: usize, seed: u64) -> Batch {
     let v = lm.config().vocab as u32;
     let ids: Vec<u32> = (0..b * t).map(|_| r.random_range(0..v)).collect();
     let tg: Vec<u32> = (0..b * t).map(|_| r.random_range(0..v)).collect();
-    Batch {
-        input: lm.tokens(&ids, b, &Device::Cpu).unwrap(),
-        targets: lm.tokens(&tg, b, &Device::Cpu).unwrap(),
-    }
+    Batch::new(
+        lm.tokens(&ids, b, &Device::Cpu).unwrap(),
+        lm.tokens(&tg, b, &Device::Cpu).unwrap(),
+    )
 }
 
 #[test]
@@ -115,10 +115,7 @@ fn bad_inputs_are_named() {
     let ok = lm.tokens(&[1, 2, 3, 4], 1, &Device::Cpu).unwrap();
     let bad_targets = Tensor::new(&[[1u32, 2, 3]], &Device::Cpu).unwrap();
     let e = lm
-        .loss(&Batch {
-            input: ok,
-            targets: bad_targets,
-        })
+        .loss(&Batch::new(ok, bad_targets))
         .unwrap_err()
         .to_string();
     assert!(e.contains("do not match"), "{e}");

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 fn every_block_marks_its_components_in_order() {
     let lm = TransformerLm::new(LmConfig::tiny(64), 0, &Device::Cpu).unwrap();
     let ids: Vec<u32> = (0..2 * 16).map(|i| i % 64).collect();
-    let b = Batch {
-        input: lm.tokens(&ids, 2, &Device::Cpu).unwrap(),
-        targets: lm.tokens(&ids, 2, &Device::Cpu).unwrap(),
-    };
+    let b = Batch::new(
+        lm.tokens(&ids, 2, &Device::Cpu).unwrap(),
+        lm.tokens(&ids, 2, &Device::Cpu).unwrap(),
+    );
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     profile::set_hook(Some(Box::new(move |l| {

@@ -9,7 +9,7 @@ fn toy_model_staged_backward_equals_one_backward() {
     let m = ToyModel::new(6, 4, 9, &dev).unwrap();
     let input = Tensor::randn(0f32, 1.0, (8, 6), &dev).unwrap();
     let targets = Tensor::new(&[0u32, 1, 2, 3, 3, 2, 1, 0], &dev).unwrap();
-    let batch = Batch { input, targets };
+    let batch = Batch::new(input, targets);
     let store = m.loss(&batch).unwrap().backward().unwrap();
     let (_, grads) = forward_backward(&m, &batch, |_, _| Ok(())).unwrap();
     for (i, v) in m.params().vars().iter().enumerate() {
@@ -25,15 +25,15 @@ fn toy_model_staged_backward_equals_one_backward() {
             .unwrap();
         assert!(d < 1e-6, "{}: {d}", m.params().names()[i]);
     }
-    let bad = Batch {
-        input: Tensor::zeros((2, 5), candle_core::DType::F32, &dev).unwrap(),
-        targets: Tensor::new(&[0u32, 1], &dev).unwrap(),
-    };
+    let bad = Batch::new(
+        Tensor::zeros((2, 5), candle_core::DType::F32, &dev).unwrap(),
+        Tensor::new(&[0u32, 1], &dev).unwrap(),
+    );
     assert!(m.loss(&bad).unwrap_err().to_string().contains("5 features"));
-    let bad = Batch {
-        input: Tensor::zeros((2, 6), candle_core::DType::F32, &dev).unwrap(),
-        targets: Tensor::new(&[0u32, 4], &dev).unwrap(),
-    };
+    let bad = Batch::new(
+        Tensor::zeros((2, 6), candle_core::DType::F32, &dev).unwrap(),
+        Tensor::new(&[0u32, 4], &dev).unwrap(),
+    );
     assert!(m
         .loss(&bad)
         .unwrap_err()

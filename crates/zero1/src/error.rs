@@ -11,7 +11,7 @@ pub enum Zero1Error {
     #[error(transparent)]
     Comm(#[from] comm::CommError),
     #[error(transparent)]
-    Model(#[from] model::ModelError),
+    Model(#[from] seam::ModelError),
     #[error(transparent)]
     Ddp(#[from] ddp::DdpError),
     #[error(transparent)]

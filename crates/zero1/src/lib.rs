@@ -17,7 +17,7 @@
 //!
 //! ```ignore
 //! let mut z = Zero1::new(comm.clone(), &vars, cfg)?;
-//! let (_, grads) = model::forward_backward(&model, &local_batch, |_, _| Ok(()))?;
+//! let (_, grads) = seam::forward_backward(&model, &local_batch, |_, _| Ok(()))?;
 //! z.step(&grads)?;
 //! ```
 //!

@@ -30,7 +30,7 @@ use crate::zero::agree_on;
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
 use ddp::{Ddp, DdpOptions, Strategy};
-use model::{AdamW, AdamWConfig, Batch, StagedModel};
+use seam::{AdamW, AdamWConfig, Batch, StagedModel};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use crate::error::{Result, Zero1Error};
 use crate::partition;
 use candle_core::{DType, Device, Tensor, TensorId, Var};
 use comm::Communicator;
-use model::{AdamW, AdamWConfig};
+use seam::{AdamW, AdamWConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -12,7 +12,7 @@ use crate::checkpoint;
 use crate::error::{Result, Zero1Error};
 use candle_core::{DType, Device, Tensor, Var};
 use comm::{Communicator, ReduceOp};
-use model::{AdamW, AdamWConfig};
+use seam::{AdamW, AdamWConfig};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;

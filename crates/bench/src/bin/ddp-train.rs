@@ -8,8 +8,9 @@
 use candle_core::{DType, Device, Tensor};
 use clap::{Parser, ValueEnum};
 use comm::{CommOptions, Communicator, ReduceOp};
-use ddp::check::{build, global_batch, max_abs_diff, worst_ratio};
+use ddp::check::{max_abs_diff, worst_ratio};
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
+use model::named::{build, global_batch};
 use model::{AdamW, AdamWConfig, StagedModel};
 use std::sync::Arc;
 

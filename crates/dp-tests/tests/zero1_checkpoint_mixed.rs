@@ -3,7 +3,7 @@
 //! from another step, a consolidated optimizer file the manifest does not list, flipped
 //! bytes in a shard's data, a missing manifest, a truncated file.
 
-#[path = "../../ddp/tests/common/mod.rs"]
+// The shared fixtures: models, batches, reference training, one closure per rank.
 mod common;
 
 use common::*;

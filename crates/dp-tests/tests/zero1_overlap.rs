@@ -2,7 +2,7 @@
 //! to single-process AdamW on the whole batch for every bucket layout, identical on every
 //! rank, each rank holding state for its slice of every bucket only.
 
-#[path = "../../ddp/tests/common/mod.rs"]
+// The shared fixtures: models, batches, reference training, one closure per rank.
 mod common;
 
 use common::*;

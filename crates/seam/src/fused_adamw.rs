@@ -81,7 +81,7 @@ impl DeviceScalars {
         use candle_core::cuda_backend::cudarc::driver::{result, DevicePtr};
         // Capturing: nothing to wait for (capture starts on a synchronised device) and no
         // host wait may run on the stream.
-        let capturing = crate::graph::capturing_stream(&self.stream);
+        let capturing = crate::capture::capturing_stream(&self.stream);
         if replayed {
             self.stream.synchronize().w()?;
         } else if let (false, Some(e)) = (capturing, &self.copied) {

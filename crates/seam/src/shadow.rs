@@ -11,16 +11,13 @@
 //! [`Bf16Shadows::invalidate`]; [`crate::ParamSet::copy_from`] does.
 //!
 //! ```no_run
-//! # fn main() -> model::Result<()> {
-//! use model::{AdamW, AdamWConfig, Batch, StagedModel, TransformerLm, LmConfig};
-//! # let dev = candle_core::Device::Cpu;
-//! let mut lm = TransformerLm::new(LmConfig::by_name("small")?, 0, &dev)?;
-//! lm.set_compute_dtype(candle_core::DType::BF16); // enables the copies on CUDA
-//! # let batch: Batch = todo!();
-//! let mut opt = AdamW::new(AdamWConfig::default())?;
-//! let (_loss, grads) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
-//! opt.step_params(lm.params(), &grads)?; // writes the copies the next forward takes
-//! # Ok(()) }
+//! # fn main() -> seam::Result<()> {
+//! # let (mut params, grads): (seam::ParamSet, seam::Grads) = todo!();
+//! params.enable_bf16_shadows(true); // a bf16 model on CUDA (TransformerLm does this)
+//! let mut opt = seam::AdamW::new(seam::AdamWConfig::default())?;
+//! opt.step_params(&params, &grads)?; // writes the copies the next forward takes
+//! let copy = params.bf16_shadows().take_fresh(0); // Some(bf16 tensor) once, then None
+//! # let _ = copy; Ok(()) }
 //! ```
 
 use crate::error::Result;

@@ -18,11 +18,7 @@ use crate::error::{ModelError, Result};
 use crate::params::ParamSet;
 use candle_core::{DType, Tensor, Var};
 
-/// One batch: the model's input (token ids or features) and the targets of the loss.
-pub struct Batch {
-    pub input: Tensor,
-    pub targets: Tensor,
-}
+pub use crate::batch::Batch;
 
 /// What a hand-written stage keeps from its forward for its backward.
 pub trait SavedStage {

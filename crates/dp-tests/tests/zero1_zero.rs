@@ -1,8 +1,7 @@
 //! Zero1 on the CPU backend: equal to single-process AdamW on the whole batch, identical
 //! on every rank, each rank holding moments for its chunk only; bad input fails clearly.
 
-// The ddp crate's fixtures: models, batches, reference training, one closure per rank.
-#[path = "../../ddp/tests/common/mod.rs"]
+// The shared fixtures: models, batches, reference training, one closure per rank.
 mod common;
 
 use common::*;

@@ -124,3 +124,19 @@ impl Default for ParamSet {
 pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)
 }
+
+impl ParamSet {
+    /// Appends an existing `Var` (shared, not copied: a candle-nn layer holding it trains
+    /// with it) under `name`; returns its index. A name already present is an error.
+    pub fn push_var(&mut self, name: impl Into<String>, var: Var) -> Result<usize> {
+        let name = name.into();
+        if self.names.contains(&name) {
+            return Err(crate::ModelError::Input(format!(
+                "parameter {name} is listed twice"
+            )));
+        }
+        self.names.push(name);
+        self.vars.push(var);
+        Ok(self.vars.len() - 1)
+    }
+}

@@ -30,18 +30,18 @@ pub fn global_batch(kind: Kind, step: u64) -> Batch {
         Kind::Toy => {
             let x: Vec<f32> = (0..8 * 6).map(|_| r.random_range(-1.0..1.0)).collect();
             let y: Vec<u32> = (0..8).map(|_| r.random_range(0..5)).collect();
-            Batch {
-                input: Tensor::from_vec(x, (8, 6), &dev).unwrap(),
-                targets: Tensor::from_vec(y, 8, &dev).unwrap(),
-            }
+            Batch::new(
+                Tensor::from_vec(x, (8, 6), &dev).unwrap(),
+                Tensor::from_vec(y, 8, &dev).unwrap(),
+            )
         }
         Kind::Lm => {
             let ids: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
             let tg: Vec<u32> = (0..8 * 16).map(|_| r.random_range(0..64)).collect();
-            Batch {
-                input: Tensor::from_vec(ids, (8, 16), &dev).unwrap(),
-                targets: Tensor::from_vec(tg, (8, 16), &dev).unwrap(),
-            }
+            Batch::new(
+                Tensor::from_vec(ids, (8, 16), &dev).unwrap(),
+                Tensor::from_vec(tg, (8, 16), &dev).unwrap(),
+            )
         }
     }
 }
@@ -63,7 +63,8 @@ pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 }
 
 /// Single-process AdamW training on the whole global batch; with `micro` > 1 each step
-/// sums the gradients of `micro` consecutive global batches (gradient accumulation).
+/// averages the gradients of `micro` consecutive global batches (gradient accumulation,
+/// as Ddp does by default).
 pub fn reference(kind: Kind, steps: u64, micro: u64) -> Vec<Vec<f32>> {
     let m = build(kind, 0);
     let mut opt = AdamW::new(AdamWConfig::default()).unwrap();
@@ -84,7 +85,12 @@ pub fn reference(kind: Kind, steps: u64, micro: u64) -> Vec<Vec<f32>> {
                     .collect(),
             });
         }
-        opt.step(m.params().vars(), &total.unwrap()).unwrap();
+        let mean: model::Grads = total
+            .unwrap()
+            .into_iter()
+            .map(|g| g.map(|g| (g / micro as f64).unwrap()))
+            .collect();
+        opt.step(m.params().vars(), &mean).unwrap();
     }
     weights(m.as_ref())
 }

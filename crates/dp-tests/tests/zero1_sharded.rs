@@ -1,8 +1,7 @@
 //! ShardedOptimizer on the CPU backend: equal to unsharded AdamW training, including after
 //! an add_param_group in mid-training; bad input fails on every rank.
 
-// The ddp crate's fixtures: models, batches, reference training, one closure per rank.
-#[path = "../../ddp/tests/common/mod.rs"]
+// The shared fixtures: models, batches, reference training, one closure per rank.
 mod common;
 
 use candle_core::Var;

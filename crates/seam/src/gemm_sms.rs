@@ -8,10 +8,10 @@
 //!
 //! How to use (a no-op on the CPU, so the same code runs in CI):
 //! ```
-//! # fn main() -> model::Result<()> {
+//! # fn main() -> seam::Result<()> {
 //! let dev = candle_core::Device::Cpu;
-//! model::gemm_sms::set_gemm_sm_carveout(&dev, 16)?; // GEMMs queued now leave 16 SMs free
-//! model::gemm_sms::set_gemm_sm_carveout(&dev, 0)?; // back to every SM
+//! seam::gemm_sms::set_gemm_sm_carveout(&dev, 16)?; // GEMMs queued now leave 16 SMs free
+//! seam::gemm_sms::set_gemm_sm_carveout(&dev, 0)?; // back to every SM
 //! # Ok(()) }
 //! ```
 

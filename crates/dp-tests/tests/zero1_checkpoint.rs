@@ -2,8 +2,7 @@
 //! continues the single-process trajectory; bad checkpoints fail on every rank and leave
 //! the files as they were.
 
-// The ddp crate's fixtures: models, batches, reference training, one closure per rank.
-#[path = "../../ddp/tests/common/mod.rs"]
+// The shared fixtures: models, batches, reference training, one closure per rank.
 mod common;
 
 use common::*;

@@ -2,7 +2,7 @@
 //! in f64 for three steps with weight decay, on fixed inputs.
 
 use candle_core::{Device, Tensor, Var};
-use model::{AdamW, AdamWConfig};
+use seam::{AdamW, AdamWConfig};
 
 /// torch/optim/adamw.py `_single_tensor_adamw`, scalar, in f64.
 fn reference(p0: &[f64], grads: &[Vec<f64>], c: AdamWConfig) -> Vec<f64> {
@@ -94,7 +94,7 @@ fn step_each_in_follows_the_order_and_matches_step() {
         let mut seen = Vec::new();
         ob.step_each_in(&b, &grads, [2, 0, 1], |i| {
             seen.push(i);
-            Ok::<(), model::ModelError>(())
+            Ok::<(), seam::ModelError>(())
         })
         .unwrap();
         assert_eq!(seen, [2, 0, 1]);
@@ -107,7 +107,7 @@ fn step_each_in_follows_the_order_and_matches_step() {
     }
     for bad in [vec![0, 1], vec![0, 1, 1], vec![0, 1, 3]] {
         let err = ob
-            .step_each_in(&b, &grads, bad, |_| Ok::<(), model::ModelError>(()))
+            .step_each_in(&b, &grads, bad, |_| Ok::<(), seam::ModelError>(()))
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a permutation"), "{err}");

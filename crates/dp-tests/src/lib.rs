@@ -1,0 +1,1 @@
+//! Nothing here: the tests are under tests/ (see Cargo.toml).

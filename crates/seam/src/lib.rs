@@ -1,0 +1,34 @@
+//! The seam between a model and data-parallel training. `ddp` and `zero1` train any model
+//! that implements [`StagedModel`] and depend on this crate (and `comm`), not on the
+//! project's LM (the `model` crate implements the seam for it and for ToyModel).
+//!
+//! Layout: [`staged`] (the stage trait, the staged forward/backward, [`Grads`]), [`batch`]
+//! ([`Batch`]: input, targets and named tensors),
+//! [`params`] (named parameters, seeded init; from a candle-nn `VarMap` or existing `Var`s:
+//! [`ParamSet::from_varmap`], [`ParamSet::from_vars`]), [`sequential`] (a staged model of
+//! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
+//! CUDA one fused kernel per parameter, `fused_adamw`), [`shadow`] (the bf16 weight copies
+//! AdamW writes for a bf16 forward), [`gemm_sms`] (how many SMs cuBLAS
+//! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
+
+pub mod adamw;
+mod adopt;
+pub mod batch;
+pub mod capture;
+pub mod error;
+#[cfg(feature = "cuda")]
+pub mod fused_adamw;
+pub mod gemm_sms;
+pub mod params;
+pub mod profile;
+pub mod sequential;
+pub mod shadow;
+pub mod staged;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use error::{ModelError, Result};
+pub use params::ParamSet;
+pub use sequential::{Sequential, SequentialBuilder};
+pub use staged::{
+    forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
+};
