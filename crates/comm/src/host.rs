@@ -5,7 +5,7 @@
 //! is exposed, never the rest of a larger buffer it is a view of.
 
 use crate::error::{CommError, Result};
-use candle_core::{CpuStorage, DType, InplaceOp1, Layout, Storage, Tensor};
+use candle_core::{CpuStorage, InplaceOp1, Layout, Storage, Tensor};
 use std::cell::RefCell;
 
 /// The tensor's elements as bytes: start offset and length from its layout (which must be

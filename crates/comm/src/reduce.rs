@@ -204,7 +204,6 @@ pub(crate) unsafe fn reduce_across(
     })
 }
 
-#[allow(dead_code)] // used by the process backend
 /// Views bytes as elements, refusing misaligned or ragged input instead of reading it wrong.
 fn typed<T>(b: &[u8]) -> &[T] {
     // SAFETY: plain numbers, any bit pattern valid; prefix/suffix checked empty below.
@@ -216,7 +215,6 @@ fn typed<T>(b: &[u8]) -> &[T] {
     mid
 }
 
-#[allow(dead_code)]
 fn typed_mut<T>(b: &mut [u8]) -> &mut [T] {
     // SAFETY: as in `typed`.
     let (pre, mid, post) = unsafe { b.align_to_mut::<T>() };
@@ -227,7 +225,6 @@ fn typed_mut<T>(b: &mut [u8]) -> &mut [T] {
     mid
 }
 
-#[allow(dead_code)]
 /// `dst = dst ⊕ src` element-wise (the ring's step); with `last` and `Avg`, divided by
 /// `world` before rounding. Both byte slices hold whole, aligned elements of `dtype`.
 pub(crate) fn accumulate(
