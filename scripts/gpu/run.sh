@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the packed folder made by `cargo xtask gpu-pack`
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
-#   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu anchor-allreduce
+#   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu allreduce-cpu-proc gloo anchor-allreduce
 #                                  single single-tf32 anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
 #                                  two-node profile full report
@@ -11,6 +11,7 @@
 # libraries the binaries need (failing with the names of the missing ones), then runs the
 # jobs. Results go to $OUT (or ./gpu-out): results.jsonl, torch.jsonl, report/.
 # SINGLE_ARGS: extra flags for bench single (e.g. "--graph false" for eager steps).
+# CPU_RANKS (2,4) and CPU_MIB (1,10,100): the allreduce-cpu-proc and gloo jobs' sweep.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN="$HERE/bin"
@@ -133,7 +134,16 @@ job() {
     allreduce)
       "$BIN/bench" allreduce --backend nccl --out "$RES/results.jsonl" ${ALLREDUCE_ARGS:-} ;;
     allreduce-cpu)
-      "$BIN/bench" allreduce --backend cpu --ranks 2,4 --sizes-mib 0.5,1,10,50,100 --warmup 2 --iters 5 --out "$RES/results.jsonl" ;;
+      # The in-process CPU backend (threads of one process).
+      "$BIN/bench" allreduce --backend cpu --threads --ranks 2,4 --sizes-mib 0.5,1,10,50,100 --warmup 2 --iters 5 --out "$RES/results.jsonl" ;;
+    allreduce-cpu-proc)
+      # The multi-process CPU backend: ranks as processes over loopback TCP, the seeds'
+      # Gloo setting (records "cpu-proc"; run `gloo` in the same call to compare).
+      "$BIN/bench" allreduce --backend cpu --ranks "${CPU_RANKS:-2,4}" --sizes-mib "${CPU_MIB:-1,10,100}" --warmup 2 --iters 10 --out "$RES/results.jsonl" ;;
+    gloo)
+      # PyTorch Gloo all-reduce, one process per rank (scripts/anchors/run_torch.sh gloo):
+      # records {"mode":"allreduce","backend":"gloo",...} in torch.jsonl.
+      RANKS="${CPU_RANKS:-2,4}" GLOO_MIB="${CPU_MIB:-1,10,100}" anchor gloo ;;
     anchor-allreduce)
       anchor allreduce ;;
     ddp-check)

@@ -210,10 +210,26 @@ pub fn bench_runs(
     } else {
         let tiny = ["--size", "tiny", "--warmup", "1", "--steps", "3"];
         vec![
+            // Ranks as processes (the multi-process backend, the seeds' Gloo setting) ...
             vec![
                 "allreduce",
                 "--backend",
                 "cpu",
+                "--ranks",
+                "2,4,6",
+                "--sizes-mib",
+                "0.5,1,10,50",
+                "--warmup",
+                "2",
+                "--iters",
+                "5",
+            ],
+            // ... and as threads of one process (the in-process backend).
+            vec![
+                "allreduce",
+                "--backend",
+                "cpu",
+                "--threads",
                 "--ranks",
                 "2,4",
                 "--sizes-mib",

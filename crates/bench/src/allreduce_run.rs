@@ -1,5 +1,6 @@
 //! Running the all-reduce sweep on ranks: in-process CPU groups (one thread per rank), one
-//! launched NCCL rank, or the launcher that starts one group per rank count on this node.
+//! launched NCCL or CPU-process rank, or the launcher that starts one group per rank count
+//! on this node.
 
 use crate::allreduce::{self, SweepConfig};
 use crate::{records, topology};
@@ -46,6 +47,38 @@ pub fn nccl_rank(cfg: &SweepConfig, out: &records::Out) -> Result<()> {
     allreduce::sweep(&c, &device, &name, cfg, |r| {
         sink.as_mut().map_or(Ok(()), |f| f(r))
     })?;
+    Ok(())
+}
+
+/// The label of the multi-process CPU backend's records (the threads' are "cpu").
+pub const CPU_PROC: &str = "cpu-proc";
+
+/// One rank of a multi-process CPU sweep (launched with RANK, WORLD_SIZE, ... set).
+pub fn cpu_proc_rank(cfg: &SweepConfig, out: &records::Out) -> Result<()> {
+    let (env, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
+    let mut sink = (env.rank == 0).then(|| records::print_and_store(out, allreduce::row));
+    allreduce::sweep(c.as_ref(), &Device::Cpu, "cpu", cfg, |r| {
+        let mut r = r.clone();
+        r.backend = CPU_PROC.into();
+        sink.as_mut().map_or(Ok(()), |f| f(&r))
+    })?;
+    Ok(())
+}
+
+/// Orchestrates one launch of processes per rank count (the CPU backend's Gloo setting).
+pub fn cpu_proc_sweeps(ranks: &[usize], out: &records::Out) -> Result<()> {
+    let _ = out;
+    let exe = std::env::current_exe()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!("{}", allreduce::header());
+    for &world in ranks {
+        comm::launch::run(&comm::launch::LaunchSpec::local(
+            world,
+            exe.to_string_lossy(),
+            args.clone(),
+        ))
+        .with_context(|| format!("all-reduce sweep on {world} CPU processes"))?;
+    }
     Ok(())
 }
 

@@ -77,8 +77,14 @@ pub enum BackendArg {
 pub enum Cmd {
     /// All-reduce bandwidth sweep (fp32, sum, in place).
     Allreduce {
+        /// nccl: one process per GPU. cpu: one process per rank (the multi-process CPU
+        /// backend, ranks as real processes under the launcher, the seeds' Gloo setting);
+        /// with --threads, the in-process CPU backend (one thread per rank).
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
+        /// With --backend cpu: ranks as threads of this process instead of processes.
+        #[arg(long)]
+        threads: bool,
         /// Rank counts; on GPUs those above the GPU count are skipped.
         #[arg(long, value_delimiter = ',', value_parser = ranks, default_values_t = [2usize, 4, 6, 8])]
         ranks: Vec<usize>,

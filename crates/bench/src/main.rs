@@ -51,6 +51,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Allreduce {
             backend,
+            threads,
             ranks,
             sizes_mib,
             warmup,
@@ -67,7 +68,11 @@ fn run(cli: Cli) -> Result<()> {
                 iters,
             };
             match backend {
-                BackendArg::Cpu => allreduce_run::cpu_sweeps(&ranks, &cfg, &out),
+                BackendArg::Cpu if threads => allreduce_run::cpu_sweeps(&ranks, &cfg, &out),
+                BackendArg::Cpu if std::env::var("RANK").is_ok() => {
+                    allreduce_run::cpu_proc_rank(&cfg, &out)
+                }
+                BackendArg::Cpu => allreduce_run::cpu_proc_sweeps(&ranks, &out),
                 BackendArg::Nccl if std::env::var("RANK").is_ok() => {
                     allreduce_run::nccl_rank(&cfg, &out)
                 }

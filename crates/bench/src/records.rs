@@ -44,12 +44,29 @@ pub struct TopologyRecord {
 pub struct TorchAllReduce {
     #[serde(default)]
     pub transport: Option<String>,
+    /// "gloo" for the Gloo CPU anchor (gloo_allreduce.py); absent for NCCL.
+    #[serde(default)]
+    pub backend: Option<String>,
     pub world: usize,
     #[serde(rename = "MiB")]
     pub mib: f64,
+    /// Time in ms (torch_baseline.py) or in µs (`us`, gloo_allreduce.py).
+    #[serde(default)]
     pub ms: f64,
+    #[serde(default)]
+    pub us: Option<f64>,
     #[serde(rename = "busbw_GBs")]
     pub busbw_gbs: f64,
+}
+
+impl TorchAllReduce {
+    /// Time per all-reduce in µs, whichever unit the anchor wrote.
+    pub fn time_us(&self) -> f64 {
+        self.us.unwrap_or(self.ms * 1e3)
+    }
+    pub fn is_gloo(&self) -> bool {
+        self.backend.as_deref() == Some("gloo")
+    }
 }
 
 pub fn busbw(algbw: f64, world: usize) -> f64 {

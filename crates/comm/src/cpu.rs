@@ -1,20 +1,28 @@
-//! In-process CPU backend: one thread per rank, same semantics as NCCL.
+//! In-process CPU backend: one thread per rank, same semantics as NCCL, at memory speed.
 //!
-//! Ranks meet in a shared slot table (a generation counter under a mutex and condvar).
-//! All-reduce is a reduce-scatter followed by an all-gather: each rank reduces its own
-//! chunk of every rank's contribution, then all chunks are shared, so each element is
-//! reduced exactly once and every rank ends with identical bits. Values are reduced in
-//! f64 and rounded once to the buffer's dtype. A rank that does not arrive within the
-//! timeout breaks the group: every waiting rank fails naming the missing ranks. A rank
-//! whose handle is dropped (it returned, failed, or its thread panicked) breaks the group
-//! at once: collectives it had not joined fail on every other rank, naming it. Rounds it
-//! completed stay completed, so ranks still returning from them succeed.
+//! Ranks meet in a shared slot table (a generation counter under a mutex and condvar) where
+//! each publishes a pointer to its buffer, in place, without copying it. All-reduce is a
+//! reduce-scatter and an all-gather in one pass: rank r reduces chunk r of every rank's
+//! buffer (in rank order, in the dtype's own arithmetic: f32 for f32, bf16 and f16, f64
+//! for f64) and writes the result into chunk r of every rank's buffer. The ranks reduce
+//! their chunks in parallel, each element is reduced exactly once, and every rank ends
+//! with identical bits. A second meeting ("leave") keeps every buffer alive and locked
+//! until all ranks are done with it.
+//!
+//! All ranks' signatures (op, count, dtype, root) are compared before any buffer is read:
+//! a mismatch fails on every rank naming each rank's call. A rank that does not arrive
+//! within the timeout breaks the group: every waiting rank fails naming the missing ranks.
+//! A rank whose handle is dropped (it returned, failed, or its thread panicked) breaks the
+//! group at once: collectives it had not joined fail on every other rank, naming it.
+//! Rounds it completed stay completed, so ranks still returning from them succeed.
 
 use crate::error::{CommError, Result};
+use crate::host::{read_bytes, write_bytes, RawBuf};
+use crate::reduce::{reduce_across, Aligned};
 use crate::validate::{check_buffer, check_pair, check_root};
 use crate::{CommOptions, Communicator, ReduceOp, Work};
-use candle_core::{CpuStorage, DType, InplaceOp1, Layout, Tensor};
-use std::sync::{Arc, Condvar, Mutex};
+use candle_core::{DType, Tensor};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// What each rank says it is doing; all ranks must agree.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +35,7 @@ struct Signature {
 
 struct Entry {
     sig: Signature,
-    data: Vec<f64>,
+    buf: RawBuf,
 }
 
 #[derive(Default)]
@@ -37,6 +45,11 @@ struct State {
     arrived: usize,
     last: Option<Arc<Vec<Entry>>>,
     broken: Option<String>,
+    /// The second meeting of a collective: ranks done with the others' buffers.
+    left: usize,
+    left_generation: u64,
+    /// A rank's thread panicked (possibly mid-collective).
+    panicked: Option<usize>,
 }
 
 struct Shared {
@@ -78,17 +91,29 @@ pub fn cpu_group(world: usize, opts: CommOptions) -> Result<Vec<CpuComm>> {
         .collect())
 }
 
-/// Rank r's share of `count` elements; the shares tile 0..count exactly.
-fn range(count: usize, world: usize, r: usize) -> std::ops::Range<usize> {
-    r * count / world..(r + 1) * count / world
+/// Rank r's share of `count` elements; the shares tile 0..count exactly. Boundaries are
+/// multiples of 16 elements (a cache line of f32) so no two ranks write one line.
+pub(crate) fn chunk(count: usize, world: usize, r: usize) -> std::ops::Range<usize> {
+    let at = |k: usize| {
+        if k == world {
+            count
+        } else {
+            (k * count / world) & !15
+        }
+    };
+    at(r)..at(r + 1)
 }
 
 impl CpuComm {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Deposits `entry`, waits for every rank's, returns all of them in rank order.
     fn exchange(&self, entry: Entry) -> Result<Arc<Vec<Entry>>> {
         let sh = &*self.shared;
         let what = entry.sig.op;
-        let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.lock();
         if let Some(reason) = &st.broken {
             return Err(self.broken(what, reason));
         }
@@ -137,6 +162,32 @@ impl CpuComm {
         })
     }
 
+    /// The second meeting: returns once every rank is done reading and writing the
+    /// buffers published in this round. No timeout: the ranks are all past the first
+    /// meeting and only copy or reduce memory; a panicked rank ends the wait.
+    fn leave(&self, what: &'static str) -> Result<()> {
+        let sh = &*self.shared;
+        let mut st = self.lock();
+        st.left += 1;
+        if st.left == sh.world {
+            st.left = 0;
+            st.left_generation += 1;
+            sh.cv.notify_all();
+            return Ok(());
+        }
+        let gen = st.left_generation;
+        let st = sh
+            .cv
+            .wait_while(st, |s| s.left_generation == gen && s.panicked.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        match st.panicked {
+            Some(r) if st.left_generation == gen => {
+                Err(self.broken(what, &format!("rank {r}'s thread panicked during it")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn broken(&self, what: &str, reason: &str) -> CommError {
         CommError::Broken {
             rank: self.rank,
@@ -145,9 +196,9 @@ impl CpuComm {
     }
 
     /// Exchange, then check that every rank called the same thing.
-    fn exchange_checked(&self, sig: Signature, data: Vec<f64>) -> Result<Arc<Vec<Entry>>> {
+    fn exchange_checked(&self, sig: Signature, buf: RawBuf) -> Result<Arc<Vec<Entry>>> {
         let op = sig.op;
-        let all = self.exchange(Entry { sig, data })?;
+        let all = self.exchange(Entry { sig, buf })?;
         if all.iter().any(|e| e.sig != all[0].sig) {
             let detail = all
                 .iter()
@@ -188,83 +239,28 @@ impl CpuComm {
         }
         Ok(())
     }
-
-    /// Reduce chunk `self.rank` of every entry.
-    fn reduce_my_chunk(&self, all: &[Entry], count: usize, op: ReduceOp) -> Vec<f64> {
-        let r = range(count, self.shared.world, self.rank);
-        let mut acc = all[0].data[r.clone()].to_vec();
-        for e in &all[1..] {
-            for (a, &b) in acc.iter_mut().zip(&e.data[r.clone()]) {
-                *a = match op {
-                    ReduceOp::Sum | ReduceOp::Avg => *a + b,
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Min => a.min(b),
-                };
-            }
-        }
-        if op == ReduceOp::Avg {
-            let n = self.shared.world as f64;
-            acc.iter_mut().for_each(|a| *a /= n);
-        }
-        acc
-    }
-}
-
-fn read(t: &Tensor) -> Result<Vec<f64>> {
-    Ok(t.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?)
-}
-
-/// Writes host values into a (contiguous) tensor's storage, in place.
-struct HostWrite<'a>(&'a [f64]);
-
-impl InplaceOp1 for HostWrite<'_> {
-    fn name(&self) -> &'static str {
-        "host-write"
-    }
-    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
-        let start = layout.start_offset();
-        let n = self.0.len();
-        macro_rules! put {
-            ($v:expr, $conv:expr) => {
-                for (d, &s) in $v[start..start + n].iter_mut().zip(self.0) {
-                    *d = $conv(s);
-                }
-            };
-        }
-        match storage {
-            CpuStorage::F32(v) => put!(v, |s: f64| s as f32),
-            CpuStorage::F64(v) => put!(v, |s: f64| s),
-            CpuStorage::BF16(v) => put!(v, half::bf16::from_f64),
-            CpuStorage::F16(v) => put!(v, half::f16::from_f64),
-            other => candle_core::bail!(
-                "host-write: unsupported dtype {:?}",
-                candle_core::backend::BackendStorage::dtype(other)
-            ),
-        }
-        Ok(())
-    }
-}
-
-fn write(t: &Tensor, data: &[f64]) -> Result<()> {
-    Ok(t.inplace_op1(&HostWrite(data))?)
 }
 
 impl Drop for CpuComm {
     /// A leaving rank breaks the group, so the others do not wait for it until the timeout.
     /// It can only leave between collectives (they borrow the handle), so every round it
-    /// joined is complete and unaffected.
+    /// joined is complete and unaffected, unless its thread panicked inside one.
     fn drop(&mut self) {
         let sh = &*self.shared;
         let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+        let panicking = std::thread::panicking();
+        if panicking {
+            st.panicked = Some(self.rank);
+        }
         if st.broken.is_none() {
-            let how = if std::thread::panicking() {
+            let how = if panicking {
                 "its thread panicked"
             } else {
                 "its handle was dropped"
             };
             st.broken = Some(format!("rank {} left the group ({how})", self.rank));
-            sh.cv.notify_all();
         }
+        sh.cv.notify_all();
     }
 }
 
@@ -280,58 +276,106 @@ impl Communicator for CpuComm {
     }
 
     fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.check_cpu("all_reduce", buf)?;
-        let count = buf.elem_count();
-        let all = self.exchange_checked(self.sig("all_reduce", buf, 0), read(buf)?)?;
-        let mine = self.reduce_my_chunk(&all, count, op);
-        drop(all);
-        let sig = Signature {
-            op: "all_reduce/gather",
-            count,
-            dtype: buf.dtype(),
-            root: 0,
-        };
-        let chunks = self.exchange_checked(sig, mine)?;
-        let out: Vec<f64> = chunks.iter().flat_map(|e| e.data.iter().copied()).collect();
-        write(buf, &out)?;
+        const OP: &str = "all_reduce";
+        self.check_cpu(OP, buf)?;
+        let (count, dtype, world) = (buf.elem_count(), buf.dtype(), self.shared.world);
+        let sig = self.sig(OP, buf, 0);
+        write_bytes(OP, self.rank, buf, |bytes| {
+            let all = self.exchange_checked(sig, RawBuf::of_mut(bytes))?;
+            let ptrs: Vec<usize> = all.iter().map(|e| e.buf.ptr).collect();
+            // SAFETY: every rank's buffer holds `count` elements (signatures checked) and
+            // stays locked until `leave`; only this rank touches chunk `rank` of any of them.
+            unsafe {
+                reduce_across(
+                    dtype,
+                    &ptrs,
+                    &ptrs,
+                    chunk(count, world, self.rank),
+                    op,
+                    world,
+                )
+            };
+            drop(all);
+            self.leave(OP)
+        })?;
         Ok(Work::completed())
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        check_pair(
-            "reduce_scatter",
-            self.rank,
-            self.shared.world,
-            output,
-            input,
-        )?;
-        self.check_cpu("reduce_scatter", input)?;
-        let all = self.exchange_checked(self.sig("reduce_scatter", input, 0), read(input)?)?;
-        let mine = self.reduce_my_chunk(&all, input.elem_count(), op);
-        write(output, &mine)?;
+        const OP: &str = "reduce_scatter";
+        let (rank, world) = (self.rank, self.shared.world);
+        check_pair(OP, rank, world, output, input)?;
+        self.check_cpu(OP, input)?;
+        let (m, dtype) = (output.elem_count(), input.dtype());
+        let esz = dtype.size_in_bytes();
+        let sig = self.sig(OP, input, 0);
+        let mine = read_bytes(OP, rank, input, |bytes| {
+            let all = self.exchange_checked(sig, RawBuf::of(bytes))?;
+            let srcs: Vec<usize> = all.iter().map(|e| e.buf.ptr + rank * m * esz).collect();
+            let mut out = Aligned::new(m * esz);
+            let dst = [out.bytes_mut().as_mut_ptr() as usize];
+            // SAFETY: every input holds world × m elements and stays locked until `leave`;
+            // inputs are only read; `out` is this rank's own.
+            unsafe { reduce_across(dtype, &srcs, &dst, 0..m, op, world) };
+            drop(all);
+            self.leave(OP)?;
+            Ok(out)
+        })?;
+        write_bytes(OP, rank, output, |b| {
+            b.copy_from_slice(mine.bytes());
+            Ok(())
+        })?;
         Ok(Work::completed())
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
-        check_pair("all_gather", self.rank, self.shared.world, input, output)?;
-        self.check_cpu("all_gather", input)?;
-        let all = self.exchange_checked(self.sig("all_gather", input, 0), read(input)?)?;
-        let out: Vec<f64> = all.iter().flat_map(|e| e.data.iter().copied()).collect();
-        write(output, &out)?;
+        const OP: &str = "all_gather";
+        let rank = self.rank;
+        check_pair(OP, rank, self.shared.world, input, output)?;
+        self.check_cpu(OP, input)?;
+        let sig = self.sig(OP, input, 0);
+        let gathered = read_bytes(OP, rank, input, |bytes| {
+            let all = self.exchange_checked(sig, RawBuf::of(bytes))?;
+            let mut out = Vec::with_capacity(bytes.len() * all.len());
+            for e in all.iter() {
+                // SAFETY: each rank's input holds `len` bytes, locked until `leave`.
+                out.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(e.buf.ptr as *const u8, e.buf.len)
+                });
+            }
+            drop(all);
+            self.leave(OP)?;
+            Ok(out)
+        })?;
+        write_bytes(OP, rank, output, |b| {
+            b.copy_from_slice(&gathered);
+            Ok(())
+        })?;
         Ok(Work::completed())
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
-        check_root("broadcast", self.rank, self.shared.world, root)?;
-        self.check_cpu("broadcast", buf)?;
-        let data = if self.rank == root {
-            read(buf)?
+        const OP: &str = "broadcast";
+        check_root(OP, self.rank, self.shared.world, root)?;
+        self.check_cpu(OP, buf)?;
+        let sig = self.sig(OP, buf, root);
+        if self.rank == root {
+            read_bytes(OP, self.rank, buf, |bytes| {
+                drop(self.exchange_checked(sig, RawBuf::of(bytes))?);
+                self.leave(OP)
+            })?;
         } else {
-            Vec::new()
-        };
-        let all = self.exchange_checked(self.sig("broadcast", buf, root), data)?;
-        if self.rank != root {
-            write(buf, &all[root].data)?;
+            write_bytes(OP, self.rank, buf, |bytes| {
+                let all = self.exchange_checked(sig, RawBuf::empty())?;
+                let src = all[root].buf;
+                // SAFETY: the root's buffer holds as many bytes (signatures checked) and
+                // stays locked until `leave`.
+                bytes.copy_from_slice(unsafe {
+                    std::slice::from_raw_parts(src.ptr as *const u8, src.len)
+                });
+                drop(all);
+                self.leave(OP)
+            })?;
         }
         Ok(Work::completed())
     }
@@ -343,6 +387,6 @@ impl Communicator for CpuComm {
             dtype: DType::F32,
             root: 0,
         };
-        self.exchange_checked(sig, Vec::new()).map(|_| ())
+        self.exchange_checked(sig, RawBuf::empty()).map(|_| ())
     }
 }

@@ -13,7 +13,7 @@ pub mod signals;
 
 use crate::error::{CommError, Result};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -160,18 +160,31 @@ fn supervise(children: &mut [(usize, Child)], grace: Duration) -> Result<()> {
             return Err(stop(children, sig, grace));
         }
         running = 0;
-        let mut failed: Option<(usize, ExitStatus)> = None;
+        let mut failed: Vec<(usize, ExitStatus)> = Vec::new();
         for (rank, child) in children.iter_mut() {
             match child.try_wait()? {
                 None => running += 1,
-                Some(st) if !st.success() => failed = failed.or(Some((*rank, st))),
+                Some(st) if !st.success() => failed.push((*rank, st)),
                 Some(_) => {}
             }
         }
-        if let Some((rank, st)) = failed {
+        if !failed.is_empty() {
             kill_all(children);
+            // A rank killed by a signal is the likely cause of the others' failing (they
+            // exit naming it): name it first.
+            failed.sort_by_key(|(r, st)| (st.signal().is_none(), *r));
+            let (rank, st) = failed[0];
+            let also: Vec<String> = failed[1..]
+                .iter()
+                .map(|(r, s)| format!("rank {r} ({s})"))
+                .collect();
+            let also = if also.is_empty() {
+                String::new()
+            } else {
+                format!("; also failed: {}", also.join(", "))
+            };
             return Err(bad(format!(
-                "rank {rank} failed ({st}); stopped the other ranks"
+                "rank {rank} failed ({st}){also}; stopped the other ranks"
             )));
         }
     }

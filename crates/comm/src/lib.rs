@@ -24,8 +24,11 @@ pub mod conformance;
 pub mod cpu;
 pub mod env;
 pub mod error;
+mod host;
 pub mod launch;
 pub mod nccl;
+pub mod proc;
+mod reduce;
 pub mod store;
 pub mod timeline;
 pub mod validate;
@@ -36,6 +39,7 @@ pub use cpu::{cpu_group, CpuComm};
 pub use env::DistEnv;
 pub use error::{CommError, Result};
 pub use nccl::NcclComm;
+pub use proc::ProcComm;
 pub use timeline::{CollectiveSpan, Mark, Timeline};
 pub use work::{PendingWork, Work};
 
@@ -182,7 +186,11 @@ pub trait Communicator: Send + Sync {
 /// Which backend [`init_from_env`] builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// One GPU per process, NCCL: the engine on GPUs and across nodes.
     Nccl,
+    /// One CPU process per rank, a ring over TCP ([`ProcComm`]): the Gloo of this project,
+    /// for laptops, CI and debugging data parallelism without GPUs.
+    Cpu,
 }
 
 /// Builds this process's communicator from the launcher's environment. Returns the
@@ -194,6 +202,7 @@ pub fn init_from_env(
     let env = DistEnv::from_env()?;
     let comm: Box<dyn Communicator> = match backend {
         Backend::Nccl => Box::new(NcclComm::new(&env, env.local_rank, opts)?),
+        Backend::Cpu => Box::new(ProcComm::new(&env, opts)?),
     };
     Ok((env, comm))
 }

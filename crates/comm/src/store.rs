@@ -24,10 +24,48 @@ pub fn rendezvous(
         return make_payload();
     }
     if env.rank == 0 {
-        serve(env, timeout, make_payload)
+        serve(env, timeout, Payload::Early(Box::new(make_payload)))
     } else {
-        join(env, timeout)
+        join(env, timeout, None)
     }
+}
+
+/// Rendezvous for the CPU process backend: every rank offers the port its ring listener
+/// is on, and every rank gets all ranks' `host:port` in rank order. Rank 0's host is
+/// MASTER_ADDR; another rank's is the address rank 0 sees its store connection come from
+/// (the interface that reaches the master). A rank that offers no port (it runs another
+/// backend) fails the rendezvous on every rank, naming it.
+pub fn rendezvous_addrs(env: &DistEnv, timeout: Duration, port: u16) -> Result<Vec<String>> {
+    let own = format!("{}:{port}", env.master_addr);
+    if env.world_size == 1 {
+        return Ok(vec![own]);
+    }
+    let payload = if env.rank == 0 {
+        serve(env, timeout, Payload::Addrs(own))?
+    } else {
+        join(env, timeout, Some(port))?
+    };
+    let text =
+        String::from_utf8(payload).map_err(|_| store_err(env, "address list is not text"))?;
+    let addrs: Vec<String> = text.lines().map(String::from).collect();
+    if addrs.len() != env.world_size {
+        return Err(store_err(
+            env,
+            format!(
+                "rank 0 sent {} addresses for {} ranks",
+                addrs.len(),
+                env.world_size
+            ),
+        ));
+    }
+    Ok(addrs)
+}
+
+/// What rank 0 hands out: an id made before anyone arrives (NCCL), or every rank's
+/// address, known once all have arrived (CPU processes).
+enum Payload<'a> {
+    Early(Box<dyn FnOnce() -> Result<Vec<u8>> + 'a>),
+    Addrs(String),
 }
 
 fn addr_of(env: &DistEnv) -> String {
@@ -57,7 +95,7 @@ struct Pending {
 
 impl Pending {
     /// `None` while the HELLO line is still incomplete.
-    fn poll(&mut self) -> Option<std::io::Result<(usize, usize)>> {
+    fn poll(&mut self) -> Option<std::io::Result<Hello>> {
         let mut chunk = [0u8; MAX_HELLO];
         loop {
             match self.stream.read(&mut chunk) {
@@ -88,11 +126,7 @@ fn io_bad(msg: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
 }
 
-fn serve(
-    env: &DistEnv,
-    timeout: Duration,
-    make_payload: impl FnOnce() -> Result<Vec<u8>>,
-) -> Result<Vec<u8>> {
+fn serve(env: &DistEnv, timeout: Duration, payload: Payload) -> Result<Vec<u8>> {
     let listener = TcpListener::bind(("0.0.0.0", env.master_port)).map_err(|e| {
         store_err(
             env,
@@ -100,7 +134,11 @@ fn serve(
         )
     })?;
     listener.set_nonblocking(true)?;
-    let payload = make_payload()?;
+    let (mut payload, own) = match payload {
+        Payload::Early(make) => (make()?, None),
+        Payload::Addrs(own) => (Vec::new(), Some(own)),
+    };
+    let mut addrs: Vec<String> = vec![own.clone().unwrap_or_default(); env.world_size];
     let deadline = crate::deadline_after(timeout);
     let mut peers: Vec<Option<TcpStream>> = (0..env.world_size).map(|_| None).collect();
     let mut pending: Vec<Pending> = Vec::new();
@@ -130,7 +168,7 @@ fn serve(
             };
             let Pending { stream, from, .. } = pending.swap_remove(i);
             match said {
-                Ok((rank, world)) if world != env.world_size => {
+                Ok(Hello { rank, world, .. }) if world != env.world_size => {
                     let msg = format!(
                         "rank {rank} (from {from}) says WORLD_SIZE={world}, rank 0 has {}",
                         env.world_size
@@ -139,13 +177,30 @@ fn serve(
                     send_abort(stream, &msg);
                     return Err(store_err(env, msg));
                 }
-                Ok((rank, _)) if rank == 0 || rank >= env.world_size || peers[rank].is_some() => {
+                Ok(Hello { rank, .. })
+                    if rank == 0 || rank >= env.world_size || peers[rank].is_some() =>
+                {
                     let msg = format!("rank {rank} (from {from}) is out of range or arrived twice");
                     abort_all(&mut peers, &msg);
                     send_abort(stream, &msg);
                     return Err(store_err(env, msg));
                 }
-                Ok((rank, _)) => {
+                Ok(Hello { rank, port, .. }) if port.is_some() != own.is_some() => {
+                    let (it, us) = match port {
+                        Some(_) => ("the CPU process backend", "NCCL"),
+                        None => ("NCCL", "the CPU process backend"),
+                    };
+                    let msg = format!(
+                        "rank {rank} (from {from}) uses {it}, rank 0 uses {us}: every rank must use the same backend"
+                    );
+                    abort_all(&mut peers, &msg);
+                    send_abort(stream, &msg);
+                    return Err(store_err(env, msg));
+                }
+                Ok(Hello { rank, port, .. }) => {
+                    if let Some(p) = port {
+                        addrs[rank] = SocketAddr::new(from.ip(), p).to_string();
+                    }
                     stream.set_nonblocking(false)?;
                     peers[rank] = Some(stream);
                     arrived += 1;
@@ -173,6 +228,9 @@ fn serve(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    if own.is_some() {
+        payload = addrs.join("\n").into_bytes();
+    }
     let header = format!("OK {}\n", payload.len());
     for (rank, peer) in peers.iter_mut().enumerate() {
         if let Some(s) = peer {
@@ -186,7 +244,14 @@ fn serve(
     Ok(payload)
 }
 
-fn parse_hello(line: &str) -> std::io::Result<(usize, usize)> {
+/// `HELLO rank world [port]`: the port is the CPU process backend's ring listener.
+struct Hello {
+    rank: usize,
+    world: usize,
+    port: Option<u16>,
+}
+
+fn parse_hello(line: &str) -> std::io::Result<Hello> {
     let bad = || io_bad(format!("bad hello {line:?}"));
     let mut it = line.split_whitespace();
     if it.next() != Some("HELLO") {
@@ -194,7 +259,11 @@ fn parse_hello(line: &str) -> std::io::Result<(usize, usize)> {
     }
     let rank = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
     let world = it.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-    Ok((rank, world))
+    let port = match it.next() {
+        None => None,
+        Some(p) => Some(p.parse().map_err(|_| bad())?),
+    };
+    Ok(Hello { rank, world, port })
 }
 
 fn send_abort(mut s: TcpStream, msg: &str) {
@@ -207,7 +276,7 @@ fn abort_all(peers: &mut [Option<TcpStream>], msg: &str) {
     }
 }
 
-fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
+fn join(env: &DistEnv, timeout: Duration, port: Option<u16>) -> Result<Vec<u8>> {
     let deadline = crate::deadline_after(timeout);
     let addr = addr_of(env);
     let mut last_err = String::from("no attempt");
@@ -234,7 +303,8 @@ fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut s = stream;
-    s.write_all(format!("HELLO {} {}\n", env.rank, env.world_size).as_bytes())?;
+    let offer = port.map(|p| format!(" {p}")).unwrap_or_default();
+    s.write_all(format!("HELLO {} {}{offer}\n", env.rank, env.world_size).as_bytes())?;
     // Rank 0 answers once everyone is there, or at its own deadline: allow a grace period.
     s.set_read_timeout(Some(timeout.saturating_add(Duration::from_secs(5))))?;
     let mut reader = BufReader::new(s);
@@ -271,88 +341,4 @@ fn join(env: &DistEnv, timeout: Duration) -> Result<Vec<u8>> {
         )
     })?;
     Ok(payload)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-
-    fn env(rank: usize, world: usize, port: u16) -> DistEnv {
-        DistEnv {
-            rank,
-            world_size: world,
-            local_rank: rank,
-            master_addr: "127.0.0.1".into(),
-            master_port: port,
-        }
-    }
-
-    #[test]
-    fn all_ranks_get_rank0_payload() {
-        let port = free_port();
-        let handles: Vec<_> = (0..4)
-            .map(|r| {
-                std::thread::spawn(move || {
-                    rendezvous(&env(r, 4, port), Duration::from_secs(10), || {
-                        Ok(b"the-id".to_vec())
-                    })
-                })
-            })
-            .collect();
-        for h in handles {
-            assert_eq!(h.join().unwrap().unwrap(), b"the-id");
-        }
-    }
-
-    #[test]
-    fn missing_rank_fails_every_rank_naming_it() {
-        let port = free_port();
-        // world 3, rank 2 never comes.
-        let handles: Vec<_> = (0..2)
-            .map(|r| {
-                std::thread::spawn(move || {
-                    rendezvous(&env(r, 3, port), Duration::from_millis(800), || Ok(vec![1]))
-                })
-            })
-            .collect();
-        for h in handles {
-            let err = h.join().unwrap().unwrap_err().to_string();
-            assert!(
-                err.contains("[2]"),
-                "error should name missing rank 2: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn absent_rank0_times_out_on_workers() {
-        let port = free_port();
-        let t0 = Instant::now();
-        let err = rendezvous(&env(1, 2, port), Duration::from_millis(500), || Ok(vec![]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("missing ranks [0]"), "{err}");
-        assert!(t0.elapsed() < Duration::from_secs(5));
-    }
-
-    #[test]
-    fn world_size_mismatch_is_reported() {
-        let port = free_port();
-        let r0 = std::thread::spawn(move || {
-            rendezvous(&env(0, 2, port), Duration::from_secs(5), || Ok(vec![]))
-        });
-        std::thread::sleep(Duration::from_millis(100));
-        let e1 = rendezvous(&env(1, 3, port), Duration::from_secs(5), || Ok(vec![])).unwrap_err();
-        let e0 = r0.join().unwrap().unwrap_err();
-        assert!(e0.to_string().contains("WORLD_SIZE=3"), "{e0}");
-        assert!(e1.to_string().contains("WORLD_SIZE=3"), "{e1}");
-    }
 }

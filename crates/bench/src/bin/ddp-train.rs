@@ -3,6 +3,7 @@
 //! the whole batch and every rank compares its final weights with it and with rank 0's.
 //!
 //!   ddp-train --backend cpu --world 4 --model toy --strategy bucketed:25 --check
+//!   comm-launch --nproc-per-node 4 -- ddp-train --backend cpu --model toy --check   (processes)
 //!   comm-launch --nproc-per-node 2 -- ddp-train --backend nccl --model tiny --check
 
 use candle_core::{DType, Device, Tensor};
@@ -25,7 +26,8 @@ enum Backend {
 struct Args {
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
-    /// CPU ranks (threads, 1..=256); NCCL takes the launcher's WORLD_SIZE.
+    /// CPU ranks (threads, 1..=256); under a launcher (RANK set) the launcher's WORLD_SIZE
+    /// processes, for cpu as for nccl.
     #[arg(long, default_value_t = 2, value_parser = parse_world)]
     world: usize,
     /// toy, tiny, or an LM size (small, medium, large, xl, 2.7B).
@@ -210,6 +212,11 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
 fn run(a: Args) -> anyhow::Result<()> {
     ddp::check::validate_tolerances(a.tol(), a.rtol, "--tol", "--rtol")?;
     match a.backend {
+        // Under a launcher (RANK set): this process is one rank of the CPU process backend.
+        Backend::Cpu if std::env::var_os("RANK").is_some() => {
+            let (_, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
+            rank_main(&a, Arc::from(c), &Device::Cpu)
+        }
         Backend::Cpu => {
             let comms = comm::cpu_group(a.world, CommOptions::from_env()?)?;
             std::thread::scope(|s| {

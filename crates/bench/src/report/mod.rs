@@ -1,6 +1,7 @@
 //! The report writer: reads the JSON lines of a run and writes `report.md` with a table,
 //! a plot and a few generated sentences per section.
 
+mod cpu;
 mod ddp;
 mod input;
 mod kernels;
@@ -45,6 +46,8 @@ pub fn write_report(
         Some(a) => (a.take("mode", &["allreduce"]), a.take("mode", &[])),
         None => (Vec::new(), Vec::new()),
     };
+    let (gloo, torch): (Vec<TorchAllReduce>, Vec<TorchAllReduce>) =
+        torch.into_iter().partition(TorchAllReduce::is_gloo);
     let torch: Vec<TorchAllReduce> = torch
         .into_iter()
         .filter(|t| t.transport.as_deref().unwrap_or("default") == "default")
@@ -69,6 +72,7 @@ pub fn write_report(
     if recs.is_empty() {
         md += "No all-reduce results in this run.\n";
     }
+    cpu::side_by_side(&mut md, &recs, &gloo)?;
     let mut ddp_recs: Vec<crate::ddp::DdpRecord> = res.take("bench", &["ddp"]);
     for r in &mut ddp_recs {
         r.nccl_env = crate::records::retune(r.nccl_env.as_deref());
@@ -155,7 +159,7 @@ fn section(
                 Some(t) => write!(
                     md,
                     " {:.1} | {:.2} | {:.3} |",
-                    t.ms * 1e3,
+                    t.time_us(),
                     t.busbw_gbs,
                     r.busbw_gbs / t.busbw_gbs
                 )?,
@@ -234,7 +238,7 @@ fn section(
             small.time_us
         )?;
         if let Some(t) = with_torch.then(|| torch_match(torch, small)).flatten() {
-            write!(md, " against PyTorch's {:.1} µs", t.ms * 1e3)?;
+            write!(md, " against PyTorch's {:.1} µs", t.time_us())?;
         }
         md.push_str(". ");
     }

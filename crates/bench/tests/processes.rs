@@ -1,0 +1,165 @@
+//! Data parallelism on the multi-process CPU backend with real processes: `ddp-train`
+//! under the launcher equals single-process training (its `--check`), and the failure
+//! paths a user meets: a rank killed mid-training, a rank that never arrives, ranks that
+//! disagree on the world size or the model. Every test is bounded in time.
+
+use comm::launch::{run, LaunchSpec};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const TRAIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+
+fn port() -> u16 {
+    comm::launch::free_port().unwrap()
+}
+
+#[test]
+fn ddp_train_as_2_and_4_processes_equals_single_process_training() {
+    for n in [2, 4] {
+        let t0 = Instant::now();
+        let args = [
+            "--backend",
+            "cpu",
+            "--model",
+            "toy",
+            "--steps",
+            "4",
+            "--check",
+        ];
+        let mut spec = LaunchSpec::local(n, TRAIN, args.map(String::from).to_vec());
+        spec.env.push(("COMM_TIMEOUT_S".into(), "20".into()));
+        run(&spec).unwrap_or_else(|e| panic!("{n} processes: {e}"));
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{n} processes took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+/// Starts rank `rank` of `world` directly (no launcher), stdout and stderr piped.
+fn rank(rank: usize, world: usize, port: u16, timeout_s: &str, args: &[&str]) -> Child {
+    Command::new(TRAIN)
+        .args(["--backend", "cpu"])
+        .args(args)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("COMM_TIMEOUT_S", timeout_s)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `c` within `limit`; (success, stderr). Kills it and fails the test if late.
+fn finish(mut c: Child, limit: Duration, who: &str) -> (bool, String) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let mut err = String::new();
+            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return (st.success(), err);
+        }
+        if t0.elapsed() > limit {
+            let _ = c.kill();
+            panic!("{who} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_training_fails_every_other_rank_naming_it() {
+    let p = port();
+    let long = [
+        "--model",
+        "toy",
+        "--steps",
+        "1000000",
+        "--global-batch",
+        "12",
+    ];
+    let mut ranks: Vec<Child> = (0..3).map(|r| rank(r, 3, p, "20", &long)).collect();
+    // Rank 0 prints a line per step: wait for training to be under way.
+    let out = ranks[0].stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.starts_with("step 3:") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("training never reached step 3");
+    let t0 = Instant::now();
+    ranks[1].kill().unwrap(); // SIGKILL
+    let _ = ranks[1].wait();
+    for (r, c) in ranks.into_iter().enumerate().filter(|(r, _)| *r != 1) {
+        let (ok, err) = finish(c, Duration::from_secs(25), &format!("rank {r}"));
+        assert!(!ok, "rank {r} exited 0");
+        assert!(
+            err.contains("rank 1 closed its connection"),
+            "rank {r}: {err}"
+        );
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn the_launcher_reports_a_killed_rank() {
+    let script = format!(
+        "if [ \"$RANK\" = 1 ]; then (sleep 1; kill -9 $$) & fi; exec {TRAIN} --backend cpu --model toy --steps 1000000"
+    );
+    let mut spec = LaunchSpec::local(2, "sh", vec!["-c".into(), script]);
+    spec.env.push(("COMM_TIMEOUT_S".into(), "20".into()));
+    let t0 = Instant::now();
+    let err = run(&spec).unwrap_err().to_string();
+    assert!(
+        err.contains("rank 1 failed") && err.contains("SIGKILL"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_rank_that_never_arrives_is_named_by_the_others() {
+    let p = port();
+    let ranks: Vec<Child> = (0..2)
+        .map(|r| rank(r, 3, p, "2", &["--model", "toy"]))
+        .collect();
+    for (r, c) in ranks.into_iter().enumerate() {
+        let (ok, err) = finish(c, Duration::from_secs(20), &format!("rank {r}"));
+        assert!(!ok && err.contains("[2]"), "rank {r}: {err}");
+    }
+}
+
+#[test]
+fn a_different_world_size_or_model_fails_every_rank() {
+    let p = port();
+    let a = rank(0, 2, p, "10", &["--model", "toy"]);
+    let b = rank(1, 3, p, "10", &["--model", "toy"]);
+    for (r, c) in [a, b].into_iter().enumerate() {
+        let (ok, err) = finish(c, Duration::from_secs(20), &format!("rank {r}"));
+        assert!(!ok && err.contains("WORLD_SIZE=3"), "rank {r}: {err}");
+    }
+    let p = port();
+    let a = rank(0, 2, p, "10", &["--model", "toy"]);
+    let b = rank(1, 2, p, "10", &["--model", "tiny"]);
+    for (r, c) in [a, b].into_iter().enumerate() {
+        let (ok, err) = finish(c, Duration::from_secs(20), &format!("rank {r}"));
+        assert!(!ok && err.contains("error"), "rank {r}: {err}");
+    }
+}
