@@ -19,7 +19,7 @@
 //   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
 //   rmsnorm_dw_part     ∂w partial sums over blocks of n2 rows (f32 out; n0 rows, n1 cols)
 //   cast_f32_bf16_x4    f32 → bf16, four at a time (n0 elements)
-//   rmsnorm_bwd         ∂x and ∂w partial sums over blocks of n2 rows in one pass (n0 rows,
+//   rmsnorm_bwd         ∂x and ∂w partial sums over blocks of 4 rows in one pass (n0 rows,
 //                       n1 cols; the partials go to the extra f32 buffer after the output)
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
@@ -118,21 +118,117 @@ __device__ void qkv_rope_merge(const T *dq, const T *dk, const T *dv, const floa
   rotate_pair(g + src, out + 2 * p, which < 2, cos_t[ti * half + i], -sin_t[ti * half + i]);
 }
 
+// The same two kernels moving 16 bytes per thread (V = 16 / sizeof(T) elements, V / 2
+// pairs): used when e is a multiple of V and every buffer starts 16-byte aligned (the
+// launcher checks); the same arithmetic per pair.
+template <typename T>
+__device__ __forceinline__ uint4 rotate_chunk(const uint4 in, bool rotate, const float *c,
+                                              const float *s, float sign) {
+  constexpr int P = 8 / sizeof(T);
+  uint4 out;
+  const T *x = reinterpret_cast<const T *>(&in);
+  T *y = reinterpret_cast<T *>(&out);
+#pragma unroll
+  for (int k = 0; k < P; k++) rotate_pair(x + 2 * k, y + 2 * k, rotate, c[k], sign * s[k]);
+  return out;
+}
+
+template <typename T>
+__device__ void qkv_rope_split_v(const T *qkv, const float *cos_t, const float *sin_t, T *out,
+                                 int rows, int t, int h, int e) {
+  constexpr int V = 16 / sizeof(T), P = V / 2;
+  const int half = e / 2, cpr = half / P, nb = rows / t;
+  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= (size_t)3 * rows * h * cpr) return;
+  const int c = p % cpr;
+  size_t r = p / cpr;
+  const int ti = r % t;
+  r /= t;
+  const int hi = r % h;
+  r /= h;
+  const int bi = r % nb, which = r / nb;
+  const size_t src = (((size_t)(bi * t + ti) * 3 + which) * h + hi) * e + (size_t)c * V;
+  const int tab = ti * half + c * P;
+  reinterpret_cast<uint4 *>(out)[p] = rotate_chunk<T>(
+      *reinterpret_cast<const uint4 *>(qkv + src), which < 2, cos_t + tab, sin_t + tab, 1.0f);
+}
+
+template <typename T>
+__device__ void qkv_rope_merge_v(const T *dq, const T *dk, const T *dv, const float *cos_t,
+                                 const float *sin_t, T *out, int rows, int t, int h, int e) {
+  constexpr int V = 16 / sizeof(T), P = V / 2;
+  const int half = e / 2, cpr = half / P;
+  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= (size_t)3 * rows * h * cpr) return;
+  const int c = p % cpr;
+  size_t r = p / cpr;
+  const int hi = r % h;
+  r /= h;
+  const int which = r % 3, row = r / 3;
+  const int bi = row / t, ti = row % t;
+  const T *g = which == 0 ? dq : (which == 1 ? dk : dv);
+  const size_t src = (((size_t)bi * h + hi) * t + ti) * e + (size_t)c * V;
+  const int tab = ti * half + c * P;
+  reinterpret_cast<uint4 *>(out)[p] = rotate_chunk<T>(
+      *reinterpret_cast<const uint4 *>(g + src), which < 2, cos_t + tab, sin_t + tab, -1.0f);
+}
+
 // ---- SwiGLU activation ----------------------------------------------------------------
+// SwiGLU's element-wise part, 16 bytes per thread per iteration where a, b and the output
+// are 16-byte aligned (one element at a time otherwise, and for the tail): the same
+// arithmetic per element either way.
+__device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+__device__ __forceinline__ float silu_mul1(float av, float bv) {
+  return av / (1.0f + expf(-av)) * bv;
+}
+__device__ __forceinline__ float2 silu_mul1_bwd(float av, float bv, float gv) {
+  const float sg = 1.0f / (1.0f + expf(-av));
+  return make_float2(gv * bv * sg * (1.0f + av * (1.0f - sg)), gv * av * sg);
+}
+
 template <typename T> __device__ void silu_mul_fwd(const T *a, const T *b, T *y, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float av = to_f(a[i]);
-  y[i] = from_f<T>(av / (1.0f + expf(-av)) * to_f(b[i]));
+  constexpr int V = 16 / sizeof(T);
+  const int nv = (aligned16(a) && aligned16(b) && aligned16(y)) ? n / V : 0;
+  const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = blockDim.x * gridDim.x;
+  for (int i = first; i < nv; i += stride) {
+    const uint4 ra = reinterpret_cast<const uint4 *>(a)[i], rb = reinterpret_cast<const uint4 *>(b)[i];
+    uint4 ry;
+    const T *ta = reinterpret_cast<const T *>(&ra), *tb = reinterpret_cast<const T *>(&rb);
+    T *ty = reinterpret_cast<T *>(&ry);
+#pragma unroll
+    for (int k = 0; k < V; k++) ty[k] = from_f<T>(silu_mul1(to_f(ta[k]), to_f(tb[k])));
+    reinterpret_cast<uint4 *>(y)[i] = ry;
+  }
+  for (int i = nv * V + first; i < n; i += stride) y[i] = from_f<T>(silu_mul1(to_f(a[i]), to_f(b[i])));
 }
 
 template <typename T> __device__ void silu_mul_bwd(const T *a, const T *b, const T *g, T *out, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float av = to_f(a[i]), bv = to_f(b[i]), gv = to_f(g[i]);
-  const float sg = 1.0f / (1.0f + expf(-av));
-  out[i] = from_f<T>(gv * bv * sg * (1.0f + av * (1.0f - sg)));
-  out[n + i] = from_f<T>(gv * av * sg);
+  constexpr int V = 16 / sizeof(T);
+  T *da = out, *db = out + n;
+  const bool vec = aligned16(a) && aligned16(b) && aligned16(g) && aligned16(da) && aligned16(db);
+  const int nv = vec ? n / V : 0;
+  const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = blockDim.x * gridDim.x;
+  for (int i = first; i < nv; i += stride) {
+    const uint4 ra = reinterpret_cast<const uint4 *>(a)[i], rb = reinterpret_cast<const uint4 *>(b)[i],
+                rg = reinterpret_cast<const uint4 *>(g)[i];
+    uint4 rda, rdb;
+    const T *ta = reinterpret_cast<const T *>(&ra), *tb = reinterpret_cast<const T *>(&rb),
+            *tg = reinterpret_cast<const T *>(&rg);
+    T *tda = reinterpret_cast<T *>(&rda), *tdb = reinterpret_cast<T *>(&rdb);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+      const float2 d = silu_mul1_bwd(to_f(ta[k]), to_f(tb[k]), to_f(tg[k]));
+      tda[k] = from_f<T>(d.x);
+      tdb[k] = from_f<T>(d.y);
+    }
+    reinterpret_cast<uint4 *>(da)[i] = rda;
+    reinterpret_cast<uint4 *>(db)[i] = rdb;
+  }
+  for (int i = nv * V + first; i < n; i += stride) {
+    const float2 d = silu_mul1_bwd(to_f(a[i]), to_f(b[i]), to_f(g[i]));
+    da[i] = from_f<T>(d.x);
+    db[i] = from_f<T>(d.y);
+  }
 }
 
 // ---- cross-entropy: one block per row -------------------------------------------------
@@ -233,41 +329,68 @@ extern "C" __global__ void cast_f32_bf16_x4(const float *x, bf16 *y, int n, int,
     y[i] = __float2bfloat16(x[i]);
 }
 
-// ---- RMSNorm backward in one pass: block b owns rows [b·R, min((b+1)·R, rows)); each
-// thread keeps its columns j = tid + k·blockDim (k < RB_MAXC) of one row in registers, so x
-// and g are read once for ∂x, the row's statistics and the ∂w partial sums.
-#define RB_MAXC 16
+// ---- RMSNorm backward in one pass: block b owns rows [b·RB_ROWS, (b+1)·RB_ROWS); each
+// thread keeps its columns j = tid + k·blockDim (k < RB_MAXC) of all the block's rows in
+// registers, so x and g are read once for ∂x, the rows' statistics and the ∂w partial
+// sums, every load is issued before the first reduction, and the rows' sums share one
+// block-wide exchange.
+#define RB_ROWS 4
+#define RB_MAXC 12
 template <typename T>
 __device__ void rmsnorm_bwd(const T *x, const T *w, const T *g, T *dx, float *part, int rows,
-                            int cols, int R, float eps) {
-  __shared__ float shared[32];
-  float wv[RB_MAXC], acc[RB_MAXC];
+                            int cols, float eps) {
+  __shared__ float shared[32][2 * RB_ROWS];
+  const int r0 = blockIdx.x * RB_ROWS;
+  float xv[RB_ROWS][RB_MAXC], gv[RB_ROWS][RB_MAXC], wv[RB_MAXC], sum[2 * RB_ROWS];
 #pragma unroll
   for (int k = 0; k < RB_MAXC; k++) {
     const int j = threadIdx.x + k * blockDim.x;
     wv[k] = j < cols ? to_f(w[j]) : 0.0f;
-    acc[k] = 0.0f;
   }
-  const int r0 = blockIdx.x * R, r1 = min(r0 + R, rows);
-  for (int i = r0; i < r1; i++) {
-    const size_t off = (size_t)i * cols;
-    float xv[RB_MAXC], gv[RB_MAXC], ss = 0.0f, dot = 0.0f;
+#pragma unroll
+  for (int r = 0; r < RB_ROWS; r++) {
+    const bool row = r0 + r < rows;
+    const size_t off = (size_t)(r0 + r) * cols;
+    float ss = 0.0f, dot = 0.0f;
 #pragma unroll
     for (int k = 0; k < RB_MAXC; k++) {
       const int j = threadIdx.x + k * blockDim.x;
-      xv[k] = j < cols ? to_f(x[off + j]) : 0.0f;
-      gv[k] = j < cols ? to_f(g[off + j]) : 0.0f;
-      ss += xv[k] * xv[k];
-      dot += gv[k] * wv[k] * xv[k];
+      const bool in = row && j < cols;
+      xv[r][k] = in ? to_f(x[off + j]) : 0.0f;
+      gv[r][k] = in ? to_f(g[off + j]) : 0.0f;
+      ss += xv[r][k] * xv[r][k];
+      dot += gv[r][k] * wv[k] * xv[r][k];
     }
-    const float r = rsqrtf(block_reduce<false>(ss, shared) / cols + eps);
-    const float r3m = r * r * r * block_reduce<false>(dot, shared) / cols;
+    sum[2 * r] = warp_sum(ss);
+    sum[2 * r + 1] = warp_sum(dot);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  if (lane == 0) {
+#pragma unroll
+    for (int v = 0; v < 2 * RB_ROWS; v++) shared[warp][v] = sum[v];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int v = 0; v < 2 * RB_ROWS; v++) {
+    float t = 0.0f;
+    for (int i = 0; i < warps; i++) t += shared[i][v];
+    sum[v] = t;
+  }
+  float acc[RB_MAXC];
+#pragma unroll
+  for (int k = 0; k < RB_MAXC; k++) acc[k] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < RB_ROWS; r++) {
+    if (r0 + r >= rows) break;
+    const size_t off = (size_t)(r0 + r) * cols;
+    const float rs = rsqrtf(sum[2 * r] / cols + eps);
+    const float r3m = rs * rs * rs * sum[2 * r + 1] / cols;
 #pragma unroll
     for (int k = 0; k < RB_MAXC; k++) {
       const int j = threadIdx.x + k * blockDim.x;
       if (j < cols) {
-        dx[off + j] = from_f<T>(r * gv[k] * wv[k] - xv[k] * r3m);
-        acc[k] += gv[k] * xv[k] * r;
+        dx[off + j] = from_f<T>(rs * gv[r][k] * wv[k] - xv[r][k] * r3m);
+        acc[k] += gv[r][k] * xv[r][k] * rs;
       }
     }
   }
@@ -345,6 +468,15 @@ __device__ void swap12(const uint4 *x, uint4 *y, int A, int B, int C, int ev) {
                                                 int n1, int n2, float f) {                         \
     qkv_rope_merge<T>(dq, dk, dv, c, s, y, n0, n1, n2, (int)f);                                    \
   }                                                                                                \
+  extern "C" __global__ void qkv_rope_split_v_##S(const T *qkv, const float *c, const float *s,     \
+                                                  T *y, int n0, int n1, int n2, float f) {         \
+    qkv_rope_split_v<T>(qkv, c, s, y, n0, n1, n2, (int)f);                                         \
+  }                                                                                                \
+  extern "C" __global__ void qkv_rope_merge_v_##S(const T *dq, const T *dk, const T *dv,            \
+                                                  const float *c, const float *s, T *y, int n0,    \
+                                                  int n1, int n2, float f) {                       \
+    qkv_rope_merge_v<T>(dq, dk, dv, c, s, y, n0, n1, n2, (int)f);                                  \
+  }                                                                                                \
   extern "C" __global__ void silu_mul_fwd_##S(const T *a, const T *b, T *y, int n0, int, int,      \
                                                float) {                                            \
     silu_mul_fwd<T>(a, b, y, n0);                                                                  \
@@ -370,7 +502,7 @@ FOR_DTYPES(ENTRIES)
 #define ENTRIES2(T, S)                                                                             \
   extern "C" __global__ void rmsnorm_bwd_##S(const T *x, const T *w, const T *g, T *dx,            \
                                              float *part, int n0, int n1, int n2, float f) {       \
-    rmsnorm_bwd<T>(x, w, g, dx, part, n0, n1, n2, f);                                              \
+    rmsnorm_bwd<T>(x, w, g, dx, part, n0, n1, f);                                              \
   }                                                                                                \
   extern "C" __global__ void add_##S(const T *a, const T *b, T *y, int n0, int, int, float) {      \
     add<T>(a, b, y, n0);                                                                           \

@@ -98,7 +98,7 @@ fn launch(
         out_dtype: x.dtype(),
         out_len: shape.elem_count(),
         grid: rows,
-        block: cols.div_ceil(32).clamp(1, 32) * 32,
+        block: cols.div_ceil(32).clamp(1, 8) * 32,
         n: [rows, cols, 0],
         f: eps,
     })?;

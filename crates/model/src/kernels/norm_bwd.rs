@@ -10,11 +10,11 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::CudaSlice;
 use candle_core::{CpuStorage, CustomOp3, DType, Layout, Shape, Tensor};
 
-/// Threads per block, and the most columns a thread keeps (so at most 4096 columns).
+/// Threads per block, the most columns a thread keeps (so at most 3072 columns) and the
+/// rows per block: as fused.cu's RB_MAXC and RB_ROWS.
 const THREADS: usize = 256;
-const MAX_PER_THREAD: usize = 16;
-/// About two blocks per SM of an H100/H200.
-const TARGET_BLOCKS: usize = 264;
+const MAX_PER_THREAD: usize = 12;
+const ROWS_PER_BLOCK: usize = 4;
 
 struct Bwd<'a> {
     eps: f32,
@@ -72,7 +72,7 @@ impl CustomOp3 for Bwd<'_> {
 }
 
 /// (∂x, ∂w in f32) of RMSNorm over the last dimension, or `None` where the kernel does not
-/// apply (not CUDA, more than 4096 columns, mixed dtypes): the caller uses the two-kernel
+/// apply (not CUDA, more than 3072 columns, mixed dtypes): the caller uses the two-kernel
 /// path then.
 pub(crate) fn backward(
     x: &Tensor,
@@ -90,7 +90,7 @@ pub(crate) fn backward(
         return Ok(None);
     }
     let rows = x.elem_count() / cols;
-    let rows_per_block = rows.div_ceil(TARGET_BLOCKS).max(1);
+    let rows_per_block = ROWS_PER_BLOCK;
     let blocks = rows.div_ceil(rows_per_block);
     let part = Tensor::zeros((blocks, cols), DType::F32, x.device())?;
     let dx = {

@@ -51,12 +51,26 @@ fn launch_pairs(
     use candle_core::backend::BackendStorage;
     let dtype = ins[0].0.dtype();
     let pairs = 3 * b * t * h * e / 2;
+    // 16 bytes per thread where e holds whole chunks and every buffer starts aligned.
+    let size = dtype.size_in_bytes();
+    let aligned = ins
+        .iter()
+        .all(|(s, l)| (l.start_offset() * s.dtype().size_in_bytes()).is_multiple_of(16));
+    let vec = (e * size).is_multiple_of(16) && aligned;
+    let (name, per) = if vec {
+        (
+            format!("{kernel}_v_{}", super::gpu::suffix(dtype)?),
+            8 / size,
+        )
+    } else {
+        (format!("{kernel}_{}", super::gpu::suffix(dtype)?), 1)
+    };
     super::gpu::launch(super::gpu::Launch {
-        kernel: format!("{kernel}_{}", super::gpu::suffix(dtype)?),
+        kernel: name,
         ins,
         out_dtype: dtype,
         out_len: 2 * pairs,
-        grid: pairs.div_ceil(super::BLOCK),
+        grid: (pairs / per).div_ceil(super::BLOCK),
         block: super::BLOCK,
         n: [b * t, t, h],
         f: e as f32,

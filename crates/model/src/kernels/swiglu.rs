@@ -58,7 +58,7 @@ impl CustomOp2 for Fwd {
             ins: &[(a_s, al), (b_s, bl)],
             out_dtype: a_s.dtype(),
             out_len: n,
-            grid: n.div_ceil(super::BLOCK),
+            grid: vec_grid(n, a_s.dtype()),
             block: super::BLOCK,
             n: [n, 0, 0],
             f: 0.0,
@@ -127,7 +127,7 @@ impl CustomOp3 for Bwd {
             ins: &[(a_s, al), (b_s, bl), (g_s, gl)],
             out_dtype: a_s.dtype(),
             out_len: 2 * n,
-            grid: n.div_ceil(super::BLOCK),
+            grid: vec_grid(n, a_s.dtype()),
             block: super::BLOCK,
             n: [n, 0, 0],
             f: 0.0,
@@ -157,4 +157,12 @@ pub fn silu_mul_bwd(a: &Tensor, b: &Tensor, g: &Tensor) -> Result<(Tensor, Tenso
         .contiguous()?
         .apply_op3_no_bwd(&b.contiguous()?, &g.contiguous()?, &Bwd)?;
     Ok((both.get(0)?, both.get(1)?))
+}
+
+/// Blocks for the 16-byte element-wise kernels: one chunk per thread, at most 16 blocks per
+/// SM of an H100/H200 (the kernels stride over the rest).
+#[cfg(feature = "cuda")]
+fn vec_grid(n: usize, dtype: candle_core::DType) -> usize {
+    let per = 16 / dtype.size_in_bytes();
+    n.div_ceil(per * super::BLOCK).clamp(1, 132 * 16)
 }
