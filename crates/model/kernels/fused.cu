@@ -19,8 +19,9 @@
 //   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
 //   rmsnorm_dw_part     ∂w partial sums over blocks of n2 rows (f32 out; n0 rows, n1 cols)
 //   cast_f32_bf16_x4    f32 → bf16, four at a time (n0 elements)
-//   rmsnorm_bwd         ∂x and ∂w partial sums over blocks of 4 rows in one pass (n0 rows,
-//                       n1 cols; the partials go to the extra f32 buffer after the output)
+//   rmsnorm_dx_rs(_add) ∂x (+ a residual gradient) and each row's inverse RMS (to the extra
+//                       f32 buffer after the output); n0 rows, n1 cols
+//   rmsnorm_dw_rs       ∂w partial sums over chunks of n2 rows from x, g and those RMS
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
@@ -329,76 +330,56 @@ extern "C" __global__ void cast_f32_bf16_x4(const float *x, bf16 *y, int n, int,
     y[i] = __float2bfloat16(x[i]);
 }
 
-// ---- RMSNorm backward in one pass: block b owns rows [b·RB_ROWS, (b+1)·RB_ROWS); each
-// thread keeps its columns j = tid + k·blockDim (k < RB_MAXC) of all the block's rows in
-// registers, so x and g are read once for ∂x, the rows' statistics and the ∂w partial
-// sums, every load is issued before the first reduction, and the rows' sums share one
-// block-wide exchange.
-#define RB_ROWS 4
-#define RB_MAXC 12
+// ---- RMSNorm backward in two kernels with many blocks each (a block that walks several
+// rows with block-wide reductions in between is latency-bound at these sizes):
+// rmsnorm_dx_rs: one block per row; each thread keeps its columns j = tid + k·blockDim
+// (k < RB_MAXC) in registers; writes ∂x (plus `res`, the residual branch's gradient, when
+// ADD) and the row's inverse RMS to rs[row].
+// rmsnorm_dw_rs: block b sums g ⊙ x ⊙ rs over R rows for 256 columns: b = rowchunk · nc +
+// colchunk (nc = ⌈cols / 256⌉), partial sums to part[rowchunk, :]; the caller adds the
+// partials (deterministic).
+#define RB_MAXC 16
+template <typename T, bool ADD>
+__device__ void rmsnorm_dx_rs(const T *x, const T *w, const T *g, const T *res, T *dx, float *rs,
+                              int cols, float eps) {
+  __shared__ float shared[32];
+  const size_t off = (size_t)blockIdx.x * cols;
+  float xv[RB_MAXC], gw[RB_MAXC], ss = 0.0f, dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < RB_MAXC; k++) {
+    const int j = threadIdx.x + k * blockDim.x;
+    xv[k] = j < cols ? to_f(x[off + j]) : 0.0f;
+    gw[k] = j < cols ? to_f(g[off + j]) * to_f(w[j]) : 0.0f;
+    ss += xv[k] * xv[k];
+    dot += gw[k] * xv[k];
+  }
+  const float r = rsqrtf(block_reduce<false>(ss, shared) / cols + eps);
+  const float r3m = r * r * r * block_reduce<false>(dot, shared) / cols;
+#pragma unroll
+  for (int k = 0; k < RB_MAXC; k++) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < cols) {
+      float d = r * gw[k] - xv[k] * r3m;
+      if (ADD) d += to_f(res[off + j]);
+      dx[off + j] = from_f<T>(d);
+    }
+  }
+  if (threadIdx.x == 0) rs[blockIdx.x] = r;
+}
+
 template <typename T>
-__device__ void rmsnorm_bwd(const T *x, const T *w, const T *g, T *dx, float *part, int rows,
-                            int cols, float eps) {
-  __shared__ float shared[32][2 * RB_ROWS];
-  const int r0 = blockIdx.x * RB_ROWS;
-  float xv[RB_ROWS][RB_MAXC], gv[RB_ROWS][RB_MAXC], wv[RB_MAXC], sum[2 * RB_ROWS];
-#pragma unroll
-  for (int k = 0; k < RB_MAXC; k++) {
-    const int j = threadIdx.x + k * blockDim.x;
-    wv[k] = j < cols ? to_f(w[j]) : 0.0f;
+__device__ void rmsnorm_dw_rs(const T *x, const T *g, const float *rs, float *part, int rows,
+                              int cols, int R) {
+  const int nc = (cols + 255) / 256, chunk = blockIdx.x / nc;
+  const int j = (blockIdx.x % nc) * 256 + threadIdx.x;
+  if (j >= cols) return;
+  const int r0 = chunk * R, r1 = min(r0 + R, rows);
+  float acc = 0.0f;
+  for (int i = r0; i < r1; i++) {
+    const size_t k = (size_t)i * cols + j;
+    acc += to_f(g[k]) * to_f(x[k]) * rs[i];
   }
-#pragma unroll
-  for (int r = 0; r < RB_ROWS; r++) {
-    const bool row = r0 + r < rows;
-    const size_t off = (size_t)(r0 + r) * cols;
-    float ss = 0.0f, dot = 0.0f;
-#pragma unroll
-    for (int k = 0; k < RB_MAXC; k++) {
-      const int j = threadIdx.x + k * blockDim.x;
-      const bool in = row && j < cols;
-      xv[r][k] = in ? to_f(x[off + j]) : 0.0f;
-      gv[r][k] = in ? to_f(g[off + j]) : 0.0f;
-      ss += xv[r][k] * xv[r][k];
-      dot += gv[r][k] * wv[k] * xv[r][k];
-    }
-    sum[2 * r] = warp_sum(ss);
-    sum[2 * r + 1] = warp_sum(dot);
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) {
-#pragma unroll
-    for (int v = 0; v < 2 * RB_ROWS; v++) shared[warp][v] = sum[v];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int v = 0; v < 2 * RB_ROWS; v++) {
-    float t = 0.0f;
-    for (int i = 0; i < warps; i++) t += shared[i][v];
-    sum[v] = t;
-  }
-  float acc[RB_MAXC];
-#pragma unroll
-  for (int k = 0; k < RB_MAXC; k++) acc[k] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < RB_ROWS; r++) {
-    if (r0 + r >= rows) break;
-    const size_t off = (size_t)(r0 + r) * cols;
-    const float rs = rsqrtf(sum[2 * r] / cols + eps);
-    const float r3m = rs * rs * rs * sum[2 * r + 1] / cols;
-#pragma unroll
-    for (int k = 0; k < RB_MAXC; k++) {
-      const int j = threadIdx.x + k * blockDim.x;
-      if (j < cols) {
-        dx[off + j] = from_f<T>(rs * gv[r][k] * wv[k] - xv[r][k] * r3m);
-        acc[k] += gv[r][k] * xv[r][k] * rs;
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < RB_MAXC; k++) {
-    const int j = threadIdx.x + k * blockDim.x;
-    if (j < cols) part[(size_t)blockIdx.x * cols + j] = acc[k];
-  }
+  part[(size_t)chunk * cols + j] = acc;
 }
 
 // ---- y = a + b on 16-byte chunks (8 bf16 or 4 f32), the tail one element at a time.
@@ -500,9 +481,18 @@ __device__ void swap12(const uint4 *x, uint4 *y, int A, int B, int C, int ev) {
 FOR_DTYPES(ENTRIES)
 
 #define ENTRIES2(T, S)                                                                             \
-  extern "C" __global__ void rmsnorm_bwd_##S(const T *x, const T *w, const T *g, T *dx,            \
-                                             float *part, int n0, int n1, int n2, float f) {       \
-    rmsnorm_bwd<T>(x, w, g, dx, part, n0, n1, f);                                              \
+  extern "C" __global__ void rmsnorm_dx_rs_##S(const T *x, const T *w, const T *g, T *dx,          \
+                                               float *rs, int, int n1, int, float f) {             \
+    rmsnorm_dx_rs<T, false>(x, w, g, nullptr, dx, rs, n1, f);                                      \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_dx_rs_add_##S(const T *x, const T *w, const T *g,             \
+                                                   const T *res, T *dx, float *rs, int, int n1,    \
+                                                   int, float f) {                                 \
+    rmsnorm_dx_rs<T, true>(x, w, g, res, dx, rs, n1, f);                                           \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_dw_rs_##S(const T *x, const T *g, const float *rs,            \
+                                               float *part, int n0, int n1, int n2, float) {       \
+    rmsnorm_dw_rs<T>(x, g, rs, part, n0, n1, n2);                                                  \
   }                                                                                                \
   extern "C" __global__ void add_##S(const T *a, const T *b, T *y, int n0, int, int, float) {      \
     add<T>(a, b, y, n0);                                                                           \

@@ -133,8 +133,7 @@ impl SavedStage for Saved {
         let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
         let dh2 = kernels::add(&da.matmul(w1)?, &db.matmul(w3)?)?;
         mark("bwd/block/ffn/w1_w3");
-        let (dx2n, dn2) = rmsnorm::backward(&s.x2, n2, &dh2, s.dims.eps)?;
-        let dx2 = kernels::add(&g, &dx2n)?;
+        let (dx2, dn2) = rmsnorm::backward_add(&s.x2, n2, &dh2, s.dims.eps, &g)?;
         mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
         let dwo = dweight(&dx2, &s.y)?;
@@ -154,8 +153,8 @@ impl SavedStage for Saved {
         let dwqkv = dweight(&dqkv, &s.h1)?;
         let dh1 = dqkv.matmul(wqkv)?;
         mark("bwd/block/attn/qkv_proj");
-        let (dxn, dn1) = rmsnorm::backward(&s.x, n1, &dh1, s.dims.eps)?;
-        let dx = kernels::add(&dx2, &dxn)?.reshape((b, t, d))?;
+        let (dx, dn1) = rmsnorm::backward_add(&s.x, n1, &dh1, s.dims.eps, &dx2)?;
+        let dx = dx.reshape((b, t, d))?;
         mark("bwd/block/attn/norm");
         let grads = [dn1, dwqkv, dwo, dn2, dw1, dw3, dw2];
         Ok((dx, s.w.ids.iter().copied().zip(grads).collect()))

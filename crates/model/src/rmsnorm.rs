@@ -236,11 +236,27 @@ pub fn rms_norm_fused(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
         .apply_op2(&w.contiguous()?, RmsNorm { eps: eps as f32 })?)
 }
 
+/// [`backward`] with the residual branch's gradient `res` added to ∂x: one pass on CUDA.
+pub fn backward_add(
+    x: &Tensor,
+    w: &Tensor,
+    g: &Tensor,
+    eps: f32,
+    res: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    #[cfg(feature = "cuda")]
+    if let Some(both) = crate::kernels::norm_bwd::backward(x, w, g, eps, Some(res))? {
+        return Ok(both);
+    }
+    let (dx, dw) = backward(x, w, g, eps)?;
+    Ok((crate::kernels::add(res, &dx)?, dw))
+}
+
 /// (∂x, ∂w) of the fused RMSNorm from its input, weight and the output's gradient; ∂w in
 /// f32 whatever the compute dtype (for hand-written backward passes; fused path only).
 pub fn backward(x: &Tensor, w: &Tensor, g: &Tensor, eps: f32) -> Result<(Tensor, Tensor)> {
     #[cfg(feature = "cuda")]
-    if let Some(both) = crate::kernels::norm_bwd::backward(x, w, g, eps)? {
+    if let Some(both) = crate::kernels::norm_bwd::backward(x, w, g, eps, None)? {
         return Ok(both);
     }
     let g = g.contiguous()?;
