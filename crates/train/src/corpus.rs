@@ -75,7 +75,7 @@ fn character(r: &mut SplitMix64, not: Option<&str>) -> Character {
         let (he, his) = if she { ("she", "her") } else { ("he", "his") };
         return Character {
             name,
-            animal: *r.pick(ANIMALS),
+            animal: ANIMALS[r.below(ANIMALS.len() as u64) as usize],
             he,
             his,
         };
