@@ -123,6 +123,19 @@ impl TransformerLm {
         self.hand_written = on;
     }
 
+    /// Logits (batch, seq, vocab) in f32 for token ids `input` (batch, seq): every stage
+    /// but the loss, for sampling. Checks the ids like a batch.
+    pub fn logits(&self, input: &Tensor) -> Result<Tensor> {
+        self.check_ids(input, "token")?;
+        let batch = Batch::new(input.clone(), input.clone());
+        let mut x = self.forward_stage(0, None, &batch)?;
+        for s in 1..=self.cfg.layers {
+            x = self.forward_stage(s, Some(&x), &batch)?;
+        }
+        let h = rms_norm(&x, &self.w(self.norm)?, self.cfg.norm_eps)?;
+        Ok(linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?)
+    }
+
     /// The RoPE tables for the first `t` positions (views of the ones built at start).
     fn rope_for(&self, t: usize) -> Result<(Tensor, Tensor)> {
         Ok((self.rope.0.narrow(0, 0, t)?, self.rope.1.narrow(0, 0, t)?))

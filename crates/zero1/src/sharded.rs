@@ -48,6 +48,13 @@ impl ShardedOptimizer {
         Ok(s)
     }
 
+    /// Sets every group's learning rate (a schedule's value for the next step).
+    pub fn set_lr(&mut self, lr: f64) {
+        for g in &mut self.groups {
+            g.opt.cfg.lr = lr;
+        }
+    }
+
     /// Adds a group during training (e.g. unfrozen layers): its parameters go to the
     /// least-loaded ranks; its moments start at zero and its step count at 0, as in
     /// `torch.optim.Optimizer.add_param_group`.

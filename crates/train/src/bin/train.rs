@@ -1,0 +1,286 @@
+//! `train`: prepare data, train the Transformer LM on one or many ranks, sample from it.
+//!
+//!   train prepare --data data/stories                       embedded corpus → tokenizer, .bin
+//!   train run --data data/stories --out runs/demo --world 2 DDP on 2 CPU threads
+//!   comm-launch --nproc-per-node 2 -- train run --data … --out …  (2 CPU processes)
+//!   train sample --data data/stories --out runs/demo        continue prompts from a checkpoint
+
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use train::config::{shape_by_name, shape_from_file, TrainConfig};
+use train::data::{self, Source};
+use train::generate::{self, SampleOpts};
+use train::launch::{self, Backend};
+use train::rng::SplitMix64;
+use train::trainer::{run_rank, RunOpts};
+
+#[derive(Parser)]
+#[command(about = "Train a Transformer LM end to end: data, training, checkpoints, samples")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Tokenize the embedded story corpus (or --text) into a data directory.
+    Prepare(Prep),
+    /// Train (resumes from the newest complete checkpoint in --out unless --fresh).
+    Run(Box<Run>),
+    /// Continue prompts with the model of a checkpoint.
+    Sample(Sample),
+}
+
+#[derive(Args)]
+struct Prep {
+    #[arg(long, default_value = "data/stories")]
+    data: PathBuf,
+    /// A text file (documents separated by blank lines) instead of the embedded stories.
+    #[arg(long)]
+    text: Option<PathBuf>,
+    #[arg(long, default_value_t = 10_000)]
+    vocab: usize,
+    /// Size of the generated corpus in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    bytes: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct Run {
+    #[arg(long, default_value = "data/stories")]
+    data: PathBuf,
+    /// Prepare the data directory from the embedded corpus first if it has no meta.json.
+    #[arg(long)]
+    prepare: bool,
+    #[arg(long, default_value = "runs/default")]
+    out: PathBuf,
+    /// nano, micro, mini, or small … 2.7B.
+    #[arg(long, default_value = "nano")]
+    model: String,
+    /// A JSON model shape {d_model, layers, heads, d_ff, context} instead of --model.
+    #[arg(long)]
+    model_config: Option<PathBuf>,
+    #[arg(long)]
+    context: Option<usize>,
+    #[arg(long)]
+    bf16: bool,
+    /// single, naive, flat, overlap, bucketed:MB, zero1.
+    #[arg(long, default_value = "bucketed:25")]
+    strategy: String,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// CPU ranks as threads (ignored under a launcher, which sets WORLD_SIZE).
+    #[arg(long, default_value_t = 1)]
+    world: usize,
+    #[arg(long, default_value_t = 1000)]
+    steps: u64,
+    #[arg(long, default_value_t = 16)]
+    global_batch: usize,
+    #[arg(long, default_value_t = 1)]
+    accum: usize,
+    #[arg(long, default_value_t = 3e-3)]
+    lr: f64,
+    #[arg(long, default_value_t = 3e-4)]
+    min_lr: f64,
+    #[arg(long, default_value_t = 50)]
+    warmup: u64,
+    #[arg(long, default_value_t = 0.1)]
+    weight_decay: f64,
+    #[arg(long, default_value_t = 0.9)]
+    beta1: f64,
+    #[arg(long, default_value_t = 0.95)]
+    beta2: f64,
+    #[arg(long, default_value_t = 1.0)]
+    clip: f64,
+    #[arg(long, default_value_t = 100)]
+    eval_every: u64,
+    #[arg(long, default_value_t = 8)]
+    eval_batches: usize,
+    #[arg(long, default_value_t = 200)]
+    ckpt_every: u64,
+    /// Checkpoints kept (the newest).
+    #[arg(long, default_value_t = 3)]
+    keep: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Start from scratch even if --out holds checkpoints.
+    #[arg(long)]
+    fresh: bool,
+    /// Stop after this many steps as if killed (tests resume).
+    #[arg(long)]
+    stop_after: Option<u64>,
+    #[arg(long)]
+    no_progress: bool,
+    #[command(flatten)]
+    gen: Gen,
+}
+
+#[derive(Args, Clone)]
+struct Gen {
+    #[arg(long, default_value_t = 60)]
+    max_new: usize,
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f64,
+    #[arg(long, default_value_t = 20)]
+    top_k: usize,
+}
+
+#[derive(Args)]
+struct Sample {
+    #[arg(long, default_value = "data/stories")]
+    data: PathBuf,
+    /// A run directory (its newest complete checkpoint) or a step directory.
+    #[arg(long, default_value = "runs/default")]
+    out: PathBuf,
+    #[arg(long)]
+    prompt: Vec<String>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    gen: Gen,
+}
+
+fn opts(g: &Gen) -> SampleOpts {
+    SampleOpts {
+        max_new: g.max_new,
+        temperature: g.temperature,
+        top_k: g.top_k,
+    }
+}
+
+fn prepare(p: &Prep) -> Result<()> {
+    let src = match &p.text {
+        Some(t) => Source::Text(t),
+        None => Source::Stories {
+            seed: p.seed,
+            bytes: p.bytes,
+        },
+    };
+    let m = data::prepare(&p.data, src, p.vocab)?;
+    println!(
+        "prepared {}: {} tokens in the vocabulary, {} train and {} validation tokens; unigram entropy {:.4} nats/token",
+        p.data.display(), m.vocab_size, m.train_tokens, m.val_tokens, m.unigram_entropy
+    );
+    Ok(())
+}
+
+fn run(a: &Run) -> Result<()> {
+    if a.prepare && !a.data.join("meta.json").exists() {
+        prepare(&Prep {
+            data: a.data.clone(),
+            text: None,
+            vocab: 10_000,
+            bytes: 4 << 20,
+            seed: 0,
+        })?;
+    }
+    let model = match &a.model_config {
+        Some(f) => shape_from_file(f)?,
+        None => shape_by_name(&a.model, a.context)?,
+    };
+    let c = TrainConfig {
+        model,
+        bf16: a.bf16,
+        strategy: a.strategy.clone(),
+        steps: a.steps,
+        global_batch: a.global_batch,
+        accum: a.accum,
+        lr: a.lr,
+        min_lr: a.min_lr,
+        warmup: a.warmup,
+        weight_decay: a.weight_decay,
+        beta1: a.beta1,
+        beta2: a.beta2,
+        clip: a.clip,
+        eval_every: a.eval_every,
+        eval_batches: a.eval_batches,
+        seed: a.seed,
+    };
+    if a.ckpt_every == 0 {
+        bail!("--ckpt-every must be positive");
+    }
+    let o = RunOpts {
+        data: a.data.clone(),
+        out: a.out.clone(),
+        ckpt_every: a.ckpt_every,
+        keep: a.keep,
+        resume: !a.fresh,
+        stop_after: a.stop_after,
+        progress: !a.no_progress,
+        samples: Some(opts(&a.gen)),
+    };
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev))?;
+    if let Some(s) = s {
+        println!(
+            "trained steps {}..{} in {:.1} s ({:.0} tokens/s): train loss {:.4}, validation loss {:.4}, unigram entropy {:.4} nats/token",
+            s.resumed_from, s.steps, s.seconds, s.tokens_per_s, s.final_train_loss, s.final_val_loss, s.unigram_entropy
+        );
+        for (p, t) in &s.samples {
+            println!("--- {p}{t}");
+        }
+        println!(
+            "wrote {0}/log.jsonl, {0}/loss.svg, {0}/samples.txt, {0}/checkpoints/",
+            a.out.display()
+        );
+    }
+    Ok(())
+}
+
+fn sample(a: &Sample) -> Result<()> {
+    let ds = data::Dataset::open(&a.data)?;
+    let dir = if a.out.join("checkpoints").is_dir() {
+        let (found, skipped) = train::state::newest(&a.out.join("checkpoints"))?;
+        for s in skipped {
+            eprintln!("train: skipping incomplete checkpoint: {s}");
+        }
+        found
+            .with_context(|| {
+                format!(
+                    "no complete checkpoint under {}",
+                    a.out.join("checkpoints").display()
+                )
+            })?
+            .1
+    } else {
+        a.out.clone()
+    };
+    let dev = Device::Cpu;
+    let (m, _) = train::load::model(&dir, ds.meta.vocab_size, &dev)?;
+    let prompts: Vec<String> = if a.prompt.is_empty() {
+        generate::PROMPTS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.prompt.clone()
+    };
+    let mut rng = SplitMix64::new(a.seed);
+    println!("checkpoint {}", dir.display());
+    for p in prompts {
+        let t = generate::continue_text(
+            &m,
+            &ds.tokenizer,
+            ds.meta.eot,
+            &p,
+            &opts(&a.gen),
+            &mut rng,
+            &dev,
+        )?;
+        println!("--- {p}{t}");
+    }
+    Ok(())
+}
+
+fn main() {
+    let r = match Cli::parse().cmd {
+        Cmd::Prepare(p) => prepare(&p),
+        Cmd::Run(a) => run(&a),
+        Cmd::Sample(s) => sample(&s),
+    };
+    if let Err(e) = r {
+        eprintln!("train: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,141 @@
+//! What a run is: the model's shape, the optimisation and the data-parallel strategy. Saved
+//! in every checkpoint; a resume under another configuration is refused naming the fields.
+
+use anyhow::{bail, Context, Result};
+use model::LmConfig;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The Transformer's shape (vocabulary from the data).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ModelShape {
+    pub d_model: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub d_ff: usize,
+    pub context: usize,
+}
+
+/// Sizes for CPUs (`nano`, `micro`, `mini`), then the seeds' table (`small` … `2.7B`,
+/// context 128 unless given).
+pub fn shape_by_name(name: &str, context: Option<usize>) -> Result<ModelShape> {
+    let cpu: &[(&str, usize, usize, usize, usize, usize)] = &[
+        ("nano", 64, 2, 4, 192, 64),
+        ("micro", 128, 4, 4, 384, 128),
+        ("mini", 256, 6, 8, 768, 256),
+    ];
+    let s = match cpu.iter().find(|s| s.0.eq_ignore_ascii_case(name)) {
+        Some(&(_, d_model, layers, heads, d_ff, ctx)) => ModelShape {
+            d_model,
+            layers,
+            heads,
+            d_ff,
+            context: ctx,
+        },
+        None => {
+            let c = LmConfig::by_name(name)
+                .map_err(|e| anyhow::anyhow!("{e}; or nano, micro, mini"))?;
+            ModelShape {
+                d_model: c.d_model,
+                layers: c.layers,
+                heads: c.heads,
+                d_ff: c.d_ff,
+                context: c.context,
+            }
+        }
+    };
+    Ok(ModelShape {
+        context: context.unwrap_or(s.context),
+        ..s
+    })
+}
+
+/// A shape from a JSON file: {"d_model": …, "layers": …, "heads": …, "d_ff": …, "context": …}.
+pub fn shape_from_file(path: &Path) -> Result<ModelShape> {
+    let b =
+        std::fs::read(path).with_context(|| format!("reading model config {}", path.display()))?;
+    serde_json::from_slice(&b).with_context(|| {
+        format!("model config {}: expected {{\"d_model\", \"layers\", \"heads\", \"d_ff\", \"context\"}}", path.display())
+    })
+}
+
+impl ModelShape {
+    pub fn lm_config(&self, vocab: usize) -> Result<LmConfig> {
+        let c = LmConfig {
+            vocab,
+            context: self.context,
+            d_model: self.d_model,
+            d_ff: self.d_ff,
+            layers: self.layers,
+            heads: self.heads,
+            rope_theta: 10_000.0,
+            norm_eps: 1e-5,
+        };
+        c.validate()
+            .map_err(|e| anyhow::anyhow!("model shape {self:?}: {e}"))?;
+        Ok(c)
+    }
+}
+
+/// Everything that decides the trajectory (checkpoint cadence and logging excluded).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainConfig {
+    pub model: ModelShape,
+    pub bf16: bool,
+    /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`) or `zero1`.
+    pub strategy: String,
+    pub steps: u64,
+    /// Windows per optimizer step, over all ranks and micro-batches.
+    pub global_batch: usize,
+    pub accum: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup: u64,
+    pub weight_decay: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    /// Clip the global gradient norm to this (0: no clipping).
+    pub clip: f64,
+    pub eval_every: u64,
+    pub eval_batches: usize,
+    pub seed: u64,
+}
+
+impl TrainConfig {
+    pub fn validate(&self, world: usize) -> Result<()> {
+        crate::sampler::check_split(self.global_batch, world, self.accum)?;
+        if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
+            bail!(
+                "learning rates must satisfy 0 <= min_lr ({}) <= lr ({}) and lr > 0",
+                self.min_lr,
+                self.lr
+            );
+        }
+        if self.steps == 0 || self.eval_every == 0 || self.eval_batches == 0 {
+            bail!("steps, eval_every and eval_batches must be positive");
+        }
+        if !(self.clip >= 0.0 && self.clip.is_finite()) {
+            bail!("clip {} must be a finite number >= 0", self.clip);
+        }
+        if self.strategy != "single" && self.strategy != "zero1" {
+            self.strategy.parse::<ddp::Strategy>()?;
+        }
+        if self.strategy == "single" && world != 1 {
+            bail!("strategy single runs on one rank, not {world}");
+        }
+        Ok(())
+    }
+
+    /// Names of the fields in which `other` differs.
+    pub fn differences(&self, other: &TrainConfig) -> Vec<String> {
+        let (a, b) = (
+            serde_json::to_value(self).unwrap(),
+            serde_json::to_value(other).unwrap(),
+        );
+        let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
+        a.iter()
+            .filter(|(k, v)| b.get(*k) != Some(v))
+            .map(|(k, v)| format!("{k}: {v} vs {}", b.get(k).cloned().unwrap_or_default()))
+            .collect()
+    }
+}

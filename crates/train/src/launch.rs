@@ -1,0 +1,71 @@
+//! Where the ranks run: threads of this process (CPU, `--world N`), or this process as one
+//! rank under a launcher (`comm-launch`, torchrun or srun set RANK / WORLD_SIZE or SLURM_*):
+//! the multi-process CPU backend or NCCL.
+
+use anyhow::{anyhow, bail, Result};
+use candle_core::Device;
+use comm::{CommOptions, Communicator};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Cpu,
+    Nccl,
+}
+
+fn launched() -> bool {
+    std::env::var_os("RANK").is_some() || std::env::var_os("SLURM_PROCID").is_some()
+}
+
+/// Runs `f` on every rank; returns rank 0's result (or the first error, naming the rank).
+pub fn run<T: Send>(
+    backend: Backend,
+    world: usize,
+    f: impl Fn(Arc<dyn Communicator>, Device) -> Result<T> + Sync,
+) -> Result<Option<T>> {
+    match backend {
+        Backend::Cpu if launched() => {
+            let (_, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
+            let c: Arc<dyn Communicator> = Arc::from(c);
+            let rank = c.rank();
+            let out = f(c, Device::Cpu)?;
+            Ok((rank == 0).then_some(out))
+        }
+        Backend::Cpu => {
+            let comms = comm::cpu_group(world, CommOptions::from_env()?)?;
+            std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .into_iter()
+                    .enumerate()
+                    .map(|(r, c)| {
+                        let f = &f;
+                        std::thread::Builder::new()
+                            .name(format!("rank {r}"))
+                            .spawn_scoped(s, move || f(Arc::new(c), Device::Cpu))
+                    })
+                    .collect::<std::io::Result<_>>()?;
+                let mut first = None;
+                for (r, h) in hs.into_iter().enumerate() {
+                    let out = h.join().map_err(|_| anyhow!("rank {r} panicked"))?;
+                    match out {
+                        Ok(v) if r == 0 => first = Some(v),
+                        Ok(_) => {}
+                        Err(e) => return Err(e.context(format!("rank {r}"))),
+                    }
+                }
+                Ok(first)
+            })
+        }
+        Backend::Nccl => {
+            if !launched() {
+                bail!("--backend nccl runs one process per GPU: start it under comm-launch, torchrun or srun (e.g. comm-launch --nproc-per-node 1 -- train run ...)");
+            }
+            let env = comm::DistEnv::from_env()?;
+            let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
+            let dev = c.device().clone();
+            let rank = env.rank;
+            let out = f(Arc::new(c), dev)?;
+            Ok((rank == 0).then_some(out))
+        }
+    }
+}

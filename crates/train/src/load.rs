@@ -1,0 +1,42 @@
+//! A trained model from a checkpoint, on one process (the `sample` command): the run's
+//! configuration from `train.safetensors`, the weights from the DDP file or the zero1
+//! parameters file.
+
+use crate::config::TrainConfig;
+use crate::state;
+use anyhow::{Context, Result};
+use candle_core::{DType, Device};
+use checkpoint::Checkpoint;
+use model::TransformerLm;
+use seam::StagedModel;
+use std::path::Path;
+
+/// The model of the checkpoint in step directory `dir`, for a vocabulary of `vocab`.
+pub fn model(dir: &Path, vocab: usize, dev: &Device) -> Result<(TransformerLm, TrainConfig)> {
+    let (_, c) = state::read(dir)?;
+    let mut m = TransformerLm::new(c.model.lm_config(vocab)?, c.seed, dev)?;
+    let vars = m.params().vars().to_vec();
+    let md = state::manifest_dir(dir);
+    if md != dir {
+        let (w, _) = zero1::checkpoint::read_all(&md, &vars)?;
+        zero1::checkpoint::set_params(&vars, &w)?;
+    } else {
+        let t = Checkpoint::open(dir)?.load(ddp::checkpoint::FILE)?;
+        for (name, v) in m.params().names().iter().zip(&vars) {
+            let w = t.get(&format!("param/{name}")).with_context(|| {
+                format!(
+                    "checkpoint {}: no parameter {name} (trained with another vocabulary?)",
+                    dir.display()
+                )
+            })?;
+            if w.dims() != v.dims() {
+                anyhow::bail!("checkpoint {}: parameter {name} has shape {:?}, the model {:?} (another tokenizer?)", dir.display(), w.dims(), v.dims());
+            }
+            v.set(&w.to_device(dev)?.to_dtype(DType::F32)?)?;
+        }
+    }
+    if c.bf16 {
+        m.set_compute_dtype(DType::BF16);
+    }
+    Ok((m, c))
+}

@@ -1,0 +1,163 @@
+//! Training checkpoints: `checkpoints/step-{N:08}/`, each one checkpoint of the
+//! `checkpoint` crate (weights and optimizer state through [`Engine::save`], then
+//! `train.safetensors` added under a new manifest by [`checkpoint::Checkpoint::replace`]:
+//! the step, the seeds, the run's configuration as JSON). The schedule's position and the
+//! sampler's state are functions of the step and the seeds, so these are all the state.
+//! A checkpoint without `train.safetensors` (killed between the two writes) is
+//! incomplete. Resume takes the newest complete one and names each newer one it skips.
+
+use crate::config::TrainConfig;
+use crate::engine::Engine;
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use checkpoint::Checkpoint;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub const STATE_FILE: &str = "train.safetensors";
+const VERSION: f64 = 1.0;
+
+pub fn step_dir(root: &Path, step: u64) -> PathBuf {
+    root.join(format!("step-{step:08}"))
+}
+
+/// Step directories under `root`, newest first.
+pub fn list(root: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut v = Vec::new();
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(v),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", root.display())),
+    };
+    for e in rd {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name
+            .strip_prefix("step-")
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            v.push((n, e.path()));
+        }
+    }
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
+    Ok(v)
+}
+
+/// The manifest directory of a step directory (zero1 keeps it in `group-0/`).
+pub fn manifest_dir(dir: &Path) -> PathBuf {
+    if dir.join("group-0").is_dir() {
+        dir.join("group-0")
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// Reads and checks a step directory's training state: (step, configuration).
+pub fn read(dir: &Path) -> Result<(u64, TrainConfig)> {
+    let ck = Checkpoint::open(&manifest_dir(dir))?;
+    ck.verify()?;
+    if !ck.contains(STATE_FILE) {
+        bail!(
+            "checkpoint {} has no {STATE_FILE} (interrupted before the training state was written)",
+            dir.display()
+        );
+    }
+    let t = ck.load(STATE_FILE)?;
+    let p = manifest_dir(dir).join(STATE_FILE);
+    let state: Vec<f64> = t
+        .get("state")
+        .with_context(|| format!("{}: no tensor \"state\"", p.display()))?
+        .to_vec1()?;
+    let json: Vec<u8> = t
+        .get("config")
+        .with_context(|| format!("{}: no tensor \"config\"", p.display()))?
+        .to_vec1()?;
+    let cfg: TrainConfig =
+        serde_json::from_slice(&json).with_context(|| format!("{}: configuration", p.display()))?;
+    if state.len() != 2 || state[0] != VERSION || state[1] as u64 != ck.step() {
+        bail!(
+            "{}: unknown format or another step ({state:?}, manifest step {})",
+            p.display(),
+            ck.step()
+        );
+    }
+    Ok((ck.step(), cfg))
+}
+
+/// A complete checkpoint: its step, step directory and configuration.
+pub type Found = (u64, PathBuf, TrainConfig);
+
+/// The newest complete checkpoint under `root`, with the reasons newer ones were skipped.
+pub fn newest(root: &Path) -> Result<(Option<Found>, Vec<String>)> {
+    let mut skipped = Vec::new();
+    for (n, dir) in list(root)? {
+        match read(&dir) {
+            Ok((step, cfg)) if step == n => return Ok((Some((step, dir, cfg)), skipped)),
+            Ok((step, _)) => skipped.push(format!("{}: holds step {step}", dir.display())),
+            Err(e) => skipped.push(format!("{e:#}")),
+        }
+    }
+    Ok((None, skipped))
+}
+
+/// Saves step `step` into `root` (collective), then removes all but the newest `keep`.
+pub fn save(e: &Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usize) -> Result<()> {
+    let dir = step_dir(root, step);
+    e.save(&dir)?;
+    if e.comm.rank() == 0 {
+        let json = serde_json::to_vec(cfg)?;
+        let mut t = HashMap::new();
+        t.insert(
+            "state".to_string(),
+            Tensor::new(&[VERSION, step as f64], &Device::Cpu)?,
+        );
+        t.insert(
+            "config".to_string(),
+            Tensor::from_vec(json.clone(), json.len(), &Device::Cpu)?.to_dtype(DType::U8)?,
+        );
+        Checkpoint::open(&e.manifest_dir(&dir))?.replace(&[(STATE_FILE, t)], &[])?;
+        for (_, old) in list(root)?.into_iter().skip(keep.max(1)) {
+            std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+        }
+    }
+    e.comm.barrier()?;
+    Ok(())
+}
+
+/// Resumes from the newest complete checkpoint under `root` that every rank agrees on;
+/// returns its step (0 and nothing loaded if there is none). Refuses one written under
+/// another configuration, naming the fields.
+pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig) -> Result<u64> {
+    let (found, skipped) = newest(root)?;
+    if e.comm.rank() == 0 {
+        for s in &skipped {
+            eprintln!("train: skipping incomplete checkpoint: {s}");
+        }
+    }
+    let mine = found.as_ref().map_or(-1.0, |f| f.0 as f64);
+    let t = Tensor::new(&[mine, -mine], &e.dev)?;
+    e.comm.all_reduce(&t, comm::ReduceOp::Max)?;
+    let v = t.to_device(&Device::Cpu)?.to_vec1::<f64>()?;
+    if v[0] != -v[1] {
+        bail!("ranks found different newest checkpoints under {} (this rank: {mine}); is the directory shared?", root.display());
+    }
+    let Some((step, dir, saved)) = found else {
+        return Ok(0);
+    };
+    let diff = saved.differences(cfg);
+    if !diff.is_empty() {
+        bail!(
+            "checkpoint {} was written by another configuration: {}",
+            dir.display(),
+            diff.join("; ")
+        );
+    }
+    let got = e.resume(&dir, cfg)?;
+    if got != step {
+        bail!(
+            "checkpoint {}: the optimizer state is of step {got}, the training state of {step}",
+            dir.display()
+        );
+    }
+    Ok(step)
+}

@@ -1,0 +1,224 @@
+//! One rank's training run: data, engine, resume, the step loop (schedule, micro-batches,
+//! clipping), evaluation, checkpoints, the log, and at the end the loss curve and samples.
+
+use crate::config::TrainConfig;
+use crate::data::Dataset;
+use crate::engine::Engine;
+use crate::generate::{self, SampleOpts};
+use crate::log::{self, Log, Record};
+use crate::rng::SplitMix64;
+use crate::sampler::{shard, Sampler};
+use crate::{schedule, state};
+use anyhow::{Context, Result};
+use candle_core::Device;
+use comm::Communicator;
+use indicatif::{ProgressBar, ProgressStyle};
+use seam::Batch;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The validation windows' seed offset: fixed windows, the same at every evaluation.
+const EVAL_SEED: u64 = 0x5EED_E7A1;
+
+/// How a run is carried out (not part of its trajectory).
+#[derive(Debug, Clone)]
+pub struct RunOpts {
+    pub data: PathBuf,
+    pub out: PathBuf,
+    pub ckpt_every: u64,
+    pub keep: usize,
+    /// Resume from the newest complete checkpoint in `out/checkpoints` if there is one.
+    pub resume: bool,
+    /// Stop (as if killed) after this many steps, without a final checkpoint.
+    pub stop_after: Option<u64>,
+    pub progress: bool,
+    pub samples: Option<SampleOpts>,
+}
+
+impl Clone for SampleOpts {
+    fn clone(&self) -> Self {
+        Self {
+            max_new: self.max_new,
+            temperature: self.temperature,
+            top_k: self.top_k,
+        }
+    }
+}
+impl std::fmt::Debug for SampleOpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SampleOpts({}, {}, {})",
+            self.max_new, self.temperature, self.top_k
+        )
+    }
+}
+
+/// What a finished run reports (rank 0's view; the losses are means over the ranks).
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub steps: u64,
+    pub resumed_from: u64,
+    pub final_train_loss: f64,
+    pub final_val_loss: f64,
+    pub unigram_entropy: f64,
+    pub seconds: f64,
+    pub tokens_per_s: f64,
+    pub samples: Vec<(String, String)>,
+}
+
+fn eval_batches(
+    ds: &Dataset,
+    c: &TrainConfig,
+    rank: usize,
+    world: usize,
+    dev: &Device,
+) -> Result<Vec<Batch>> {
+    let s = Sampler::new(&ds.val, c.model.context, c.seed ^ EVAL_SEED)?;
+    let rows = c.global_batch / c.accum;
+    (0..c.eval_batches)
+        .map(|j| s.batch(&ds.val, j as u64, shard(rows, world, 1, rank, 0), dev))
+        .collect()
+}
+
+pub fn run_rank(
+    c: &TrainConfig,
+    o: &RunOpts,
+    comm: Arc<dyn Communicator>,
+    dev: Device,
+) -> Result<Summary> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    c.validate(world)?;
+    let ds = Dataset::open(&o.data)?;
+    let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
+    let val = eval_batches(&ds, c, rank, world, &dev)?;
+    let mut e = Engine::new(comm, dev.clone(), c, ds.meta.vocab_size)?;
+    let ckpts = o.out.join("checkpoints");
+    if rank == 0 {
+        std::fs::create_dir_all(&ckpts).with_context(|| format!("creating {}", ckpts.display()))?;
+    }
+    e.comm.barrier()?;
+    let start = if o.resume {
+        state::resume(&mut e, &ckpts, c)?
+    } else {
+        0
+    };
+    let mut log = if rank == 0 {
+        Some(Log::open(&o.out.join("log.jsonl"), start)?)
+    } else {
+        None
+    };
+    let push = |log: &mut Option<Log>, r: Record| log.as_mut().map_or(Ok(()), |l| l.push(r));
+    if start == 0 {
+        let v = e.eval_loss(&val)?;
+        push(&mut log, Record::Val { step: 0, loss: v })?;
+    }
+    let end = o.stop_after.map_or(c.steps, |s| s.min(c.steps));
+    let bar = if rank == 0 && o.progress {
+        ProgressBar::new(c.steps)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(ProgressStyle::with_template(
+        "{bar:30} {pos}/{len} {msg} [{elapsed_precise} < {eta_precise}]",
+    )?);
+    bar.set_position(start);
+    let tokens_per_step = (c.global_batch * c.model.context) as f64;
+    let t0 = Instant::now();
+    let mut s = Summary {
+        resumed_from: start,
+        unigram_entropy: ds.meta.unigram_entropy,
+        ..Summary::default()
+    };
+    for step in start..end {
+        let ts = Instant::now();
+        let lr = schedule::lr(c, step);
+        let micro = (0..c.accum)
+            .map(|m| {
+                sampler.batch(
+                    &ds.train,
+                    step,
+                    shard(c.global_batch, world, c.accum, rank, m),
+                    &dev,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let out = e.step(&micro, lr, c.clip)?;
+        let done = step + 1;
+        let tps = tokens_per_step / ts.elapsed().as_secs_f64();
+        s.final_train_loss = out.loss;
+        push(
+            &mut log,
+            Record::Train {
+                step: done,
+                loss: out.loss,
+                lr,
+                grad_norm: out.grad_norm,
+                tokens_per_s: tps,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            },
+        )?;
+        bar.set_message(format!("loss {:.4} | {:.0} tok/s", out.loss, tps));
+        bar.inc(1);
+        if done % c.eval_every == 0 || done == c.steps {
+            let v = e.eval_loss(&val)?;
+            s.final_val_loss = v;
+            push(
+                &mut log,
+                Record::Val {
+                    step: done,
+                    loss: v,
+                },
+            )?;
+            if rank == 0 && o.progress {
+                bar.println(format!(
+                    "step {done}: train {:.4}, validation {v:.4} (unigram entropy {:.4})",
+                    out.loss, ds.meta.unigram_entropy
+                ));
+            }
+        }
+        if done % o.ckpt_every == 0 || done == c.steps {
+            state::save(&e, &ckpts, done, c, o.keep)?;
+        }
+    }
+    bar.finish_and_clear();
+    s.steps = end;
+    s.seconds = t0.elapsed().as_secs_f64();
+    s.tokens_per_s = tokens_per_step * (end - start) as f64 / s.seconds.max(1e-9);
+    if let Some(log) = &log {
+        let (t, v) = log.series();
+        let title = format!(
+            "{} ({} ranks, {})",
+            c.strategy,
+            world,
+            if c.bf16 { "bf16" } else { "fp32" }
+        );
+        log::plot(
+            &o.out.join("loss.svg"),
+            &t,
+            &v,
+            ds.meta.unigram_entropy,
+            &title,
+        )?;
+    }
+    if let (0, Some(so), true) = (rank, &o.samples, end == c.steps) {
+        let mut rng = SplitMix64::new(c.seed ^ 0x5A3F1E);
+        let mut text = String::new();
+        for p in generate::PROMPTS {
+            let cont = generate::continue_text(
+                &e.model,
+                &ds.tokenizer,
+                ds.meta.eot,
+                p,
+                so,
+                &mut rng,
+                &dev,
+            )?;
+            text += &format!("{p}{cont}\n\n");
+            s.samples.push((p.to_string(), cont));
+        }
+        std::fs::write(o.out.join("samples.txt"), text)?;
+    }
+    Ok(s)
+}
