@@ -9,6 +9,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The tests run one at a time: a port picked by binding port 0 and closing it can be
+/// handed to a test running beside it (seen in CI with the store tests).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const TRAIN: &str = env!("CARGO_BIN_EXE_ddp-train");
 
 fn port() -> u16 {
@@ -17,6 +24,7 @@ fn port() -> u16 {
 
 #[test]
 fn ddp_train_as_2_and_4_processes_equals_single_process_training() {
+    let _one = one_at_a_time();
     for n in [2, 4] {
         let t0 = Instant::now();
         let args = [
@@ -74,6 +82,7 @@ fn finish(mut c: Child, limit: Duration, who: &str) -> (bool, String) {
 
 #[test]
 fn a_rank_killed_mid_training_fails_every_other_rank_naming_it() {
+    let _one = one_at_a_time();
     let p = port();
     let long = [
         "--model",
@@ -116,6 +125,7 @@ fn a_rank_killed_mid_training_fails_every_other_rank_naming_it() {
 
 #[test]
 fn the_launcher_reports_a_killed_rank() {
+    let _one = one_at_a_time();
     let script = format!(
         "if [ \"$RANK\" = 1 ]; then (sleep 1; kill -9 $$) & fi; exec {TRAIN} --backend cpu --model toy --steps 1000000"
     );
@@ -136,6 +146,7 @@ fn the_launcher_reports_a_killed_rank() {
 
 #[test]
 fn a_rank_that_never_arrives_is_named_by_the_others() {
+    let _one = one_at_a_time();
     let p = port();
     let ranks: Vec<Child> = (0..2)
         .map(|r| rank(r, 3, p, "2", &["--model", "toy"]))
@@ -148,6 +159,7 @@ fn a_rank_that_never_arrives_is_named_by_the_others() {
 
 #[test]
 fn a_different_world_size_or_model_fails_every_rank() {
+    let _one = one_at_a_time();
     let p = port();
     let a = rank(0, 2, p, "10", &["--model", "toy"]);
     let b = rank(1, 3, p, "10", &["--model", "toy"]);

@@ -8,6 +8,13 @@ use comm::{conformance, CommOptions, Communicator, DistEnv, ProcComm, ReduceOp};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The tests run one at a time: a port picked by binding port 0 and closing it can be
+/// handed to a test running beside it (seen in CI with the store tests).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn free_port() -> u16 {
     comm::launch::free_port().unwrap()
 }
@@ -52,6 +59,7 @@ fn on_ranks<T: Send + 'static>(
 
 #[test]
 fn conformance_on_one_to_four_ranks() {
+    let _one = one_at_a_time();
     for world in 1..=4 {
         let checks = on_ranks(world, 30, |c| {
             conformance::run_all(&c, &Device::Cpu).unwrap()
@@ -65,6 +73,7 @@ fn conformance_on_one_to_four_ranks() {
 
 #[test]
 fn every_rank_ends_with_identical_bits() {
+    let _one = one_at_a_time();
     for world in [2, 3, 4] {
         let outs = on_ranks(world, 30, |c| {
             let r = c.rank() as f32;
@@ -105,6 +114,7 @@ fn every_rank_ends_with_identical_bits() {
 
 #[test]
 fn mismatched_sizes_fail_on_every_rank_naming_them() {
+    let _one = one_at_a_time();
     for world in [2, 3] {
         let errs = on_ranks(world, 10, |c| {
             conformance::mismatch_is_detected(&c, &Device::Cpu)

@@ -4,14 +4,22 @@
 use comm::store::rendezvous;
 use comm::DistEnv;
 use std::net::TcpListener;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+/// The tests run one at a time: a port picked by binding port 0 and closing it can be
+/// handed to a test running beside it (seen in CI: two tests on one port).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A free port, and the lock that keeps the other tests off it until the test ends.
+fn free_port() -> (u16, MutexGuard<'static, ()>) {
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port()
+        .port();
+    (port, guard)
 }
 
 fn env(rank: usize, world: usize, port: u16) -> DistEnv {
@@ -26,7 +34,7 @@ fn env(rank: usize, world: usize, port: u16) -> DistEnv {
 
 #[test]
 fn all_ranks_get_rank0_payload() {
-    let port = free_port();
+    let (port, _one) = free_port();
     let handles: Vec<_> = (0..4)
         .map(|r| {
             std::thread::spawn(move || {
@@ -43,7 +51,7 @@ fn all_ranks_get_rank0_payload() {
 
 #[test]
 fn missing_rank_fails_every_rank_naming_it() {
-    let port = free_port();
+    let (port, _one) = free_port();
     // world 3, rank 2 never comes.
     let handles: Vec<_> = (0..2)
         .map(|r| {
@@ -63,7 +71,7 @@ fn missing_rank_fails_every_rank_naming_it() {
 
 #[test]
 fn absent_rank0_times_out_on_workers() {
-    let port = free_port();
+    let (port, _one) = free_port();
     let t0 = Instant::now();
     let err = rendezvous(&env(1, 2, port), Duration::from_millis(500), || Ok(vec![]))
         .unwrap_err()
@@ -74,7 +82,7 @@ fn absent_rank0_times_out_on_workers() {
 
 #[test]
 fn world_size_mismatch_is_reported() {
-    let port = free_port();
+    let (port, _one) = free_port();
     let r0 = std::thread::spawn(move || {
         rendezvous(&env(0, 2, port), Duration::from_secs(5), || Ok(vec![]))
     });
