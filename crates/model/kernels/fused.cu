@@ -23,6 +23,7 @@
 //                       f32 buffer after the output); n0 rows, n1 cols
 //   rmsnorm_dw_rs       ∂w partial sums over chunks of n2 rows from x, g and those RMS
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
+//   embed_fwd/_bwd      token rows of an f32 table in T; ∂table (f32), one block per row
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
 #include "common.cuh"
@@ -425,6 +426,42 @@ __device__ void swap12(const uint4 *x, uint4 *y, int A, int B, int C, int ev) {
   }
 }
 
+// ---- token embedding: forward gathers f32 table rows into T; backward, one block per
+// vocabulary row v: warp 0 lists (in token order) the tokens whose id is v, then every
+// thread sums those tokens' gradient rows for its columns (deterministic).
+#define EMBED_MAX 4096
+template <typename T>
+__device__ void embed_fwd(const float *w, const uint32_t *ids, T *y, int n, int d) {
+  const size_t total = (size_t)n * d, stride = (size_t)blockDim.x * gridDim.x;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += stride)
+    y[i] = from_f<T>(w[(size_t)ids[i / d] * d + i % d]);
+}
+
+template <typename T>
+__device__ void embed_bwd(const T *g, const uint32_t *ids, float *dw, int n, int d) {
+  __shared__ int list[EMBED_MAX];
+  __shared__ int count;
+  const unsigned v = blockIdx.x;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int c = 0;
+    for (int base = 0; base < n; base += 32) {
+      const int r = base + lane;
+      const bool m = r < n && ids[r] == v;
+      const unsigned mask = __ballot_sync(0xffffffffu, m);
+      if (m) list[c + __popc(mask & ((1u << lane) - 1u))] = r;
+      c += __popc(mask);
+    }
+    if (lane == 0) count = c;
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int k = 0; k < count; k++) acc += to_f(g[(size_t)list[k] * d + j]);
+    dw[(size_t)v * d + j] = acc;
+  }
+}
+
 // ---- the exported entry points, one per dtype -----------------------------------------
 #define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
 #define ENTRIES(T, S)                                                                              \
@@ -501,3 +538,14 @@ FOR_DTYPES(ENTRIES)
     swap12(reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n0, n1, n2, (int)f);  \
   }
 FOR_DTYPES(ENTRIES2)
+
+#define ENTRIES3(T, S)                                                                             \
+  extern "C" __global__ void embed_fwd_##S(const float *w, const uint32_t *ids, T *y, int n0,      \
+                                           int n1, int, float) {                                   \
+    embed_fwd<T>(w, ids, y, n0, n1);                                                               \
+  }                                                                                                \
+  extern "C" __global__ void embed_bwd_##S(const T *g, const uint32_t *ids, float *dw, int n0,     \
+                                           int n1, int, float) {                                   \
+    embed_bwd<T>(g, ids, dw, n0, n1);                                                              \
+  }
+FOR_DTYPES(ENTRIES3)

@@ -270,9 +270,8 @@ impl StagedModel for TransformerLm {
         let l = self.cfg.layers;
         if s == 0 {
             let (b, t) = batch.input.dims2()?;
-            let e = self
-                .w(self.emb)?
-                .index_select(&batch.input.flatten_all()?, 0)?;
+            let table = self.params.var(self.emb).as_tensor();
+            let e = crate::kernels::embedding(table, &batch.input, self.dtype)?;
             crate::profile::mark("fwd/embedding");
             return Ok(e.reshape((b, t, self.cfg.d_model))?);
         }

@@ -17,6 +17,7 @@
 
 mod cast;
 pub mod check;
+mod embed;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 mod layout;
@@ -29,6 +30,7 @@ mod swiglu;
 mod xent;
 
 pub use cast::to_bf16;
+pub use embed::embedding;
 pub use layout::{add, swap12};
 pub use qkv::{qkv_rope, qkv_rope_bwd, qkv_rope_composed};
 pub use rope::{rope, rope_bwd};
