@@ -219,6 +219,8 @@ pub enum Cmd {
     Zero1Check {
         #[arg(long, value_enum, default_value = "cpu")]
         backend: BackendArg,
+        /// Ranks (CPU threads, or GPUs); under a launcher (RANK set) the launcher's
+        /// WORLD_SIZE processes instead, for cpu as for nccl.
         #[arg(long, default_value_t = 2, value_parser = ranks)]
         ranks: usize,
         #[arg(long, default_value_t = 6, value_parser = steps)]

@@ -5,6 +5,7 @@
 //!   bench ddp --backend nccl --ranks 2 --size xl --dtype fp32,bf16   (one process per GPU)
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
+//!   comm-launch --nproc-per-node 4 -- bench zero1-check --backend cpu   (CPU processes)
 //!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
@@ -209,13 +210,22 @@ fn run(cli: Cli) -> Result<()> {
                 dir,
                 tol,
             };
-            group::run(
-                matches!(backend, BackendArg::Nccl),
-                ranks,
-                "zero1-check",
-                None,
-                |r| zero1_check::run_rank(r.comm, &r.device, &cfg),
-            )
+            match backend {
+                // Under a launcher (RANK set): this process is one rank of the multi-process
+                // CPU backend (the launcher's WORLD_SIZE ranks; --ranks is not used).
+                BackendArg::Cpu if std::env::var_os("RANK").is_some() => {
+                    let opts = comm::CommOptions::from_env()?;
+                    let (_, c) = comm::init_from_env(comm::Backend::Cpu, opts)?;
+                    zero1_check::run_rank(c.into(), &Device::Cpu, &cfg)
+                }
+                _ => group::run(
+                    matches!(backend, BackendArg::Nccl),
+                    ranks,
+                    "zero1-check",
+                    None,
+                    |r| zero1_check::run_rank(r.comm, &r.device, &cfg),
+                ),
+            }
         }
         Cmd::ModelCheck => {
             let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
