@@ -7,7 +7,7 @@ use comm::Communicator;
 use seam::StagedModel;
 
 /// What must agree across ranks, as numbers (so one all-gather compares them).
-const FIELDS: [&str; 7] = [
+const FIELDS: [&str; 8] = [
     "options valid",
     "parameter count",
     "element count",
@@ -15,6 +15,7 @@ const FIELDS: [&str; 7] = [
     "stage count",
     "strategy",
     "gradient dtype",
+    "gradient options (sum_micro_batches, find_unused_parameters)",
 ];
 
 /// FNV-1a over names and shapes, folded to 48 bits so f64 carries it exactly.
@@ -45,6 +46,7 @@ pub fn check_same_everywhere<T>(
     device: &Device,
     strategy_code: f64,
     grad_dtype: Option<DType>,
+    grad_options: f64,
     local: Result<T>,
 ) -> Result<T> {
     let p = model.params();
@@ -63,6 +65,7 @@ pub fn check_same_everywhere<T>(
         model.num_stages() as f64,
         if valid { strategy_code } else { 0.0 },
         dtype_code,
+        grad_options,
     ];
     let w = comm.world_size();
     let input = Tensor::new(&mine[..], device)?;

@@ -156,6 +156,7 @@ impl Ddp {
             &device,
             opts.strategy.code(),
             opts.grad_dtype,
+            f64::from(u8::from(opts.sum_micro_batches) + 2 * u8::from(opts.find_unused_parameters)),
             local,
         )?;
         let infos: Vec<ParamInfo> = p

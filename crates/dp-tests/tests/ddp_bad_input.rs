@@ -41,6 +41,23 @@ fn different_strategies_fail_on_every_rank() {
 }
 
 #[test]
+fn ranks_that_reduce_micro_batches_differently_fail_on_every_rank() {
+    // One rank summing and the other averaging would train on a silently wrong gradient.
+    let errs = on_ranks(2, |rank, comm| {
+        let m = build(Kind::Toy, 0);
+        let mut o = DdpOptions::new(Strategy::Flat);
+        o.sum_micro_batches = rank == 1;
+        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
+    });
+    for (r, e) in errs.iter().enumerate() {
+        let e = e
+            .as_deref()
+            .unwrap_or_else(|| panic!("rank {r} accepted it"));
+        assert!(e.contains("rank 1's gradient options"), "{e}");
+    }
+}
+
+#[test]
 fn finishing_without_a_backward_is_an_error() {
     let errs = on_ranks(1, |_, comm| {
         let m = build(Kind::Toy, 0);
