@@ -14,7 +14,7 @@
 //                       (b, h, t, e) → (b·t, 3, h, e), q and k rotated back
 //   silu_mul_fwd        y = silu(a) ⊙ b
 //   silu_mul_bwd        out[0:n] = ∂a, out[n:2n] = ∂b
-//   xent_fwd            per-row loss = logsumexp(l) − l[target] (f32 logits, u32 targets)
+//   xent_fwd            per-row loss = logsumexp(l) − l[target] (f32/bf16 logits, u32 targets)
 //   xent_bwd            ∂l = g_row · (softmax(l) − onehot(target))
 //   rmsnorm_fwd/_dx     as kernels/rmsnorm.cu, for bf16 inputs with f32 statistics
 //   rmsnorm_dw_part     ∂w partial sums over blocks of n2 rows (f32 out; n0 rows, n1 cols)
@@ -233,33 +233,34 @@ template <typename T> __device__ void silu_mul_bwd(const T *a, const T *b, const
   }
 }
 
-// ---- cross-entropy: one block per row -------------------------------------------------
-__device__ float row_lse(const float *l, int cols, float *shared) {
+// ---- cross-entropy: one block per row; logits f32 or bf16 (read as they are, computed in
+// f32), ∂logits in the logits' dtype ---------------------------------------------------
+template <typename T> __device__ float row_lse(const T *l, int cols, float *shared) {
   float m = -INFINITY;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, l[j]);
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, to_f(l[j]));
   m = block_reduce<true>(m, shared);
   float s = 0.0f;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) s += expf(l[j] - m);
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) s += expf(to_f(l[j]) - m);
   return m + logf(block_reduce<false>(s, shared));
 }
 
-extern "C" __global__ void xent_fwd_f32(const float *l, const uint32_t *tg, float *loss, int rows,
-                                        int cols, int, float) {
+template <typename T>
+__device__ void xent_fwd(const T *l, const uint32_t *tg, float *loss, int cols) {
   __shared__ float shared[32];
-  const float *lr = l + (size_t)blockIdx.x * cols;
+  const T *lr = l + (size_t)blockIdx.x * cols;
   const float lse = row_lse(lr, cols, shared);
   const uint32_t t = tg[blockIdx.x];  // out of range → NaN, never an out-of-bounds read
-  if (threadIdx.x == 0) loss[blockIdx.x] = t < (uint32_t)cols ? lse - lr[t] : NAN;
+  if (threadIdx.x == 0) loss[blockIdx.x] = t < (uint32_t)cols ? lse - to_f(lr[t]) : NAN;
 }
 
-extern "C" __global__ void xent_bwd_f32(const float *l, const uint32_t *tg, const float *g, float *dl,
-                                        int rows, int cols, int, float) {
+template <typename T>
+__device__ void xent_bwd(const T *l, const uint32_t *tg, const float *g, T *dl, int cols) {
   __shared__ float shared[32];
   const size_t off = (size_t)blockIdx.x * cols;
   const float lse = row_lse(l + off, cols, shared), gr = g[blockIdx.x];
   const int t = tg[blockIdx.x];
   for (int j = threadIdx.x; j < cols; j += blockDim.x)
-    dl[off + j] = gr * (expf(l[off + j] - lse) - (j == t ? 1.0f : 0.0f));
+    dl[off + j] = from_f<T>(gr * (expf(to_f(l[off + j]) - lse) - (j == t ? 1.0f : 0.0f)));
 }
 
 // ---- RMSNorm for bf16 (f32 statistics): one block per row -----------------------------
@@ -549,3 +550,14 @@ FOR_DTYPES(ENTRIES2)
     embed_bwd<T>(g, ids, dw, n0, n1);                                                              \
   }
 FOR_DTYPES(ENTRIES3)
+
+#define ENTRIES4(T, S)                                                                             \
+  extern "C" __global__ void xent_fwd_##S(const T *l, const uint32_t *tg, float *loss, int,        \
+                                          int n1, int, float) {                                    \
+    xent_fwd<T>(l, tg, loss, n1);                                                                  \
+  }                                                                                                \
+  extern "C" __global__ void xent_bwd_##S(const T *l, const uint32_t *tg, const float *g, T *dl,   \
+                                          int, int n1, int, float) {                               \
+    xent_bwd<T>(l, tg, g, dl, n1);                                                                 \
+  }
+FOR_DTYPES(ENTRIES4)

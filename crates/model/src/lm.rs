@@ -294,7 +294,8 @@ impl StagedModel for TransformerLm {
         }
         let h = rms_norm(x, &self.w(self.norm)?, eps)?;
         crate::profile::mark("fwd/head/norm");
-        let logits = linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?;
+        // bf16 logits go to the loss as they are (it computes in f32).
+        let logits = linear(&h, &self.w(self.head)?)?;
         crate::profile::mark("fwd/head/proj");
         let v = self.cfg.vocab;
         let loss = cross_entropy(&logits.reshape(((), v))?, &batch.targets.flatten_all()?)?;

@@ -71,7 +71,7 @@ impl CustomOp2 for Fwd {
         super::dense("cross_entropy", "targets", tl)?;
         let (n, v) = dims(ll, tl)?;
         let out = super::gpu::launch(super::gpu::Launch {
-            kernel: "xent_fwd_f32".into(),
+            kernel: format!("xent_fwd_{}", super::gpu::suffix(ls.dtype())?),
             ins: &[(ls, ll), (ts, tl)],
             out_dtype: DType::F32,
             out_len: n,
@@ -136,9 +136,9 @@ impl CustomOp3 for Bwd {
         }
         let (n, v) = dims(ll, tl)?;
         let out = super::gpu::launch(super::gpu::Launch {
-            kernel: "xent_bwd_f32".into(),
+            kernel: format!("xent_bwd_{}", super::gpu::suffix(ls.dtype())?),
             ins: &[(ls, ll), (ts, tl), (gs, gl)],
-            out_dtype: DType::F32,
+            out_dtype: ls.dtype(),
             out_len: n * v,
             grid: n,
             block: super::BLOCK,
@@ -152,7 +152,15 @@ impl CustomOp3 for Bwd {
 /// Mean cross-entropy of logits (N, V) (any float dtype, computed in f32) against u32
 /// targets (N,), as candle-nn's `cross_entropy`. On the GPU the caller validates targets
 /// (an out-of-range one gives NaN, never an out-of-bounds read); on the CPU it is an error.
+/// bf16 logits on CUDA are read as they are and get a bf16 gradient (the same values as
+/// casting them to f32 first: the cast is exact, and the gradient is rounded once either
+/// way); elsewhere they are cast to f32.
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
-    let logits = logits.to_dtype(DType::F32)?.contiguous()?;
+    let keep = logits.device().is_cuda() && logits.dtype() == DType::BF16;
+    let logits = if keep {
+        logits.contiguous()?
+    } else {
+        logits.to_dtype(DType::F32)?.contiguous()?
+    };
     Ok(logits.apply_op2(&targets.contiguous()?, Fwd)?.mean_all()?)
 }
