@@ -23,8 +23,8 @@
 //! Layout: [`strategy`] (the four strategies), [`checkpoint`] (`Ddp::save` / `Ddp::resume`:
 //! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
-//! together), [`consistency`] (same model everywhere, initial broadcast), [`reducer`]
-//! (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
+//! together), [`consistency`] (same model everywhere, initial broadcast), [`options`]
+//! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
 
 pub mod buckets;
 pub mod check;
@@ -32,6 +32,7 @@ pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;
+pub mod options;
 pub mod reducer;
 pub mod shard;
 pub mod strategy;

@@ -18,54 +18,11 @@ use crate::buckets::{self, Bucket, ParamInfo};
 use crate::consistency;
 use crate::error::{DdpError, Result};
 use crate::launch::{launch_all, InFlight};
-use crate::strategy::Strategy;
+pub use crate::options::DdpOptions;
 use candle_core::{DType, Device, Shape, Tensor};
 use comm::Communicator;
 use seam::{Batch, Grads, StagedModel};
 use std::sync::Arc;
-
-/// How [`Ddp`] synchronises gradients.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DdpOptions {
-    pub strategy: Strategy,
-    /// Communicate gradients in this dtype (e.g. bf16); `None` keeps them f32.
-    pub grad_dtype: Option<DType>,
-    /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
-    pub reduce_scatter: bool,
-    /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
-    /// [`seam::gemm_sms`]). Only eager strategies communicate during backward.
-    pub gemm_sm_carveout: usize,
-    /// Buckets that become ready together (eager: at the same stage; the others: all,
-    /// after backward) go out as one coalesced launch (one NCCL group, one completion
-    /// event) instead of one launch each.
-    pub coalesce: bool,
-    /// Allow parameters that get no gradient in a step (PyTorch DDP's
-    /// `find_unused_parameters`): their gradient is taken as zero. Off by default: a
-    /// parameter its stage's backward did not produce (listed under the wrong stage, or
-    /// not used) is an error naming it and its stage.
-    pub find_unused_parameters: bool,
-    /// Gradient accumulation: `forward_backward` after k `forward_backward_no_sync` calls
-    /// gives the mean of the k + 1 micro-batches' gradients (averaged over ranks too: the
-    /// gradient of the mean loss over every row of every micro-batch, as one large batch
-    /// would give). The sum of the accumulated local gradients is averaged across ranks,
-    /// then multiplied by 1/(k + 1) when collected. `true` keeps the sum (PyTorch's
-    /// behaviour, where one divides the loss by k + 1 oneself).
-    pub sum_micro_batches: bool,
-}
-
-impl DdpOptions {
-    pub fn new(strategy: Strategy) -> Self {
-        Self {
-            strategy,
-            grad_dtype: None,
-            reduce_scatter: false,
-            gemm_sm_carveout: 0,
-            coalesce: false,
-            find_unused_parameters: false,
-            sum_micro_batches: false,
-        }
-    }
-}
 
 /// Counters of the last synchronised step.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -99,21 +56,6 @@ pub struct Ddp {
 /// Called with each stage's index as soon as its backward has been queued, before the
 /// stage's buckets are launched (a profiler's place to mark the compute stream).
 pub type StageHook = Box<dyn FnMut(usize) -> comm::Result<()> + Send>;
-
-/// This rank's options, checked on their own (strategy parameters, gradient dtype, the
-/// GEMM carve-out against the device's SM count).
-fn check_options(opts: &DdpOptions, device: &candle_core::Device) -> Result<()> {
-    opts.strategy.validate()?;
-    if let Some(d) = opts.grad_dtype {
-        if !matches!(d, DType::F32 | DType::BF16 | DType::F16) {
-            return Err(DdpError::Input(format!(
-                "gradient dtype {d:?} is not supported (f32, bf16, f16)"
-            )));
-        }
-    }
-    seam::gemm_sms::check_carveout(device, opts.gemm_sm_carveout)?;
-    Ok(())
-}
 
 /// The first stage whose backward produces each parameter's gradient; an error names a
 /// parameter no stage uses.
@@ -149,14 +91,14 @@ impl Ddp {
         // Checked here, reported after every rank has compared notes: a rank with bad
         // options fails with its own reason, the others name it (instead of waiting for
         // it in the comparison until the timeout).
-        let local = check_options(&opts, &device).and_then(|()| ready_stages(model));
+        let local = opts.check(&device).and_then(|()| ready_stages(model));
         let ready = consistency::check_same_everywhere(
             comm.as_ref(),
             model,
             &device,
             opts.strategy.code(),
             opts.grad_dtype,
-            f64::from(u8::from(opts.sum_micro_batches) + 2 * u8::from(opts.find_unused_parameters)),
+            opts.gradient_options_code(),
             local,
         )?;
         let infos: Vec<ParamInfo> = p

@@ -6,6 +6,7 @@
 //! CUDA kernels `embed_fwd_*`, `embed_bwd_*` (fused.cu); an f32 CPU implementation.
 
 use crate::error::Result;
+#[cfg(feature = "cuda")]
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
@@ -23,14 +24,7 @@ struct Bwd {
 }
 
 fn ids<'a>(s: &'a CpuStorage, l: &Layout, vocab: usize) -> candle_core::Result<&'a [u32]> {
-    let CpuStorage::U32(v) = s else {
-        candle_core::bail!("embedding: ids must be u32, got {:?}", s.dtype())
-    };
-    let t = &v[l.start_offset()..l.start_offset() + l.shape().elem_count()];
-    if let Some(bad) = t.iter().find(|&&x| x as usize >= vocab) {
-        candle_core::bail!("embedding: id {bad} is out of range for {vocab} rows");
-    }
-    Ok(t)
+    super::u32s_below("embedding", "id", s, l, vocab, "rows")
 }
 
 impl CustomOp2 for Fwd {

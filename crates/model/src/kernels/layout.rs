@@ -30,7 +30,7 @@ impl CustomOp2 for Add {
         _: &CpuStorage,
         _: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        candle_core::bail!("add: the kernel runs on CUDA only (the caller falls back)")
+        super::cuda_only("add")
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -73,7 +73,7 @@ impl CustomOp1 for Swap12 {
         "swap12"
     }
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        candle_core::bail!("swap12: the kernel runs on CUDA only (the caller falls back)")
+        super::cuda_only("swap12")
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(

@@ -57,6 +57,33 @@ pub(crate) fn f32s<'a>(
     }
 }
 
+/// The u32 elements of a CPU index input (`noun`s: targets, token ids), each below
+/// `bound`, or an error naming the op and the first one out of range (`unit`: what the
+/// bound counts).
+pub(crate) fn u32s_below<'a>(
+    op: &str,
+    noun: &str,
+    s: &'a CpuStorage,
+    l: &Layout,
+    bound: usize,
+    unit: &str,
+) -> candle_core::Result<&'a [u32]> {
+    let CpuStorage::U32(v) = s else {
+        candle_core::bail!("{op}: {noun}s must be u32, got {:?}", s.dtype())
+    };
+    let t = &v[l.start_offset()..l.start_offset() + l.shape().elem_count()];
+    if let Some(bad) = t.iter().find(|&&x| x as usize >= bound) {
+        candle_core::bail!("{op}: {noun} {bad} is out of range for {bound} {unit}");
+    }
+    Ok(t)
+}
+
+/// The CPU side of an op whose kernel exists on CUDA only (its caller falls back to
+/// candle's ops elsewhere, so reaching this is a bug in the caller).
+pub(crate) fn cuda_only<T>(op: &str) -> candle_core::Result<T> {
+    candle_core::bail!("{op}: the kernel runs on CUDA only (the caller falls back)")
+}
+
 /// Checks that a CUDA input is contiguous (the kernels index densely).
 #[cfg(feature = "cuda")]
 pub(crate) fn dense(op: &str, what: &str, l: &Layout) -> candle_core::Result<()> {

@@ -28,10 +28,6 @@ struct Dx<'a> {
     res: Option<&'a Tensor>,
 }
 
-fn cpu_only(op: &str) -> candle_core::Result<(CpuStorage, Shape)> {
-    candle_core::bail!("{op}: the kernel runs on CUDA only (the caller falls back)")
-}
-
 impl CustomOp3 for Dx<'_> {
     fn name(&self) -> &'static str {
         "rms-norm-dx"
@@ -45,7 +41,7 @@ impl CustomOp3 for Dx<'_> {
         _: &CpuStorage,
         _: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        cpu_only("rms-norm dx")
+        super::cuda_only("rms-norm dx")
     }
     fn cuda_fwd(
         &self,
@@ -108,7 +104,7 @@ impl CustomOp1 for DwPart<'_> {
         "rms-norm-dw"
     }
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        cpu_only("rms-norm dw")
+        super::cuda_only("rms-norm dw")
     }
     fn cuda_fwd(
         &self,

@@ -5,6 +5,7 @@
 
 use super::f32s;
 use crate::error::Result;
+#[cfg(feature = "cuda")]
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
 
@@ -23,14 +24,7 @@ fn dims(ll: &Layout, tl: &Layout) -> candle_core::Result<(usize, usize)> {
 }
 
 fn u32s<'a>(s: &'a CpuStorage, l: &Layout, vocab: usize) -> candle_core::Result<&'a [u32]> {
-    let CpuStorage::U32(v) = s else {
-        candle_core::bail!("cross_entropy: targets must be u32, got {:?}", s.dtype())
-    };
-    let t = &v[l.start_offset()..l.start_offset() + l.shape().elem_count()];
-    if let Some(bad) = t.iter().find(|&&x| x as usize >= vocab) {
-        candle_core::bail!("cross_entropy: target {bad} is out of range for {vocab} classes");
-    }
-    Ok(t)
+    super::u32s_below("cross_entropy", "target", s, l, vocab, "classes")
 }
 
 fn lse(row: &[f32]) -> f32 {
