@@ -218,6 +218,7 @@ pub fn run(
     }
     drop(captured);
     model::graph::trim(device);
+    report_gemm_tuning(size, dtype);
     let gpu = sampler.and_then(Sampler::stop);
     let step_ms = mean_std(&total);
     let flops = match mode {
@@ -249,6 +250,37 @@ pub fn run(
         graph_kernels,
         gpu,
     })
+}
+
+/// The block GEMMs' tuning so far (CUDA): per shape, cuBLASLt's first heuristic against the
+/// algorithm chosen, on stderr.
+fn report_gemm_tuning(size: &str, dtype: Precision) {
+    let t = model::gemm::tuned();
+    if t.is_empty() {
+        return;
+    }
+    let (first, best): (f64, f64) = t
+        .iter()
+        .filter(|g| g.candidates > 1)
+        .fold((0.0, 0.0), |(f, b), g| (f + g.first_us, b + g.best_us));
+    eprintln!(
+        "bench single {size} {}: {} GEMM shapes tuned so far, first heuristic {first:.0} us -> chosen {best:.0} us (one call each)",
+        dtype.name(),
+        t.len()
+    );
+    for g in &t {
+        eprintln!(
+            "  gemm {:>5} x {:>5} x {:>5} {:>4}{} candidates {:>2}: {:>8.1} -> {:>8.1} us",
+            g.m,
+            g.n,
+            g.k,
+            g.dtype,
+            if g.add { " +c" } else { "   " },
+            g.candidates,
+            g.first_us,
+            g.best_us
+        );
+    }
 }
 
 impl SingleRecord {

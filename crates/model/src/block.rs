@@ -10,7 +10,7 @@
 use crate::error::Result;
 use crate::profile::mark;
 use crate::staged::SavedStage;
-use crate::{kernels, rmsnorm};
+use crate::{gemm, kernels, rmsnorm};
 use candle_core::Tensor;
 
 /// A block's weights in the compute dtype (detached) and their parameter indices.
@@ -51,7 +51,7 @@ struct Saved {
 
 /// x · wᵀ on rows: (rows, in) × (out, in)ᵀ.
 fn lin(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    Ok(x.matmul(&w.t()?)?)
+    gemm::linear(x, w, None)
 }
 
 /// The block forward on x (b, t, d); returns the output and the saved state.
@@ -79,7 +79,8 @@ pub(crate) fn forward(
     mark("fwd/block/attn/softmax");
     let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
     mark("fwd/block/attn/value");
-    let x2 = kernels::add(&x, &lin(&y, wo)?)?;
+    // The residual adds are the GEMMs' epilogue (β = 1) on CUDA.
+    let x2 = gemm::linear(&y, wo, Some(&x))?;
     mark("fwd/block/attn/out_proj");
     let h2 = rmsnorm::rms_norm_fused(&x2, n2, dims.eps as f64)?;
     mark("fwd/block/ffn/norm");
@@ -87,7 +88,7 @@ pub(crate) fn forward(
     mark("fwd/block/ffn/w1_w3");
     let s = kernels::silu_mul(&a, &b3)?;
     mark("fwd/block/ffn/swiglu");
-    let out = kernels::add(&x2, &lin(&s, w2)?)?.reshape((b, t, d))?;
+    let out = gemm::linear(&s, w2, Some(&x2))?.reshape((b, t, d))?;
     mark("fwd/block/ffn/w2");
     let saved = Saved {
         w,
@@ -114,7 +115,7 @@ pub(crate) fn forward(
 /// bf16 (AdamW and DDP read it as it is; casting it to f32 here would only be cast back
 /// for bf16 communication).
 fn dweight(g: &Tensor, x: &Tensor) -> Result<Tensor> {
-    Ok(g.t()?.matmul(x)?)
+    gemm::matmul(&g.t()?, x, None)
 }
 
 impl SavedStage for Saved {
@@ -126,18 +127,19 @@ impl SavedStage for Saved {
         let g = upstream.to_dtype(s.x.dtype())?.reshape((b * t, d))?;
         // Feed-forward: out = x2 + w2(silu(w1 h2) ⊙ w3 h2), h2 = norm2(x2).
         let dw2 = dweight(&g, &s.s)?;
-        let ds = g.matmul(w2)?;
+        let ds = gemm::matmul(&g, w2, None)?;
         mark("bwd/block/ffn/w2");
         let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
         mark("bwd/block/ffn/swiglu");
         let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
-        let dh2 = kernels::add(&da.matmul(w1)?, &db.matmul(w3)?)?;
+        // da·w1 + db·w3: the second GEMM adds the first in its epilogue.
+        let dh2 = gemm::matmul(&db, w3, Some(&gemm::matmul(&da, w1, None)?))?;
         mark("bwd/block/ffn/w1_w3");
         let (dx2, dn2) = rmsnorm::backward_add(&s.x2, n2, &dh2, s.dims.eps, &g)?;
         mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
         let dwo = dweight(&dx2, &s.y)?;
-        let dy = kernels::swap12(&dx2.matmul(wo)?.reshape((b, t, h, e))?)?;
+        let dy = kernels::swap12(&gemm::matmul(&dx2, wo, None)?.reshape((b, t, h, e))?)?;
         mark("bwd/block/attn/out_proj");
         let dp = dy.matmul(&s.v.t()?)?;
         let dv = s.p.t()?.matmul(&dy)?;
@@ -151,7 +153,7 @@ impl SavedStage for Saved {
             .reshape((b * t, 3 * d))?;
         mark("bwd/block/attn/rope");
         let dwqkv = dweight(&dqkv, &s.h1)?;
-        let dh1 = dqkv.matmul(wqkv)?;
+        let dh1 = gemm::matmul(&dqkv, wqkv, None)?;
         mark("bwd/block/attn/qkv_proj");
         let (dx, dn1) = rmsnorm::backward_add(&s.x, n1, &dh1, s.dims.eps, &dx2)?;
         let dx = dx.reshape((b, t, d))?;

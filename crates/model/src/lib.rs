@@ -18,12 +18,13 @@
 //!
 //! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
-//! [`kernels`] (fused ops with backward), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
+//! [`kernels`] (fused ops with backward), [`gemm`] (the block's GEMMs, cuBLASLt tuned on CUDA), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
 //! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
 //! for fp32 GEMMs, opt in).
 
 mod block;
 pub mod config;
+pub mod gemm;
 pub mod graph;
 pub mod kernels;
 pub mod layers;

@@ -1,0 +1,443 @@
+//! cuBLASLt for [`super::matmul`]: one handle and one 32 MiB workspace per stream, one
+//! plan (descriptors and algorithm) per shape, the algorithm timed once among cuBLASLt's
+//! heuristic candidates.
+//!
+//! Row-major D (m × n) = A (m × k) · B (k × n) is column-major Dᵀ = Bᵀ · Aᵀ, so cuBLASLt's
+//! first operand is B's buffer and its second A's; a transposed view is the transpose op
+//! on the contiguous matrix under it.
+
+use super::Tuned;
+use crate::error::Result;
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::cublaslt::{result as lt, sys};
+use candle_core::cuda_backend::cudarc::driver::{
+    sys as drv, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
+};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use half::bf16;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// How many heuristic candidates the first call of a shape times.
+pub const CANDIDATES: usize = 16;
+const WORKSPACE: usize = 32 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// A and B transposed views.
+    ta: bool,
+    tb: bool,
+    bf16: bool,
+    tf32: bool,
+    add: bool,
+}
+
+struct Plan {
+    desc: sys::cublasLtMatmulDesc_t,
+    p: sys::cublasLtMatrixLayout_t,
+    q: sys::cublasLtMatrixLayout_t,
+    d: sys::cublasLtMatrixLayout_t,
+    algo: sys::cublasLtMatmulAlgo_t,
+    tuned: Tuned,
+}
+
+/// One stream's handle, workspace and plans (kept for the process).
+struct Stream {
+    handle: sys::cublasLtHandle_t,
+    workspace: CudaSlice<u8>,
+    plans: HashMap<Key, Plan>,
+}
+
+// SAFETY: the raw cuBLASLt objects are only used under the mutex below.
+unsafe impl Send for Stream {}
+
+fn streams() -> &'static Mutex<HashMap<usize, Stream>> {
+    static S: OnceLock<Mutex<HashMap<usize, Stream>>> = OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+pub fn tuned() -> Vec<Tuned> {
+    let s = streams().lock().unwrap_or_else(|e| e.into_inner());
+    s.values()
+        .flat_map(|st| st.plans.values().map(|p| p.tuned.clone()))
+        .collect()
+}
+
+fn tune_enabled() -> bool {
+    static T: OnceLock<bool> = OnceLock::new();
+    *T.get_or_init(|| std::env::var("MODEL_GEMM_TUNE").map_or(true, |v| v != "0"))
+}
+
+fn e<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> candle_core::Error {
+    move |err| candle_core::Error::Msg(format!("cuBLASLt {what}: {err:?}"))
+}
+
+fn layout(
+    dt: sys::cudaDataType,
+    rows: usize,
+    cols: usize,
+) -> candle_core::Result<sys::cublasLtMatrixLayout_t> {
+    lt::create_matrix_layout(dt, rows as u64, cols as u64, rows as i64).map_err(e("layout"))
+}
+
+/// Descriptors for `key`; the algorithm is filled in by [`choose`].
+fn describe(key: &Key) -> candle_core::Result<Plan> {
+    let dt = if key.bf16 {
+        sys::cudaDataType_t::CUDA_R_16BF
+    } else {
+        sys::cudaDataType_t::CUDA_R_32F
+    };
+    let compute = if key.tf32 && !key.bf16 {
+        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+    } else {
+        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+    };
+    let desc =
+        lt::create_matmul_desc(compute, sys::cudaDataType_t::CUDA_R_32F).map_err(e("desc"))?;
+    // cuBLASLt's A is B's buffer, its B is A's (see the module docs).
+    for (attr, t) in [
+        (
+            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+            key.tb,
+        ),
+        (
+            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+            key.ta,
+        ),
+    ] {
+        let op: i32 = t.into(); // CUBLAS_OP_N 0, CUBLAS_OP_T 1
+                                // SAFETY: desc is live; the attribute is a cublasOperation_t.
+        unsafe {
+            lt::set_matmul_desc_attribute(desc, attr, (&op) as *const _ as *const c_void, 4)
+                .map_err(e("transpose"))?
+        };
+    }
+    let (m, n, k) = (key.m, key.n, key.k);
+    let p = if key.tb {
+        layout(dt, k, n)?
+    } else {
+        layout(dt, n, k)?
+    };
+    let q = if key.ta {
+        layout(dt, m, k)?
+    } else {
+        layout(dt, k, m)?
+    };
+    let d = layout(dt, n, m)?;
+    let tuned = Tuned {
+        m,
+        n,
+        k,
+        dtype: if key.bf16 {
+            "bf16"
+        } else if key.tf32 {
+            "tf32"
+        } else {
+            "f32"
+        }
+        .into(),
+        add: key.add,
+        candidates: 0,
+        first_us: 0.0,
+        best_us: 0.0,
+    };
+    // SAFETY: an all-zero algo is a valid placeholder until `choose` writes it.
+    let algo = unsafe { std::mem::zeroed() };
+    Ok(Plan {
+        desc,
+        p,
+        q,
+        d,
+        algo,
+        tuned,
+    })
+}
+
+/// Raw operands of one call.
+struct Args {
+    a: u64,
+    b: u64,
+    c: u64,
+    d: u64,
+    beta: f32,
+}
+
+fn launch(
+    st: &Stream,
+    plan: &Plan,
+    algo: &sys::cublasLtMatmulAlgo_t,
+    x: &Args,
+    s: &CudaStream,
+) -> candle_core::Result<()> {
+    let (alpha, beta) = (1f32, x.beta);
+    let (w, _g) = st.workspace.device_ptr(s);
+    // SAFETY: pointers come from live candle buffers of the shapes the layouts describe;
+    // the workspace is this stream's.
+    unsafe {
+        lt::matmul(
+            st.handle,
+            plan.desc,
+            (&alpha) as *const f32 as *const c_void,
+            (&beta) as *const f32 as *const c_void,
+            x.b as *const c_void,
+            plan.p,
+            x.a as *const c_void,
+            plan.q,
+            x.c as *const c_void,
+            plan.d,
+            x.d as *mut c_void,
+            plan.d,
+            algo,
+            w as *mut c_void,
+            WORKSPACE,
+            s.cu_stream() as *mut _,
+        )
+        .map_err(e("matmul"))
+    }
+}
+
+/// Picks the plan's algorithm: cuBLASLt's first heuristic, or (tuning on, not capturing)
+/// the fastest of up to [`CANDIDATES`], each timed over 3 calls after one warm-up.
+fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle_core::Result<()> {
+    let pref = lt::create_matmul_pref().map_err(e("preference"))?;
+    let ws = WORKSPACE;
+    let mut found =
+        vec![unsafe { std::mem::zeroed::<sys::cublasLtMatmulHeuristicResult_t>() }; CANDIDATES];
+    let mut count = 0i32;
+    // SAFETY: live descriptors; `found` holds CANDIDATES results.
+    unsafe {
+        lt::set_matmul_pref_attribute(
+            pref,
+            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            (&ws) as *const usize as *const c_void,
+            std::mem::size_of::<usize>(),
+        )
+        .map_err(e("preference"))?;
+        sys::cublasLtMatmulAlgoGetHeuristic(
+            st.handle,
+            plan.desc,
+            plan.p,
+            plan.q,
+            plan.d,
+            plan.d,
+            pref,
+            CANDIDATES as i32,
+            found.as_mut_ptr(),
+            &mut count,
+        )
+        .result()
+        .map_err(e("heuristic"))?;
+        let _ = lt::destroy_matmul_pref(pref);
+    }
+    found.truncate(count.max(0) as usize);
+    found.retain(|h| h.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+    if found.is_empty() {
+        candle_core::bail!(
+            "cuBLASLt has no algorithm for {}x{}x{} ({})",
+            plan.tuned.m,
+            plan.tuned.n,
+            plan.tuned.k,
+            plan.tuned.dtype
+        );
+    }
+    plan.algo = found[0].algo;
+    let capturing =
+        s.capture_status().w()? != drv::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    if !tune_enabled() || capturing || found.len() == 1 {
+        return Ok(());
+    }
+    let ctx = s.context();
+    let timing = Some(drv::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut best = f64::INFINITY;
+    for (i, h) in found.iter().enumerate() {
+        if launch(st, plan, &h.algo, x, s).is_err() {
+            continue;
+        }
+        let t0 = ctx.new_event(timing).w()?;
+        t0.record(s).w()?;
+        let mut ok = true;
+        for _ in 0..3 {
+            ok &= launch(st, plan, &h.algo, x, s).is_ok();
+        }
+        let t1 = s.record_event(timing).w()?;
+        let us = t0.elapsed_ms(&t1).w()? as f64 * 1e3 / 3.0;
+        if i == 0 {
+            plan.tuned.first_us = us;
+        }
+        if ok && us < best {
+            best = us;
+            plan.algo = h.algo;
+        }
+    }
+    plan.tuned.candidates = found.len();
+    plan.tuned.best_us = best;
+    Ok(())
+}
+
+fn ptr<
+    'a,
+    T: candle_core::cuda_backend::CudaDType
+        + candle_core::cuda_backend::cudarc::driver::DeviceRepr
+        + 'a,
+>(
+    st: &'a CudaStorage,
+    l: &Layout,
+    s: &'a CudaStream,
+) -> candle_core::Result<(
+    u64,
+    candle_core::cuda_backend::cudarc::driver::SyncOnDrop<'a>,
+)> {
+    let v = st.as_cuda_slice::<T>()?;
+    let (p, g) = v.device_ptr(s);
+    Ok((p + (l.start_offset() * std::mem::size_of::<T>()) as u64, g))
+}
+
+/// The op: inputs a, b (and c), output D.
+struct Gemm;
+
+fn run(
+    a: (&CudaStorage, &Layout),
+    b: (&CudaStorage, &Layout),
+    c: Option<(&CudaStorage, &Layout)>,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let dev = a.0.device().clone();
+    let s = dev.cuda_stream();
+    let (m, k) = a.1.shape().dims2()?;
+    let n = b.1.shape().dims2()?.1;
+    // Plain where plain reads it (a single column is both), else the transposed view.
+    let transposed = |l: &Layout| {
+        let (d, st) = (l.dims(), l.stride());
+        !(st[1] == 1 && (st[0] == d[1] || d[0] == 1))
+    };
+    let key = Key {
+        m,
+        n,
+        k,
+        ta: transposed(a.1),
+        tb: transposed(b.1),
+        bf16: a.0.dtype() == DType::BF16,
+        tf32: candle_core::cuda::gemm_reduced_precision_f32(),
+        add: c.is_some(),
+    };
+    macro_rules! go {
+        ($t:ty) => {{
+            // SAFETY: the GEMM writes all m·n elements.
+            let mut out = unsafe { s.alloc::<$t>(m * n) }.w()?;
+            {
+                let (pa, _ga) = ptr::<$t>(a.0, a.1, &s)?;
+                let (pb, _gb) = ptr::<$t>(b.0, b.1, &s)?;
+                let (pd, _gd) = out.device_ptr_mut(&s);
+                let (pc, _gc) = match c {
+                    Some(c) => {
+                        let (p, g) = ptr::<$t>(c.0, c.1, &s)?;
+                        (p, Some(g))
+                    }
+                    None => (pd, None),
+                };
+                let x = Args {
+                    a: pa,
+                    b: pb,
+                    c: pc,
+                    d: pd,
+                    beta: if c.is_some() { 1.0 } else { 0.0 },
+                };
+                let mut all = streams().lock().unwrap_or_else(|e| e.into_inner());
+                let sid = s.cu_stream() as usize;
+                if !all.contains_key(&sid) {
+                    s.context().bind_to_thread().w()?;
+                    let handle = lt::create_handle().map_err(e("handle"))?;
+                    // SAFETY: scratch memory cuBLASLt may use as it likes.
+                    let workspace = unsafe { s.alloc::<u8>(WORKSPACE) }.w()?;
+                    all.insert(
+                        sid,
+                        Stream {
+                            handle,
+                            workspace,
+                            plans: HashMap::new(),
+                        },
+                    );
+                }
+                let st = all.get_mut(&sid).expect("inserted above");
+                if !st.plans.contains_key(&key) {
+                    let mut plan = describe(&key)?;
+                    choose(st, &mut plan, &x, &s)?;
+                    st.plans.insert(key, plan);
+                }
+                let plan = &st.plans[&key];
+                launch(st, plan, &plan.algo, &x, &s)?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match a.0.dtype() {
+        DType::BF16 => go!(bf16),
+        _ => go!(f32),
+    };
+    Ok((out, Shape::from((m, n))))
+}
+
+impl CustomOp2 for Gemm {
+    fn name(&self) -> &'static str {
+        "gemm"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        crate::kernels::cuda_only("gemm")
+    }
+    fn cuda_fwd(
+        &self,
+        a: &CudaStorage,
+        al: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        run((a, al), (b, bl), None)
+    }
+}
+
+impl CustomOp3 for Gemm {
+    fn name(&self) -> &'static str {
+        "gemm_add"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        crate::kernels::cuda_only("gemm_add")
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_fwd(
+        &self,
+        a: &CudaStorage,
+        al: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+        c: &CudaStorage,
+        cl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        run((a, al), (b, bl), Some((c, cl)))
+    }
+}
+
+/// a · b (+ c) through cuBLASLt; the caller has checked layouts, dtypes and shapes.
+pub fn gemm(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
+    Ok(match c {
+        Some(c) => a.apply_op3_no_bwd(b, c, &Gemm)?,
+        None => a.apply_op2_no_bwd(b, &Gemm)?,
+    })
+}

@@ -1,0 +1,134 @@
+//! The block's GEMMs: `a · b (+ c)` on 2-D matrices, through cuBLASLt on CUDA with the
+//! residual add in the GEMM's epilogue (β = 1, C ≠ D) and each shape's algorithm chosen
+//! by timing cuBLASLt's heuristic candidates once (as PyTorch's TunableOp or
+//! `max-autotune` do); candle's `matmul` (+ add) elsewhere.
+//!
+//! How to use (the same call on the CPU, where it is candle's ops):
+//! ```
+//! # fn main() -> model::Result<()> {
+//! use candle_core::{Device, Tensor};
+//! let dev = Device::Cpu;
+//! let x = Tensor::randn(0f32, 1., (4, 3), &dev)?;
+//! let w = Tensor::randn(0f32, 1., (5, 3), &dev)?;
+//! let r = Tensor::randn(0f32, 1., (4, 5), &dev)?;
+//! let y = model::gemm::linear(&x, &w, Some(&r))?; // x · wᵀ + r
+//! let z = model::gemm::matmul(&y, &w, None)?; // y · w
+//! # let _ = z; Ok(()) }
+//! ```
+//! Operands may be contiguous or the transpose of a contiguous matrix (`.t()`), as the
+//! hand-written backward passes them; anything else is made contiguous first.
+//!
+//! Tuning: the first call of a shape (outside CUDA-graph capture) times up to
+//! [`lt::CANDIDATES`] algorithms and keeps the fastest for the process; during capture
+//! an untuned shape takes cuBLASLt's first heuristic. `MODEL_GEMM_TUNE=0` turns timing
+//! off (the first heuristic everywhere: the same algorithm on every run). [`tuned`]
+//! lists what was chosen. The arithmetic is the dtype's: f32 stays f32 (TF32 only when
+//! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
+
+#[cfg(feature = "cuda")]
+mod lt;
+
+use crate::error::Result;
+#[cfg(feature = "cuda")]
+use candle_core::DType;
+use candle_core::Tensor;
+
+/// One tuned shape: what the timing found.
+#[derive(Debug, Clone)]
+pub struct Tuned {
+    /// D (m × n) = A (m × k) · B (k × n), row-major.
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub dtype: String,
+    /// With the add (β = 1).
+    pub add: bool,
+    /// Candidates timed.
+    pub candidates: usize,
+    /// Time of cuBLASLt's first heuristic and of the chosen algorithm, microseconds.
+    pub first_us: f64,
+    pub best_us: f64,
+}
+
+/// The shapes tuned so far in this process (empty without CUDA).
+pub fn tuned() -> Vec<Tuned> {
+    #[cfg(feature = "cuda")]
+    return lt::tuned();
+    #[cfg(not(feature = "cuda"))]
+    Vec::new()
+}
+
+/// Whether a 2-D layout is a contiguous matrix or the transpose of one.
+fn plain_or_transposed(dims: &[usize], stride: &[usize]) -> bool {
+    match (dims, stride) {
+        ([r, c], [s0, s1]) => (*s1 == 1 && (*s0 == *c || *r == 1)) || (*s0 == 1 && *s1 == *r),
+        _ => false,
+    }
+}
+
+/// Whether cuBLASLt can read `t` as it is: f32 or bf16 on CUDA, a plain or transposed matrix.
+#[cfg(feature = "cuda")]
+fn lt_ok(t: &Tensor) -> bool {
+    let l = t.layout();
+    t.device().is_cuda()
+        && matches!(t.dtype(), DType::F32 | DType::BF16)
+        && plain_or_transposed(l.dims(), l.stride())
+}
+
+/// x · wᵀ (+ residual) on rows: x (rows, in), w (out, in), residual (rows, out).
+pub fn linear(x: &Tensor, w: &Tensor, residual: Option<&Tensor>) -> Result<Tensor> {
+    matmul(x, &w.t()?, residual)
+}
+
+/// a (m, k) · b (k, n) (+ c (m, n)), in a's dtype.
+pub fn matmul(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    {
+        let c_ok = c.is_none_or(|c| {
+            c.is_contiguous() && c.dtype() == a.dtype() && c.device().same_device(a.device())
+        });
+        if lt_ok(a) && lt_ok(b) && a.dtype() == b.dtype() && c_ok {
+            let (m, k) = a.dims2()?;
+            let (k2, n) = b.dims2()?;
+            if k == k2 && c.is_none_or(|c| c.dims() == [m, n]) {
+                return lt::gemm(a, b, c);
+            }
+        }
+    }
+    let ab = a.matmul(b)?;
+    Ok(match c {
+        Some(c) => (ab + c)?,
+        None => ab,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    #[test]
+    fn matches_matmul_and_add_on_the_cpu() -> Result<()> {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1., (6, 4), &dev)?;
+        let w = Tensor::randn(0f32, 1., (3, 4), &dev)?;
+        let r = Tensor::randn(0f32, 1., (6, 3), &dev)?;
+        let want = (x.matmul(&w.t()?)? + &r)?;
+        let got = linear(&x, &w, Some(&r))?;
+        let d = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(d < 1e-6, "{d}");
+        assert_eq!(matmul(&x, &w.t()?, None)?.dims(), [6, 3]);
+        Ok(())
+    }
+
+    #[test]
+    fn reads_only_plain_and_transposed_matrices() -> Result<()> {
+        let x = Tensor::zeros((4, 3), DType::F32, &Device::Cpu)?;
+        let ok = |t: &Tensor| plain_or_transposed(t.dims(), t.stride());
+        assert!(ok(&x) && ok(&x.t()?));
+        assert!(!ok(&x.narrow(1, 0, 2)?), "a column slice is neither");
+        assert!(!ok(&x.reshape((2, 2, 3))?), "3-D");
+        assert!(ok(&x.narrow(0, 1, 1)?), "one row");
+        Ok(())
+    }
+}
