@@ -18,6 +18,7 @@ mod cli;
 mod contention;
 mod ddp;
 mod ddp_record;
+mod gemmcheck;
 mod graphcheck;
 mod group;
 mod memory;
@@ -240,6 +241,9 @@ fn run(cli: Cli) -> Result<()> {
             for dtype in [DType::F32, DType::BF16] {
                 let d = graphcheck::graph_vs_eager(&graph_dev, dtype)?;
                 println!("model-check CUDA graph: 1 eager step + 9 replays of the captured whole step (forward, backward, AdamW) vs 10 eager steps, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
+            }
+            for line in gemmcheck::run(&gpu)? {
+                println!("{line}");
             }
             let n = modelcheck::cast_bf16(&gpu)?;
             println!("model-check to_bf16 (four-at-a-time cast kernel) vs candle's cast: bit-identical in {n} cases: OK");

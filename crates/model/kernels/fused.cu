@@ -26,6 +26,7 @@
 //   embed_fwd/_bwd      token rows of an f32 table in T; ∂table (f32), one block per row
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
+//   transpose2d         (n0, n1) → (n1, n0), 32 × 32 shared-memory tiles, 256 threads
 #include "common.cuh"
 
 // ---- causal softmax: one warp per row ------------------------------------------------
@@ -427,6 +428,24 @@ __device__ void swap12(const uint4 *x, uint4 *y, int A, int B, int C, int ev) {
   }
 }
 
+// ---- 2-D transpose (rows, cols) → (cols, rows) through 32 × 33 shared tiles, blocks of
+// 256 threads (8 rows of 32), tiles taken grid-stride.
+template <typename T>
+__device__ void transpose2d(const T *x, T *y, int rows, int cols) {
+  __shared__ T tile[32][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int tr = (rows + 31) / 32, tc = (cols + 31) / 32;
+  for (int t = blockIdx.x; t < tr * tc; t += gridDim.x) {
+    const int r0 = (t / tc) * 32, c0 = (t % tc) * 32;
+    for (int i = ty; i < 32; i += 8)
+      if (r0 + i < rows && c0 + tx < cols) tile[i][tx] = x[(size_t)(r0 + i) * cols + c0 + tx];
+    __syncthreads();
+    for (int i = ty; i < 32; i += 8)
+      if (c0 + i < cols && r0 + tx < rows) y[(size_t)(c0 + i) * rows + r0 + tx] = tile[tx][i];
+    __syncthreads();
+  }
+}
+
 // ---- token embedding: forward gathers f32 table rows into T; backward, one block per
 // vocabulary row v: warp 0 lists (in token order) the tokens whose id is v, then every
 // thread sums those tokens' gradient rows for its columns (deterministic).
@@ -537,6 +556,9 @@ FOR_DTYPES(ENTRIES)
   }                                                                                                \
   extern "C" __global__ void swap12_##S(const T *x, T *y, int n0, int n1, int n2, float f) {       \
     swap12(reinterpret_cast<const uint4 *>(x), reinterpret_cast<uint4 *>(y), n0, n1, n2, (int)f);  \
+  }                                                                                                \
+  extern "C" __global__ void transpose2d_##S(const T *x, T *y, int n0, int n1, int, float) {       \
+    transpose2d<T>(x, y, n0, n1);                                                                  \
   }
 FOR_DTYPES(ENTRIES2)
 

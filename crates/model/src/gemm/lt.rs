@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// How many heuristic candidates the first call of a shape times.
 pub const CANDIDATES: usize = 16;
+/// Timed calls per candidate.
+const REPS: usize = 5;
 const WORKSPACE: usize = 32 << 20;
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -202,7 +204,7 @@ fn launch(
 }
 
 /// Picks the plan's algorithm: cuBLASLt's first heuristic, or (tuning on, not capturing)
-/// the fastest of up to [`CANDIDATES`], each timed over 3 calls after one warm-up.
+/// the fastest of up to [`CANDIDATES`], each timed over [`REPS`] calls after one warm-up.
 fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle_core::Result<()> {
     let pref = lt::create_matmul_pref().map_err(e("preference"))?;
     let ws = WORKSPACE;
@@ -251,21 +253,30 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
     if !tune_enabled() || capturing || found.len() == 1 {
         return Ok(());
     }
+    // Each timed call starts from a cold L2 (a scratch of twice its size written first),
+    // as in the step, where the weights come from memory: timed hot, split-K and small
+    // tiles win on paper and lose in the step (run 25).
     let ctx = s.context();
+    let l2 = ctx
+        .attribute(drv::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .w()? as usize;
+    // SAFETY: scratch written by the memset before every read-free use.
+    let mut scratch = unsafe { s.alloc::<u8>(2 * l2.max(1 << 20)) }.w()?;
     let timing = Some(drv::CUevent_flags::CU_EVENT_DEFAULT);
+    let (t0, t1) = (ctx.new_event(timing).w()?, ctx.new_event(timing).w()?);
     let mut best = f64::INFINITY;
     for (i, h) in found.iter().enumerate() {
         if launch(st, plan, &h.algo, x, s).is_err() {
             continue;
         }
-        let t0 = ctx.new_event(timing).w()?;
-        t0.record(s).w()?;
-        let mut ok = true;
-        for _ in 0..3 {
+        let (mut ok, mut us) = (true, 0.0);
+        for _ in 0..REPS {
+            s.memset_zeros(&mut scratch).w()?;
+            t0.record(s).w()?;
             ok &= launch(st, plan, &h.algo, x, s).is_ok();
+            t1.record(s).w()?;
+            us += t0.elapsed_ms(&t1).w()? as f64 * 1e3 / REPS as f64;
         }
-        let t1 = s.record_event(timing).w()?;
-        let us = t0.elapsed_ms(&t1).w()? as f64 * 1e3 / 3.0;
         if i == 0 {
             plan.tuned.first_us = us;
         }
@@ -310,10 +321,7 @@ fn run(
     let (m, k) = a.1.shape().dims2()?;
     let n = b.1.shape().dims2()?.1;
     // Plain where plain reads it (a single column is both), else the transposed view.
-    let transposed = |l: &Layout| {
-        let (d, st) = (l.dims(), l.stride());
-        !(st[1] == 1 && (st[0] == d[1] || d[0] == 1))
-    };
+    let transposed = |l: &Layout| !super::plain(l.dims(), l.stride());
     let key = Key {
         m,
         n,

@@ -58,12 +58,16 @@ pub fn tuned() -> Vec<Tuned> {
     Vec::new()
 }
 
+/// Whether a 2-D layout is a contiguous matrix (a single row or column is one).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn plain(dims: &[usize], stride: &[usize]) -> bool {
+    matches!((dims, stride), ([r, c], [s0, 1]) if *s0 == *c || *r == 1)
+}
+
 /// Whether a 2-D layout is a contiguous matrix or the transpose of one.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn plain_or_transposed(dims: &[usize], stride: &[usize]) -> bool {
-    match (dims, stride) {
-        ([r, c], [s0, s1]) => (*s1 == 1 && (*s0 == *c || *r == 1)) || (*s0 == 1 && *s1 == *r),
-        _ => false,
-    }
+    plain(dims, stride) || matches!((dims, stride), ([r, _], [1, s1]) if *s1 == *r)
 }
 
 /// Whether cuBLASLt can read `t` as it is: f32 or bf16 on CUDA, a plain or transposed matrix.
@@ -73,6 +77,17 @@ fn lt_ok(t: &Tensor) -> bool {
     t.device().is_cuda()
         && matches!(t.dtype(), DType::F32 | DType::BF16)
         && plain_or_transposed(l.dims(), l.stride())
+}
+
+/// Whether a (m, k) · b (k, n) is an f32 GEMM on TF32 whose reduction dimension is the
+/// slow one of both operands: a a transposed view, b plain (k > 1).
+#[cfg(feature = "cuda")]
+fn tf32_mn_major(a: &Tensor, b: &Tensor) -> bool {
+    a.dtype() == DType::F32
+        && candle_core::cuda::gemm_reduced_precision_f32()
+        && !plain(a.dims(), a.stride())
+        && plain(b.dims(), b.stride())
+        && b.dims()[0] > 1
 }
 
 /// x · wᵀ (+ residual) on rows: x (rows, in), w (out, in), residual (rows, out).
@@ -91,6 +106,13 @@ pub fn matmul(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
             let (m, k) = a.dims2()?;
             let (k2, n) = b.dims2()?;
             if k == k2 && c.is_none_or(|c| c.dims() == [m, n]) {
+                if tf32_mn_major(a, b) {
+                    // TF32 tensor cores read K-major operands only: a weight gradient gᵀ·x
+                    // (both row-major, the reduction over rows) gets transposed copies.
+                    let a = crate::kernels::transpose(&a.t()?)?;
+                    let b = crate::kernels::transpose(b)?;
+                    return lt::gemm(&a, &b.t()?, c);
+                }
                 return lt::gemm(a, b, c);
             }
         }

@@ -1,6 +1,7 @@
-//! Two memory-bound helpers of the block's hand-written passes, each one 16-byte-wide
-//! kernel on CUDA where candle's generic kernels ran at 4-16 % of the copy rate (the
-//! per-kernel table of run 17): the residual adds and the attention's head transposes.
+//! Memory-bound helpers of the block's hand-written passes, each one kernel on CUDA where
+//! candle's generic kernels ran at 4-16 % of the copy rate (the per-kernel table of run
+//! 17): the residual adds and the attention's head transposes (16 bytes at a time), and
+//! the 2-D transpose that gives TF32 weight-gradient GEMMs K-major operands ([`transpose`]).
 //! Elsewhere (CPU, other dtypes, unaligned views) they are candle's ops. No backward.
 
 use crate::error::Result;
@@ -107,4 +108,44 @@ pub fn swap12(x: &Tensor) -> Result<Tensor> {
         return Ok(x.apply_op1_no_bwd(&Swap12)?);
     }
     Ok(x.transpose(1, 2)?.contiguous()?)
+}
+
+struct Transpose;
+
+impl CustomOp1 for Transpose {
+    fn name(&self) -> &'static str {
+        "transpose2d"
+    }
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        super::cuda_only("transpose2d")
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &candle_core::CudaStorage,
+        l: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use super::gpu;
+        use candle_core::backend::BackendStorage;
+        let (r, c) = l.shape().dims2()?;
+        let out = gpu::launch(gpu::Launch {
+            kernel: format!("transpose2d_{}", gpu::suffix(x.dtype())?),
+            ins: &[(x, l)],
+            out_dtype: x.dtype(),
+            out_len: r * c,
+            grid: (r.div_ceil(32) * c.div_ceil(32)).clamp(1, 132 * 16),
+            block: 256,
+            n: [r, c, 0],
+            f: 0.0,
+        })?;
+        Ok((out, Shape::from((c, r))))
+    }
+}
+
+/// x (r, c) → contiguous (c, r): `x.t()?.contiguous()`.
+pub fn transpose(x: &Tensor) -> Result<Tensor> {
+    if fast(x) && x.rank() == 2 {
+        return Ok(x.apply_op1_no_bwd(&Transpose)?);
+    }
+    Ok(x.t()?.contiguous()?)
 }

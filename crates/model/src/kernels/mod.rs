@@ -31,7 +31,7 @@ mod xent;
 
 pub use cast::to_bf16;
 pub use embed::embedding;
-pub use layout::{add, swap12};
+pub use layout::{add, swap12, transpose};
 pub use qkv::{qkv_rope, qkv_rope_bwd, qkv_rope_composed};
 pub use rope::{rope, rope_bwd};
 pub use softmax::{causal_softmax, causal_softmax_bwd};
