@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use train::config::TrainConfig;
 use train::log::Record;
 
 /// Relative tolerance on each logged loss and gradient norm against single-process
@@ -24,18 +23,6 @@ const RTOL: f64 = 1e-5;
 /// Absolute tolerance on the final weights (|w| up to about 3.5): measured at most 3.7e-6
 /// after 200 steps; a step's update is about lr = 1e-2.
 const WEIGHT_ATOL: f32 = 1e-4;
-
-/// Smaller than `common::cfg` so that 200 steps take about a second in a debug build:
-/// d 16, context 8, 4 windows a step in 2 micro-batches (one window per rank each).
-fn tiny(strategy: &str, steps: u64) -> TrainConfig {
-    let mut c = cfg(strategy, steps);
-    c.model.d_model = 16;
-    c.model.d_ff = 32;
-    c.model.context = 8;
-    c.global_batch = 4;
-    c.eval_every = 50;
-    c
-}
 
 /// Checks `got` against the single-process `want` record by record; returns the largest
 /// relative differences of (loss, grad_norm, validation loss).

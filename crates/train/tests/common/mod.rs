@@ -61,6 +61,19 @@ pub fn cfg(strategy: &str, steps: u64) -> TrainConfig {
     }
 }
 
+/// Smaller than [`cfg`] so that 200 steps take about a second in a debug build: d 16,
+/// context 8, 4 windows a step in 2 micro-batches (one window per rank each on 2 ranks),
+/// an evaluation every 50 steps.
+pub fn tiny(strategy: &str, steps: u64) -> TrainConfig {
+    let mut c = cfg(strategy, steps);
+    c.model.d_model = 16;
+    c.model.d_ff = 32;
+    c.model.context = 8;
+    c.global_batch = 4;
+    c.eval_every = 50;
+    c
+}
+
 /// How [`train_with`] runs: checkpoints every `ckpt_every` steps, kept 10.
 pub fn opts(out: &Path, ckpt_every: u64, stop_after: Option<u64>) -> RunOpts {
     RunOpts {
