@@ -1,11 +1,12 @@
 //! DDP and ZeRO-1 on CPU ranks (threads) equal single-process training: over 200 steps on
 //! 2 ranks (two DDP strategies and ZeRO-1, which is also killed and resumed on the way),
-//! and over 40 steps on 4 ranks. Compared: every step's training loss and gradient norm,
-//! the validation losses, and the final weights.
+//! and over 40 steps on 4 ranks (overlap). Compared: every step's training loss and
+//! gradient norm, the validation losses, and the final weights.
 
 mod common;
 
 use common::*;
+use train::config::TrainConfig;
 use train::log::Record;
 
 /// Relative tolerance on each logged loss and gradient norm against single-process
@@ -118,10 +119,15 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
 fn ddp_on_4_ranks_equals_single_process_training() {
     let tmp = tempfile::tempdir().unwrap();
     let steps = 40;
+    // 8 windows a step: one per rank and micro-batch.
+    let c = |s: &str| TrainConfig {
+        global_batch: 8,
+        ..tiny(s, steps)
+    };
     let single = tmp.path().join("single");
-    train_with(&cfg("single", steps), 1, &opts(&single, steps, None));
+    train_with(&c("single"), 1, &opts(&single, steps, None));
     let out = tmp.path().join("overlap");
-    train_with(&cfg("overlap", steps), 4, &opts(&out, steps, None));
+    train_with(&c("overlap"), 4, &opts(&out, steps, None));
     let (l, g, v) = close(&trajectory(&out), &trajectory(&single), "overlap");
     let d = max_diff(&weights(&out, steps), &weights(&single, steps));
     eprintln!("overlap on 4 ranks vs single: max relative difference of the loss {l:.1e}, gradient norm {g:.1e}, validation loss {v:.1e}; max |w - w_single| {d:.1e}");
