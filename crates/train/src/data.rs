@@ -62,7 +62,7 @@ pub fn prepare(dir: &Path, source: Source, vocab: usize) -> Result<Meta> {
         Source::Stories { seed, bytes } => {
             let docs = corpus::stories(seed, bytes);
             if docs.len() < 2 {
-                bail!("{bytes} bytes of stories make {} story; at least 2 are needed for a train and a validation split", docs.len());
+                bail!("{bytes} bytes of stories make only {} document(s); at least 2 are needed for a train and a validation split", docs.len());
             }
             (
                 docs,
@@ -154,7 +154,7 @@ impl Dataset {
         for (f, n) in [(&train, meta.train_tokens), (&val, meta.val_tokens)] {
             if f.len() != n {
                 bail!(
-                    "token file {} has {} tokens, {} says {n}: not the file that this tokenizer wrote (another data set's?)",
+                    "token file {} has {} tokens, {} says {n}: not the file `train prepare` wrote with this tokenizer (another data set's? truncated?)",
                     f.path().display(), f.len(), mp.display()
                 );
             }

@@ -210,7 +210,10 @@ fn a_text_that_cannot_be_prepared_is_named() {
         ),
         "10 bytes",
     );
-    assert!(e.contains("10 bytes of stories make 1 story"), "{e}");
+    assert!(
+        e.contains("10 bytes of stories make only 1 document(s)"),
+        "{e}"
+    );
     // Small but enough: two documents with a repeated pair.
     let p = tmp.path().join("small.txt");
     std::fs::write(&p, "the cat sat\n\nthe cat sat on the mat").unwrap();
