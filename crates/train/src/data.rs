@@ -59,13 +59,22 @@ pub fn unigram_entropy(ids: &[u32], vocab: usize) -> f64 {
 pub fn prepare(dir: &Path, source: Source, vocab: usize) -> Result<Meta> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let (docs, name) = match source {
-        Source::Stories { seed, bytes } => (
-            corpus::stories(seed, bytes),
-            format!("embedded stories, seed {seed}, {bytes} bytes"),
-        ),
+        Source::Stories { seed, bytes } => {
+            let docs = corpus::stories(seed, bytes);
+            if docs.len() < 2 {
+                bail!("{bytes} bytes of stories make only {} document(s); at least 2 are needed for a train and a validation split", docs.len());
+            }
+            (
+                docs,
+                format!("embedded stories, seed {seed}, {bytes} bytes"),
+            )
+        }
         Source::Text(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading text file {}", p.display()))?;
+            let bytes =
+                std::fs::read(p).with_context(|| format!("reading text file {}", p.display()))?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!("text file {} is not UTF-8: {}", p.display(), e.utf8_error())
+            })?;
             let docs: Vec<String> = text
                 .split("\n\n")
                 .map(str::trim)
@@ -80,6 +89,9 @@ pub fn prepare(dir: &Path, source: Source, vocab: usize) -> Result<Meta> {
     };
     let tok_path = dir.join("tokenizer.json");
     let tok = tokenizer::train(&docs, vocab, &tok_path)?;
+    if tok.get_vocab_size(true) <= 257 {
+        bail!("{name} is too small to train a tokenizer: no pair of bytes occurs twice within a word, so byte-level BPE learned no merge");
+    }
     let eot = tokenizer::eot_id(&tok, &tok_path)?;
     let every = if docs.len() >= 20 { 20 } else { docs.len() };
     let (mut tr, mut va) = (Vec::new(), Vec::new());
@@ -139,6 +151,14 @@ impl Dataset {
         }
         let train = tokens::TokenFile::open(&dir.join("train.bin"), v)?;
         let val = tokens::TokenFile::open(&dir.join("val.bin"), v)?;
+        for (f, n) in [(&train, meta.train_tokens), (&val, meta.val_tokens)] {
+            if f.len() != n {
+                bail!(
+                    "token file {} has {} tokens, {} says {n}: not the file `train prepare` wrote with this tokenizer (another data set's? truncated?)",
+                    f.path().display(), f.len(), mp.display()
+                );
+            }
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             meta,
