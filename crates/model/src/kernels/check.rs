@@ -123,6 +123,9 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
     for (op, shape) in [
         ("causal_softmax", [2usize, 3, 37, 37]),
         ("causal_softmax tq<tk", [2, 3, 5, 9]),
+        // tk a multiple of 4: the kernels holding 4 entries per lane (one and 3 chunks).
+        ("causal_softmax 4-wide", [2, 3, 36, 36]),
+        ("causal_softmax 4-wide tq<tk", [1, 2, 20, 260]),
     ] {
         let x = var(&shape, 6)?;
         out.push(compare(

@@ -70,7 +70,11 @@ impl CustomOp1 for Fwd {
         super::dense("causal_softmax", "scores", l)?;
         let (rows, tk, tq) = dims(l)?;
         let out = super::gpu::launch(super::gpu::Launch {
-            kernel: format!("causal_softmax_fwd_{}", super::gpu::suffix(s.dtype())?),
+            kernel: format!(
+                "causal_softmax_fwd_{}{}",
+                vec4(tk, &[l]),
+                super::gpu::suffix(s.dtype())?
+            ),
             ins: &[(s, l)],
             out_dtype: s.dtype(),
             out_len: l.shape().elem_count(),
@@ -121,7 +125,11 @@ impl CustomOp2 for Bwd {
         super::dense("causal_softmax bwd", "grad", gl)?;
         let (rows, tk, tq) = dims(yl)?;
         let out = super::gpu::launch(super::gpu::Launch {
-            kernel: format!("causal_softmax_bwd_{}", super::gpu::suffix(ys.dtype())?),
+            kernel: format!(
+                "causal_softmax_bwd_{}{}",
+                vec4(tk, &[yl, gl]),
+                super::gpu::suffix(ys.dtype())?
+            ),
             ins: &[(ys, yl), (gs, gl)],
             out_dtype: ys.dtype(),
             out_len: yl.shape().elem_count(),
@@ -131,6 +139,18 @@ impl CustomOp2 for Bwd {
             f: self.scale,
         })?;
         Ok((out, yl.shape().clone()))
+    }
+}
+
+/// "v_" (the kernels holding 4 consecutive entries per lane) where rows of `tk` split
+/// into aligned groups of 4 and fit the registers (tk <= 512), else "".
+#[cfg(feature = "cuda")]
+fn vec4(tk: usize, ls: &[&Layout]) -> &'static str {
+    let aligned = ls.iter().all(|l| l.start_offset().is_multiple_of(4));
+    if tk.is_multiple_of(4) && tk <= 512 && aligned {
+        "v_"
+    } else {
+        ""
     }
 }
 
