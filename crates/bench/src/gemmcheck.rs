@@ -67,6 +67,26 @@ pub fn run(gpu: &Device) -> Result<Vec<String>> {
                 cases += 1;
             }
         }
+        // Weight gradients of two layers sharing their input (the TF32 path's one copy).
+        let x = operand(96, 40, false, dtype, gpu)?;
+        let gs = [
+            operand(96, 24, false, dtype, gpu)?,
+            operand(96, 56, false, dtype, gpu)?,
+        ];
+        let got = model::gemm::weight_grads(&[&gs[0], &gs[1]], &x)?;
+        for (g, got) in gs.iter().zip(got) {
+            let f = |t: &Tensor| t.to_dtype(DType::F32);
+            model::tf32::set_tf32(false);
+            let want = f(&g.t()?)?.matmul(&f(&x)?)?;
+            model::tf32::set_tf32(tf32);
+            let scale = want.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-30);
+            let err = (f(&got)? - &want)?.abs()?.max_all()?.to_scalar::<f32>()? / scale;
+            if err.is_nan() || err > tolerance(dtype, tf32) {
+                bail!("gemm::weight_grads {dtype:?} tf32 {tf32}: relative error {err:.2e}");
+            }
+            worst = worst.max(err);
+            cases += 1;
+        }
         model::tf32::set_tf32(was);
         lines.push(format!(
             "model-check gemm (cuBLASLt, tuned) {dtype:?}{} vs candle matmul + add in f32: {cases} cases, worst relative error {worst:.2e}: OK",

@@ -131,7 +131,9 @@ impl SavedStage for Saved {
         mark("bwd/block/ffn/w2");
         let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
         mark("bwd/block/ffn/swiglu");
-        let (dw1, dw3) = (dweight(&da, &s.h2)?, dweight(&db, &s.h2)?);
+        let [dw1, dw3]: [Tensor; 2] = gemm::weight_grads(&[&da, &db], &s.h2)?
+            .try_into()
+            .expect("two gradients");
         // da·w1 + db·w3: the second GEMM adds the first in its epilogue.
         let dh2 = gemm::matmul(&db, w3, Some(&gemm::matmul(&da, w1, None)?))?;
         mark("bwd/block/ffn/w1_w3");

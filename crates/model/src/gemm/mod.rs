@@ -95,6 +95,22 @@ pub fn linear(x: &Tensor, w: &Tensor, residual: Option<&Tensor>) -> Result<Tenso
     matmul(x, &w.t()?, residual)
 }
 
+/// Weight gradients gᵢᵀ · x of layers sharing the input x (rows, in), each gᵢ (rows, outᵢ):
+/// on TF32 the K-major copy of x is made once for all of them.
+pub fn weight_grads(gs: &[&Tensor], x: &Tensor) -> Result<Vec<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if let Some(g) = gs.first() {
+        if lt_ok(x) && tf32_mn_major(&g.t()?, x) {
+            let xt = crate::kernels::transpose(x)?;
+            return gs
+                .iter()
+                .map(|g| lt::gemm(&crate::kernels::transpose(g)?, &xt.t()?, None))
+                .collect();
+        }
+    }
+    gs.iter().map(|g| matmul(&g.t()?, x, None)).collect()
+}
+
 /// a (m, k) · b (k, n) (+ c (m, n)), in a's dtype.
 pub fn matmul(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
