@@ -158,7 +158,23 @@ pub(crate) fn backward(
     let rows = x.elem_count() / cols;
     let (x, g) = (x.contiguous()?, g.contiguous()?);
     let res = res.map(|r| r.contiguous()).transpose()?;
-    let rs = Tensor::zeros(rows, DType::F32, x.device())?;
+    // Every row's inverse RMS is written by the ∂x kernel before the ∂w kernel reads it:
+    // no zero fill (one memset node less per norm).
+    let rs = {
+        let candle_core::Device::Cuda(dev) = x.device() else {
+            return Ok(None);
+        };
+        // SAFETY: written in full by `Dx` before any read.
+        let buf =
+            candle_core::cuda_backend::WrapErr::w(unsafe { dev.cuda_stream().alloc::<f32>(rows) })?;
+        let st = candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone());
+        Tensor::from_storage(
+            candle_core::Storage::Cuda(st),
+            rows,
+            candle_core::op::BackpropOp::none(),
+            false,
+        )
+    };
     let dx = {
         let (st, _) = rs.storage_and_layout();
         let candle_core::Storage::Cuda(cs) = &*st else {
