@@ -66,6 +66,7 @@ fn train(c: &TrainConfig, world: usize, out: &Path, stop_after: Option<u64>) -> 
         stop_after,
         progress: false,
         samples: None,
+        export_init: false,
     };
     std::fs::create_dir_all(out).unwrap();
     run(Backend::Cpu, world, |comm, dev| run_rank(c, &o, comm, dev))
@@ -185,6 +186,7 @@ fn a_damaged_newest_checkpoint_is_skipped_naming_the_file() {
         stop_after: None,
         progress: false,
         samples: None,
+        export_init: false,
     };
     let e = run(Backend::Cpu, 1, |comm, dev| run_rank(&other, &o, comm, dev))
         .err()
