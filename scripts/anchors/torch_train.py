@@ -227,7 +227,7 @@ def main():
             x, y = train.batch(step, range(mb * rows, (mb + 1) * rows), dev)
             l = model(x, y)
             l.backward()
-            loss += float(l)
+            loss += float(l.detach())
         g = [p.grad for p in params]
         if k > 1:
             torch._foreach_mul_(g, 1.0 / k)
