@@ -217,7 +217,7 @@ pub fn write(paths: [&Path; 2], labels: [&str; 2], last: usize, out: &Path) -> R
         ),
     ];
     let title = format!(
-        "{} vs {}: mean |Δ train loss| over the last {} steps {:.4}",
+        "{} vs {}: mean |Δ train loss| over the last {} steps {:.2e}",
         labels[0], labels[1], c.last, c.mean_abs_train_last
     );
     log::plot_curves(&out.join("compare.svg"), &curves, None, &title)?;
