@@ -22,7 +22,8 @@ product, o; RMSNorm, SwiGLU w2(silu(w1 h) ⊙ w3 h)); final RMSNorm; untied head
 biases; loss = mean cross-entropy in f32. bf16 is ours too, written out rather than left to
 autocast: f32 master weights cast to bf16 at each use, activations and the residual stream
 in bf16, GEMMs in bf16 with f32 accumulation, RMSNorm, RoPE, softmax and silu·mul computed
-in f32 from bf16 inputs and rounded once, logits in bf16 read by an f32 cross-entropy.
+in f32 from bf16 inputs and rounded once, logits in bf16 read by an f32 cross-entropy;
+weight gradients rounded to bf16 but the blocks' RMSNorm weights' kept in f32 (block.rs).
 TF32 is off (and bf16 GEMMs' reduced-precision reductions), as in ours: fp32 is fp32.
 Attention is written out (no SDPA), so torch computes what ours computes.
 """
@@ -108,10 +109,13 @@ class LM(nn.Module):
     def w(s, p):  # the master weight in the compute dtype (a copy in bf16)
         return p.to(s.dt)
 
-    def rms(s, x, w):  # f32 statistics, y = x·r·w rounded once (fused.cu rmsnorm_fwd)
+    def rms(s, x, w, f32_grad=False):  # f32 statistics, y = x·r·w rounded once (fused.cu)
         xf = x.float()
         r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + s.eps)
-        return (xf * r * s.w(w).float()).to(s.dt)
+        wf = s.w(w).float()
+        if f32_grad and s.dt != torch.float32:  # the blocks' hand-written backward keeps
+            wf = w + (wf - w).detach()  # ∂w in f32: the bf16 value, an unrounded gradient
+        return (xf * r * wf).to(s.dt)
 
     def rope(s, x, t):  # interleaved pairs (x[2i], x[2i+1]), in f32
         xf, c, sn = x.float(), s.cos[:t], s.sin[:t]
@@ -121,7 +125,7 @@ class LM(nn.Module):
     def attention(s, blk, x):
         b, t, d = x.shape
         e = d // s.h
-        q, k, v = (s.rms(x, blk.norm1) @ s.w(blk.qkv).t()).view(b, t, 3, s.h, e).permute(2, 0, 3, 1, 4)
+        q, k, v = (s.rms(x, blk.norm1, True) @ s.w(blk.qkv).t()).view(b, t, 3, s.h, e).permute(2, 0, 3, 1, 4)
         q, k = s.rope(q, t), s.rope(k, t)
         sc = (q @ k.transpose(-1, -2)).float() * (1.0 / math.sqrt(e))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
@@ -130,7 +134,7 @@ class LM(nn.Module):
         return y @ s.w(blk.o).t()
 
     def ffn(s, blk, x):
-        h = s.rms(x, blk.norm2)
+        h = s.rms(x, blk.norm2, True)
         a, g = (h @ s.w(blk.w1).t()).float(), (h @ s.w(blk.w3).t()).float()
         return (F.silu(a) * g).to(s.dt) @ s.w(blk.w2).t()
 
