@@ -246,14 +246,15 @@ job() {
       "$BIN/train" prepare --data "$p/data" || return 1
       for dt in ${dts//,/ }; do
         d="$p/$dt"; rm -rf "$d"; mkdir -p "$d"
+        local big=("$d/run/init.safetensors" "$d/run/checkpoints")   # 0.5 and 1.5 GB
         echo "--- $dt: ours ($(date -u +%T))"
         "$BIN/train" run --data "$p/data" --out "$d/run" --strategy single --backend nccl --world 1 \
           --steps "$steps" --ckpt-every "$steps" --keep 1 --export-init --fresh --no-progress \
-          $([ "$dt" = bf16 ] && echo --bf16) $args > "$d/ours.txt" 2>&1 || { tail -5 "$d/ours.txt"; rc=1; continue; }
+          $([ "$dt" = bf16 ] && echo --bf16) $args > "$d/ours.txt" 2>&1 || { tail -5 "$d/ours.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         grep -m1 "^trained" "$d/ours.txt"
         echo "--- $dt: torch ($(date -u +%T))"
         python3 "$HERE/anchors/torch_train.py" --data "$p/data" --run "$d/run" --out "$d/torch.jsonl" \
-          --device cuda > "$d/torch.txt" 2>&1 || { tail -5 "$d/torch.txt"; rc=1; continue; }
+          --device cuda > "$d/torch.txt" 2>&1 || { tail -5 "$d/torch.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         tail -1 "$d/torch.txt"
         cp "$d/run/log.jsonl" "$d/ours.jsonl"; cp "$d/run/config.json" "$d/config.json"
         rm -rf "$d/run"
