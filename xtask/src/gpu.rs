@@ -54,6 +54,7 @@ const BINARIES: &[(&str, &str)] = &[
     ("comm", "comm-launch"),
     ("comm", "comm-selftest"),
     ("bench", "ddp-train"),
+    ("train", "train"),
 ];
 
 /// Builds release CUDA binaries, copies them (stripped by the release profile) with the
@@ -92,6 +93,7 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         "torch_best.py",
         "gloo_allreduce.py",
         "adamw_ref.py",
+        "torch_train.py",
     ] {
         std::fs::copy(
             root().join("scripts/anchors").join(f),

@@ -1,6 +1,7 @@
 //! Where the ranks run: threads of this process (CPU, `--world N`), or this process as one
 //! rank under a launcher (`comm-launch`, torchrun or srun set RANK / WORLD_SIZE or SLURM_*):
-//! the multi-process CPU backend or NCCL.
+//! the multi-process CPU backend or NCCL. One NCCL rank needs no launcher (`--backend
+//! nccl --world 1`: GPU 0, or the first of CUDA_VISIBLE_DEVICES).
 
 use anyhow::{anyhow, bail, Result};
 use candle_core::Device;
@@ -57,10 +58,20 @@ pub fn run<T: Send>(
             })
         }
         Backend::Nccl => {
-            if !launched() {
-                bail!("--backend nccl runs one process per GPU: start it under comm-launch, torchrun or srun (e.g. comm-launch --nproc-per-node 1 -- train run ...)");
-            }
-            let env = comm::DistEnv::from_env()?;
+            let env = if launched() {
+                comm::DistEnv::from_env()?
+            } else if world == 1 {
+                // A world of one: no rendezvous, no store.
+                comm::DistEnv {
+                    rank: 0,
+                    world_size: 1,
+                    local_rank: 0,
+                    master_addr: "127.0.0.1".into(),
+                    master_port: comm::env::DEFAULT_PORT,
+                }
+            } else {
+                bail!("--backend nccl runs one process per GPU: start {world} ranks under comm-launch, torchrun or srun (e.g. comm-launch --nproc-per-node {world} -- train run ...), or run one with --world 1");
+            };
             let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
             let dev = c.device().clone();
             let rank = env.rank;

@@ -4,12 +4,16 @@
 //! size ([`sampler`]); the run's configuration ([`config`]), the learning-rate schedule
 //! ([`schedule`]), one rank's model and optimizer with gradient clipping ([`engine`]),
 //! checkpoints with the training state ([`state`]), the loop ([`trainer`]), where ranks
-//! run ([`launch`]), the log and loss curve ([`log`]), sampling ([`generate`], [`load`]).
+//! run ([`launch`]), the log and loss curve ([`log`]), sampling ([`generate`], [`load`]);
+//! for parity with another trainer, the configuration and initial weights ([`export`]) and
+//! two logs compared ([`compare`]).
 
+pub mod compare;
 pub mod config;
 pub mod corpus;
 pub mod data;
 pub mod engine;
+pub mod export;
 pub mod generate;
 pub mod launch;
 pub mod load;

@@ -43,20 +43,12 @@ impl Log {
     /// Opens `path`, keeping the records of steps up to `upto` (a resumed run rewrites
     /// what came after its checkpoint); a line that does not parse is an error naming it.
     pub fn open(path: &Path, upto: u64) -> Result<Self> {
-        let mut records = Vec::new();
-        if let Ok(text) = std::fs::read_to_string(path) {
-            for (i, line) in text
-                .lines()
-                .enumerate()
-                .filter(|(_, l)| !l.trim().is_empty())
-            {
-                let r: Record = serde_json::from_str(line)
-                    .with_context(|| format!("{}:{}: not a log record", path.display(), i + 1))?;
-                if r.step() <= upto {
-                    records.push(r);
-                }
-            }
-        }
+        let mut records = if path.exists() {
+            read(path)?
+        } else {
+            Vec::new()
+        };
+        records.retain(|r| r.step() <= upto);
         let mut f =
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         for r in &records {
@@ -80,15 +72,45 @@ impl Log {
 
     /// (train, validation) losses by step.
     pub fn series(&self) -> (Series, Series) {
-        let (mut t, mut v) = (Vec::new(), Vec::new());
-        for r in &self.records {
-            match *r {
-                Record::Train { step, loss, .. } => t.push((step, loss)),
-                Record::Val { step, loss } => v.push((step, loss)),
-            }
-        }
-        (t, v)
+        series(&self.records)
     }
+}
+
+/// The records of a log file (ours, or another trainer's in the same schema), without
+/// changing it; a line that does not parse is an error naming it.
+pub fn read(path: &Path) -> Result<Vec<Record>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not a log record", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// (train, validation) losses by step.
+pub fn series(records: &[Record]) -> (Series, Series) {
+    let (mut t, mut v) = (Vec::new(), Vec::new());
+    for r in records {
+        match *r {
+            Record::Train { step, loss, .. } => t.push((step, loss)),
+            Record::Val { step, loss } => v.push((step, loss)),
+        }
+    }
+    (t, v)
+}
+
+/// One line of a loss plot: its legend, its (step, loss) points, its colour and width,
+/// and whether each point is also marked with a dot (sparse series: validation).
+pub struct Curve<'a> {
+    pub name: String,
+    pub points: &'a [(u64, f64)],
+    pub color: RGBColor,
+    pub width: u32,
+    pub dots: bool,
 }
 
 /// Train and validation loss against the step, with the unigram entropy as a line.
@@ -99,23 +121,38 @@ pub fn plot(
     unigram: f64,
     title: &str,
 ) -> Result<()> {
+    let curves = [
+        Curve {
+            name: "train".into(),
+            points: train,
+            color: BLUE,
+            width: 1,
+            dots: false,
+        },
+        Curve {
+            name: "validation".into(),
+            points: val,
+            color: RED,
+            width: 2,
+            dots: true,
+        },
+    ];
+    plot_curves(path, &curves, Some(unigram), title)
+}
+
+/// Several loss curves against the step on one chart (optionally the unigram entropy as
+/// a black line), legend in the corner: one run's train and validation loss, or two
+/// trainers' curves overlaid (`train compare`).
+pub fn plot_curves(path: &Path, curves: &[Curve], unigram: Option<f64>, title: &str) -> Result<()> {
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plotting {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let xmax = train
-        .iter()
-        .chain(val)
-        .map(|p| p.0)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let ys = train
-        .iter()
-        .chain(val)
-        .map(|p| p.1)
-        .filter(|y| y.is_finite());
-    let ymax = ys.clone().fold(unigram, f64::max) * 1.05;
-    let ymin = ys.fold(unigram, f64::min).min(0.0);
+    let all = || curves.iter().flat_map(|c| c.points.iter());
+    let xmax = all().map(|p| p.0).max().unwrap_or(1).max(1) as f64;
+    let ys = all().map(|p| p.1).filter(|y| y.is_finite());
+    let first = unigram.or(ys.clone().next()).unwrap_or(1.0);
+    let ymax = ys.clone().fold(first, f64::max) * 1.05;
+    let ymin = ys.fold(first, f64::min).min(0.0);
     let mut ch = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -128,32 +165,33 @@ pub fn plot(
         .y_desc("loss (nats/token)")
         .draw()
         .map_err(|e| err(&e))?;
-    ch.draw_series(LineSeries::new(
-        train.iter().map(|&(s, l)| (s as f64, l)),
-        BLUE.stroke_width(1),
-    ))
-    .map_err(|e| err(&e))?
-    .label("train")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    ch.draw_series(LineSeries::new(
-        val.iter().map(|&(s, l)| (s as f64, l)),
-        RED.stroke_width(2),
-    ))
-    .map_err(|e| err(&e))?
-    .label("validation")
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-    ch.draw_series(
-        val.iter()
-            .map(|&(s, l)| Circle::new((s as f64, l), 3, RED.filled())),
-    )
-    .map_err(|e| err(&e))?;
-    ch.draw_series(LineSeries::new(
-        [(0.0, unigram), (xmax, unigram)],
-        BLACK.stroke_width(1),
-    ))
-    .map_err(|e| err(&e))?
-    .label(format!("unigram entropy {unigram:.3}"))
-    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    for c in curves {
+        let color = c.color;
+        ch.draw_series(LineSeries::new(
+            c.points.iter().map(|&(s, l)| (s as f64, l)),
+            color.stroke_width(c.width),
+        ))
+        .map_err(|e| err(&e))?
+        .label(c.name.as_str())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        if c.dots {
+            ch.draw_series(
+                c.points
+                    .iter()
+                    .map(|&(s, l)| Circle::new((s as f64, l), 3, color.filled())),
+            )
+            .map_err(|e| err(&e))?;
+        }
+    }
+    if let Some(u) = unigram {
+        ch.draw_series(LineSeries::new(
+            [(0.0, u), (xmax, u)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|e| err(&e))?
+        .label(format!("unigram entropy {u:.3}"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    }
     ch.configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)

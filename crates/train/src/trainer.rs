@@ -8,8 +8,8 @@ use crate::generate::{self, SampleOpts};
 use crate::log::{self, Log, Record};
 use crate::rng::SplitMix64;
 use crate::sampler::{shard, Sampler};
-use crate::{schedule, state};
-use anyhow::{Context, Result};
+use crate::{export, schedule, state};
+use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use comm::Communicator;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,6 +34,8 @@ pub struct RunOpts {
     pub stop_after: Option<u64>,
     pub progress: bool,
     pub samples: Option<SampleOpts>,
+    /// Write the initial weights to `out/init.safetensors` (a fresh run only).
+    pub export_init: bool,
 }
 
 impl Clone for SampleOpts {
@@ -104,6 +106,18 @@ pub fn run_rank(
     } else {
         0
     };
+    if o.export_init && start > 0 {
+        bail!(
+            "cannot export the initial weights: the run resumes from step {start} in {} (start afresh with --fresh)",
+            ckpts.display()
+        );
+    }
+    if rank == 0 {
+        export::config(&o.out, c)?;
+        if o.export_init {
+            export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
+        }
+    }
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
     } else {

@@ -87,6 +87,7 @@ fn a_damaged_newest_checkpoint_is_skipped_naming_the_file() {
         stop_after: None,
         progress: false,
         samples: None,
+        export_init: false,
     };
     let e = run(Backend::Cpu, 1, |comm, dev| run_rank(&other, &o, comm, dev))
         .err()

@@ -4,6 +4,7 @@
 //!   train run --data data/stories --out runs/demo --world 2 DDP on 2 CPU threads
 //!   comm-launch --nproc-per-node 2 -- train run --data … --out …  (2 CPU processes)
 //!   train sample --data data/stories --out runs/demo        continue prompts from a checkpoint
+//!   train compare runs/demo/log.jsonl torch.jsonl --out cmp  two trainers' logs: |Δ loss|, curves
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -31,6 +32,25 @@ enum Cmd {
     Run(Box<Run>),
     /// Continue prompts with the model of a checkpoint.
     Sample(Sample),
+    /// Compare two logs (ours and another trainer's, same schema): |Δ loss| by step,
+    /// compare.json and the curves overlaid in compare.svg.
+    Compare(Compare),
+}
+
+#[derive(Args)]
+struct Compare {
+    /// Our log.jsonl.
+    ours: PathBuf,
+    /// The other trainer's log (e.g. scripts/anchors/torch_train.py's).
+    theirs: PathBuf,
+    #[arg(long, default_value = "compare")]
+    out: PathBuf,
+    /// The mean |Δ train loss| is taken over the last this many common steps.
+    #[arg(long, default_value_t = 200)]
+    last: usize,
+    /// Legends of the two logs.
+    #[arg(long, default_value = "ours,torch")]
+    labels: String,
 }
 
 #[derive(Args)]
@@ -73,7 +93,8 @@ struct Run {
     strategy: String,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
-    /// CPU ranks as threads (ignored under a launcher, which sets WORLD_SIZE).
+    /// CPU ranks as threads (ignored under a launcher, which sets WORLD_SIZE); with
+    /// --backend nccl and no launcher, 1: one GPU in this process.
     #[arg(long, default_value_t = 1)]
     world: usize,
     #[arg(long, default_value_t = 1000)]
@@ -115,6 +136,10 @@ struct Run {
     stop_after: Option<u64>,
     #[arg(long)]
     no_progress: bool,
+    /// Also write the initial weights to OUT/init.safetensors (OUT/config.json is always
+    /// written): what scripts/anchors/torch_train.py starts from.
+    #[arg(long)]
+    export_init: bool,
     #[command(flatten)]
     gen: Gen,
 }
@@ -212,6 +237,7 @@ fn run(a: &Run) -> Result<()> {
         stop_after: a.stop_after,
         progress: !a.no_progress,
         samples: Some(opts(&a.gen)),
+        export_init: a.export_init,
     };
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev))?;
@@ -224,8 +250,13 @@ fn run(a: &Run) -> Result<()> {
             println!("--- {p}{t}");
         }
         println!(
-            "wrote {0}/log.jsonl, {0}/loss.svg, {0}/samples.txt, {0}/checkpoints/",
-            a.out.display()
+            "wrote {0}/log.jsonl, {0}/loss.svg, {0}/samples.txt, {0}/config.json{1}, {0}/checkpoints/",
+            a.out.display(),
+            if a.export_init {
+                format!(", {}/init.safetensors", a.out.display())
+            } else {
+                String::new()
+            }
         );
     }
     Ok(())
@@ -273,11 +304,26 @@ fn sample(a: &Sample) -> Result<()> {
     Ok(())
 }
 
+fn compare(a: &Compare) -> Result<()> {
+    let labels: Vec<&str> = a.labels.split(',').collect();
+    let [x, y] = labels[..] else {
+        bail!(
+            "--labels takes two names separated by a comma, not {:?}",
+            a.labels
+        );
+    };
+    let c = train::compare::write([&a.ours, &a.theirs], [x, y], a.last, &a.out)?;
+    print!("{}", c.summary());
+    println!("wrote {0}/compare.json, {0}/compare.svg", a.out.display());
+    Ok(())
+}
+
 fn main() {
     let r = match Cli::parse().cmd {
         Cmd::Prepare(p) => prepare(&p),
         Cmd::Run(a) => run(&a),
         Cmd::Sample(s) => sample(&s),
+        Cmd::Compare(c) => compare(&c),
     };
     if let Err(e) = r {
         eprintln!("train: error: {e:#}");

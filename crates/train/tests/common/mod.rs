@@ -85,6 +85,7 @@ pub fn opts(out: &Path, ckpt_every: u64, stop_after: Option<u64>) -> RunOpts {
         stop_after,
         progress: false,
         samples: None,
+        export_init: false,
     }
 }
 
