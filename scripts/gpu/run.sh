@@ -21,6 +21,9 @@ mkdir -p "$RES"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 
+# gpu-pack compresses the binaries (the device tool's 64 MiB carry limit): unpack them once.
+for z in "$BIN"/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
+
 # ---- find the shared libraries --------------------------------------------------------
 DIRS=()
 GPU_LIB_DIRS="${GPU_LIB_DIRS:-}"

@@ -77,6 +77,11 @@ pub fn pack(jobs: &[String]) -> Result<()> {
             dest.join("bin").join(bin),
         )
         .with_context(|| format!("copying {bin}"))?;
+        // Compressed (about 3×: most of a binary is its embedded PTX text): the device
+        // tool carries at most 64 MiB with the working tree; run.sh unpacks them.
+        let mut gz = Command::new("gzip");
+        gz.arg("-f").arg(dest.join("bin").join(bin));
+        run(&mut gz).with_context(|| format!("compressing {bin} (gzip)"))?;
     }
     std::fs::copy(root().join("scripts/gpu/run.sh"), dest.join("run.sh"))?;
     std::fs::copy(
