@@ -5,6 +5,7 @@ mod cpu;
 mod ddp;
 mod input;
 mod kernels;
+mod parity;
 mod plot;
 mod scaling;
 mod slowdown;
@@ -89,6 +90,12 @@ pub fn write_report(
     training::profile(&mut md, &prof)?;
     let kern: Vec<kernels::KernelRecord> = res.take("bench", &["kernels"]);
     kernels::section(&mut md, &kern, &singles)?;
+    // `run.sh train-parity` writes parity/DTYPE/compare.json beside the results.
+    parity::section(
+        &mut md,
+        &results.parent().unwrap_or(Path::new(".")).join("parity"),
+        out,
+    )?;
     scaling::section(&mut md, isoflops, out)?;
     let mut skipped = res.finish("bench", NOT_REPORTED);
     if let Some(a) = anchor {
