@@ -248,8 +248,7 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
         );
     }
     plan.algo = found[0].algo;
-    let capturing =
-        s.capture_status().w()? != drv::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let capturing = seam::capture::capturing_stream(s);
     if !tune_enabled() || capturing || found.len() == 1 {
         return Ok(());
     }
