@@ -67,14 +67,23 @@ pub fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     Ok((a + b)?)
 }
 
-struct Swap12;
+/// The two data-movement ops, one kernel each: (A, B, C, E) → (A, C, B, E) in 16-byte
+/// chunks, and the 2-D transpose through shared tiles.
+#[derive(Clone, Copy)]
+enum Move {
+    Swap12,
+    Transpose,
+}
 
-impl CustomOp1 for Swap12 {
+impl CustomOp1 for Move {
     fn name(&self) -> &'static str {
-        "swap12"
+        match self {
+            Move::Swap12 => "swap12",
+            Move::Transpose => "transpose2d",
+        }
     }
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        super::cuda_only("swap12")
+        super::cuda_only(self.name())
     }
     #[cfg(feature = "cuda")]
     fn cuda_fwd(
@@ -84,20 +93,37 @@ impl CustomOp1 for Swap12 {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         use super::gpu;
         use candle_core::backend::BackendStorage;
-        let (a, b, c, e) = l.shape().dims4()?;
-        let ev = e * x.dtype().size_in_bytes() / 16;
-        let chunks = a * b * c * ev;
+        // (grid, block, n, f, output shape)
+        let (grid, block, n, f, shape) = match self {
+            Move::Swap12 => {
+                let (a, b, c, e) = l.shape().dims4()?;
+                let ev = e * x.dtype().size_in_bytes() / 16;
+                let grid = (a * b * c * ev).div_ceil(super::BLOCK).clamp(1, 132 * 8);
+                (
+                    grid,
+                    super::BLOCK,
+                    [a, b, c],
+                    ev as f32,
+                    Shape::from((a, c, b, e)),
+                )
+            }
+            Move::Transpose => {
+                let (r, c) = l.shape().dims2()?;
+                let grid = (r.div_ceil(32) * c.div_ceil(32)).clamp(1, 132 * 16);
+                (grid, 256, [r, c, 0], 0.0, Shape::from((c, r)))
+            }
+        };
         let out = gpu::launch(gpu::Launch {
-            kernel: format!("swap12_{}", gpu::suffix(x.dtype())?),
+            kernel: format!("{}_{}", self.name(), gpu::suffix(x.dtype())?),
             ins: &[(x, l)],
             out_dtype: x.dtype(),
             out_len: l.shape().elem_count(),
-            grid: chunks.div_ceil(super::BLOCK).clamp(1, 132 * 8),
-            block: super::BLOCK,
-            n: [a, b, c],
-            f: ev as f32,
+            grid,
+            block,
+            n,
+            f,
         })?;
-        Ok((out, Shape::from((a, c, b, e))))
+        Ok((out, shape))
     }
 }
 
@@ -105,47 +131,15 @@ impl CustomOp1 for Swap12 {
 pub fn swap12(x: &Tensor) -> Result<Tensor> {
     let (_, _, _, e) = x.dims4()?;
     if fast(x) && (e * x.dtype().size_in_bytes()).is_multiple_of(16) {
-        return Ok(x.apply_op1_no_bwd(&Swap12)?);
+        return Ok(x.apply_op1_no_bwd(&Move::Swap12)?);
     }
     Ok(x.transpose(1, 2)?.contiguous()?)
-}
-
-struct Transpose;
-
-impl CustomOp1 for Transpose {
-    fn name(&self) -> &'static str {
-        "transpose2d"
-    }
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        super::cuda_only("transpose2d")
-    }
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(
-        &self,
-        x: &candle_core::CudaStorage,
-        l: &Layout,
-    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use super::gpu;
-        use candle_core::backend::BackendStorage;
-        let (r, c) = l.shape().dims2()?;
-        let out = gpu::launch(gpu::Launch {
-            kernel: format!("transpose2d_{}", gpu::suffix(x.dtype())?),
-            ins: &[(x, l)],
-            out_dtype: x.dtype(),
-            out_len: r * c,
-            grid: (r.div_ceil(32) * c.div_ceil(32)).clamp(1, 132 * 16),
-            block: 256,
-            n: [r, c, 0],
-            f: 0.0,
-        })?;
-        Ok((out, Shape::from((c, r))))
-    }
 }
 
 /// x (r, c) → contiguous (c, r): `x.t()?.contiguous()`.
 pub fn transpose(x: &Tensor) -> Result<Tensor> {
     if fast(x) && x.rank() == 2 {
-        return Ok(x.apply_op1_no_bwd(&Transpose)?);
+        return Ok(x.apply_op1_no_bwd(&Move::Transpose)?);
     }
     Ok(x.t()?.contiguous()?)
 }
