@@ -7,15 +7,10 @@
 //! on the contiguous matrix under it.
 
 use super::Tuned;
-use crate::error::Result;
-use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cublaslt::{result as lt, sys};
-use candle_core::cuda_backend::cudarc::driver::{
-    sys as drv, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
-};
-use candle_core::cuda_backend::{CudaStorage, WrapErr};
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
-use half::bf16;
+use candle_core::cuda_backend::cudarc::driver::{sys as drv, CudaSlice, CudaStream, DevicePtr};
+use candle_core::cuda_backend::WrapErr;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,17 +21,18 @@ pub const CANDIDATES: usize = 16;
 const REPS: usize = 5;
 const WORKSPACE: usize = 32 << 20;
 
+/// A GEMM's shape, operand layouts and arithmetic: one plan each.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
-    m: usize,
-    n: usize,
-    k: usize,
+pub(super) struct Key {
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) k: usize,
     /// A and B transposed views.
-    ta: bool,
-    tb: bool,
-    bf16: bool,
-    tf32: bool,
-    add: bool,
+    pub(super) ta: bool,
+    pub(super) tb: bool,
+    pub(super) bf16: bool,
+    pub(super) tf32: bool,
+    pub(super) add: bool,
 }
 
 struct Plan {
@@ -161,12 +157,12 @@ fn describe(key: &Key) -> candle_core::Result<Plan> {
 }
 
 /// Raw operands of one call.
-struct Args {
-    a: u64,
-    b: u64,
-    c: u64,
-    d: u64,
-    beta: f32,
+pub(super) struct Args {
+    pub(super) a: u64,
+    pub(super) b: u64,
+    pub(super) c: u64,
+    pub(super) d: u64,
+    pub(super) beta: f32,
 }
 
 fn launch(
@@ -289,162 +285,30 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
     Ok(())
 }
 
-fn ptr<
-    'a,
-    T: candle_core::cuda_backend::CudaDType
-        + candle_core::cuda_backend::cudarc::driver::DeviceRepr
-        + 'a,
->(
-    st: &'a CudaStorage,
-    l: &Layout,
-    s: &'a CudaStream,
-) -> candle_core::Result<(
-    u64,
-    candle_core::cuda_backend::cudarc::driver::SyncOnDrop<'a>,
-)> {
-    let v = st.as_cuda_slice::<T>()?;
-    let (p, g) = v.device_ptr(s);
-    Ok((p + (l.start_offset() * std::mem::size_of::<T>()) as u64, g))
-}
-
-/// The op: inputs a, b (and c), output D.
-struct Gemm;
-
-fn run(
-    a: (&CudaStorage, &Layout),
-    b: (&CudaStorage, &Layout),
-    c: Option<(&CudaStorage, &Layout)>,
-) -> candle_core::Result<(CudaStorage, Shape)> {
-    let dev = a.0.device().clone();
-    let s = dev.cuda_stream();
-    let (m, k) = a.1.shape().dims2()?;
-    let n = b.1.shape().dims2()?.1;
-    // Plain where plain reads it (a single column is both), else the transposed view.
-    let transposed = |l: &Layout| !super::plain(l.dims(), l.stride());
-    let key = Key {
-        m,
-        n,
-        k,
-        ta: transposed(a.1),
-        tb: transposed(b.1),
-        bf16: a.0.dtype() == DType::BF16,
-        tf32: candle_core::cuda::gemm_reduced_precision_f32(),
-        add: c.is_some(),
+/// Runs `x` with `key`'s plan on stream `s`, making the stream's handle and workspace and
+/// choosing the plan's algorithm on first use.
+pub(super) fn execute(key: Key, x: &Args, s: &Arc<CudaStream>) -> candle_core::Result<()> {
+    let mut all = streams().lock().unwrap_or_else(|e| e.into_inner());
+    let sid = s.cu_stream() as usize;
+    let st = match all.entry(sid) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => {
+            s.context().bind_to_thread().w()?;
+            let handle = lt::create_handle().map_err(e("handle"))?;
+            // SAFETY: scratch memory cuBLASLt may use as it likes.
+            let workspace = unsafe { s.alloc::<u8>(WORKSPACE) }.w()?;
+            v.insert(Stream {
+                handle,
+                workspace,
+                plans: HashMap::new(),
+            })
+        }
     };
-    macro_rules! go {
-        ($t:ty) => {{
-            // SAFETY: the GEMM writes all m·n elements.
-            let mut out = unsafe { s.alloc::<$t>(m * n) }.w()?;
-            {
-                let (pa, _ga) = ptr::<$t>(a.0, a.1, &s)?;
-                let (pb, _gb) = ptr::<$t>(b.0, b.1, &s)?;
-                let (pd, _gd) = out.device_ptr_mut(&s);
-                let (pc, _gc) = match c {
-                    Some(c) => {
-                        let (p, g) = ptr::<$t>(c.0, c.1, &s)?;
-                        (p, Some(g))
-                    }
-                    None => (pd, None),
-                };
-                let x = Args {
-                    a: pa,
-                    b: pb,
-                    c: pc,
-                    d: pd,
-                    beta: if c.is_some() { 1.0 } else { 0.0 },
-                };
-                let mut all = streams().lock().unwrap_or_else(|e| e.into_inner());
-                let sid = s.cu_stream() as usize;
-                if !all.contains_key(&sid) {
-                    s.context().bind_to_thread().w()?;
-                    let handle = lt::create_handle().map_err(e("handle"))?;
-                    // SAFETY: scratch memory cuBLASLt may use as it likes.
-                    let workspace = unsafe { s.alloc::<u8>(WORKSPACE) }.w()?;
-                    all.insert(
-                        sid,
-                        Stream {
-                            handle,
-                            workspace,
-                            plans: HashMap::new(),
-                        },
-                    );
-                }
-                let st = all.get_mut(&sid).expect("inserted above");
-                if !st.plans.contains_key(&key) {
-                    let mut plan = describe(&key)?;
-                    choose(st, &mut plan, &x, &s)?;
-                    st.plans.insert(key, plan);
-                }
-                let plan = &st.plans[&key];
-                launch(st, plan, &plan.algo, &x, &s)?;
-            }
-            CudaStorage::wrap_cuda_slice(out, dev)
-        }};
+    if !st.plans.contains_key(&key) {
+        let mut plan = describe(&key)?;
+        choose(st, &mut plan, x, s)?;
+        st.plans.insert(key, plan);
     }
-    let out = match a.0.dtype() {
-        DType::BF16 => go!(bf16),
-        _ => go!(f32),
-    };
-    Ok((out, Shape::from((m, n))))
-}
-
-impl CustomOp2 for Gemm {
-    fn name(&self) -> &'static str {
-        "gemm"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        crate::kernels::cuda_only("gemm")
-    }
-    fn cuda_fwd(
-        &self,
-        a: &CudaStorage,
-        al: &Layout,
-        b: &CudaStorage,
-        bl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        run((a, al), (b, bl), None)
-    }
-}
-
-impl CustomOp3 for Gemm {
-    fn name(&self) -> &'static str {
-        "gemm_add"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        crate::kernels::cuda_only("gemm_add")
-    }
-    #[allow(clippy::too_many_arguments)]
-    fn cuda_fwd(
-        &self,
-        a: &CudaStorage,
-        al: &Layout,
-        b: &CudaStorage,
-        bl: &Layout,
-        c: &CudaStorage,
-        cl: &Layout,
-    ) -> candle_core::Result<(CudaStorage, Shape)> {
-        run((a, al), (b, bl), Some((c, cl)))
-    }
-}
-
-/// a · b (+ c) through cuBLASLt; the caller has checked layouts, dtypes and shapes.
-pub fn gemm(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
-    Ok(match c {
-        Some(c) => a.apply_op3_no_bwd(b, c, &Gemm)?,
-        None => a.apply_op2_no_bwd(b, &Gemm)?,
-    })
+    let plan = &st.plans[&key];
+    launch(st, plan, &plan.algo, x, s)
 }

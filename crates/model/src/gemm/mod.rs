@@ -27,6 +27,8 @@
 
 #[cfg(feature = "cuda")]
 mod lt;
+#[cfg(feature = "cuda")]
+mod op;
 
 use crate::error::Result;
 #[cfg(feature = "cuda")]
@@ -104,7 +106,7 @@ pub fn weight_grads(gs: &[&Tensor], x: &Tensor) -> Result<Vec<Tensor>> {
             let xt = crate::kernels::transpose(x)?;
             return gs
                 .iter()
-                .map(|g| lt::gemm(&crate::kernels::transpose(g)?, &xt.t()?, None))
+                .map(|g| op::gemm(&crate::kernels::transpose(g)?, &xt.t()?, None))
                 .collect();
         }
     }
@@ -127,9 +129,9 @@ pub fn matmul(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
                     // (both row-major, the reduction over rows) gets transposed copies.
                     let a = crate::kernels::transpose(&a.t()?)?;
                     let b = crate::kernels::transpose(b)?;
-                    return lt::gemm(&a, &b.t()?, c);
+                    return op::gemm(&a, &b.t()?, c);
                 }
-                return lt::gemm(a, b, c);
+                return op::gemm(a, b, c);
             }
         }
     }

@@ -1,0 +1,147 @@
+//! [`super::matmul`]'s candle op on CUDA: the operands' device pointers, the output
+//! buffer, and the call through [`super::lt`]'s plans.
+
+use super::lt::{self, Args, Key};
+use crate::error::Result;
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use candle_core::cuda_backend::{CudaStorage, WrapErr};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Shape, Tensor};
+use half::bf16;
+
+fn ptr<
+    'a,
+    T: candle_core::cuda_backend::CudaDType
+        + candle_core::cuda_backend::cudarc::driver::DeviceRepr
+        + 'a,
+>(
+    st: &'a CudaStorage,
+    l: &Layout,
+    s: &'a CudaStream,
+) -> candle_core::Result<(
+    u64,
+    candle_core::cuda_backend::cudarc::driver::SyncOnDrop<'a>,
+)> {
+    let v = st.as_cuda_slice::<T>()?;
+    let (p, g) = v.device_ptr(s);
+    Ok((p + (l.start_offset() * std::mem::size_of::<T>()) as u64, g))
+}
+
+/// The op: inputs a, b (and c), output D.
+struct Gemm;
+
+fn run(
+    a: (&CudaStorage, &Layout),
+    b: (&CudaStorage, &Layout),
+    c: Option<(&CudaStorage, &Layout)>,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let dev = a.0.device().clone();
+    let s = dev.cuda_stream();
+    let (m, k) = a.1.shape().dims2()?;
+    let n = b.1.shape().dims2()?.1;
+    // Plain where plain reads it (a single column is both), else the transposed view.
+    let transposed = |l: &Layout| !super::plain(l.dims(), l.stride());
+    let key = Key {
+        m,
+        n,
+        k,
+        ta: transposed(a.1),
+        tb: transposed(b.1),
+        bf16: a.0.dtype() == DType::BF16,
+        tf32: candle_core::cuda::gemm_reduced_precision_f32(),
+        add: c.is_some(),
+    };
+    macro_rules! go {
+        ($t:ty) => {{
+            // SAFETY: the GEMM writes all m·n elements.
+            let mut out = unsafe { s.alloc::<$t>(m * n) }.w()?;
+            {
+                let (pa, _ga) = ptr::<$t>(a.0, a.1, &s)?;
+                let (pb, _gb) = ptr::<$t>(b.0, b.1, &s)?;
+                let (pd, _gd) = out.device_ptr_mut(&s);
+                let (pc, _gc) = match c {
+                    Some(c) => {
+                        let (p, g) = ptr::<$t>(c.0, c.1, &s)?;
+                        (p, Some(g))
+                    }
+                    None => (pd, None),
+                };
+                let x = Args {
+                    a: pa,
+                    b: pb,
+                    c: pc,
+                    d: pd,
+                    beta: if c.is_some() { 1.0 } else { 0.0 },
+                };
+                lt::execute(key, &x, &s)?;
+            }
+            CudaStorage::wrap_cuda_slice(out, dev)
+        }};
+    }
+    let out = match a.0.dtype() {
+        DType::BF16 => go!(bf16),
+        _ => go!(f32),
+    };
+    Ok((out, Shape::from((m, n))))
+}
+
+impl CustomOp2 for Gemm {
+    fn name(&self) -> &'static str {
+        "gemm"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        crate::kernels::cuda_only("gemm")
+    }
+    fn cuda_fwd(
+        &self,
+        a: &CudaStorage,
+        al: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        run((a, al), (b, bl), None)
+    }
+}
+
+impl CustomOp3 for Gemm {
+    fn name(&self) -> &'static str {
+        "gemm_add"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        crate::kernels::cuda_only("gemm_add")
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_fwd(
+        &self,
+        a: &CudaStorage,
+        al: &Layout,
+        b: &CudaStorage,
+        bl: &Layout,
+        c: &CudaStorage,
+        cl: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        run((a, al), (b, bl), Some((c, cl)))
+    }
+}
+
+/// a · b (+ c) through cuBLASLt; the caller has checked layouts, dtypes and shapes.
+pub fn gemm(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
+    Ok(match c {
+        Some(c) => a.apply_op3_no_bwd(b, c, &Gemm)?,
+        None => a.apply_op2_no_bwd(b, &Gemm)?,
+    })
+}
