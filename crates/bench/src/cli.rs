@@ -131,6 +131,11 @@ pub enum Cmd {
         /// in every record ("fp32 tf32"); no effect on bf16 or the CPU.
         #[arg(long)]
         tf32: bool,
+        /// Where AdamW runs in step mode: after the backward; stage by stage inside it
+        /// (in-backward: each stage's gradients freed once applied); or so on a second
+        /// CUDA stream beside the backward (side-stream). Named in every record.
+        #[arg(long, value_enum, default_value = "after")]
+        adamw: single::AdamwPlace,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

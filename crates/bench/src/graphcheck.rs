@@ -4,9 +4,12 @@
 //! tensors first, AdamW's step scalars advanced before each replay).
 //! The weights must agree within 1e-6 relative (fp32); bf16 within 1e-2. The device must
 //! not track per-allocation events (comm's `cuda_device`), as for every captured step.
+//! The graphed run's AdamW runs where `--adamw` puts it (after the backward, inside it, or
+//! inside it on a second stream); the eager reference's always after it.
 
+use crate::single::{backward, AdamwPlace};
 use anyhow::{bail, Result};
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use model::graph::{capture, HtodCache};
 use model::{forward_backward, AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 
@@ -37,9 +40,12 @@ fn adamw() -> Result<AdamW> {
 
 /// Worst over parameters of max|w_graph − w_eager| / max|w_eager| after ten steps; an
 /// error when capture fails (with its reason) or past the tolerance.
-pub fn graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f32> {
+pub fn graph_vs_eager(gpu: &Device, dtype: DType, place: AdamwPlace) -> Result<f32> {
+    let side = match place {
+        AdamwPlace::SideStream => Some(model::SideStream::new(gpu)?),
+        _ => None,
+    };
     let _cache = HtodCache::enable(gpu);
-    let mut step = None;
     let eager = lm(gpu, dtype)?;
     let mut opt = adamw()?;
     for s in 0..STEPS {
@@ -52,28 +58,29 @@ pub fn graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f32> {
     let graphed = lm(gpu, dtype)?;
     let input = batch(&graphed, 0, gpu)?;
     let mut opt = adamw()?;
-    let (_, g) = forward_backward(&graphed, &input, |_, _| Ok(()))?;
-    opt.step_params(graphed.params(), &g)?;
-    drop(g);
+    let step = |opt: &mut AdamW| -> model::Result<Tensor> {
+        let tape = model::forward(&graphed, &input)?;
+        let loss = tape.loss().clone();
+        if let Some(g) = backward(&graphed, tape, opt, place, side.as_ref())? {
+            opt.step_params(graphed.params(), &g)?;
+        }
+        Ok(loss)
+    };
+    step(&mut opt)?;
+    let mut captured = None;
     for s in 1..STEPS {
         let b = batch(&graphed, s, gpu)?;
         input.input.slice_set(&b.input, 0, 0)?;
         input.targets.slice_set(&b.targets, 0, 0)?;
         if s == 1 {
-            step = Some(
-                capture(gpu, || {
-                    let tape = model::forward(&graphed, &input)?;
-                    let loss = tape.loss().clone();
-                    let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
-                    opt.step_params(graphed.params(), &g)?;
-                    Ok(loss)
-                })
-                .map_err(|why| anyhow::anyhow!("{dtype:?}: capture failed: {why}"))?,
+            captured = Some(
+                capture(gpu, || step(&mut opt))
+                    .map_err(|why| anyhow::anyhow!("{dtype:?}: capture failed: {why}"))?,
             );
         } else {
             opt.advance_for_replay()?;
         }
-        if let Some(c) = &step {
+        if let Some(c) = &captured {
             c.replay()?;
         }
     }

@@ -91,6 +91,7 @@ fn run(cli: Cli) -> Result<()> {
             cpu,
             graph,
             tf32,
+            adamw,
             out,
         } => {
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
@@ -111,7 +112,9 @@ fn run(cli: Cli) -> Result<()> {
                         single::Precision::Fp32 => 67.0,
                         single::Precision::Bf16 => 989.0,
                     });
-                    let r = single::run(s, d, mode, warmup, steps, batch, &device, peak, graph)?;
+                    let r = single::run(
+                        s, d, mode, warmup, steps, batch, &device, peak, graph, adamw,
+                    )?;
                     println!("{}", single::row(&r));
                     out.append(&r)?;
                 }
@@ -238,9 +241,15 @@ fn run(cli: Cli) -> Result<()> {
                 println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
             }
             let graph_dev = comm::nccl::cuda_device(0).context("GPU 0")?;
-            for dtype in [DType::F32, DType::BF16] {
-                let d = graphcheck::graph_vs_eager(&graph_dev, dtype)?;
-                println!("model-check CUDA graph: 1 eager step + 9 replays of the captured whole step (forward, backward, AdamW) vs 10 eager steps, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
+            for place in [
+                single::AdamwPlace::After,
+                single::AdamwPlace::InBackward,
+                single::AdamwPlace::SideStream,
+            ] {
+                for dtype in [DType::F32, DType::BF16] {
+                    let d = graphcheck::graph_vs_eager(&graph_dev, dtype, place)?;
+                    println!("model-check CUDA graph, AdamW {place:?}: 1 eager step + 9 replays of the captured whole step (forward, backward, AdamW) vs 10 eager steps with AdamW after the backward, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
+                }
             }
             for line in gemmcheck::run(&gpu)? {
                 println!("{line}");

@@ -36,6 +36,20 @@ pub enum Mode {
     Step,
 }
 
+/// Where AdamW runs in a step (`bench single --adamw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdamwPlace {
+    /// After the backward, over all gradients (`opt_ms` is its time).
+    #[default]
+    After,
+    /// Stage by stage inside the backward, on the compute stream (model::InBackward);
+    /// `opt_ms` is 0 and `bwd_ms` holds both.
+    InBackward,
+    /// As `in-backward`, on a second CUDA stream beside the backward (model::SideStream).
+    SideStream,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SingleRecord {
     pub bench: String, // "single"
@@ -70,6 +84,9 @@ pub struct SingleRecord {
     /// fp32 GEMMs on TF32 tensor cores (`bench single --tf32`, model::tf32).
     #[serde(default)]
     pub tf32: bool,
+    /// Where AdamW ran (step mode; `after` in the other modes and in older records).
+    #[serde(default)]
+    pub adamw: AdamwPlace,
     /// The GPU's SM clock and power over the timed steps (NVML; `None` on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuTelemetry>,
@@ -95,7 +112,19 @@ pub fn run(
     device: &Device,
     peak_tflops: Option<f64>,
     graph: bool,
+    adamw: AdamwPlace,
 ) -> Result<SingleRecord> {
+    let adamw = if mode == Mode::Step {
+        adamw
+    } else {
+        AdamwPlace::After
+    };
+    let side = match adamw {
+        AdamwPlace::SideStream => Some(
+            model::SideStream::new(device).map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?,
+        ),
+        _ => None,
+    };
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
@@ -139,8 +168,8 @@ pub fn run(
             match model::graph::capture(device, || {
                 let tape = model::forward(&lm, &b)?;
                 let loss = tape.loss().clone();
-                let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
-                if mode == Mode::Step {
+                let g = backward(&lm, tape, &mut opt, adamw, side.as_ref())?;
+                if let (Some(g), Mode::Step) = (g, mode) {
                     opt.step_params(lm.params(), &g)?;
                 }
                 Ok(loss)
@@ -188,9 +217,9 @@ pub fn run(
                 drop(tape);
             } else {
                 let t1 = Timer::start(device)?;
-                let g = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
+                let g = backward(&lm, tape, &mut opt, adamw, side.as_ref())?;
                 tb = t1.stop()?;
-                if mode == Mode::Step {
+                if let (Some(g), Mode::Step) = (g, mode) {
                     let t2 = Timer::start(device)?;
                     opt.step_params(lm.params(), &g)?;
                     to = t2.stop()?;
@@ -248,8 +277,27 @@ pub fn run(
         graph: graph && fallback.is_none(),
         graph_fallback: fallback,
         graph_kernels,
+        adamw,
         gpu,
     })
+}
+
+/// The staged backward, with AdamW inside it unless `place` is `After`; the gradients
+/// when AdamW is still to run.
+pub(crate) fn backward(
+    lm: &TransformerLm,
+    tape: model::Tape,
+    opt: &mut AdamW,
+    place: AdamwPlace,
+    side: Option<&model::SideStream>,
+) -> model::Result<Option<model::Grads>> {
+    if place == AdamwPlace::After {
+        return Ok(Some(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?));
+    }
+    let mut ib = model::InBackward::begin(opt, lm.params(), side)?;
+    tape.backward(|s, g| ib.stage(&lm.stage_params(s), g))?;
+    ib.finish()?;
+    Ok(None)
 }
 
 /// The block GEMMs' tuning so far (CUDA): per shape, cuBLASLt's first heuristic against the
@@ -319,7 +367,17 @@ pub fn row(r: &SingleRecord) -> String {
         "{:>6} {:>9} {:>8} {:>14} {:>14} {:>14} {:>14} {:>10.0} {:>6} {:>9} {:>9}  {}",
         r.size,
         r.math(),
-        format!("{:?}{}", r.mode, if r.graph { "+g" } else { "" }).to_lowercase(),
+        format!(
+            "{:?}{}{}",
+            r.mode,
+            if r.graph { "+g" } else { "" },
+            match r.adamw {
+                AdamwPlace::After => "",
+                AdamwPlace::InBackward => "+ib",
+                AdamwPlace::SideStream => "+ss",
+            }
+        )
+        .to_lowercase(),
         ms(r.fwd_ms),
         ms(r.bwd_ms),
         ms(r.opt_ms),

@@ -119,7 +119,13 @@ fn dweight(g: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 impl SavedStage for Saved {
-    fn backward(self: Box<Self>, upstream: &Tensor) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+    fn backward(
+        self: Box<Self>,
+        upstream: Option<&Tensor>,
+    ) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+        let upstream = upstream.ok_or_else(|| {
+            crate::error::ModelError::Config("a Transformer block cannot be the last stage".into())
+        })?;
         let s = *self;
         let (b, t, d) = s.shape;
         let (h, e) = (s.dims.heads, d / s.dims.heads);

@@ -23,6 +23,7 @@
 //! for fp32 GEMMs, opt in).
 
 mod block;
+mod head;
 pub mod config;
 pub mod gemm;
 pub mod graph;
@@ -38,10 +39,10 @@ pub mod toy;
 // ddp and zero1 depend on without this crate; re-exported so `model::AdamW` etc. still work.
 #[cfg(feature = "cuda")]
 pub use seam::fused_adamw;
-pub use seam::{adamw, error, gemm_sms, params, profile, shadow, staged};
+pub use seam::{adamw, error, gemm_sms, in_backward, params, profile, shadow, staged};
 pub use seam::{
-    forward, forward_backward, forward_with, AdamW, AdamWConfig, Batch, Grads, ModelError,
-    ParamSet, Result, SavedStage, StagedModel, Tape,
+    forward, forward_backward, forward_with, AdamW, AdamWConfig, Batch, Grads, InBackward,
+    ModelError, ParamSet, Result, SavedStage, SideStream, StagedModel, Tape,
 };
 
 pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};

@@ -1,8 +1,11 @@
 //! The Transformer LM: token embedding; pre-norm blocks (RMSNorm, causal multi-head
 //! attention with RoPE, residual; RMSNorm, SwiGLU, residual); final RMSNorm; untied head;
-//! no biases. Stages: embedding, one per block, final norm + head + loss.
+//! no biases. Stages: embedding, one per block, final norm + head + loss (blocks and the
+//! last stage with hand-written backward passes where the fused kernels run: block.rs,
+//! head.rs).
 
 use crate::block::{self, BlockDims, BlockWeights};
+use crate::head::{self, HeadWeights};
 use crate::config::LmConfig;
 use crate::error::{ModelError, Result};
 use crate::kernels::cross_entropy;
@@ -141,6 +144,19 @@ impl TransformerLm {
         Ok((self.rope.0.narrow(0, 0, t)?, self.rope.1.narrow(0, 0, t)?))
     }
 
+    /// Parameter `i` detached in the compute dtype for a hand-written stage: in bf16 the
+    /// copy AdamW wrote (crate::shadow) if fresh, else a cast.
+    fn compute_weight(&self, i: usize) -> Result<Tensor> {
+        let p = self.params.var(i).as_tensor();
+        match self.dtype {
+            DType::BF16 => match self.params.bf16_shadows().take_fresh(i) {
+                Some(copy) => Ok(copy),
+                None => crate::kernels::to_bf16(p),
+            },
+            d => Ok(p.detach().to_dtype(d)?),
+        }
+    }
+
     fn w(&self, i: usize) -> Result<Tensor> {
         Ok(self.params.var(i).as_tensor().to_dtype(self.dtype)?)
     }
@@ -233,25 +249,21 @@ impl StagedModel for TransformerLm {
         &self,
         s: usize,
         x: &Tensor,
-        _batch: &Batch,
+        batch: &Batch,
     ) -> Result<Option<(Tensor, Box<dyn SavedStage>)>> {
         let supported = x.device().is_cuda() || self.dtype == DType::F32;
-        if !self.hand_written || !supported || s == 0 || s > self.cfg.layers {
+        if !self.hand_written || !supported || s == 0 {
             return Ok(None);
+        }
+        if s > self.cfg.layers {
+            let ids = [self.norm, self.head];
+            let [a, b] = ids.map(|i| self.compute_weight(i));
+            let w = HeadWeights { w: [a?, b?], ids };
+            return Ok(Some(head::forward(x, &batch.targets, w, self.cfg.norm_eps as f32)?));
         }
         let blk = &self.blocks[s - 1];
         let ids = [blk.norm1, blk.qkv, blk.o, blk.norm2, blk.w1, blk.w3, blk.w2];
-        let w = ids.map(|i| {
-            let p = self.params.var(i).as_tensor();
-            match self.dtype {
-                DType::BF16 => match self.params.bf16_shadows().take_fresh(i) {
-                    Some(copy) => Ok(copy),
-                    None => crate::kernels::to_bf16(p),
-                },
-                d => Ok(p.detach().to_dtype(d)?),
-            }
-        });
-        let [a, b, c, d, e, f, g] = w;
+        let [a, b, c, d, e, f, g] = ids.map(|i| self.compute_weight(i));
         let (cos, sin) = self.rope_for(x.dim(1)?)?;
         let dims = BlockDims {
             heads: self.cfg.heads,

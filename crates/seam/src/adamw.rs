@@ -206,6 +206,19 @@ impl AdamW {
             ))
             .into());
         }
+        self.begin_step(params)?;
+        for i in order {
+            let Some(g) = &grads[i] else { continue };
+            self.update(i, &params[i], g, shadows, None)?;
+            after(i)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a step over `params` (all of them, in index order) whose parameters are then
+    /// updated one by one ([`crate::in_backward`]): advances the step count and queues the
+    /// fused kernels' scalars.
+    pub(crate) fn begin_step(&mut self, params: &[Var]) -> Result<()> {
         self.state.resize_with(params.len(), || None);
         self.step += 1;
         #[cfg(feature = "cuda")]
@@ -218,12 +231,31 @@ impl AdamW {
                 d.upload(s, false)?;
             }
         }
-        for i in order {
-            let Some(g) = &grads[i] else { continue };
-            self.update(i, &params[i], g, shadows)?;
-            after(i)?;
-        }
         Ok(())
+    }
+
+    /// Allocates what parameter `i`'s fused update writes (its moments, its bf16 copy) on
+    /// the parameter's stream, so that an update launched on another stream allocates
+    /// nothing. Whether `i` takes the fused path (only it can run on another stream).
+    pub(crate) fn prepare_side(
+        &mut self,
+        i: usize,
+        p: &Var,
+        shadows: Option<&crate::shadow::Bf16Shadows>,
+    ) -> Result<bool> {
+        #[cfg(feature = "cuda")]
+        if self.uses_fused(p) {
+            if !matches!(self.state[i], Some(Moments::Device(_))) {
+                let m = crate::fused_adamw::zero_moments(p.as_tensor())?;
+                self.state[i] = Some(Moments::Device(m));
+            }
+            if let Some(sh) = shadows {
+                sh.target(i, p.as_tensor())?;
+            }
+            return Ok(true);
+        }
+        let _ = (i, p, shadows);
+        Ok(false)
     }
 
     /// The bias corrections of the current step count: 1 − β1ᵗ and √(1 − β2ᵗ).
@@ -265,13 +297,16 @@ impl AdamW {
 
     /// Queues parameter `i`'s update for the current step count (and, with `shadows` on the
     /// fused path, the write of its bf16 copy).
-    fn update(
+    pub(crate) fn update(
         &mut self,
         i: usize,
         p: &Var,
         g: &Tensor,
         shadows: Option<&crate::shadow::Bf16Shadows>,
+        on: Option<&std::sync::Arc<crate::in_backward::Stream>>,
     ) -> Result<()> {
+        #[cfg(not(feature = "cuda"))]
+        let _ = on;
         #[cfg(feature = "cuda")]
         if self.uses_fused(p) {
             let mut mom = match self.state[i].take() {
@@ -282,7 +317,7 @@ impl AdamW {
                 ModelError::Input("fused AdamW: step scalars not uploaded".into())
             })?;
             let copy = shadows.map(|sh| sh.target(i, p.as_tensor())).transpose()?;
-            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref())?;
+            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref(), on)?;
             self.state[i] = Some(Moments::Device(mom));
             if let Some(sh) = shadows {
                 sh.mark_fresh(i);

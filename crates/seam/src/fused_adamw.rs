@@ -154,6 +154,8 @@ struct Launch<'a> {
     s: &'a CudaSlice<f32>,
     /// Where to write the updated parameter in bf16 (model::shadow), if anywhere.
     copy: Option<&'a CudaSlice<half::bf16>>,
+    /// The stream to launch on: the parameter's (candle's compute stream) when `None`.
+    on: Option<&'a std::sync::Arc<CudaStream>>,
 }
 
 impl InplaceOp2 for Launch<'_> {
@@ -223,7 +225,10 @@ impl InplaceOp2 for Launch<'_> {
             shared_mem_bytes: 0,
         };
         let (gf, gb);
-        let mut b = func.builder();
+        let mut b = match self.on {
+            Some(stream) => stream.launch_builder(&func),
+            None => func.builder(),
+        };
         b.arg(pd);
         if g.dtype() == DType::F32 {
             gf = g.as_cuda_slice::<f32>()?.slice(go..go + n);
@@ -254,13 +259,25 @@ impl InplaceOp2 for Launch<'_> {
 /// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
 /// dtypes are cast to f32 first), with the scalars last uploaded to `s`; also writes the
 /// updated `p` in bf16 into `copy` (a whole contiguous bf16 CUDA tensor) if given.
+/// `on`: launch on this stream instead of the parameter's; the caller orders it after
+/// whatever wrote `g`, `p`, the moments and the scalars, and keeps `g` alive until it ran
+/// (see [`crate::in_backward`]). Anything the launch must allocate or convert (a
+/// non-contiguous or non-f32/bf16 gradient) is refused there, since that would run on the
+/// parameter's stream, unordered with `on`.
 pub fn step(
     p: &Var,
     g: &Tensor,
     moments: &mut DeviceMoments,
     s: &DeviceScalars,
     copy: Option<&Tensor>,
+    on: Option<&std::sync::Arc<CudaStream>>,
 ) -> Result<()> {
+    if on.is_some() && !(g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::BF16)) {
+        return Err(ModelError::Input(format!(
+            "fused AdamW on a second stream: the gradient must be contiguous f32 or bf16, got {:?}",
+            g.dtype()
+        )));
+    }
     let g = if matches!(g.dtype(), DType::F32 | DType::BF16) {
         g.contiguous()?
     } else {
@@ -289,6 +306,7 @@ pub fn step(
             moments: RefCell::new(moments),
             s: &s.dev,
             copy,
+            on,
         },
     )?;
     Ok(())

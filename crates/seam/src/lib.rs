@@ -8,7 +8,8 @@
 //! [`ParamSet::from_varmap`], [`ParamSet::from_vars`]), [`sequential`] (a staged model of
 //! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
 //! CUDA one fused kernel per parameter, `fused_adamw`), [`shadow`] (the bf16 weight copies
-//! AdamW writes for a bf16 forward), [`gemm_sms`] (how many SMs cuBLAS
+//! AdamW writes for a bf16 forward), [`in_backward`] (AdamW stage by stage inside the
+//! backward, optionally on a second CUDA stream), [`gemm_sms`] (how many SMs cuBLAS
 //! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
 
 pub mod adamw;
@@ -19,6 +20,7 @@ pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;
 pub mod gemm_sms;
+pub mod in_backward;
 pub mod params;
 pub mod profile;
 pub mod sequential;
@@ -26,6 +28,7 @@ pub mod shadow;
 pub mod staged;
 
 pub use adamw::{AdamW, AdamWConfig};
+pub use in_backward::{InBackward, SideStream};
 pub use error::{ModelError, Result};
 pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};

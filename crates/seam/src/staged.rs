@@ -22,8 +22,12 @@ pub use crate::batch::Batch;
 
 /// What a hand-written stage keeps from its forward for its backward.
 pub trait SavedStage {
-    /// From ∂loss/∂output: ∂loss/∂input and the gradients (f32) of the parameters, by index.
-    fn backward(self: Box<Self>, upstream: &Tensor) -> Result<(Tensor, Vec<(usize, Tensor)>)>;
+    /// From ∂loss/∂output (`None` for the last stage, whose output is the loss: ∂loss/∂out
+    /// = 1): ∂loss/∂input and the gradients of the parameters, by index.
+    fn backward(
+        self: Box<Self>,
+        upstream: Option<&Tensor>,
+    ) -> Result<(Tensor, Vec<(usize, Tensor)>)>;
 }
 
 /// A model split into stages.
@@ -162,10 +166,8 @@ fn stage_backward(
 ) -> Result<()> {
     match record {
         Record::Manual(saved) => {
-            let g = upstream.take().ok_or_else(|| {
-                ModelError::Config(format!("hand-written stage {s} cannot be the last"))
-            })?;
-            let (dx, pg) = saved.backward(&g)?;
+            let g = upstream.take();
+            let (dx, pg) = saved.backward(g.as_ref())?;
             for (i, g) in pg {
                 accumulate(grads, i, g)?;
             }

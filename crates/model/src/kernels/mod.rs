@@ -27,7 +27,7 @@ mod qkv;
 mod rope;
 mod softmax;
 mod swiglu;
-mod xent;
+pub(crate) mod xent;
 
 pub use cast::to_bf16;
 pub use embed::embedding;

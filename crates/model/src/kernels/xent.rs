@@ -150,11 +150,27 @@ impl CustomOp3 for Bwd {
 /// casting them to f32 first: the cast is exact, and the gradient is rounded once either
 /// way); elsewhere they are cast to f32.
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    let logits = as_read(logits)?;
+    Ok(logits.apply_op2(&targets.contiguous()?, Fwd)?.mean_all()?)
+}
+
+/// Logits as the kernels read them: bf16 on CUDA as they are, f32 otherwise; contiguous.
+fn as_read(logits: &Tensor) -> Result<Tensor> {
     let keep = logits.device().is_cuda() && logits.dtype() == DType::BF16;
-    let logits = if keep {
+    Ok(if keep {
         logits.contiguous()?
     } else {
         logits.to_dtype(DType::F32)?.contiguous()?
-    };
-    Ok(logits.apply_op2(&targets.contiguous()?, Fwd)?.mean_all()?)
+    })
+}
+
+/// Each row's loss (N,), f32, without autograd (for a hand-written backward).
+pub(crate) fn rows(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    Ok(as_read(logits)?.apply_op2_no_bwd(&targets.contiguous()?, &Fwd)?)
+}
+
+/// ∂loss/∂logits from each row's loss gradient `g` (N,) f32: g_r · (softmax − onehot),
+/// in the dtype the kernels read the logits in.
+pub(crate) fn rows_grad(logits: &Tensor, targets: &Tensor, g: &Tensor) -> Result<Tensor> {
+    Ok(as_read(logits)?.apply_op3_no_bwd(&targets.contiguous()?, &g.contiguous()?, &Bwd)?)
 }
