@@ -132,10 +132,19 @@ pub enum Cmd {
         #[arg(long)]
         tf32: bool,
         /// Where AdamW runs in step mode: after the backward; stage by stage inside it
-        /// (in-backward: each stage's gradients freed once applied); or so on a second
-        /// CUDA stream beside the backward (side-stream). Named in every record.
-        #[arg(long, value_enum, default_value = "after")]
+        /// (in-backward: each stage's gradients freed once applied); so on a second CUDA
+        /// stream beside the backward (side-stream); or auto: side-stream for fp32 on
+        /// CUDA without TF32, in-backward otherwise. Records name the place that ran.
+        #[arg(long, value_enum, default_value = "auto")]
         adamw: single::AdamwPlace,
+        /// side-stream: at most this many blocks per update kernel (0: the kernel's full
+        /// grid of up to 2112); fewer leave the SMs to the backward's GEMMs. 264 (two per
+        /// SM) measured best for fp32 (2.7B, nvidia-h200).
+        #[arg(long, default_value_t = 264)]
+        side_blocks: u32,
+        /// side-stream: free a stage's gradients this many stages after its updates.
+        #[arg(long, default_value_t = model::in_backward::LAG, value_parser = at_least_1)]
+        side_lag: usize,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

@@ -92,8 +92,15 @@ fn run(cli: Cli) -> Result<()> {
             graph,
             tf32,
             adamw,
+            side_blocks,
+            side_lag,
             out,
         } => {
+            let adamw = single::AdamwOpts {
+                place: adamw,
+                side_blocks,
+                side_lag,
+            };
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
             model::tf32::set_tf32(tf32 && !cpu);
             let out = records::Out::open(&out)?;

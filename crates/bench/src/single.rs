@@ -43,11 +43,26 @@ pub enum AdamwPlace {
     /// After the backward, over all gradients (`opt_ms` is its time).
     #[default]
     After,
+    /// What measured fastest on nvidia-h200 (docs/results/single-gpu-h200.md, runs
+    /// 28-30): `side-stream` for fp32 on CUDA without TF32 (its SIMT GEMMs leave memory
+    /// bandwidth to the updates: 2.7B −20 ms, xl −6 ms), `in-backward` otherwise (bf16
+    /// and TF32 GEMMs and the updates both want the bandwidth; a second stream gained
+    /// at most 0.3 ms there and lost up to 2.6 ms). Records name the place chosen.
+    Auto,
     /// Stage by stage inside the backward, on the compute stream (model::InBackward);
     /// `opt_ms` is 0 and `bwd_ms` holds both.
     InBackward,
     /// As `in-backward`, on a second CUDA stream beside the backward (model::SideStream).
     SideStream,
+}
+
+/// `--adamw` and the side stream's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamwOpts {
+    pub place: AdamwPlace,
+    /// Block cap of the side stream's update kernels (0: their full grid).
+    pub side_blocks: u32,
+    pub side_lag: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -87,6 +102,12 @@ pub struct SingleRecord {
     /// Where AdamW ran (step mode; `after` in the other modes and in older records).
     #[serde(default)]
     pub adamw: AdamwPlace,
+    /// side-stream: the update kernels' block cap (`None`: their full grid) and the lag,
+    /// in stages, before a stage's gradients are freed (model::SideStream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_blocks: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_lag: Option<usize>,
     /// The GPU's SM clock and power over the timed steps (NVML; `None` on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuTelemetry>,
@@ -112,16 +133,26 @@ pub fn run(
     device: &Device,
     peak_tflops: Option<f64>,
     graph: bool,
-    adamw: AdamwPlace,
+    opts: AdamwOpts,
 ) -> Result<SingleRecord> {
-    let adamw = if mode == Mode::Step {
-        adamw
-    } else {
-        AdamwPlace::After
+    let adamw = match (mode, opts.place) {
+        (Mode::Step, AdamwPlace::Auto) => {
+            let fp32_simt = dtype == Precision::Fp32 && !model::tf32::tf32();
+            if device.is_cuda() && fp32_simt {
+                AdamwPlace::SideStream
+            } else {
+                AdamwPlace::InBackward
+            }
+        }
+        (Mode::Step, place) => place,
+        _ => AdamwPlace::After,
     };
     let side = match adamw {
         AdamwPlace::SideStream => Some(
-            model::SideStream::new(device).map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?,
+            model::SideStream::new(device)
+                .map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?
+                .with_max_blocks(Some(opts.side_blocks))
+                .with_lag(opts.side_lag),
         ),
         _ => None,
     };
@@ -278,6 +309,8 @@ pub fn run(
         graph_fallback: fallback,
         graph_kernels,
         adamw,
+        side_blocks: side.as_ref().and(Some(opts.side_blocks).filter(|&b| b > 0)),
+        side_lag: side.as_ref().map(|_| opts.side_lag.max(1)),
         gpu,
     })
 }
@@ -332,6 +365,15 @@ fn report_gemm_tuning(size: &str, dtype: Precision) {
 }
 
 impl SingleRecord {
+    /// ", AdamW in backward" and the like, for tables; empty when AdamW ran after it.
+    pub fn adamw_place(&self) -> &'static str {
+        match self.adamw {
+            AdamwPlace::After | AdamwPlace::Auto => "",
+            AdamwPlace::InBackward => ", AdamW in backward",
+            AdamwPlace::SideStream => ", AdamW in backward on a 2nd stream",
+        }
+    }
+
     /// "fp32", "bf16", or "fp32 tf32" when fp32 GEMMs ran on TF32.
     pub fn math(&self) -> String {
         match (self.dtype, self.tf32) {
@@ -372,7 +414,7 @@ pub fn row(r: &SingleRecord) -> String {
             r.mode,
             if r.graph { "+g" } else { "" },
             match r.adamw {
-                AdamwPlace::After => "",
+                AdamwPlace::After | AdamwPlace::Auto => "",
                 AdamwPlace::InBackward => "+ib",
                 AdamwPlace::SideStream => "+ss",
             }

@@ -303,7 +303,7 @@ impl AdamW {
         p: &Var,
         g: &Tensor,
         shadows: Option<&crate::shadow::Bf16Shadows>,
-        on: Option<&std::sync::Arc<crate::in_backward::Stream>>,
+        on: Option<&crate::in_backward::SideStream>,
     ) -> Result<()> {
         #[cfg(not(feature = "cuda"))]
         let _ = on;
@@ -317,6 +317,7 @@ impl AdamW {
                 ModelError::Input("fused AdamW: step scalars not uploaded".into())
             })?;
             let copy = shadows.map(|sh| sh.target(i, p.as_tensor())).transpose()?;
+            let on = on.map(|side| (side.stream(), side.max_blocks()));
             crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref(), on)?;
             self.state[i] = Some(Moments::Device(mom));
             if let Some(sh) = shadows {

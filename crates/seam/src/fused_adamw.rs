@@ -154,8 +154,9 @@ struct Launch<'a> {
     s: &'a CudaSlice<f32>,
     /// Where to write the updated parameter in bf16 (model::shadow), if anywhere.
     copy: Option<&'a CudaSlice<half::bf16>>,
-    /// The stream to launch on: the parameter's (candle's compute stream) when `None`.
-    on: Option<&'a std::sync::Arc<CudaStream>>,
+    /// The stream to launch on (the parameter's, candle's compute stream, when `None`)
+    /// and at most how many blocks to launch there.
+    on: Option<(&'a std::sync::Arc<CudaStream>, Option<u32>)>,
 }
 
 impl InplaceOp2 for Launch<'_> {
@@ -218,7 +219,8 @@ impl InplaceOp2 for Launch<'_> {
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         let per_thread = if vec4 { 4 } else { 1 };
-        let blocks = n.div_ceil(256 * per_thread).min(132 * 16) as u32;
+        let cap = self.on.and_then(|(_, b)| b).unwrap_or(132 * 16).max(1) as usize;
+        let blocks = n.div_ceil(256 * per_thread).min(cap) as u32;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (256, 1, 1),
@@ -226,7 +228,7 @@ impl InplaceOp2 for Launch<'_> {
         };
         let (gf, gb);
         let mut b = match self.on {
-            Some(stream) => stream.launch_builder(&func),
+            Some((stream, _)) => stream.launch_builder(&func),
             None => func.builder(),
         };
         b.arg(pd);
@@ -259,7 +261,9 @@ impl InplaceOp2 for Launch<'_> {
 /// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
 /// dtypes are cast to f32 first), with the scalars last uploaded to `s`; also writes the
 /// updated `p` in bf16 into `copy` (a whole contiguous bf16 CUDA tensor) if given.
-/// `on`: launch on this stream instead of the parameter's; the caller orders it after
+/// `on`: launch on this stream instead of the parameter's, with at most this many blocks
+/// (the kernel loops over the elements; fewer blocks leave SMs to the GEMMs that run
+/// beside it, see [`crate::in_backward`]); the caller orders it after
 /// whatever wrote `g`, `p`, the moments and the scalars, and keeps `g` alive until it ran
 /// (see [`crate::in_backward`]). Anything the launch must allocate or convert (a
 /// non-contiguous or non-f32/bf16 gradient) is refused there, since that would run on the
@@ -270,7 +274,7 @@ pub fn step(
     moments: &mut DeviceMoments,
     s: &DeviceScalars,
     copy: Option<&Tensor>,
-    on: Option<&std::sync::Arc<CudaStream>>,
+    on: Option<(&std::sync::Arc<CudaStream>, Option<u32>)>,
 ) -> Result<()> {
     if on.is_some() && !(g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::BF16)) {
         return Err(ModelError::Input(format!(

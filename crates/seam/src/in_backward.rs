@@ -22,7 +22,7 @@
 //!   (its backward, the moments and bf16 copies allocated for them);
 //! - the stage's gradients are freed (stream-ordered, on the compute stream) only after
 //!   the compute stream has waited for the event that follows their updates, [`LAG`]
-//!   stages later, so the wait rarely stalls it;
+//!   stages later ([`SideStream::with_lag`]), so the wait rarely stalls it;
 //! - join ([`InBackward::finish`], or drop): the compute stream waits for every update, so
 //!   the next forward reads updated parameters.
 //!
@@ -48,10 +48,11 @@ pub enum Stream {}
 
 #[cfg(feature = "cuda")]
 type Event = candle_core::cuda_backend::cudarc::driver::CudaEvent;
+/// Without CUDA no event is ever made (there is no side stream).
 #[cfg(not(feature = "cuda"))]
-type Event = ();
+struct Event;
 
-/// Stages between queuing a stage's updates and freeing its gradients.
+/// Stages between queuing a stage's updates and freeing its gradients, by default.
 pub const LAG: usize = 2;
 
 /// A second stream on a CUDA device, for the updates.
@@ -59,6 +60,8 @@ pub struct SideStream {
     side: std::sync::Arc<Stream>,
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     compute: std::sync::Arc<Stream>,
+    blocks: Option<u32>,
+    lag: usize,
 }
 
 impl SideStream {
@@ -76,11 +79,42 @@ impl SideStream {
             }
             let compute = d.cuda_stream();
             let side = compute.context().new_stream().map_err(cuda)?;
-            return Ok(Self { side, compute });
+            return Ok(Self {
+                side,
+                compute,
+                blocks: None,
+                lag: LAG,
+            });
         }
         Err(ModelError::Input(format!(
             "a second stream for AdamW needs a CUDA device, got {device:?}"
         )))
+    }
+
+    /// At most `blocks` blocks per update kernel (`None`: the kernel's own grid, which
+    /// fills the GPU): a few blocks leave the SMs to the backward's GEMMs and trickle the
+    /// updates beside them, where a full grid takes the SMs in turn with them.
+    pub fn with_max_blocks(mut self, blocks: Option<u32>) -> Self {
+        self.blocks = blocks.filter(|&b| b > 0);
+        self
+    }
+
+    /// Free a stage's gradients `lag` (≥ 1) stages after its updates were queued: a longer
+    /// lag stalls the backward less when the updates run slower than it, and keeps more
+    /// gradients alive.
+    pub fn with_lag(mut self, lag: usize) -> Self {
+        self.lag = lag.max(1);
+        self
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn stream(&self) -> &std::sync::Arc<Stream> {
+        &self.side
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn max_blocks(&self) -> Option<u32> {
+        self.blocks
     }
 
     /// The side stream waits for everything queued on the compute stream so far.
@@ -179,12 +213,11 @@ impl<'a> InBackward<'a> {
         }
         side.fork()?;
         for (i, g) in &ready {
-            self.opt
-                .update(*i, &vars[*i], g, shadows, Some(&side.side))?;
+            self.opt.update(*i, &vars[*i], g, shadows, Some(side))?;
         }
         self.pending
             .push_back((side.done()?, ready.into_iter().map(|(_, g)| g).collect()));
-        while self.pending.len() > LAG {
+        while self.pending.len() > side.lag {
             let (e, gs) = self.pending.pop_front().expect("non-empty");
             side.compute_waits(&e)?;
             drop(gs);

@@ -79,7 +79,9 @@ pub fn single(
             md,
             "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ± {:.2} | {:.0} | {} | {} | {} | {} | {} | {} |",
             r.size,
-            r.math() + if r.graph { ", CUDA graph" } else { "" },
+            r.math()
+                + if r.graph { ", CUDA graph" } else { "" }
+                + r.adamw_place(),
             r.fwd_ms.0,
             r.bwd_ms.0,
             r.opt_ms.0,
