@@ -7,7 +7,7 @@
 //! The graphed run's AdamW runs where `--adamw` puts it (after the backward, inside it, or
 //! inside it on a second stream); the eager reference's always after it.
 
-use crate::single::{backward, AdamwPlace};
+use crate::adamw_place::{backward, AdamwPlace};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use model::graph::{capture, HtodCache};

@@ -3,6 +3,8 @@
 //! mean and standard deviation over `steps` after `warmup`, tokens/s, model FLOP
 //! utilisation, and peak memory for forward-only and for a whole step.
 
+use crate::adamw_place::backward;
+pub use crate::adamw_place::{AdamwOpts, AdamwPlace};
 use crate::memory;
 use crate::telemetry::{GpuTelemetry, Sampler};
 use crate::timer::{mean_std, Timer};
@@ -34,35 +36,6 @@ pub enum Mode {
     Fwd,
     FwdBwd,
     Step,
-}
-
-/// Where AdamW runs in a step (`bench single --adamw`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdamwPlace {
-    /// After the backward, over all gradients (`opt_ms` is its time).
-    #[default]
-    After,
-    /// What measured fastest on nvidia-h200 (docs/results/single-gpu-h200.md, runs
-    /// 28-30): `side-stream` for fp32 on CUDA without TF32 (its SIMT GEMMs leave memory
-    /// bandwidth to the updates: 2.7B −20 ms, xl −6 ms), `in-backward` otherwise (bf16
-    /// and TF32 GEMMs and the updates both want the bandwidth; a second stream gained
-    /// at most 0.3 ms there and lost up to 2.6 ms). Records name the place chosen.
-    Auto,
-    /// Stage by stage inside the backward, on the compute stream (model::InBackward);
-    /// `opt_ms` is 0 and `bwd_ms` holds both.
-    InBackward,
-    /// As `in-backward`, on a second CUDA stream beside the backward (model::SideStream).
-    SideStream,
-}
-
-/// `--adamw` and the side stream's settings.
-#[derive(Debug, Clone, Copy)]
-pub struct AdamwOpts {
-    pub place: AdamwPlace,
-    /// Block cap of the side stream's update kernels (0: their full grid).
-    pub side_blocks: u32,
-    pub side_lag: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,27 +108,7 @@ pub fn run(
     graph: bool,
     opts: AdamwOpts,
 ) -> Result<SingleRecord> {
-    let adamw = match (mode, opts.place) {
-        (Mode::Step, AdamwPlace::Auto) => {
-            let fp32_simt = dtype == Precision::Fp32 && !model::tf32::tf32();
-            if device.is_cuda() && fp32_simt {
-                AdamwPlace::SideStream
-            } else {
-                AdamwPlace::InBackward
-            }
-        }
-        (Mode::Step, place) => place,
-        _ => AdamwPlace::After,
-    };
-    let side = match adamw {
-        AdamwPlace::SideStream => Some(
-            model::SideStream::new(device)
-                .map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?
-                .with_max_blocks(Some(opts.side_blocks))
-                .with_lag(opts.side_lag),
-        ),
-        _ => None,
-    };
+    let (adamw, side) = opts.resolve(mode, dtype, device)?;
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
@@ -313,24 +266,6 @@ pub fn run(
         side_lag: side.as_ref().map(|_| opts.side_lag.max(1)),
         gpu,
     })
-}
-
-/// The staged backward, with AdamW inside it unless `place` is `After`; the gradients
-/// when AdamW is still to run.
-pub(crate) fn backward(
-    lm: &TransformerLm,
-    tape: model::Tape,
-    opt: &mut AdamW,
-    place: AdamwPlace,
-    side: Option<&model::SideStream>,
-) -> model::Result<Option<model::Grads>> {
-    if place == AdamwPlace::After {
-        return Ok(Some(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?));
-    }
-    let mut ib = model::InBackward::begin(opt, lm.params(), side)?;
-    tape.backward(|s, g| ib.stage(&lm.stage_params(s), g))?;
-    ib.finish()?;
-    Ok(None)
 }
 
 /// The block GEMMs' tuning so far (CUDA): per shape, cuBLASLt's first heuristic against the

@@ -23,10 +23,10 @@
 //! for fp32 GEMMs, opt in).
 
 mod block;
-mod head;
 pub mod config;
 pub mod gemm;
 pub mod graph;
+mod head;
 pub mod kernels;
 pub mod layers;
 pub mod lm;

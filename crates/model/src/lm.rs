@@ -5,9 +5,9 @@
 //! head.rs).
 
 use crate::block::{self, BlockDims, BlockWeights};
-use crate::head::{self, HeadWeights};
 use crate::config::LmConfig;
 use crate::error::{ModelError, Result};
+use crate::head::{self, HeadWeights};
 use crate::kernels::cross_entropy;
 use crate::layers::{attention, linear, rope_tables, swiglu};
 use crate::params::{rng, Init, ParamSet};
@@ -259,7 +259,12 @@ impl StagedModel for TransformerLm {
             let ids = [self.norm, self.head];
             let [a, b] = ids.map(|i| self.compute_weight(i));
             let w = HeadWeights { w: [a?, b?], ids };
-            return Ok(Some(head::forward(x, &batch.targets, w, self.cfg.norm_eps as f32)?));
+            return Ok(Some(head::forward(
+                x,
+                &batch.targets,
+                w,
+                self.cfg.norm_eps as f32,
+            )?));
         }
         let blk = &self.blocks[s - 1];
         let ids = [blk.norm1, blk.qkv, blk.o, blk.norm2, blk.w1, blk.w3, blk.w2];

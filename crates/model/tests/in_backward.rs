@@ -45,7 +45,10 @@ fn adamw_in_the_backward_equals_adamw_after_it_bit_for_bit() {
             .backward(|st, g| ib.stage(&inside.stage_params(st), g))
             .unwrap();
         ib.finish().unwrap();
-        assert!(left.iter().all(Option::is_none), "every gradient is taken by its stage");
+        assert!(
+            left.iter().all(Option::is_none),
+            "every gradient is taken by its stage"
+        );
     }
     assert_eq!(o1.steps_taken(), o2.steps_taken());
     let names = after.params().names();
@@ -68,6 +71,8 @@ fn adamw_in_the_backward_equals_adamw_after_it_bit_for_bit() {
 
 #[test]
 fn a_second_stream_on_the_cpu_is_refused_by_name() {
-    let e = SideStream::new(&Device::Cpu).err().expect("no stream on the CPU");
+    let e = SideStream::new(&Device::Cpu)
+        .err()
+        .expect("no stream on the CPU");
     assert!(e.to_string().contains("CUDA device"), "{e}");
 }

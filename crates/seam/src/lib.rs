@@ -28,8 +28,8 @@ pub mod shadow;
 pub mod staged;
 
 pub use adamw::{AdamW, AdamWConfig};
-pub use in_backward::{InBackward, SideStream};
 pub use error::{ModelError, Result};
+pub use in_backward::{InBackward, SideStream};
 pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};
 pub use staged::{
