@@ -10,7 +10,7 @@ use crate::error::Result;
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 
-/// The most tokens the backward kernel lists per vocabulary row (fused.cu's EMBED_MAX).
+/// The most tokens the backward kernel lists per vocabulary row (embed.cuh's EMBED_MAX).
 const MAX_TOKENS: usize = 4096;
 
 struct Fwd {

@@ -14,7 +14,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::CudaSlice;
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, DType, Layout, Shape, Tensor};
 
-/// Threads per block, and the most columns a thread keeps (fused.cu's RB_MAXC: so at most
+/// Threads per block, and the most columns a thread keeps (norm_bwd.cuh's RB_MAXC: so at most
 /// 4096 columns).
 const THREADS: usize = 256;
 const MAX_PER_THREAD: usize = 16;
