@@ -35,11 +35,21 @@ fn every_block_marks_its_components_in_order() {
     ] {
         assert_eq!(count(l), layers, "{l} in {seen:?}");
     }
-    assert_eq!(count("fwd/head/loss"), 1);
+    // The last stage's hand-written backward marks its parts, before any block's.
+    for l in [
+        "fwd/head/loss",
+        "bwd/head/loss",
+        "bwd/head/proj",
+        "bwd/head/norm",
+    ] {
+        assert_eq!(count(l), 1, "{l} in {seen:?}");
+    }
     // Forward marks of a block come in model order.
     let pos = |l: &str| seen.iter().position(|&x| x == l).unwrap();
     assert!(pos("fwd/block/attn/norm") < pos("fwd/block/attn/softmax"));
     assert!(pos("fwd/block/attn/out_proj") < pos("fwd/block/ffn/swiglu"));
-    assert_eq!(seen.len(), 2 * layers * 11 + 4, "{seen:?}");
+    assert!(pos("bwd/head/norm") < pos("bwd/block/ffn/w2"));
+    // embedding + 11 per block forward and backward + the head's 3 forward, 3 backward.
+    assert_eq!(seen.len(), 2 * layers * 11 + 7, "{seen:?}");
     let _ = lm.num_stages();
 }
