@@ -3,7 +3,7 @@
 # (bin/ holds the stripped CUDA binaries, anchors/ the PyTorch anchor).
 #
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu allreduce-cpu-proc gloo anchor-allreduce
-#                                  single single-tf32 anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
+#                                  single single-tf32 mfu anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
 #                                  two-node profile train-parity full report
 #
@@ -105,6 +105,10 @@ job() {
       echo "launcher: exit $? after $((SECONDS - t0)) s (want non-zero, ~0 s)" ;;
     single)
       "$BIN/bench" single --size ${SIZES:-small,medium,large,xl,2.7B} --dtype fp32,bf16 --mode step --out "$RES/results.jsonl" ${SINGLE_ARGS:-} ;;
+    mfu)
+      # Forward plus backward alone (no AdamW), replayed as a graph, at batch 32: the MFU
+      # bar of issue 23 (DTYPES, default bf16; SIZES, default xl).
+      "$BIN/bench" single --size ${SIZES:-xl} --dtype ${DTYPES:-bf16} --batch 32 --mode fwd-bwd --out "$RES/results.jsonl" ${SINGLE_ARGS:-} ;;
     single-tf32)
       # fp32 GEMMs on TF32 tensor cores (opt in), against TF32=1 anchor-best.
       "$BIN/bench" single --size ${SIZES:-xl} --dtype fp32 --tf32 --mode step --out "$RES/results.jsonl" ${SINGLE_ARGS:-} ;;
