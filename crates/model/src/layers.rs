@@ -61,7 +61,7 @@ pub fn rope_tables(
     ))
 }
 
-/// RoPE on interleaved pairs (x[2i], x[2i+1]) of x: (b, h, t, d), as the anchor.
+/// RoPE on interleaved pairs (`x[2i]`, `x[2i+1]`) of x: (b, h, t, d), as the anchor.
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     let (b, h, t, d) = x.dims4()?;
     let pairs = x.reshape((b, h, t, d / 2, 2))?;

@@ -3,7 +3,7 @@
 //!   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //!   p ← p − (lr / (1−β1ᵗ)) · m / (√v / √(1−β2ᵗ) + ε)
 //! State is kept in f32 next to each f32 parameter. On a CUDA device (with the `cuda`
-//! feature) each parameter is updated by one fused kernel ([`crate::fused_adamw`]);
+//! feature) each parameter is updated by one fused kernel (`fused_adamw`);
 //! elsewhere by candle ops.
 
 use crate::error::{ModelError, Result};

@@ -19,7 +19,7 @@
 //! hand-written backward passes them; anything else is made contiguous first.
 //!
 //! Tuning: the first call of a shape (outside CUDA-graph capture) times up to
-//! [`lt::CANDIDATES`] algorithms and keeps the fastest for the process; during capture
+//! 16 (`lt::CANDIDATES`) algorithms and keeps the fastest for the process; during capture
 //! an untuned shape takes cuBLASLt's first heuristic. `MODEL_GEMM_TUNE=0` turns timing
 //! off (the first heuristic everywhere: the same algorithm on every run). [`tuned`]
 //! lists what was chosen. The arithmetic is the dtype's: f32 stays f32 (TF32 only when
