@@ -16,7 +16,7 @@
 //! Failure: a rank that does not show up makes every rank fail within
 //! [`CommOptions::timeout`], naming the missing ranks; NCCL errors carry NCCL's message.
 //!
-//! Layout: [`env`] (who am I), [`store`] (rendezvous), [`cpu`] (in-process backend),
+//! Layout: [`env`](mod@env) (who am I), [`store`] (rendezvous), [`cpu`] (in-process backend),
 //! [`nccl`] (GPU backend; a stub that says so without the `cuda` feature),
 //! [`launch`] (spawning ranks), [`validate`] (per-rank argument checks).
 

@@ -4,7 +4,7 @@ use crate::error::{DdpError, Result};
 use crate::strategy::Strategy;
 use candle_core::DType;
 
-/// How [`Ddp`] synchronises gradients.
+/// How [`Ddp`](crate::Ddp) synchronises gradients.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DdpOptions {
     pub strategy: Strategy,

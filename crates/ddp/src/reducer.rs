@@ -1,5 +1,5 @@
 //! `Ddp`: runs a model's staged backward and averages its gradients across ranks with one
-//! of the [`Strategy`]s.
+//! of the [`Strategy`](crate::Strategy)s.
 //!
 //! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
 //! bucket's all-reduce (asynchronous, on the communication stream) from the stage

@@ -3,7 +3,7 @@
 //! the same initial weights, windows, schedule and clipping. [`compare`] lines them up by
 //! step: the mean |Δ train loss| over the last `last` common steps (the parity bar's
 //! statistic), the largest |Δ| anywhere, |Δ validation loss| at each common evaluation;
-//! [`write`] saves that as JSON and the curves overlaid as SVG.
+//! [`write`](fn@write) saves that as JSON and the curves overlaid as SVG.
 
 use crate::log::{self, Curve, Record};
 use anyhow::{bail, Context, Result};

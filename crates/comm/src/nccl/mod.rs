@@ -1,6 +1,6 @@
 //! NCCL backend: one process per GPU, NCCL over cudarc.
 //!
-//! Layering as in cudarc: [`raw`] owns the `ncclComm_t` and turns every NCCL return code
+//! Layering as in cudarc: `raw` owns the `ncclComm_t` and turns every NCCL return code
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
 //! [`crate::Communicator`] on candle CUDA tensors, queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
