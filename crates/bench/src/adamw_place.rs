@@ -58,16 +58,21 @@ impl AdamwOpts {
             (Mode::Step, place) => place,
             _ => AdamwPlace::After,
         };
-        let side = match place {
-            AdamwPlace::SideStream => Some(
-                model::SideStream::new(device)
-                    .map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?
-                    .with_max_blocks(Some(self.side_blocks))
-                    .with_lag(self.side_lag),
-            ),
-            _ => None,
-        };
-        Ok((place, side))
+        Ok((place, self.side(place, device)?))
+    }
+
+    /// The second stream `place` needs on `device`, with these settings (none for the
+    /// other places).
+    pub fn side(&self, place: AdamwPlace, device: &Device) -> Result<Option<model::SideStream>> {
+        if place != AdamwPlace::SideStream {
+            return Ok(None);
+        }
+        let side = model::SideStream::new(device)
+            .map_err(|e| anyhow::anyhow!("--adamw side-stream: {e}"))?;
+        Ok(Some(
+            side.with_max_blocks(Some(self.side_blocks))
+                .with_lag(self.side_lag),
+        ))
     }
 }
 

@@ -7,7 +7,7 @@
 //! The graphed run's AdamW runs where `--adamw` puts it (after the backward, inside it, or
 //! inside it on a second stream); the eager reference's always after it.
 
-use crate::adamw_place::{backward, AdamwPlace};
+use crate::adamw_place::{backward, AdamwOpts, AdamwPlace};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use model::graph::{capture, HtodCache};
@@ -41,10 +41,13 @@ fn adamw() -> Result<AdamW> {
 /// Worst over parameters of max|w_graph − w_eager| / max|w_eager| after ten steps; an
 /// error when capture fails (with its reason) or past the tolerance.
 pub fn graph_vs_eager(gpu: &Device, dtype: DType, place: AdamwPlace) -> Result<f32> {
-    let side = match place {
-        AdamwPlace::SideStream => Some(model::SideStream::new(gpu)?),
-        _ => None,
+    // A second stream with the update kernels' full grid and the default lag.
+    let opts = AdamwOpts {
+        place,
+        side_blocks: 0,
+        side_lag: model::in_backward::LAG,
     };
+    let side = opts.side(place, gpu)?;
     let _cache = HtodCache::enable(gpu);
     let eager = lm(gpu, dtype)?;
     let mut opt = adamw()?;

@@ -262,8 +262,8 @@ pub fn run(
         graph_fallback: fallback,
         graph_kernels,
         adamw,
-        side_blocks: side.as_ref().and(Some(opts.side_blocks).filter(|&b| b > 0)),
-        side_lag: side.as_ref().map(|_| opts.side_lag.max(1)),
+        side_blocks: side.as_ref().and_then(model::SideStream::max_blocks),
+        side_lag: side.as_ref().map(model::SideStream::lag),
         gpu,
     })
 }

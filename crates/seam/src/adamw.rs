@@ -234,15 +234,18 @@ impl AdamW {
         Ok(())
     }
 
-    /// Allocates what parameter `i`'s fused update writes (its moments, its bf16 copy) on
-    /// the parameter's stream, so that an update launched on another stream allocates
-    /// nothing. Whether `i` takes the fused path (only it can run on another stream).
+    /// Allocates what parameter `i`'s fused update writes (its moments, its bf16 copy) and
+    /// readies its gradient `g` for the kernel, all on the parameter's stream, so that an
+    /// update launched on another stream allocates and converts nothing. The gradient to
+    /// update with there, or `None` where `i` does not take the fused path (only it can
+    /// run on another stream).
     pub(crate) fn prepare_side(
         &mut self,
         i: usize,
         p: &Var,
+        g: &Tensor,
         shadows: Option<&crate::shadow::Bf16Shadows>,
-    ) -> Result<bool> {
+    ) -> Result<Option<Tensor>> {
         #[cfg(feature = "cuda")]
         if self.uses_fused(p) {
             if !matches!(self.state[i], Some(Moments::Device(_))) {
@@ -252,10 +255,10 @@ impl AdamW {
             if let Some(sh) = shadows {
                 sh.target(i, p.as_tensor())?;
             }
-            return Ok(true);
+            return Ok(Some(crate::fused_adamw::kernel_grad(g)?));
         }
-        let _ = (i, p, shadows);
-        Ok(false)
+        let _ = (i, p, g, shadows);
+        Ok(None)
     }
 
     /// The bias corrections of the current step count: 1 − β1ᵗ and √(1 − β2ᵗ).

@@ -123,6 +123,16 @@ fn stream_of(p: &Tensor) -> Result<std::sync::Arc<CudaStream>> {
     Ok(dev.cuda_stream())
 }
 
+/// A gradient as the kernels read it: contiguous, f32 or bf16 as it is, other dtypes cast
+/// to f32 (queued on the gradient's stream).
+pub(crate) fn kernel_grad(g: &Tensor) -> Result<Tensor> {
+    Ok(if matches!(g.dtype(), DType::F32 | DType::BF16) {
+        g.contiguous()?
+    } else {
+        g.to_dtype(DType::F32)?
+    })
+}
+
 pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
     let s = stream_of(p)?;
     let n = p.elem_count();
@@ -282,11 +292,7 @@ pub fn step(
             g.dtype()
         )));
     }
-    let g = if matches!(g.dtype(), DType::F32 | DType::BF16) {
-        g.contiguous()?
-    } else {
-        g.to_dtype(DType::F32)?
-    };
+    let g = kernel_grad(g)?;
     let guard = copy.map(|c| c.storage_and_layout());
     let copy = match &guard {
         None => None,

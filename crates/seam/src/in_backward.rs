@@ -112,9 +112,14 @@ impl SideStream {
         &self.side
     }
 
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn max_blocks(&self) -> Option<u32> {
+    /// The update kernels' block cap (`None`: their full grid).
+    pub fn max_blocks(&self) -> Option<u32> {
         self.blocks
+    }
+
+    /// Stages between queuing a stage's updates and freeing its gradients.
+    pub fn lag(&self) -> usize {
+        self.lag
     }
 
     /// The side stream waits for everything queued on the compute stream so far.
@@ -202,10 +207,9 @@ impl<'a> InBackward<'a> {
         // Everything the side launches read or write exists before the fork.
         let mut ready = Vec::with_capacity(taken.len());
         for (i, g) in taken {
-            if self.opt.prepare_side(i, &vars[i], shadows)? {
-                ready.push((i, side_ready(g)?));
-            } else {
-                self.opt.update(i, &vars[i], &g, shadows, None)?;
+            match self.opt.prepare_side(i, &vars[i], &g, shadows)? {
+                Some(g) => ready.push((i, g)),
+                None => self.opt.update(i, &vars[i], &g, shadows, None)?,
             }
         }
         if ready.is_empty() {
@@ -248,14 +252,4 @@ impl Drop for InBackward<'_> {
     fn drop(&mut self) {
         let _ = self.join();
     }
-}
-
-/// A gradient as a side-stream update reads it: contiguous, f32 or bf16 (made so now,
-/// on the compute stream, before the fork).
-fn side_ready(g: Tensor) -> Result<Tensor> {
-    use candle_core::DType;
-    Ok(match g.dtype() {
-        DType::F32 | DType::BF16 => g.contiguous()?,
-        _ => g.to_dtype(DType::F32)?,
-    })
 }
