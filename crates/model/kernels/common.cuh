@@ -36,3 +36,18 @@ template <bool MAX> __device__ float block_reduce(float v, float *shared) {
   return v;
 }
 
+
+// 16 bytes (16 / sizeof(T) elements) to and from f32 registers; p must be 16-byte aligned.
+template <typename T> __device__ __forceinline__ void load16(const T *p, float *f) {
+  const uint4 r = *reinterpret_cast<const uint4 *>(p);
+  const T *t = reinterpret_cast<const T *>(&r);
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(T); k++) f[k] = to_f(t[k]);
+}
+template <typename T> __device__ __forceinline__ void store16(T *p, const float *f) {
+  uint4 r;
+  T *t = reinterpret_cast<T *>(&r);
+#pragma unroll
+  for (int k = 0; k < 16 / (int)sizeof(T); k++) t[k] = from_f<T>(f[k]);
+  *reinterpret_cast<uint4 *>(p) = r;
+}

@@ -24,6 +24,10 @@
 //   rmsnorm_dx_rs(_add) ∂x (+ a residual gradient) and each row's inverse RMS (to the extra
 //                       f32 buffer after the output); n0 rows, n1 cols
 //   rmsnorm_dw_rs       ∂w partial sums over chunks of n2 rows from x, g and those RMS
+//   rmsnorm_fwd_v       the forward, one warp per row, 16-byte loads (n0 rows, n1 cols)
+//   rmsnorm_bwd_v(_add) ∂x (+ residual) and ∂w partial sums per block (the extra f32
+//                       buffer, (blocks, n1)) in one kernel; n2 rows per warp; dynamic
+//                       shared memory of warps × n1 f32
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
 //   embed_fwd/_bwd      token rows of an f32 table in T; ∂table (f32), one block per row
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
@@ -114,6 +118,19 @@ FOR_DTYPES(ENTRIES)
                                                    const T *res, T *dx, float *rs, int, int n1,    \
                                                    int, float f) {                                 \
     rmsnorm_dx_rs<T, true>(x, w, g, res, dx, rs, n1, f);                                           \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_fwd_v_##S(const T *x, const T *w, T *y, int n0, int n1, int,  \
+                                                float f) {                                         \
+    rmsnorm_fwd_v<T>(x, w, y, n0, n1, f);                                                          \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_bwd_v_##S(const T *x, const T *w, const T *g, T *dx,          \
+                                               float *part, int n0, int n1, int n2, float f) {     \
+    rmsnorm_bwd_v<T, false>(x, w, g, nullptr, dx, part, n0, n1, n2, f);                            \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_bwd_v_add_##S(const T *x, const T *w, const T *g,             \
+                                                   const T *res, T *dx, float *part, int n0,       \
+                                                   int n1, int n2, float f) {                      \
+    rmsnorm_bwd_v<T, true>(x, w, g, res, dx, part, n0, n1, n2, f);                                 \
   }                                                                                                \
   extern "C" __global__ void rmsnorm_dw_rs_##S(const T *x, const T *g, const float *rs,            \
                                                float *part, int n0, int n1, int n2, float) {       \

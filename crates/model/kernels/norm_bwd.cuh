@@ -54,3 +54,61 @@ __device__ void rmsnorm_dw_rs(const T *x, const T *g, const float *rs, float *pa
   }
   part[(size_t)chunk * cols + j] = acc;
 }
+
+// ---- The RMSNorm backward in one kernel (16 bytes per lane and load; cols % (16 / sizeof(T))
+// == 0): one warp per row; warp w of block b takes rows (b·rpw + i)·W + w for i < rpw (W =
+// the block's warps). ∂x (+ res when ADD) as rmsnorm_dx_rs; each warp adds
+// g ⊙ x ⊙ r of its rows into its own slice of the dynamic shared memory (W × cols f32;
+// column v·V + k at k·nv + v, so a warp's lanes hit consecutive banks), and the block writes
+// the sum of its warps' slices, in warp order, to part[b, :]. The caller sums the partials
+// over b: deterministic, no atomics.
+template <typename T, bool ADD>
+__device__ void rmsnorm_bwd_v(const T *x, const T *w, const T *g, const T *res, T *dx, float *part,
+                              int rows, int cols, int rpw, float eps) {
+  extern __shared__ float acc[];
+  constexpr int V = 16 / sizeof(T);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, W = blockDim.x >> 5, nv = cols / V;
+  float *my = acc + (size_t)warp * cols;
+  for (int i = lane; i < cols; i += 32) my[i] = 0.0f;
+  __syncwarp();
+  for (int i = 0; i < rpw; i++) {
+    const int row = (blockIdx.x * rpw + i) * W + warp;
+    if (row >= rows) break;
+    const size_t off = (size_t)row * cols;
+    float ss = 0.0f, dot = 0.0f;
+    for (int v = lane; v < nv; v += 32) {
+      float xf[V], gf[V], wf[V];
+      load16(x + off + v * V, xf);
+      load16(g + off + v * V, gf);
+      load16(w + v * V, wf);
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        ss += xf[k] * xf[k];
+        dot += gf[k] * wf[k] * xf[k];
+      }
+    }
+    const float r = rsqrtf(warp_sum(ss) / cols + eps);
+    const float r3m = r * r * r * warp_sum(dot) / cols;
+    for (int v = lane; v < nv; v += 32) {
+      float xf[V], gf[V], wf[V], d[V];
+      load16(x + off + v * V, xf);
+      load16(g + off + v * V, gf);
+      load16(w + v * V, wf);
+      if (ADD) load16(res + off + v * V, d);
+#pragma unroll
+      for (int k = 0; k < V; k++) {
+        const float t = r * (gf[k] * wf[k]) - xf[k] * r3m;
+        d[k] = ADD ? d[k] + t : t;
+        my[k * nv + v] += gf[k] * xf[k] * r;
+      }
+      store16(dx + off + v * V, d);
+    }
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const int v = c / V, k = c % V;
+    float s = 0.0f;
+    for (int q = 0; q < W; q++) s += acc[(size_t)q * cols + k * nv + v];
+    part[(size_t)blockIdx.x * cols + c] = s;
+  }
+}

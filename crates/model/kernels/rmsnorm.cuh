@@ -54,3 +54,30 @@ __device__ void rmsnorm_dw_part(const T *x, const T *g, float *part, int rows, i
     part[(size_t)blockIdx.x * cols + j] = acc;
   }
 }
+
+// ---- RMSNorm forward, one warp per row, 16 bytes per lane and load (cols % (16 / sizeof(T))
+// == 0, rows 16-byte aligned): no block-wide reduction; the second read of x comes from cache.
+template <typename T> __device__ void rmsnorm_fwd_v(const T *x, const T *w, T *y, int rows, int cols, float eps) {
+  constexpr int V = 16 / sizeof(T);
+  const int lane = threadIdx.x & 31, row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const T *xr = x + (size_t)row * cols;
+  T *yr = y + (size_t)row * cols;
+  const int nv = cols / V;
+  float ss = 0.0f;
+  for (int v = lane; v < nv; v += 32) {
+    float f[V];
+    load16(xr + v * V, f);
+#pragma unroll
+    for (int k = 0; k < V; k++) ss += f[k] * f[k];
+  }
+  const float r = rsqrtf(warp_sum(ss) / cols + eps);
+  for (int v = lane; v < nv; v += 32) {
+    float f[V], wf[V];
+    load16(xr + v * V, f);
+    load16(w + v * V, wf);
+#pragma unroll
+    for (int k = 0; k < V; k++) f[k] = f[k] * r * wf[k];
+    store16(yr + v * V, f);
+  }
+}

@@ -127,8 +127,27 @@ impl CustomOp2 for RmsNorm {
         ws: &candle_core::CudaStorage,
         wl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use crate::kernels::gpu;
+        use candle_core::backend::BackendStorage;
         crate::kernels::dense(OP, "x", xl)?;
-        launch("rmsnorm_fwd", &[(xs, xl), (ws, wl)], self.eps)
+        let ins = [(xs, xl), (ws, wl)];
+        let cols = *xl.dims().last().expect("rank >= 1");
+        if !gpu::rows16(&ins, cols) {
+            return launch("rmsnorm_fwd", &ins, self.eps);
+        }
+        // One warp per row, 4 rows per block.
+        let rows = xl.shape().elem_count() / cols.max(1);
+        let out = gpu::launch(gpu::Launch {
+            kernel: format!("rmsnorm_fwd_v_{}", gpu::suffix(xs.dtype())?),
+            ins: &ins,
+            out_dtype: xs.dtype(),
+            out_len: rows * cols,
+            grid: rows.div_ceil(4),
+            block: 128,
+            n: [rows, cols, 0],
+            f: self.eps,
+        })?;
+        Ok((out, xl.shape().clone()))
     }
     fn bwd(
         &self,

@@ -96,6 +96,20 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
         3,
     )?);
 
+    // 50 columns: no 16-byte rows, so the per-block kernels of the backward.
+    let (x, w) = (var(&[3, 5, 50], 1)?, var(&[50], 2)?);
+    out.push(compare(
+        "rms_norm 50 cols",
+        &[x, w],
+        &[],
+        &|t| rmsnorm::rms_norm_fused(&t[0], &t[1], 1e-5),
+        &|t| layers::rms_norm(&t[0], &t[1], 1e-5),
+        3,
+    )?);
+    if dev.is_cuda() || dtype == DType::F32 {
+        out.push(norm_backward_add(dev, dtype)?);
+    }
+
     let (cos, sin) = layers::rope_tables(6, 16, 10_000.0, dev)?;
     let x = var(&[2, 3, 6, 16], 4)?;
     out.push(compare(
@@ -162,4 +176,32 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
         12,
     )?);
     Ok(out)
+}
+
+/// The backward with the residual's gradient added, as the blocks call it, on 4,100 rows:
+/// several rows per warp in the one-kernel backward and a last block short of rows. value:
+/// ∂x + res against the f32 composition's autograd ∂x plus res; grad: ∂w. (CUDA, or f32.)
+fn norm_backward_add(dev: &Device, dtype: DType) -> Result<Comparison> {
+    let (rows, cols) = (4100, 64);
+    let (x, w) = (
+        randn(&[rows, cols], 21, dev, dtype)?,
+        randn(&[cols], 22, dev, dtype)?,
+    );
+    let (g, res) = (
+        randn(&[rows, cols], 23, dev, dtype)?,
+        randn(&[rows, cols], 24, dev, dtype)?,
+    );
+    let (dx, dw) = rmsnorm::backward_add(&x, &w, &g, 1e-5, &res)?;
+    let f32v = |t: &Tensor| -> Result<Var> { Ok(Var::from_tensor(&t.to_dtype(DType::F32)?)?) };
+    let (xv, wv) = (f32v(&x)?, f32v(&w)?);
+    let y = layers::rms_norm(xv.as_tensor(), wv.as_tensor(), 1e-5)?;
+    let grads = (&y * &g.to_dtype(DType::F32)?)?.sum_all()?.backward()?;
+    let missing = || ModelError::Config("rms_norm backward_add: no gradient".into());
+    let cx = (grads.get(xv.as_tensor()).ok_or_else(missing)? + res.to_dtype(DType::F32)?)?;
+    let cw = grads.get(wv.as_tensor()).ok_or_else(missing)?;
+    Ok(Comparison {
+        op: "rms_norm backward_add",
+        value: rel(&dx, &cx)?,
+        grad: rel(&dw, cw)?,
+    })
 }

@@ -64,6 +64,7 @@ fn go<T: DeviceRepr>(
     views: &[View],
     n: &[i32; 3],
     extra: Option<&CudaSlice<f32>>,
+    shared: u32,
 ) -> Result<CudaSlice<T>> {
     let func = dev.get_or_load_custom_func(&l.kernel, "model_fused", PTX)?;
     // SAFETY: every kernel writes all `out_len` elements of its output.
@@ -78,7 +79,7 @@ fn go<T: DeviceRepr>(
     let cfg = LaunchConfig {
         grid_dim: (l.grid.max(1) as u32, 1, 1),
         block_dim: (l.block as u32, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: shared,
     };
     crate::profile::mark_kernel_begin(&l.kernel);
     // SAFETY: the argument list matches the kernel's signature (fused.cu) and the caller
@@ -88,14 +89,23 @@ fn go<T: DeviceRepr>(
     Ok(out)
 }
 
+/// Whether every input is 16-byte aligned with rows of `cols` elements that keep it so:
+/// the condition of the kernels that move 16 bytes per lane (`*_v`).
+pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {
+    ins.iter().all(|(s, l)| {
+        let size = s.dtype().size_in_bytes();
+        (l.start_offset() * size) % 16 == 0 && (cols * size) % 16 == 0
+    })
+}
+
 /// Launches `l` on the stream of its first input; returns the new output buffer.
 pub fn launch(l: Launch) -> Result<CudaStorage> {
-    launch_extra(l, None)
+    launch_extra(l, None, 0)
 }
 
 /// [`launch`] for a kernel that also writes a second, f32 buffer `extra` (passed right
-/// after the output; the caller sized it).
-pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>) -> Result<CudaStorage> {
+/// after the output; the caller sized it) and takes `shared` bytes of dynamic shared memory.
+pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>, shared: u32) -> Result<CudaStorage> {
     let dev = l.ins[0].0.device.clone();
     let views = l
         .ins
@@ -108,8 +118,12 @@ pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>) -> Result<CudaSto
             .map_err(|_| candle_core::Error::Msg(format!("{}: size {s} exceeds i32", l.kernel)))?;
     }
     Ok(match l.out_dtype {
-        DType::F32 => CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n, extra)?, dev),
-        DType::BF16 => CudaStorage::wrap_cuda_slice(go::<bf16>(&l, &dev, &views, &n, extra)?, dev),
+        DType::F32 => {
+            CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n, extra, shared)?, dev)
+        }
+        DType::BF16 => {
+            CudaStorage::wrap_cuda_slice(go::<bf16>(&l, &dev, &views, &n, extra, shared)?, dev)
+        }
         d => candle_core::bail!("{}: output dtype {d:?} unsupported", l.kernel),
     })
 }

@@ -1,12 +1,16 @@
-//! The RMSNorm backward on CUDA in two kernels with many blocks each (fused.cu
-//! `rmsnorm_dx_rs`, `rmsnorm_dw_rs`): ∂x with each row's inverse RMS (one block per row),
-//! then ∂w's partial sums over chunks of rows from x, g and those RMS values (one block per
-//! chunk of rows and 256 columns), summed by candle. ∂x can take the residual branch's
-//! gradient in the same pass (the block's `dx2 = g + ∂norm2` and `dx = dx2 + ∂norm1`).
+//! The RMSNorm backward on CUDA. Where rows move 16 bytes per lane (cols a multiple of 8
+//! bf16 or 4 f32, aligned), one kernel (fused.cu `rmsnorm_bwd_v`): one warp per row writes
+//! ∂x, and each block writes its rows' ∂w partial sums from shared memory; candle sums the
+//! partials. Otherwise two kernels with many blocks each (`rmsnorm_dx_rs`, `rmsnorm_dw_rs`):
+//! ∂x with each row's inverse RMS (one block per row), then ∂w's partial sums over chunks of
+//! rows from x, g and those RMS values. ∂x can take the residual branch's gradient in the
+//! same pass (the block's `dx2 = g + ∂norm2` and `dx = dx2 + ∂norm1`).
 //! History (nvidia-h200, xl bf16, 97 calls per step): a ∂x kernel plus a ∂w-partials kernel
 //! took 4.6 ms (run 17); one kernel walking 4 rows per block, 2.1 ms (run 18) and, holding
 //! the 4 rows in registers, 3.5 ms (run 19): a block that reduces rows one after another
-//! is latency-bound at 1,024 rows.
+//! with block-wide reductions is latency-bound at 1,024 rows. At batch 32 (run 32) the two
+//! kernels plus the sum took 6.7 ms, ∂x at 819 GB/s: hence one warp per row, no block-wide
+//! reduction.
 
 use super::gpu;
 use crate::error::Result;
@@ -20,6 +24,92 @@ const THREADS: usize = 256;
 const MAX_PER_THREAD: usize = 16;
 /// Rows per ∂w partial sum.
 const DW_ROWS: usize = 16;
+
+/// Warps per block of the one-kernel backward (at most; fewer where W × cols f32 would pass
+/// 48 KiB of shared memory) and the ∂w partials it aims at (rows per warp grow past that).
+const WARPS: usize = 4;
+const PARTIALS: usize = 512;
+
+/// The one-kernel backward: ∂x (+ residual) out, ∂w partial sums into `part`.
+struct Fused<'a> {
+    eps: f32,
+    part: &'a CudaSlice<f32>,
+    res: Option<&'a Tensor>,
+    warps: usize,
+    rpw: usize,
+}
+
+/// The residual's CUDA storage out of its held storage guard.
+fn cuda_res<'a, G: std::ops::Deref<Target = candle_core::Storage>>(
+    guard: &'a Option<(G, &'a Layout)>,
+) -> candle_core::Result<Option<(&'a candle_core::CudaStorage, &'a Layout)>> {
+    match guard {
+        Some((st, l)) => match &**st {
+            candle_core::Storage::Cuda(c) => {
+                super::dense("rms-norm backward", "residual", l)?;
+                Ok(Some((c, *l)))
+            }
+            _ => candle_core::bail!("rms-norm backward: the residual is not on CUDA"),
+        },
+        None => Ok(None),
+    }
+}
+
+impl CustomOp3 for Fused<'_> {
+    fn name(&self) -> &'static str {
+        "rms-norm-bwd"
+    }
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        super::cuda_only("rms-norm backward")
+    }
+    fn cuda_fwd(
+        &self,
+        xs: &candle_core::CudaStorage,
+        xl: &Layout,
+        ws: &candle_core::CudaStorage,
+        wl: &Layout,
+        gs: &candle_core::CudaStorage,
+        gl: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        let cols = *xl.dims().last().unwrap_or(&1);
+        let rows = xl.shape().elem_count() / cols.max(1);
+        let blocks = rows.div_ceil(self.warps * self.rpw);
+        if self.part.len() != blocks * cols {
+            candle_core::bail!(
+                "rms-norm backward: {} partial slots for {blocks} × {cols}",
+                self.part.len()
+            );
+        }
+        let guard = self.res.map(|r| r.storage_and_layout());
+        let res = cuda_res(&guard)?;
+        let mut ins = vec![(xs, xl), (ws, wl), (gs, gl)];
+        ins.extend(res);
+        let suffix = if res.is_some() { "_add" } else { "" };
+        let out = gpu::launch_extra(
+            gpu::Launch {
+                kernel: format!("rmsnorm_bwd_v{suffix}_{}", gpu::suffix(xs.dtype())?),
+                ins: &ins,
+                out_dtype: xs.dtype(),
+                out_len: rows * cols,
+                grid: blocks,
+                block: 32 * self.warps,
+                n: [rows, cols, self.rpw],
+                f: self.eps,
+            },
+            Some(self.part),
+            (self.warps * cols * 4) as u32,
+        )?;
+        Ok((out, xl.shape().clone()))
+    }
+}
 
 /// ∂x (+ residual) and the rows' inverse RMS (written to `rs`).
 struct Dx<'a> {
@@ -63,18 +153,9 @@ impl CustomOp3 for Dx<'_> {
             );
         }
         let guard = self.res.map(|r| r.storage_and_layout());
-        let res = match &guard {
-            Some((st, l)) => match &**st {
-                candle_core::Storage::Cuda(c) => Some((c, *l)),
-                _ => candle_core::bail!("rms-norm backward: the residual is not on CUDA"),
-            },
-            None => None,
-        };
+        let res = cuda_res(&guard)?;
         let mut ins = vec![(xs, xl), (ws, wl), (gs, gl)];
-        if let Some((c, l)) = res {
-            super::dense("rms-norm backward", "residual", l)?;
-            ins.push((c, l));
-        }
+        ins.extend(res);
         let suffix = if res.is_some() { "_add" } else { "" };
         let out = gpu::launch_extra(
             gpu::Launch {
@@ -88,6 +169,7 @@ impl CustomOp3 for Dx<'_> {
                 f: self.eps,
             },
             Some(self.rs),
+            0,
         )?;
         Ok((out, xl.shape().clone()))
     }
@@ -151,42 +233,77 @@ pub(crate) fn backward(
         && same(w)
         && same(g)
         && res.is_none_or(|r| same(r) && r.dims() == x.dims())
-        && (1..=THREADS * MAX_PER_THREAD).contains(&cols);
+        && cols >= 1;
     if !ok {
         return Ok(None);
     }
     let rows = x.elem_count() / cols;
-    let (x, g) = (x.contiguous()?, g.contiguous()?);
+    let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
     let res = res.map(|r| r.contiguous()).transpose()?;
+    let size = x.dtype().size_in_bytes();
+    let aligned = |t: &Tensor| (t.layout().start_offset() * size) % 16 == 0;
+    let warps = (48 * 1024 / (4 * cols)).min(WARPS);
+    if (cols * size) % 16 == 0 && warps >= 1 && [&x, &w, &g].into_iter().chain(&res).all(aligned) {
+        // Rows per warp: as few as keep the partials near PARTIALS blocks.
+        let rpw = rows.div_ceil(warps * PARTIALS);
+        let part = scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
+        let dx = with_slice(&part, |p| {
+            let op = Fused {
+                eps,
+                part: p,
+                res: res.as_ref(),
+                warps,
+                rpw,
+            };
+            x.apply_op3_no_bwd(&w, &g, &op)
+        })?;
+        let part = part.reshape((rows.div_ceil(warps * rpw), cols))?;
+        return Ok(Some((dx, part.sum(0)?)));
+    }
+    if cols > THREADS * MAX_PER_THREAD {
+        return Ok(None);
+    }
     // Every row's inverse RMS is written by the ∂x kernel before the ∂w kernel reads it:
     // no zero fill (one memset node less per norm).
-    let rs = {
-        let candle_core::Device::Cuda(dev) = x.device() else {
-            return Ok(None);
-        };
-        // SAFETY: written in full by `Dx` before any read.
-        let buf =
-            candle_core::cuda_backend::WrapErr::w(unsafe { dev.cuda_stream().alloc::<f32>(rows) })?;
-        let st = candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone());
-        Tensor::from_storage(
-            candle_core::Storage::Cuda(st),
-            rows,
-            candle_core::op::BackpropOp::none(),
-            false,
-        )
-    };
-    let dx = {
-        let (st, _) = rs.storage_and_layout();
-        let candle_core::Storage::Cuda(cs) = &*st else {
-            return Ok(None);
-        };
+    let rs = scratch(&x, rows)?;
+    let dx = with_slice(&rs, |rs| {
         let op = Dx {
             eps,
-            rs: cs.as_cuda_slice::<f32>()?,
+            rs,
             res: res.as_ref(),
         };
-        x.apply_op3_no_bwd(&w.contiguous()?, &g, &op)?
-    };
+        x.apply_op3_no_bwd(&w, &g, &op)
+    })?;
     let part = x.apply_op1_no_bwd(&DwPart { g: &g, rs: &rs })?;
     Ok(Some((dx, part.sum(0)?)))
+}
+
+/// An f32 buffer of `len` on x's device, not zero-filled: the kernel that takes it writes
+/// every element before anything reads it.
+fn scratch(x: &Tensor, len: usize) -> Result<Tensor> {
+    let candle_core::Device::Cuda(dev) = x.device() else {
+        return Err(candle_core::Error::Msg("rms-norm backward: not on CUDA".into()).into());
+    };
+    // SAFETY: written in full by the kernel it is passed to before any read.
+    let buf =
+        candle_core::cuda_backend::WrapErr::w(unsafe { dev.cuda_stream().alloc::<f32>(len) })?;
+    let st = candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone());
+    Ok(Tensor::from_storage(
+        candle_core::Storage::Cuda(st),
+        len,
+        candle_core::op::BackpropOp::none(),
+        false,
+    ))
+}
+
+/// Runs `f` with the CUDA slice behind the f32 tensor `t`.
+fn with_slice<R>(
+    t: &Tensor,
+    f: impl FnOnce(&CudaSlice<f32>) -> candle_core::Result<R>,
+) -> Result<R> {
+    let (st, _) = t.storage_and_layout();
+    let candle_core::Storage::Cuda(cs) = &*st else {
+        return Err(candle_core::Error::Msg("rms-norm backward: not on CUDA".into()).into());
+    };
+    Ok(f(cs.as_cuda_slice::<f32>()?)?)
 }
