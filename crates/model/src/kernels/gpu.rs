@@ -94,7 +94,7 @@ fn go<T: DeviceRepr>(
 pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {
     ins.iter().all(|(s, l)| {
         let size = s.dtype().size_in_bytes();
-        (l.start_offset() * size) % 16 == 0 && (cols * size) % 16 == 0
+        (l.start_offset() * size).is_multiple_of(16) && (cols * size).is_multiple_of(16)
     })
 }
 

@@ -241,9 +241,12 @@ pub(crate) fn backward(
     let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
     let res = res.map(|r| r.contiguous()).transpose()?;
     let size = x.dtype().size_in_bytes();
-    let aligned = |t: &Tensor| (t.layout().start_offset() * size) % 16 == 0;
+    let aligned = |t: &Tensor| (t.layout().start_offset() * size).is_multiple_of(16);
     let warps = (48 * 1024 / (4 * cols)).min(WARPS);
-    if (cols * size) % 16 == 0 && warps >= 1 && [&x, &w, &g].into_iter().chain(&res).all(aligned) {
+    if (cols * size).is_multiple_of(16)
+        && warps >= 1
+        && [&x, &w, &g].into_iter().chain(&res).all(aligned)
+    {
         // Rows per warp: as few as keep the partials near PARTIALS blocks.
         let rpw = rows.div_ceil(warps * PARTIALS);
         let part = scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
