@@ -102,10 +102,9 @@ pub fn run(
         let tape = model::forward(lm, b)?;
         if step {
             let g = tape.backward(|s, _| {
+                // The embedding stage marks its own backward ("bwd/embedding").
                 if s == last {
                     model::profile::mark("bwd/head");
-                } else if s == 0 {
-                    model::profile::mark("bwd/embedding");
                 }
                 Ok::<(), model::ModelError>(())
             })?;

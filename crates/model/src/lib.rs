@@ -24,6 +24,7 @@
 
 mod block;
 pub mod config;
+mod embedding;
 pub mod gemm;
 pub mod graph;
 mod head;

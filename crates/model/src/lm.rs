@@ -6,6 +6,7 @@
 
 use crate::block::{self, BlockDims, BlockWeights};
 use crate::config::LmConfig;
+use crate::embedding;
 use crate::error::{ModelError, Result};
 use crate::head::{self, HeadWeights};
 use crate::kernels::cross_entropy;
@@ -248,13 +249,17 @@ impl StagedModel for TransformerLm {
     fn forward_saved(
         &self,
         s: usize,
-        x: &Tensor,
+        x: Option<&Tensor>,
         batch: &Batch,
     ) -> Result<Option<(Tensor, Box<dyn SavedStage>)>> {
-        let supported = x.device().is_cuda() || self.dtype == DType::F32;
-        if !self.hand_written || !supported || s == 0 {
+        let supported = batch.input.device().is_cuda() || self.dtype == DType::F32;
+        if !self.hand_written || !supported {
             return Ok(None);
         }
+        let Some(x) = x else {
+            let table = self.params.var(self.emb).as_tensor();
+            return embedding::forward(table, self.emb, &batch.input, self.dtype);
+        };
         if s > self.cfg.layers {
             let ids = [self.norm, self.head];
             let [a, b] = ids.map(|i| self.compute_weight(i));

@@ -40,12 +40,14 @@ pub trait StagedModel {
     fn forward_stage(&self, s: usize, x: Option<&Tensor>, batch: &Batch) -> Result<Tensor>;
     /// Checks the batch before any compute (ids in range, lengths), naming bad values.
     fn check_batch(&self, batch: &Batch) -> Result<()>;
-    /// A hand-written forward of stage `s` (an input `x` without graph) and what its
-    /// backward needs; `None` (the default): stage `s` runs under autograd.
+    /// A hand-written forward of stage `s` (an input `x` without graph; `None` for stage
+    /// 0, which reads `batch.input`) and what its backward needs; `None` (the default):
+    /// stage `s` runs under autograd. Stage 0's backward returns an input gradient that is
+    /// not used (its input is the token ids).
     fn forward_saved(
         &self,
         _s: usize,
-        _x: &Tensor,
+        _x: Option<&Tensor>,
         _batch: &Batch,
     ) -> Result<Option<(Tensor, Box<dyn SavedStage>)>> {
         Ok(None)
@@ -101,12 +103,11 @@ pub fn forward_with<'m, E: From<ModelError>>(
     let mut prev: Option<Tensor> = None;
     for s in 0..n {
         before_stage(s)?;
-        if let Some(p) = &prev {
-            if let Some((out, saved)) = model.forward_saved(s, &p.detach(), batch)? {
-                stages.push(Record::Manual(saved));
-                prev = Some(out);
-                continue;
-            }
+        let cut = prev.as_ref().map(Tensor::detach);
+        if let Some((out, saved)) = model.forward_saved(s, cut.as_ref(), batch)? {
+            stages.push(Record::Manual(saved));
+            prev = Some(out);
+            continue;
         }
         let input = match &prev {
             None => None,

@@ -136,20 +136,31 @@ impl CustomOp2 for Bwd {
 /// elsewhere candle's index_select of the cast table.
 pub fn embedding(w: &Tensor, ids: &Tensor, dtype: DType) -> Result<Tensor> {
     let ids = ids.flatten_all()?.contiguous()?;
-    let n = ids.elem_count();
-    let fused = w.dtype() == DType::F32
+    if !fused(w, &ids, dtype) {
+        return Ok(w.to_dtype(dtype)?.index_select(&ids, 0)?);
+    }
+    Ok(w.apply_op2(&ids, Fwd { dtype })?)
+}
+
+/// Whether [`embedding`] runs as the one op for this table, ids and dtype (and so
+/// [`embedding_grad`] applies).
+pub fn fused(w: &Tensor, ids: &Tensor, dtype: DType) -> bool {
+    w.dtype() == DType::F32
         && ids.dtype() == DType::U32
         && w.layout().is_contiguous()
         && match w.device() {
             candle_core::Device::Cuda(_) => {
-                matches!(dtype, DType::F32 | DType::BF16) && n <= MAX_TOKENS
+                matches!(dtype, DType::F32 | DType::BF16) && ids.elem_count() <= MAX_TOKENS
             }
             _ => dtype == DType::F32,
-        };
-    if !fused {
-        return Ok(w.to_dtype(dtype)?.index_select(&ids, 0)?);
-    }
-    Ok(w.apply_op2(&ids, Fwd { dtype })?)
+        }
+}
+
+/// The table's f32 gradient (vocab, d) from the rows' gradient g (N, d) and the ids (N):
+/// the backward of the one op, for a hand-written stage.
+pub fn embedding_grad(g: &Tensor, ids: &Tensor, vocab: usize) -> Result<Tensor> {
+    let ids = ids.flatten_all()?.contiguous()?;
+    Ok(g.contiguous()?.apply_op2_no_bwd(&ids, &Bwd { vocab })?)
 }
 
 #[cfg(test)]

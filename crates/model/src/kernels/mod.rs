@@ -17,7 +17,7 @@
 
 mod cast;
 pub mod check;
-mod embed;
+pub(crate) mod embed;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 mod layout;
