@@ -33,6 +33,11 @@
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
 //   transpose2d         (n0, n1) → (n1, n0), 32 × 32 shared-memory tiles, 256 threads
+//   attn_fwd_bf16       causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
+//                       then Y (b, T, h, E); one block per (b, h), T / 16 warps (n0 = b,
+//                       n1 = h, n2 = T | E << 16, f = scale)
+//   attn_bwd_bf16       its backward from q, k, v, P and dY (b, T, h, E): out = ∂q, ∂k, ∂v
+//                       (3, b, h, T, E)
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -45,6 +50,7 @@
 #include "norm_bwd.cuh"
 #include "layout.cuh"
 #include "embed.cuh"
+#include "attn.cuh"
 
 // ---- the exported entry points, one per dtype -----------------------------------------
 #define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
@@ -168,3 +174,14 @@ FOR_DTYPES(ENTRIES3)
     xent_bwd<T>(l, tg, g, dl, n1);                                                                 \
   }
 FOR_DTYPES(ENTRIES4)
+
+// n2 = T | E << 16: the sequence in the low 16 bits, the head width in the high ones.
+extern "C" __global__ void attn_fwd_bf16(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
+                                         int n0, int n1, int n2, float f) {
+  attn_fwd(q, k, v, out, n0, n1, n2 & 0xffff, n2 >> 16, f);
+}
+extern "C" __global__ void attn_bwd_bf16(const bf16 *q, const bf16 *k, const bf16 *v,
+                                         const bf16 *p, const bf16 *dy, bf16 *out, int n0, int n1,
+                                         int n2, float f) {
+  attn_bwd(q, k, v, p, dy, out, n0, n1, n2 & 0xffff, n2 >> 16, f);
+}

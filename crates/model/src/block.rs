@@ -73,12 +73,22 @@ pub(crate) fn forward(
     let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
     mark("fwd/block/attn/rope");
     let scale = 1.0 / (e as f64).sqrt();
-    let sc = q.matmul(&k.t()?)?;
-    mark("fwd/block/attn/scores");
-    let p = kernels::causal_softmax(&sc, scale)?;
-    mark("fwd/block/attn/softmax");
-    let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
-    mark("fwd/block/attn/value");
+    // bf16 on CUDA: one kernel (scores, softmax, values, rows); otherwise composed.
+    let (p, y) = match kernels::attn::forward(&q, &k, &v, scale)? {
+        Some(py) => {
+            mark("fwd/block/attn/core");
+            py
+        }
+        None => {
+            let sc = q.matmul(&k.t()?)?;
+            mark("fwd/block/attn/scores");
+            let p = kernels::causal_softmax(&sc, scale)?;
+            mark("fwd/block/attn/softmax");
+            let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
+            mark("fwd/block/attn/value");
+            (p, y)
+        }
+    };
     // The residual adds are the GEMMs' epilogue (β = 1) on CUDA.
     let x2 = gemm::linear(&y, wo, Some(&x))?;
     mark("fwd/block/attn/out_proj");
@@ -147,15 +157,26 @@ impl SavedStage for Saved {
         mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
         let dwo = dweight(&dx2, &s.y)?;
-        let dy = kernels::swap12(&gemm::matmul(&dx2, wo, None)?.reshape((b, t, h, e))?)?;
+        let dyr = gemm::matmul(&dx2, wo, None)?;
         mark("bwd/block/attn/out_proj");
-        let dp = dy.matmul(&s.v.t()?)?;
-        let dv = s.p.t()?.matmul(&dy)?;
-        mark("bwd/block/attn/value");
-        let dsc = kernels::causal_softmax_bwd(&s.p, &dp, 1.0 / (e as f64).sqrt())?;
-        mark("bwd/block/attn/softmax");
-        let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
-        mark("bwd/block/attn/scores");
+        let scale = 1.0 / (e as f64).sqrt();
+        let (dqr, dkr, dv) = match kernels::attn::backward(&s.q, &s.k, &s.v, &s.p, &dyr, scale)? {
+            Some(g) => {
+                mark("bwd/block/attn/core");
+                g
+            }
+            None => {
+                let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
+                let dp = dy.matmul(&s.v.t()?)?;
+                let dv = s.p.t()?.matmul(&dy)?;
+                mark("bwd/block/attn/value");
+                let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
+                mark("bwd/block/attn/softmax");
+                let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
+                mark("bwd/block/attn/scores");
+                (dqr, dkr, dv)
+            }
+        };
         // One kernel: q and k rotated back and all three laid out as the GEMM's rows.
         let dqkv = kernels::qkv_rope_bwd(&dqr, &dkr, &dv, &s.dims.cos, &s.dims.sin)?
             .reshape((b * t, 3 * d))?;

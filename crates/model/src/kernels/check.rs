@@ -154,6 +154,16 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
         )?);
     }
 
+    if dev.is_cuda() && dtype == DType::BF16 {
+        // The LM's shape (t 128, e 64), and e 80 (2.7B) past a shorter t.
+        for (op, shape) in [
+            ("attention", [2usize, 3, 128, 64]),
+            ("attention e80", [2, 2, 48, 80]),
+        ] {
+            out.push(attention(op, shape, dev)?);
+        }
+    }
+
     let (a, b) = (var(&[4, 3, 70], 8)?, var(&[4, 3, 70], 9)?);
     out.push(compare(
         "silu_mul",
@@ -203,5 +213,39 @@ fn norm_backward_add(dev: &Device, dtype: DType) -> Result<Comparison> {
         op: "rms_norm backward_add",
         value: rel(&dx, &cx)?,
         grad: rel(&dw, cw)?,
+    })
+}
+
+/// The one-kernel attention (bf16, CUDA) against the f32 composition: value, the worst of
+/// P and the output rows; grad, the worst of ∂q, ∂k, ∂v from a random gradient of the rows.
+fn attention(op: &'static str, shape: [usize; 4], dev: &Device) -> Result<Comparison> {
+    let [b, h, t, e] = shape;
+    let scale = 1.0 / (e as f64).sqrt();
+    let qkv: Vec<Tensor> = (0..3)
+        .map(|i| randn(&shape, 31 + i, dev, DType::BF16))
+        .collect::<Result<_>>()?;
+    let dy = randn(&[b * t, h * e], 34, dev, DType::BF16)?;
+    let fail = |what: &str| ModelError::Config(format!("{op}: the kernel did not apply ({what})"));
+    let (p, y) =
+        super::attn::forward(&qkv[0], &qkv[1], &qkv[2], scale)?.ok_or_else(|| fail("forward"))?;
+    let (dq, dk, dv) = super::attn::backward(&qkv[0], &qkv[1], &qkv[2], &p, &dy, scale)?
+        .ok_or_else(|| fail("backward"))?;
+    let vars: Vec<Var> = qkv
+        .iter()
+        .map(|x| Ok(Var::from_tensor(&x.to_dtype(DType::F32)?)?))
+        .collect::<Result<_>>()?;
+    let [qv, kv, vv] = [0, 1, 2].map(|i| vars[i].as_tensor());
+    let cp = layers::causal_softmax(&qv.matmul(&kv.t()?)?, scale)?;
+    let cy = cp.matmul(vv)?.transpose(1, 2)?.reshape((b * t, h * e))?;
+    let grads = (&cy * &dy.to_dtype(DType::F32)?)?.sum_all()?.backward()?;
+    let missing = || ModelError::Config(format!("{op}: no gradient"));
+    let mut grad = 0f32;
+    for (ours, v) in [(&dq, qv), (&dk, kv), (&dv, vv)] {
+        grad = grad.max(rel(ours, grads.get(v).ok_or_else(missing)?)?);
+    }
+    Ok(Comparison {
+        op,
+        value: rel(&p, &cp)?.max(rel(&y, &cy)?),
+        grad,
     })
 }

@@ -67,6 +67,15 @@ fn go<T: DeviceRepr>(
     shared: u32,
 ) -> Result<CudaSlice<T>> {
     let func = dev.get_or_load_custom_func(&l.kernel, "model_fused", PTX)?;
+    if shared > 48 * 1024 {
+        // Past 48 KiB a kernel must opt in to its dynamic shared memory.
+        use candle_core::cuda_backend::cudarc::driver::sys::CUfunction_attribute_enum as Attr;
+        func.set_attribute(
+            Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared as i32,
+        )
+        .w()?;
+    }
     // SAFETY: every kernel writes all `out_len` elements of its output.
     let mut out = unsafe { dev.cuda_stream().alloc::<T>(l.out_len) }.w()?;
     let mut b = func.builder();

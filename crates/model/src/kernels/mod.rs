@@ -15,6 +15,7 @@
 //! [`check`] compares every op with its composition (values and gradients) on any device:
 //! CI runs it on the CPU, `bench model-check` on the GPU.
 
+pub(crate) mod attn;
 mod cast;
 pub mod check;
 pub(crate) mod embed;
