@@ -28,15 +28,17 @@
 //   rmsnorm_bwd_v(_add) ∂x (+ residual) and ∂w partial sums per block (the extra f32
 //                       buffer, (blocks, n1)) in one kernel; n2 rows per warp; dynamic
 //                       shared memory of warps × n1 f32
+//   colsum_f32          column sums of (n0, n1) f32 (the ∂w partials), 256 threads per 32
+//                       columns, deterministic
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
 //   embed_fwd/_bwd      token rows of an f32 table in T; ∂table (f32), one block per row
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
 //   transpose2d         (n0, n1) → (n1, n0), 32 × 32 shared-memory tiles, 256 threads
-//   attn_fwd_bf16       causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
-//                       then Y (b, T, h, E); one block per (b, h), T / 16 warps (n0 = b,
-//                       n1 = h, n2 = T | E << 16, f = scale)
-//   attn_bwd_bf16       its backward from q, k, v, P and dY (b, T, h, E): out = ∂q, ∂k, ∂v
+//   attn_fwd_eE_bf16    causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
+//                       then Y (b, T, h, E); one block per (b, h), T / 32 warps (n0 = b,
+//                       n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
+//   attn_bwd_eE_bf16    its backward from q, k, v, P and dY (b, T, h, E): out = ∂q, ∂k, ∂v
 //                       (3, b, h, T, E)
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
@@ -175,13 +177,20 @@ FOR_DTYPES(ENTRIES3)
   }
 FOR_DTYPES(ENTRIES4)
 
-// n2 = T | E << 16: the sequence in the low 16 bits, the head width in the high ones.
-extern "C" __global__ void attn_fwd_bf16(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
-                                         int n0, int n1, int n2, float f) {
-  attn_fwd(q, k, v, out, n0, n1, n2 & 0xffff, n2 >> 16, f);
+extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, int, float) {
+  colsum_f32(x, y, n0, n1);
 }
-extern "C" __global__ void attn_bwd_bf16(const bf16 *q, const bf16 *k, const bf16 *v,
-                                         const bf16 *p, const bf16 *dy, bf16 *out, int n0, int n1,
-                                         int n2, float f) {
-  attn_bwd(q, k, v, p, dy, out, n0, n1, n2 & 0xffff, n2 >> 16, f);
-}
+
+// One pair of entry points per head width E (a multiple of 16 up to 128): attn_fwd_e64_bf16…
+#define ATTN_ENTRIES(E)                                                                            \
+  extern "C" __global__ void attn_fwd_e##E##_bf16(const bf16 *q, const bf16 *k, const bf16 *v,     \
+                                                  bf16 *out, int n0, int n1, int n2, float f) {    \
+    attn_fwd<E>(q, k, v, out, n0, n1, n2, f);                                                      \
+  }                                                                                                \
+  extern "C" __global__ void attn_bwd_e##E##_bf16(const bf16 *q, const bf16 *k, const bf16 *v,     \
+                                                  const bf16 *p, const bf16 *dy, bf16 *out,        \
+                                                  int n0, int n1, int n2, float f) {               \
+    attn_bwd<E>(q, k, v, p, dy, out, n0, n1, n2, f);                                               \
+  }
+ATTN_ENTRIES(16) ATTN_ENTRIES(32) ATTN_ENTRIES(48) ATTN_ENTRIES(64)
+ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)

@@ -112,3 +112,20 @@ __device__ void rmsnorm_bwd_v(const T *x, const T *w, const T *g, const T *res, 
     part[(size_t)blockIdx.x * cols + c] = s;
   }
 }
+
+// ---- Column sums of an f32 (rows, cols) matrix, 32 columns per block of 256 threads: each
+// of 8 row lanes sums every 8th row, then lane 0 adds the 8 sums in order (deterministic).
+__device__ void colsum_f32(const float *x, float *y, int rows, int cols) {
+  __shared__ float part[8][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5, c = blockIdx.x * 32 + tx;
+  float acc = 0.0f;
+  if (c < cols)
+    for (int r = ty; r < rows; r += 8) acc += x[(size_t)r * cols + c];
+  part[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += part[k][tx];
+    y[c] = s;
+  }
+}

@@ -5,8 +5,9 @@
 //! output projection's row layout (b, t, h, e); the backward reads the projection's
 //! gradient rows as they are and writes ∂q, ∂k, ∂v in one buffer. It replaces, per block,
 //! six batched GEMMs (76 TFLOP/s at batch 32 on nvidia-h200, run 32), the two softmax
-//! kernels and two head transposes. Where it does not apply (not CUDA, not bf16, t or e not
-//! a multiple of 16 or above 128) the callers get `None` and compose the ops.
+//! kernels and two head transposes. Where it does not apply (not CUDA, not bf16, t not a
+//! multiple of 32 up to 128, e not a multiple of 16 up to 128) the callers get `None` and
+//! compose the ops.
 
 use crate::error::Result;
 use candle_core::{DType, Tensor};
@@ -82,11 +83,13 @@ mod imp {
     use super::*;
     use candle_core::{CudaStorage, Layout, Storage};
 
-    /// Bytes of dynamic shared memory: per warp (t / 16 of them) an f32 strip of 16 rows of
-    /// max(t, e) + 4 and a bf16 strip of 16 rows of t + 8 (attn.cuh's sf, sh).
-    fn shared(t: usize, e: usize) -> u32 {
-        let w = t / 16;
-        (w * 16 * (t.max(e) + 4) * 4 + w * 16 * (t + 8) * 2) as u32
+    /// Bytes of dynamic shared memory. Per warp (t / 32 of them) an f32 strip of 16 rows of
+    /// max(t, e) + 4 (attn.cuh's sf); then, forward, per warp a bf16 strip of 16 rows of t +
+    /// 8 (sh) and, backward, all t rows of dS at that stride.
+    fn shared(t: usize, e: usize, backward: bool) -> u32 {
+        let w = t / 32;
+        let bf16_rows = if backward { t } else { w * 16 };
+        (w * 16 * (t.max(e) + 4) * 4 + bf16_rows * (t + 8) * 2) as u32
     }
 
     /// Runs `f` on the CUDA storages of `ts` (contiguous, 32-byte aligned: the tiles load
@@ -129,17 +132,17 @@ mod imp {
         let out = with_cuda(&[&q, &k, &v], |ins| {
             gpu::launch_extra(
                 gpu::Launch {
-                    kernel: "attn_fwd_bf16".into(),
+                    kernel: format!("attn_fwd_e{e}_bf16"),
                     ins,
                     out_dtype: DType::BF16,
                     out_len: b * h * t * t + b * t * h * e,
                     grid: b * h,
-                    block: 32 * (t / 16),
-                    n: [b, h, t | e << 16],
+                    block: 32 * (t / 32),
+                    n: [b, h, t],
                     f: scale as f32,
                 },
                 None,
-                shared(t, e),
+                shared(t, e, false),
             )
         })?;
         let Some(out) = out else { return Ok(None) };
@@ -177,17 +180,17 @@ mod imp {
         let out = with_cuda(&[&q, &k, &v, &p, &dy], |ins| {
             gpu::launch_extra(
                 gpu::Launch {
-                    kernel: "attn_bwd_bf16".into(),
+                    kernel: format!("attn_bwd_e{e}_bf16"),
                     ins,
                     out_dtype: DType::BF16,
                     out_len: 3 * b * h * t * e,
                     grid: b * h,
-                    block: 32 * (t / 16),
-                    n: [b, h, t | e << 16],
+                    block: 32 * (t / 32),
+                    n: [b, h, t],
                     f: scale as f32,
                 },
                 None,
-                shared(t, e),
+                shared(t, e, true),
             )
         })?;
         let Some(out) = out else { return Ok(None) };

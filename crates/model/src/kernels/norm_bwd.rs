@@ -260,8 +260,7 @@ pub(crate) fn backward(
             };
             x.apply_op3_no_bwd(&w, &g, &op)
         })?;
-        let part = part.reshape((rows.div_ceil(warps * rpw), cols))?;
-        return Ok(Some((dx, part.sum(0)?)));
+        return Ok(Some((dx, colsum(&part, rows.div_ceil(warps * rpw), cols)?)));
     }
     if cols > THREADS * MAX_PER_THREAD {
         return Ok(None);
@@ -279,6 +278,31 @@ pub(crate) fn backward(
     })?;
     let part = x.apply_op1_no_bwd(&DwPart { g: &g, rs: &rs })?;
     Ok(Some((dx, part.sum(0)?)))
+}
+
+/// The column sums (cols,) of the f32 partials `part` (rows × cols, flat): fused.cu
+/// `colsum_f32` (candle's sum over the first dimension took 11 µs for 512 × 1600).
+fn colsum(part: &Tensor, rows: usize, cols: usize) -> Result<Tensor> {
+    let (st, l) = part.storage_and_layout();
+    let candle_core::Storage::Cuda(cs) = &*st else {
+        return Err(candle_core::Error::Msg("rms-norm backward: not on CUDA".into()).into());
+    };
+    let out = gpu::launch(gpu::Launch {
+        kernel: "colsum_f32".into(),
+        ins: &[(cs, l)],
+        out_dtype: DType::F32,
+        out_len: cols,
+        grid: cols.div_ceil(32),
+        block: 256,
+        n: [rows, cols, 0],
+        f: 0.0,
+    })?;
+    Ok(Tensor::from_storage(
+        candle_core::Storage::Cuda(out),
+        cols,
+        candle_core::op::BackpropOp::none(),
+        false,
+    ))
 }
 
 /// An f32 buffer of `len` on x's device, not zero-filled: the kernel that takes it writes
