@@ -5,8 +5,12 @@
 // is a multiple of 32, at most 128; E (the head width) a multiple of 16, at most 128 (a
 // template parameter, so the loops over it unroll and their tile loads issue together).
 // The T / 16 row strips of 16 queries are paired, w with T/16 − 1 − w, on T / 32 warps: under
-// the causal mask every warp then has the same number of tiles. Part of fused.cu (see its
-// header for the kernels' arguments).
+// the causal mask every warp then has the same number of tiles. The operands that every
+// warp reads tile by tile (k and v; in the backward also q, then dY) are first copied to
+// shared memory by the whole block, 16 bytes per thread and load: read one tile at a time
+// from global memory, each step waited a full memory latency (run 34: 105 µs a forward,
+// 250 µs a backward per layer on nvidia-h100-x1). Part of fused.cu (see its header for the
+// kernels' arguments).
 #pragma once
 #include "common.cuh"
 #include <mma.h>
@@ -23,6 +27,15 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> C;
 // so that a tile's rows start 4 banks apart.
 __device__ __forceinline__ int sf(int T, int E) { return max(T, E) + 4; }
 __device__ __forceinline__ int sh(int T) { return T + 8; }
+
+// rows × E elements from src (row stride lds) to dst (row stride ldd), by the whole block.
+template <int E>
+__device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, int ldd, int rows) {
+  for (int c = threadIdx.x; c < rows * (E / 8); c += blockDim.x) {
+    const int r = c / (E / 8), col = (c % (E / 8)) * 8;
+    *reinterpret_cast<uint4 *>(dst + r * ldd + col) = *reinterpret_cast<const uint4 *>(src + r * lds + col);
+  }
+}
 
 // The N accumulators of a 16 × 16N strip to the f32 strip s (row stride ld), then as bf16
 // to 16 rows of `out` (row stride ldo), 8 elements per lane and store.
@@ -41,20 +54,25 @@ __device__ __forceinline__ void strip_out(C (&acc)[N], float *s, int ld, bf16 *o
 }  // namespace attn
 
 // Forward. q, k, v (b, h, T, E); out: P = softmax(scale · q kᵀ, causal) (b, h, T, T), then
-// Y = P v as (b, T, h, E) (the output projection's rows). Shared memory: per warp an f32
-// strip 16 × sf and a bf16 strip 16 × sh.
+// Y = P v as (b, T, h, E) (the output projection's rows). Shared memory: k and v (T rows of
+// E + 8), then per warp an f32 strip 16 × sf and a bf16 strip 16 × sh.
 template <int E>
 __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int Bn, int H,
                          int T, float scale) {
   using namespace attn;
-  constexpr int N = E / 16;
+  constexpr int N = E / 16, LE = E + 8;
   extern __shared__ float attn_fwd_sm[];
   const int bh = blockIdx.x, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int SF = sf(T, E), SH = sh(T), W = T / 16;
-  float *s = attn_fwd_sm + warp * 16 * SF;
-  bf16 *p = reinterpret_cast<bf16 *>(attn_fwd_sm + (W / 2) * 16 * SF) + warp * 16 * SH;
+  bf16 *ks = reinterpret_cast<bf16 *>(attn_fwd_sm), *vs = ks + T * LE;
+  float *strips = reinterpret_cast<float *>(vs + T * LE);
+  float *s = strips + warp * 16 * SF;
+  bf16 *p = reinterpret_cast<bf16 *>(strips + (W / 2) * 16 * SF) + warp * 16 * SH;
   const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
-  const bf16 *qh = q + head, *kh = k + head, *vh = v + head;
+  const bf16 *qh = q + head;
+  stage<E>(k + head, E, ks, LE, T);
+  stage<E>(v + head, E, vs, LE, T);
+  __syncthreads();
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - warp : warp, i0 = st * 16;
     // Scores of the strip, key tiles j <= st (the rest is masked).
@@ -64,7 +82,7 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
     for (int j = 0; j <= st; j++) {
       Bt bt[N];
 #pragma unroll
-      for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(bt[kk], kh + (size_t)j * 16 * E + kk * 16, E);
+      for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(bt[kk], ks + j * 16 * LE + kk * 16, LE);
       C c;
       wmma::fill_fragment(c, 0.0f);
 #pragma unroll
@@ -72,22 +90,44 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
       wmma::store_matrix_sync(s + j * 16, c, SF, wmma::mem_row_major);
     }
     __syncwarp();
-    // Softmax of each row (as causal_softmax_fwd: f32, expf, times 1 / sum), query i sees
-    // keys j <= i; bf16 P with zeros past the diagonal.
-    for (int r = 0; r < 16; r++) {
-      const int i = i0 + r;
-      float *sr = s + r * SF;
-      float m = -INFINITY;
-      for (int j = lane; j <= i; j += 32) m = fmaxf(m, sr[j] * scale);
-      m = warp_max(m);
-      float sum = 0.0f;
-      for (int j = lane; j <= i; j += 32) {
-        const float e = expf(sr[j] * scale - m);
-        sr[j] = e;
-        sum += e;
+    // Softmax of each row (as causal_softmax_fwd: f32, expf, times 1 / sum): query i sees
+    // keys j <= i; bf16 P with zeros past the diagonal. Four rows at a time, lane l holding
+    // columns l + 32m, so the four rows' reductions run side by side.
+    for (int r0 = 0; r0 < 16; r0 += 4) {
+      float x[4][4], mx[4], sum[4];
+#pragma unroll
+      for (int a = 0; a < 4; a++) {
+        const int i = i0 + r0 + a;
+        mx[a] = -INFINITY;
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          const int j = lane + 32 * m;
+          x[a][m] = (j <= i && j < T) ? s[(r0 + a) * SF + j] * scale : -INFINITY;
+          mx[a] = fmaxf(mx[a], x[a][m]);
+        }
       }
-      const float inv = 1.0f / warp_sum(sum);
-      for (int j = lane; j < T; j += 32) p[r * SH + j] = __float2bfloat16(j <= i ? sr[j] * inv : 0.0f);
+#pragma unroll
+      for (int a = 0; a < 4; a++) mx[a] = warp_max(mx[a]);
+#pragma unroll
+      for (int a = 0; a < 4; a++) {
+        sum[a] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          x[a][m] = expf(x[a][m] - mx[a]);
+          sum[a] += x[a][m];
+        }
+      }
+#pragma unroll
+      for (int a = 0; a < 4; a++) sum[a] = warp_sum(sum[a]);
+#pragma unroll
+      for (int a = 0; a < 4; a++) {
+        const float inv = 1.0f / sum[a];
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+          const int j = lane + 32 * m;
+          if (j < T) p[(r0 + a) * SH + j] = __float2bfloat16(x[a][m] * inv);
+        }
+      }
     }
     __syncwarp();
     bf16 *P = out + (size_t)bh * T * T + (size_t)i0 * T;
@@ -104,7 +144,7 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
       B bv[N];
       wmma::load_matrix_sync(a, p + j * 16, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bv[n], vh + (size_t)j * 16 * E + n * 16, E);
+      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bv[n], vs + j * 16 * LE + n * 16, LE);
 #pragma unroll
       for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bv[n], acc[n]);
     }
@@ -113,53 +153,77 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
   }
 }
 
-// Backward. q, k, v (b, h, T, E), P (b, h, T, T), dY (b, T, h, E); out (3, b, h, T, E):
-// ∂q, ∂k, ∂v. dP = dY vᵀ (f32, shared), dS = scale · P ⊙ (dP − Σ dP ⊙ P) (bf16, shared, all
-// rows: ∂k reads its columns), then per strip ∂q = dS k, ∂k = dSᵀ q, ∂v = Pᵀ dY. Shared
-// memory: per warp an f32 strip 16 × sf, and dS, T × sh bf16.
+// Backward. q, k, v (b, h, T, E), P (b, h, T, T), Y and dY (b, T, h, E); out (3, b, h, T, E):
+// ∂q, ∂k, ∂v. Per query strip, tile by tile: dP = dY vᵀ, dS = scale · P ⊙ (dP − D) with
+// D = Σ_j dP ⊙ P = dY · Y per row (the output's rows, as FlashAttention does), in bf16 into
+// a shared T × T dS; then per strip ∂q = dS k, ∂k = dSᵀ q, ∂v = Pᵀ dY. Shared memory: k, v
+// (dY once dP is done) and q (T rows of E + 8), dS (T rows of sh), per warp an f32 tile
+// strip 16 × (E + 4).
 template <int E>
 __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *pg,
-                         const bf16 *dy, bf16 *out, int Bn, int H, int T, float scale) {
+                         const bf16 *y, const bf16 *dy, bf16 *out, int Bn, int H, int T,
+                         float scale) {
   using namespace attn;
-  constexpr int N = E / 16;
+  constexpr int N = E / 16, LE = E + 8, SC = E + 4;
   extern __shared__ float attn_bwd_sm[];
   const int bh = blockIdx.x, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int SF = sf(T, E), SH = sh(T), W = T / 16;
-  float *s = attn_bwd_sm + warp * 16 * SF;
-  bf16 *ds = reinterpret_cast<bf16 *>(attn_bwd_sm + (W / 2) * 16 * SF);
+  const int SH = sh(T), W = T / 16;
+  bf16 *ks = reinterpret_cast<bf16 *>(attn_bwd_sm), *vs = ks + T * LE, *qs = vs + T * LE;
+  bf16 *ds = qs + T * LE;
+  float *s = reinterpret_cast<float *>(ds + T * SH) + warp * 16 * SC;
   const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
-  const bf16 *qh = q + head, *kh = k + head, *vh = v + head, *ph = pg + (size_t)bh * T * T;
-  const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E;
+  const bf16 *ph = pg + (size_t)bh * T * T;
+  const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E, *yh = y + (size_t)b * T * ldy + (size_t)h * E;
+  stage<E>(k + head, E, ks, LE, T);
+  stage<E>(v + head, E, vs, LE, T);
+  stage<E>(q + head, E, qs, LE, T);
+  __syncthreads();
+  // Lane l works on row l / 2 of a tile, columns (l & 1) · 8 .. + 8.
+  const int rr = lane >> 1, cc = (lane & 1) * 8;
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - warp : warp, i0 = st * 16;
-    // dP of the strip, key tiles j <= st.
+    // D of the lane's row: half of the row's dY · Y per lane, the pair summed.
+    float dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < E / 2; c += 8) {
+      float a[8], o[8];
+      const size_t off = (size_t)(i0 + rr) * ldy + (lane & 1) * (E / 2) + c;
+      load16(dyh + off, a);
+      load16(yh + off, o);
+#pragma unroll
+      for (int t = 0; t < 8; t++) dot += a[t] * o[t];
+    }
+    dot += __shfl_xor_sync(0xffffffff, dot, 1);
+    // The lane's 8 entries of P in each key tile, loaded together.
+    uint4 pre[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++)
+      if (m <= st) pre[m] = *reinterpret_cast<const uint4 *>(ph + (size_t)(i0 + rr) * T + m * 16 + cc);
     A da[N];
 #pragma unroll
     for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(da[kk], dyh + (size_t)i0 * ldy + kk * 16, ldy);
-    for (int j = 0; j <= st; j++) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      if (j > st) break;
       Bt bt[N];
 #pragma unroll
-      for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(bt[kk], vh + (size_t)j * 16 * E + kk * 16, E);
+      for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(bt[kk], vs + j * 16 * LE + kk * 16, LE);
       C c;
       wmma::fill_fragment(c, 0.0f);
 #pragma unroll
       for (int kk = 0; kk < N; kk++) wmma::mma_sync(c, da[kk], bt[kk], c);
-      wmma::store_matrix_sync(s + j * 16, c, SF, wmma::mem_row_major);
+      wmma::store_matrix_sync(s, c, SC, wmma::mem_row_major);
+      __syncwarp();
+      const bf16 *pv = reinterpret_cast<const bf16 *>(&pre[j]);
+      float o[8];
+#pragma unroll
+      for (int t = 0; t < 8; t++) o[t] = scale * to_f(pv[t]) * (s[rr * SC + cc + t] - dot);
+      store16(ds + (i0 + rr) * SH + j * 16 + cc, o);
+      __syncwarp();
     }
-    __syncwarp();
-    // dS rows (as causal_softmax_bwd: scale · y · (g − dot)), zeros past the diagonal.
-    for (int r = 0; r < 16; r++) {
-      const int i = i0 + r;
-      const float *sr = s + r * SF;
-      const bf16 *pr = ph + (size_t)i * T;
-      float dot = 0.0f;
-      for (int j = lane; j <= i; j += 32) dot += sr[j] * to_f(pr[j]);
-      dot = warp_sum(dot);
-      for (int j = lane; j < T; j += 32)
-        ds[i * SH + j] = __float2bfloat16(j <= i ? scale * to_f(pr[j]) * (sr[j] - dot) : 0.0f);
-    }
-    __syncwarp();
   }
+  __syncthreads();
+  stage<E>(dyh, ldy, vs, LE, T);  // v is done with: dY in its place
   __syncthreads();
   const size_t plane = (size_t)Bn * H * T * E;
   for (int half = 0; half < 2; half++) {
@@ -174,11 +238,11 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       B bk[N];
       wmma::load_matrix_sync(a, ds + i0 * SH + j * 16, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bk[n], kh + (size_t)j * 16 * E + n * 16, E);
+      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bk[n], ks + j * 16 * LE + n * 16, LE);
 #pragma unroll
       for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bk[n], acc[n]);
     }
-    strip_out<N>(acc, s, SF, dq, E);
+    strip_out<N>(acc, s, SC, dq, E);
     // ∂k of key rows [i0, i0 + 16) = Σ over query tiles i >= st of dS[i, strip]ᵀ · q[i].
 #pragma unroll
     for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
@@ -187,23 +251,28 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       B bq[N];
       wmma::load_matrix_sync(a, ds + i * 16 * SH + i0, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bq[n], qh + (size_t)i * 16 * E + n * 16, E);
+      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bq[n], qs + i * 16 * LE + n * 16, LE);
 #pragma unroll
       for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bq[n], acc[n]);
     }
-    strip_out<N>(acc, s, SF, dk, E);
-    // ∂v of the strip's key rows = Σ over query tiles i >= st of P[i, strip]ᵀ · dY[i].
+    strip_out<N>(acc, s, SC, dk, E);
+    // ∂v of the strip's key rows = Σ over query tiles i >= st of P[i, strip]ᵀ · dY[i]; the
+    // P tiles (global) loaded together first.
+    At pa[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++)
+      if (st + m < W) wmma::load_matrix_sync(pa[m], ph + (size_t)(st + m) * 16 * T + i0, T);
 #pragma unroll
     for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
-    for (int i = st; i < W; i++) {
-      At a;
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+      if (st + m >= W) break;
       B bd[N];
-      wmma::load_matrix_sync(a, ph + (size_t)i * 16 * T + i0, T);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bd[n], dyh + (size_t)i * 16 * ldy + n * 16, ldy);
+      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bd[n], vs + (st + m) * 16 * LE + n * 16, LE);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bd[n], acc[n]);
+      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], pa[m], bd[n], acc[n]);
     }
-    strip_out<N>(acc, s, SF, dv, E);
+    strip_out<N>(acc, s, SC, dv, E);
   }
 }

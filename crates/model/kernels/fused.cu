@@ -38,8 +38,8 @@
 //   attn_fwd_eE_bf16    causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
 //                       then Y (b, T, h, E); one block per (b, h), T / 32 warps (n0 = b,
 //                       n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
-//   attn_bwd_eE_bf16    its backward from q, k, v, P and dY (b, T, h, E): out = ∂q, ∂k, ∂v
-//                       (3, b, h, T, E)
+//   attn_bwd_eE_bf16    its backward from q, k, v, P, Y and dY (both (b, T, h, E)): out =
+//                       ∂q, ∂k, ∂v (3, b, h, T, E)
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -188,9 +188,9 @@ extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, 
     attn_fwd<E>(q, k, v, out, n0, n1, n2, f);                                                      \
   }                                                                                                \
   extern "C" __global__ void attn_bwd_e##E##_bf16(const bf16 *q, const bf16 *k, const bf16 *v,     \
-                                                  const bf16 *p, const bf16 *dy, bf16 *out,        \
-                                                  int n0, int n1, int n2, float f) {               \
-    attn_bwd<E>(q, k, v, p, dy, out, n0, n1, n2, f);                                               \
+                                                  const bf16 *p, const bf16 *y, const bf16 *dy,    \
+                                                  bf16 *out, int n0, int n1, int n2, float f) {    \
+    attn_bwd<E>(q, k, v, p, y, dy, out, n0, n1, n2, f);                                            \
   }
 ATTN_ENTRIES(16) ATTN_ENTRIES(32) ATTN_ENTRIES(48) ATTN_ENTRIES(64)
 ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)

@@ -160,23 +160,24 @@ impl SavedStage for Saved {
         let dyr = gemm::matmul(&dx2, wo, None)?;
         mark("bwd/block/attn/out_proj");
         let scale = 1.0 / (e as f64).sqrt();
-        let (dqr, dkr, dv) = match kernels::attn::backward(&s.q, &s.k, &s.v, &s.p, &dyr, scale)? {
-            Some(g) => {
-                mark("bwd/block/attn/core");
-                g
-            }
-            None => {
-                let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
-                let dp = dy.matmul(&s.v.t()?)?;
-                let dv = s.p.t()?.matmul(&dy)?;
-                mark("bwd/block/attn/value");
-                let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
-                mark("bwd/block/attn/softmax");
-                let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
-                mark("bwd/block/attn/scores");
-                (dqr, dkr, dv)
-            }
-        };
+        let (dqr, dkr, dv) =
+            match kernels::attn::backward(&s.q, &s.k, &s.v, &s.p, [&s.y, &dyr], scale)? {
+                Some(g) => {
+                    mark("bwd/block/attn/core");
+                    g
+                }
+                None => {
+                    let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
+                    let dp = dy.matmul(&s.v.t()?)?;
+                    let dv = s.p.t()?.matmul(&dy)?;
+                    mark("bwd/block/attn/value");
+                    let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
+                    mark("bwd/block/attn/softmax");
+                    let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
+                    mark("bwd/block/attn/scores");
+                    (dqr, dkr, dv)
+                }
+            };
         // One kernel: q and k rotated back and all three laid out as the GEMM's rows.
         let dqkv = kernels::qkv_rope_bwd(&dqr, &dkr, &dv, &s.dims.cos, &s.dims.sin)?
             .reshape((b * t, 3 * d))?;

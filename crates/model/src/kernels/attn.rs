@@ -1,5 +1,5 @@
-//! Causal attention for bf16 on CUDA in one kernel per direction (fused.cu `attn_fwd_bf16`,
-//! `attn_bwd_bf16`; kernels/attn.cuh): tensor-core tiles (wmma), one block per (batch,
+//! Causal attention for bf16 on CUDA in one kernel per direction (fused.cu `attn_fwd_e*_bf16`,
+//! `attn_bwd_e*_bf16`; kernels/attn.cuh): tensor-core tiles (wmma), one block per (batch,
 //! head), the scores and their gradient in shared memory as f32. The forward writes the
 //! probabilities P (kept for the backward, as before) and the heads' output already in the
 //! output projection's row layout (b, t, h, e); the backward reads the projection's
@@ -12,15 +12,16 @@
 use crate::error::Result;
 use candle_core::{DType, Tensor};
 
-/// The kernels' limits: t and e multiples of 16, at most 128.
+/// The kernels' limits: t a multiple of 32 (query strips of 16 in pairs), e of 16 (one
+/// kernel per width), both at most 128.
 fn applies(q: &Tensor) -> bool {
     let d = q.dims();
+    let fits = |n: usize, m: usize| n.is_multiple_of(m) && (m..=128).contains(&n);
     q.device().is_cuda()
         && q.dtype() == DType::BF16
         && d.len() == 4
-        && [d[2], d[3]]
-            .iter()
-            .all(|&n| n % 16 == 0 && (16..=128).contains(&n))
+        && fits(d[2], 32)
+        && fits(d[3], 16)
 }
 
 /// Softmax(scale · q kᵀ, causal) and its product with v, from q, k, v (b, h, t, e) bf16:
@@ -38,20 +39,21 @@ pub(crate) fn forward(
     imp::forward(q, k, v, scale)
 }
 
-/// ∂q, ∂k, ∂v (b, h, t, e) from q, k, v, the forward's P and the output rows' gradient dy
-/// (b·t, h·e), or `None` where the kernel does not apply.
+/// ∂q, ∂k, ∂v (b, h, t, e) from q, k, v, the forward's P, its output rows y and their
+/// gradient dy (both (b·t, h·e)), or `None` where the kernel does not apply.
 pub(crate) fn backward(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     p: &Tensor,
-    dy: &Tensor,
+    [y, dy]: [&Tensor; 2],
     scale: f64,
 ) -> Result<Option<(Tensor, Tensor, Tensor)>> {
-    if !applies(q) || p.dtype() != DType::BF16 || dy.dtype() != DType::BF16 {
+    let bf16 = |t: &Tensor| t.dtype() == DType::BF16;
+    if !applies(q) || !bf16(p) || !bf16(y) || !bf16(dy) {
         return Ok(None);
     }
-    imp::backward(q, k, v, p, dy, scale)
+    imp::backward(q, k, v, p, [y, dy], scale)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -70,7 +72,7 @@ mod imp {
         _: &Tensor,
         _: &Tensor,
         _: &Tensor,
-        _: &Tensor,
+        _: [&Tensor; 2],
         _: f64,
     ) -> Result<Option<(Tensor, Tensor, Tensor)>> {
         Ok(None)
@@ -83,13 +85,18 @@ mod imp {
     use super::*;
     use candle_core::{CudaStorage, Layout, Storage};
 
-    /// Bytes of dynamic shared memory. Per warp (t / 32 of them) an f32 strip of 16 rows of
-    /// max(t, e) + 4 (attn.cuh's sf); then, forward, per warp a bf16 strip of 16 rows of t +
-    /// 8 (sh) and, backward, all t rows of dS at that stride.
+    /// Bytes of dynamic shared memory (attn.cuh): the staged operands, t rows of e + 8 each
+    /// (forward k, v; backward k, v then dY, and q); forward, per warp (t / 32 of them) an
+    /// f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8; backward,
+    /// dS (t rows of t + 8) and per warp an f32 strip of 16 rows of e + 4.
     fn shared(t: usize, e: usize, backward: bool) -> u32 {
-        let w = t / 32;
-        let bf16_rows = if backward { t } else { w * 16 };
-        (w * 16 * (t.max(e) + 4) * 4 + bf16_rows * (t + 8) * 2) as u32
+        let (w, staged) = (t / 32, t * (e + 8) * 2);
+        let bytes = if backward {
+            3 * staged + t * (t + 8) * 2 + w * 16 * (e + 4) * 4
+        } else {
+            2 * staged + w * 16 * (t.max(e) + 4) * 4 + w * 16 * (t + 8) * 2
+        };
+        bytes as u32
     }
 
     /// Runs `f` on the CUDA storages of `ts` (contiguous, 32-byte aligned: the tiles load
@@ -159,25 +166,21 @@ mod imp {
         k: &Tensor,
         v: &Tensor,
         p: &Tensor,
-        dy: &Tensor,
+        [y, dy]: [&Tensor; 2],
         scale: f64,
     ) -> Result<Option<(Tensor, Tensor, Tensor)>> {
         let (b, h, t, e) = q.dims4()?;
         if k.dims() != q.dims()
             || v.dims() != q.dims()
             || p.dims() != [b, h, t, t]
+            || y.elem_count() != b * t * h * e
             || dy.elem_count() != b * t * h * e
         {
             return Ok(None);
         }
-        let (q, k, v, p, dy) = (
-            q.contiguous()?,
-            k.contiguous()?,
-            v.contiguous()?,
-            p.contiguous()?,
-            dy.contiguous()?,
-        );
-        let out = with_cuda(&[&q, &k, &v, &p, &dy], |ins| {
+        let c = |t: &Tensor| t.contiguous();
+        let (q, k, v, p, y, dy) = (c(q)?, c(k)?, c(v)?, c(p)?, c(y)?, c(dy)?);
+        let out = with_cuda(&[&q, &k, &v, &p, &y, &dy], |ins| {
             gpu::launch_extra(
                 gpu::Launch {
                     kernel: format!("attn_bwd_e{e}_bf16"),

@@ -155,10 +155,12 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
     }
 
     if dev.is_cuda() && dtype == DType::BF16 {
-        // The LM's shape (t 128, e 64), and e 80 (2.7B) past a shorter t.
+        // The LM's shapes (t 128; e 64, and 80 for 2.7B), e past a shorter t, the widest e.
         for (op, shape) in [
             ("attention", [2usize, 3, 128, 64]),
-            ("attention e80", [2, 2, 48, 80]),
+            ("attention e80", [1, 2, 128, 80]),
+            ("attention t64 e80", [2, 2, 64, 80]),
+            ("attention t32 e128", [1, 2, 32, 128]),
         ] {
             out.push(attention(op, shape, dev)?);
         }
@@ -228,7 +230,7 @@ fn attention(op: &'static str, shape: [usize; 4], dev: &Device) -> Result<Compar
     let fail = |what: &str| ModelError::Config(format!("{op}: the kernel did not apply ({what})"));
     let (p, y) =
         super::attn::forward(&qkv[0], &qkv[1], &qkv[2], scale)?.ok_or_else(|| fail("forward"))?;
-    let (dq, dk, dv) = super::attn::backward(&qkv[0], &qkv[1], &qkv[2], &p, &dy, scale)?
+    let (dq, dk, dv) = super::attn::backward(&qkv[0], &qkv[1], &qkv[2], &p, [&y, &dy], scale)?
         .ok_or_else(|| fail("backward"))?;
     let vars: Vec<Var> = qkv
         .iter()
