@@ -4,12 +4,14 @@
 // backward): the scores and their gradient stay in shared memory as f32. T (the sequence)
 // is a multiple of 32, at most 128; E (the head width) a multiple of 16, at most 128 (a
 // template parameter, so the loops over it unroll and their tile loads issue together).
-// The T / 16 row strips of 16 queries are paired, w with T/16 − 1 − w, on T / 32 warps: under
-// the causal mask every warp then has the same number of tiles. The operands that every
+// The T / 16 row strips of 16 queries are paired, w with T/16 − 1 − w: under the causal mask
+// every pair then has the same number of tiles. Each pair has two warps (T / 16 warps in
+// all), which split its key tiles, rows and output tiles between them. The operands that every
 // warp reads tile by tile (k and v; in the backward also q, then dY) are first copied to
 // shared memory by the whole block, 16 bytes per thread and load: read one tile at a time
 // from global memory, each step waited a full memory latency (run 34: 105 µs a forward,
-// 250 µs a backward per layer on nvidia-h100-x1). Part of fused.cu (see its header for the
+// 250 µs a backward per layer on nvidia-h100-x1). With one warp per pair (run 35: 88 and
+// 126 µs per layer on nvidia-h200) each warp's chain of dependent tile steps was the limit. Part of fused.cu (see its header for the
 // kernels' arguments).
 #pragma once
 #include "common.cuh"
@@ -37,16 +39,19 @@ __device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, in
   }
 }
 
-// The N accumulators of a 16 × 16N strip to the f32 strip s (row stride ld), then as bf16
-// to 16 rows of `out` (row stride ldo), 8 elements per lane and store.
-template <int N>
-__device__ __forceinline__ void strip_out(C (&acc)[N], float *s, int ld, bf16 *out, size_t ldo) {
+// A warp's share of a 16 × E output strip: accumulators acc[m] for the 16-column tiles
+// n = sub + 2m (m < count), to the f32 strip s (row stride ld) at their columns, then as
+// bf16 to the same columns of 16 rows of `out` (row stride ldo), 8 elements per lane.
+template <int M>
+__device__ __forceinline__ void part_out(C (&acc)[M], int sub, int count, float *s, int ld, bf16 *out,
+                                         size_t ldo) {
 #pragma unroll
-  for (int n = 0; n < N; n++) wmma::store_matrix_sync(s + n * 16, acc[n], ld, wmma::mem_row_major);
+  for (int m = 0; m < M; m++)
+    if (m < count) wmma::store_matrix_sync(s + (sub + 2 * m) * 16, acc[m], ld, wmma::mem_row_major);
   __syncwarp();
   const int lane = threadIdx.x & 31;
-  for (int c = lane; c < 16 * 2 * N; c += 32) {
-    const int r = c / (2 * N), col = (c % (2 * N)) * 8;
+  for (int c = lane; c < 16 * 2 * count; c += 32) {
+    const int r = c / (2 * count), q = c % (2 * count), col = (sub + 2 * (q >> 1)) * 16 + (q & 1) * 8;
     store16(out + r * ldo + col, s + r * ld + col);
   }
   __syncwarp();
@@ -55,31 +60,32 @@ __device__ __forceinline__ void strip_out(C (&acc)[N], float *s, int ld, bf16 *o
 
 // Forward. q, k, v (b, h, T, E); out: P = softmax(scale · q kᵀ, causal) (b, h, T, T), then
 // Y = P v as (b, T, h, E) (the output projection's rows). Shared memory: k and v (T rows of
-// E + 8), then per warp an f32 strip 16 × sf and a bf16 strip 16 × sh.
+// E + 8), then per pair an f32 strip 16 × sf and a bf16 strip 16 × sh.
 template <int E>
 __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int Bn, int H,
                          int T, float scale) {
   using namespace attn;
-  constexpr int N = E / 16, LE = E + 8;
+  constexpr int N = E / 16, LE = E + 8, M = (N + 1) / 2;
   extern __shared__ float attn_fwd_sm[];
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x & 31;
+  const int pair = threadIdx.x >> 6, sub = (threadIdx.x >> 5) & 1, count = (N - sub + 1) / 2;
   const int SF = sf(T, E), SH = sh(T), W = T / 16;
   bf16 *ks = reinterpret_cast<bf16 *>(attn_fwd_sm), *vs = ks + T * LE;
   float *strips = reinterpret_cast<float *>(vs + T * LE);
-  float *s = strips + warp * 16 * SF;
-  bf16 *p = reinterpret_cast<bf16 *>(strips + (W / 2) * 16 * SF) + warp * 16 * SH;
+  float *s = strips + pair * 16 * SF;
+  bf16 *p = reinterpret_cast<bf16 *>(strips + (W / 2) * 16 * SF) + pair * 16 * SH;
   const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
   const bf16 *qh = q + head;
   stage<E>(k + head, E, ks, LE, T);
   stage<E>(v + head, E, vs, LE, T);
   __syncthreads();
   for (int half = 0; half < 2; half++) {
-    const int st = half ? W - 1 - warp : warp, i0 = st * 16;
-    // Scores of the strip, key tiles j <= st (the rest is masked).
+    const int st = half ? W - 1 - pair : pair, i0 = st * 16;
+    // Scores of the strip, key tiles j <= st (the rest is masked); this warp's j = sub + 2m.
     A qa[N];
 #pragma unroll
     for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(qa[kk], qh + (size_t)i0 * E + kk * 16, E);
-    for (int j = 0; j <= st; j++) {
+    for (int j = sub; j <= st; j += 2) {
       Bt bt[N];
 #pragma unroll
       for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(bt[kk], ks + j * 16 * LE + kk * 16, LE);
@@ -89,11 +95,11 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
       for (int kk = 0; kk < N; kk++) wmma::mma_sync(c, qa[kk], bt[kk], c);
       wmma::store_matrix_sync(s + j * 16, c, SF, wmma::mem_row_major);
     }
-    __syncwarp();
+    __syncthreads();
     // Softmax of each row (as causal_softmax_fwd: f32, expf, times 1 / sum): query i sees
-    // keys j <= i; bf16 P with zeros past the diagonal. Four rows at a time, lane l holding
-    // columns l + 32m, so the four rows' reductions run side by side.
-    for (int r0 = 0; r0 < 16; r0 += 4) {
+    // keys j <= i; bf16 P with zeros past the diagonal. This warp's 8 rows, four at a time,
+    // lane l holding columns l + 32m, so the four rows' reductions run side by side.
+    for (int r0 = sub * 8; r0 < sub * 8 + 8; r0 += 4) {
       float x[4][4], mx[4], sum[4];
 #pragma unroll
       for (int a = 0; a < 4; a++) {
@@ -131,25 +137,29 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
     }
     __syncwarp();
     bf16 *P = out + (size_t)bh * T * T + (size_t)i0 * T;
-    for (int c = lane; c < 16 * T / 8; c += 32) {
-      const int r = c / (T / 8), col = (c % (T / 8)) * 8;
+    for (int c = lane; c < 8 * T / 8; c += 32) {
+      const int r = sub * 8 + c / (T / 8), col = (c % (T / 8)) * 8;
       *reinterpret_cast<uint4 *>(P + r * T + col) = *reinterpret_cast<const uint4 *>(p + r * SH + col);
     }
-    // Y strip = P strip · v over key tiles j <= st.
-    C acc[N];
+    __syncthreads();
+    // Y strip = P strip · v over key tiles j <= st; this warp's output tiles n = sub + 2m.
+    C acc[M];
 #pragma unroll
-    for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
+    for (int m = 0; m < M; m++) wmma::fill_fragment(acc[m], 0.0f);
     for (int j = 0; j <= st; j++) {
       A a;
-      B bv[N];
+      B bv[M];
       wmma::load_matrix_sync(a, p + j * 16, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bv[n], vs + j * 16 * LE + n * 16, LE);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::load_matrix_sync(bv[m], vs + j * 16 * LE + (sub + 2 * m) * 16, LE);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bv[n], acc[n]);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::mma_sync(acc[m], a, bv[m], acc[m]);
     }
     bf16 *Y = out + (size_t)Bn * H * T * T + ((size_t)b * T + i0) * ldy + (size_t)h * E;
-    strip_out<N>(acc, s, SF, Y, ldy);
+    part_out<M>(acc, sub, count, s, SF, Y, ldy);
+    __syncthreads();
   }
 }
 
@@ -157,20 +167,21 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
 // ∂q, ∂k, ∂v. Per query strip, tile by tile: dP = dY vᵀ, dS = scale · P ⊙ (dP − D) with
 // D = Σ_j dP ⊙ P = dY · Y per row (the output's rows, as FlashAttention does), in bf16 into
 // a shared T × T dS; then per strip ∂q = dS k, ∂k = dSᵀ q, ∂v = Pᵀ dY. Shared memory: k, v
-// (dY once dP is done) and q (T rows of E + 8), dS (T rows of sh), per warp an f32 tile
-// strip 16 × (E + 4).
+// (dY once dP is done) and q (T rows of E + 8), dS (T rows of sh), per pair an f32 strip
+// 16 × sc (a 16 × 16 scratch tile per warp while dS is made).
 template <int E>
 __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *pg,
                          const bf16 *y, const bf16 *dy, bf16 *out, int Bn, int H, int T,
                          float scale) {
   using namespace attn;
-  constexpr int N = E / 16, LE = E + 8, SC = E + 4;
+  constexpr int N = E / 16, LE = E + 8, SC = (E > 32 ? E : 32) + 4, M = (N + 1) / 2;
   extern __shared__ float attn_bwd_sm[];
-  const int bh = blockIdx.x, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x & 31;
+  const int pair = threadIdx.x >> 6, sub = (threadIdx.x >> 5) & 1, count = (N - sub + 1) / 2;
   const int SH = sh(T), W = T / 16;
   bf16 *ks = reinterpret_cast<bf16 *>(attn_bwd_sm), *vs = ks + T * LE, *qs = vs + T * LE;
   bf16 *ds = qs + T * LE;
-  float *s = reinterpret_cast<float *>(ds + T * SH) + warp * 16 * SC;
+  float *s = reinterpret_cast<float *>(ds + T * SH) + pair * 16 * SC;
   const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
   const bf16 *ph = pg + (size_t)bh * T * T;
   const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E, *yh = y + (size_t)b * T * ldy + (size_t)h * E;
@@ -180,8 +191,9 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
   __syncthreads();
   // Lane l works on row l / 2 of a tile, columns (l & 1) · 8 .. + 8.
   const int rr = lane >> 1, cc = (lane & 1) * 8;
+  float *scratch = s + sub * 16;  // this warp's 16 × 16 tile (row stride SC)
   for (int half = 0; half < 2; half++) {
-    const int st = half ? W - 1 - warp : warp, i0 = st * 16;
+    const int st = half ? W - 1 - pair : pair, i0 = st * 16;
     // D of the lane's row: half of the row's dY · Y per lane, the pair summed.
     float dot = 0.0f;
 #pragma unroll
@@ -194,16 +206,18 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       for (int t = 0; t < 8; t++) dot += a[t] * o[t];
     }
     dot += __shfl_xor_sync(0xffffffff, dot, 1);
-    // The lane's 8 entries of P in each key tile, loaded together.
-    uint4 pre[8];
+    // The lane's 8 entries of P in this warp's key tiles j = sub + 2m, loaded together.
+    uint4 pre[4];
 #pragma unroll
-    for (int m = 0; m < 8; m++)
-      if (m <= st) pre[m] = *reinterpret_cast<const uint4 *>(ph + (size_t)(i0 + rr) * T + m * 16 + cc);
+    for (int m = 0; m < 4; m++)
+      if (sub + 2 * m <= st)
+        pre[m] = *reinterpret_cast<const uint4 *>(ph + (size_t)(i0 + rr) * T + (sub + 2 * m) * 16 + cc);
     A da[N];
 #pragma unroll
     for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(da[kk], dyh + (size_t)i0 * ldy + kk * 16, ldy);
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int m = 0; m < 4; m++) {
+      const int j = sub + 2 * m;
       if (j > st) break;
       Bt bt[N];
 #pragma unroll
@@ -212,12 +226,12 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       wmma::fill_fragment(c, 0.0f);
 #pragma unroll
       for (int kk = 0; kk < N; kk++) wmma::mma_sync(c, da[kk], bt[kk], c);
-      wmma::store_matrix_sync(s, c, SC, wmma::mem_row_major);
+      wmma::store_matrix_sync(scratch, c, SC, wmma::mem_row_major);
       __syncwarp();
-      const bf16 *pv = reinterpret_cast<const bf16 *>(&pre[j]);
+      const bf16 *pv = reinterpret_cast<const bf16 *>(&pre[m]);
       float o[8];
 #pragma unroll
-      for (int t = 0; t < 8; t++) o[t] = scale * to_f(pv[t]) * (s[rr * SC + cc + t] - dot);
+      for (int t = 0; t < 8; t++) o[t] = scale * to_f(pv[t]) * (scratch[rr * SC + cc + t] - dot);
       store16(ds + (i0 + rr) * SH + j * 16 + cc, o);
       __syncwarp();
     }
@@ -227,35 +241,39 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
   __syncthreads();
   const size_t plane = (size_t)Bn * H * T * E;
   for (int half = 0; half < 2; half++) {
-    const int st = half ? W - 1 - warp : warp, i0 = st * 16;
+    const int st = half ? W - 1 - pair : pair, i0 = st * 16;
     bf16 *dq = out + head + (size_t)i0 * E, *dk = dq + plane, *dv = dq + 2 * plane;
-    C acc[N];
-    // ∂q strip = dS[strip, j <= st] · k[j].
+    C acc[M];
+    // ∂q strip = dS[strip, j <= st] · k[j]; this warp's output tiles n = sub + 2m.
 #pragma unroll
-    for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
+    for (int m = 0; m < M; m++) wmma::fill_fragment(acc[m], 0.0f);
     for (int j = 0; j <= st; j++) {
       A a;
-      B bk[N];
+      B bk[M];
       wmma::load_matrix_sync(a, ds + i0 * SH + j * 16, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bk[n], ks + j * 16 * LE + n * 16, LE);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::load_matrix_sync(bk[m], ks + j * 16 * LE + (sub + 2 * m) * 16, LE);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bk[n], acc[n]);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::mma_sync(acc[m], a, bk[m], acc[m]);
     }
-    strip_out<N>(acc, s, SC, dq, E);
+    part_out<M>(acc, sub, count, s, SC, dq, E);
     // ∂k of key rows [i0, i0 + 16) = Σ over query tiles i >= st of dS[i, strip]ᵀ · q[i].
 #pragma unroll
-    for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
+    for (int m = 0; m < M; m++) wmma::fill_fragment(acc[m], 0.0f);
     for (int i = st; i < W; i++) {
       At a;
-      B bq[N];
+      B bq[M];
       wmma::load_matrix_sync(a, ds + i * 16 * SH + i0, SH);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bq[n], qs + i * 16 * LE + n * 16, LE);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::load_matrix_sync(bq[m], qs + i * 16 * LE + (sub + 2 * m) * 16, LE);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], a, bq[n], acc[n]);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::mma_sync(acc[m], a, bq[m], acc[m]);
     }
-    strip_out<N>(acc, s, SC, dk, E);
+    part_out<M>(acc, sub, count, s, SC, dk, E);
     // ∂v of the strip's key rows = Σ over query tiles i >= st of P[i, strip]ᵀ · dY[i]; the
     // P tiles (global) loaded together first.
     At pa[8];
@@ -263,16 +281,18 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
     for (int m = 0; m < 8; m++)
       if (st + m < W) wmma::load_matrix_sync(pa[m], ph + (size_t)(st + m) * 16 * T + i0, T);
 #pragma unroll
-    for (int n = 0; n < N; n++) wmma::fill_fragment(acc[n], 0.0f);
+    for (int m = 0; m < M; m++) wmma::fill_fragment(acc[m], 0.0f);
 #pragma unroll
-    for (int m = 0; m < 8; m++) {
-      if (st + m >= W) break;
-      B bd[N];
+    for (int i = 0; i < 8; i++) {
+      if (st + i >= W) break;
+      B bd[M];
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::load_matrix_sync(bd[n], vs + (st + m) * 16 * LE + n * 16, LE);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::load_matrix_sync(bd[m], vs + (st + i) * 16 * LE + (sub + 2 * m) * 16, LE);
 #pragma unroll
-      for (int n = 0; n < N; n++) wmma::mma_sync(acc[n], pa[m], bd[n], acc[n]);
+      for (int m = 0; m < M; m++)
+        if (m < count) wmma::mma_sync(acc[m], pa[i], bd[m], acc[m]);
     }
-    strip_out<N>(acc, s, SC, dv, E);
+    part_out<M>(acc, sub, count, s, SC, dv, E);
   }
 }

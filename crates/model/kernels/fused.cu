@@ -36,7 +36,7 @@
 //                       n2 = C, f = E's bytes / 16)
 //   transpose2d         (n0, n1) → (n1, n0), 32 × 32 shared-memory tiles, 256 threads
 //   attn_fwd_eE_bf16    causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
-//                       then Y (b, T, h, E); one block per (b, h), T / 32 warps (n0 = b,
+//                       then Y (b, T, h, E); one block per (b, h), T / 16 warps (n0 = b,
 //                       n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
 //   attn_bwd_eE_bf16    its backward from q, k, v, P, Y and dY (both (b, T, h, E)): out =
 //                       ∂q, ∂k, ∂v (3, b, h, T, E)

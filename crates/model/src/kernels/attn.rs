@@ -86,13 +86,14 @@ mod imp {
     use candle_core::{CudaStorage, Layout, Storage};
 
     /// Bytes of dynamic shared memory (attn.cuh): the staged operands, t rows of e + 8 each
-    /// (forward k, v; backward k, v then dY, and q); forward, per warp (t / 32 of them) an
-    /// f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8; backward,
-    /// dS (t rows of t + 8) and per warp an f32 strip of 16 rows of e + 4.
+    /// (forward k, v; backward k, v then dY, and q); forward, per pair of query strips (t /
+    /// 32 of them) an f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of
+    /// t + 8; backward, dS (t rows of t + 8) and per pair an f32 strip of 16 rows of
+    /// max(e, 32) + 4.
     fn shared(t: usize, e: usize, backward: bool) -> u32 {
         let (w, staged) = (t / 32, t * (e + 8) * 2);
         let bytes = if backward {
-            3 * staged + t * (t + 8) * 2 + w * 16 * (e + 4) * 4
+            3 * staged + t * (t + 8) * 2 + w * 16 * (e.max(32) + 4) * 4
         } else {
             2 * staged + w * 16 * (t.max(e) + 4) * 4 + w * 16 * (t + 8) * 2
         };
@@ -144,7 +145,7 @@ mod imp {
                     out_dtype: DType::BF16,
                     out_len: b * h * t * t + b * t * h * e,
                     grid: b * h,
-                    block: 32 * (t / 32),
+                    block: 32 * (t / 16),
                     n: [b, h, t],
                     f: scale as f32,
                 },
@@ -188,7 +189,7 @@ mod imp {
                     out_dtype: DType::BF16,
                     out_len: 3 * b * h * t * e,
                     grid: b * h,
-                    block: 32 * (t / 32),
+                    block: 32 * (t / 16),
                     n: [b, h, t],
                     f: scale as f32,
                 },

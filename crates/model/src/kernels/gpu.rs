@@ -75,6 +75,13 @@ fn go<T: DeviceRepr>(
             shared as i32,
         )
         .w()?;
+        // And it asks for all of the SM's L1 as shared memory, so that more than one block
+        // fits on an SM.
+        func.set_attribute(
+            Attr::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
+        )
+        .w()?;
     }
     // SAFETY: every kernel writes all `out_len` elements of its output.
     let mut out = unsafe { dev.cuda_stream().alloc::<T>(l.out_len) }.w()?;
