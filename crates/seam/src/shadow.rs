@@ -67,6 +67,34 @@ impl Bf16Shadows {
         slot.copy.clone()
     }
 
+    /// Writes every copy from its master now (`masters[i]` for parameter i; a cast that
+    /// rounds to nearest even, as AdamW's kernel does) and marks it fresh. For a caller that
+    /// runs forwards and backwards with no AdamW between them (`bench single --mode
+    /// fwd-bwd`): its forwards then read the copies as a training step's do, instead of
+    /// casting every weight, work that a training step leaves to AdamW. No-op when disabled.
+    pub fn write_all(&self, masters: &[&Tensor]) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let mut slots = self.slots_mut();
+        let n = slots.len().max(masters.len());
+        slots.resize_with(n, Slot::default);
+        for (slot, m) in slots.iter_mut().zip(masters) {
+            slot.copy = Some(m.detach().to_dtype(DType::BF16)?);
+            slot.fresh = true;
+        }
+        Ok(())
+    }
+
+    /// Marks every written copy fresh again. Right only while no master has changed since
+    /// its copy was written (by [`Self::write_all`] or AdamW): a forward-and-backward loop
+    /// without an optimizer step.
+    pub fn reuse(&self) {
+        for s in self.slots_mut().iter_mut() {
+            s.fresh = s.copy.is_some();
+        }
+    }
+
     /// Marks every copy stale (a master was written outside AdamW).
     pub fn invalidate(&self) {
         for s in self.slots_mut().iter_mut() {
@@ -138,5 +166,27 @@ mod tests {
             "a target being rewritten is stale"
         );
         assert_eq!(again.dims(), t.dims());
+    }
+
+    #[test]
+    fn write_all_gives_every_copy_as_the_cast_and_reuse_offers_them_again() {
+        let mut s = Bf16Shadows::default();
+        let m = Tensor::new(&[1.0f32, 1.0 + 1.0 / 512.0, -3.3], &Device::Cpu).unwrap();
+        s.write_all(&[&m]).unwrap();
+        assert!(s.take_fresh(0).is_none(), "disabled: nothing written");
+        s.set_enabled(true);
+        s.write_all(&[&m, &m]).unwrap();
+        let c = s.take_fresh(1).unwrap();
+        assert_eq!(
+            c.to_vec1::<half::bf16>().unwrap(),
+            m.to_dtype(DType::BF16)
+                .unwrap()
+                .to_vec1::<half::bf16>()
+                .unwrap()
+        );
+        assert!(s.take_fresh(1).is_none(), "taken");
+        s.reuse();
+        assert!(s.take_fresh(1).is_some(), "offered again");
+        assert!(s.take_fresh(2).is_none(), "never written");
     }
 }
