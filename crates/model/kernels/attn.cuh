@@ -30,21 +30,42 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> C;
 __device__ __forceinline__ int sf(int T, int E) { return max(T, E) + 4; }
 __device__ __forceinline__ int sh(int T) { return T + 8; }
 
-// rows × E elements from src (row stride lds) to dst (row stride ldd), by the whole block.
+// rows × E elements from src (row stride lds) to dst (row stride ldd), by the whole block;
+// when `rotate`, each interleaved pair of row r turned by RoPE's angle (cos, sin: (T, E / 2)
+// tables) as qkv_rope_split does (f32, rounded once).
 template <int E>
-__device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, int ldd, int rows) {
+__device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, int ldd, int rows,
+                                      const float *cos_t = nullptr, const float *sin_t = nullptr,
+                                      bool rotate = false) {
   for (int c = threadIdx.x; c < rows * (E / 8); c += blockDim.x) {
     const int r = c / (E / 8), col = (c % (E / 8)) * 8;
-    *reinterpret_cast<uint4 *>(dst + r * ldd + col) = *reinterpret_cast<const uint4 *>(src + r * lds + col);
+    if (!rotate) {
+      *reinterpret_cast<uint4 *>(dst + r * ldd + col) = *reinterpret_cast<const uint4 *>(src + r * lds + col);
+      continue;
+    }
+    float f[8];
+    load16(src + r * lds + col, f);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float a = f[2 * k], b = f[2 * k + 1];
+      const float cs = cos_t[r * (E / 2) + col / 2 + k], sn = sin_t[r * (E / 2) + col / 2 + k];
+      f[2 * k] = a * cs - b * sn;
+      f[2 * k + 1] = a * sn + b * cs;
+    }
+    store16(dst + r * ldd + col, f);
   }
 }
 
 // A warp's share of a 16 × E output strip: accumulators acc[m] for the 16-column tiles
 // n = sub + 2m (m < count), to the f32 strip s (row stride ld) at their columns, then as
-// bf16 to the same columns of 16 rows of `out` (row stride ldo), 8 elements per lane.
+// bf16 to the same columns of 16 rows of `out` (row stride ldo), 8 elements per lane; when
+// `unrotate`, each pair of row r turned back by RoPE's angle at position t0 + r (as
+// qkv_rope_merge does).
 template <int M>
 __device__ __forceinline__ void part_out(C (&acc)[M], int sub, int count, float *s, int ld, bf16 *out,
-                                         size_t ldo) {
+                                         size_t ldo, const float *cos_t = nullptr,
+                                         const float *sin_t = nullptr, int t0 = 0, bool unrotate = false,
+                                         int E = 0) {
 #pragma unroll
   for (int m = 0; m < M; m++)
     if (m < count) wmma::store_matrix_sync(s + (sub + 2 * m) * 16, acc[m], ld, wmma::mem_row_major);
@@ -52,39 +73,56 @@ __device__ __forceinline__ void part_out(C (&acc)[M], int sub, int count, float 
   const int lane = threadIdx.x & 31;
   for (int c = lane; c < 16 * 2 * count; c += 32) {
     const int r = c / (2 * count), q = c % (2 * count), col = (sub + 2 * (q >> 1)) * 16 + (q & 1) * 8;
-    store16(out + r * ldo + col, s + r * ld + col);
+    if (!unrotate) {
+      store16(out + r * ldo + col, s + r * ld + col);
+      continue;
+    }
+    float f[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) f[k] = s[r * ld + col + k];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float a = f[2 * k], b = f[2 * k + 1];
+      const int at = (t0 + r) * (E / 2) + col / 2 + k;
+      const float cs = cos_t[at], sn = -sin_t[at];
+      f[2 * k] = a * cs - b * sn;
+      f[2 * k + 1] = a * sn + b * cs;
+    }
+    store16(out + r * ldo + col, f);
   }
   __syncwarp();
 }
 }  // namespace attn
 
-// Forward. q, k, v (b, h, T, E); out: P = softmax(scale · q kᵀ, causal) (b, h, T, T), then
-// Y = P v as (b, T, h, E) (the output projection's rows). Shared memory: k and v (T rows of
-// E + 8), then per pair an f32 strip 16 × sf and a bf16 strip 16 × sh.
+// Forward. qkv: the qkv projection's rows (b, T, 3, h, E), q and k roped as they are staged;
+// out: P = softmax(scale · q kᵀ, causal) (b, h, T, T), then Y = P v as (b, T, h, E) (the
+// output projection's rows). Shared memory: k, v and q (T rows of E + 8), then per pair an
+// f32 strip 16 × sf and a bf16 strip 16 × sh.
 template <int E>
-__device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, int Bn, int H,
-                         int T, float scale) {
+__device__ void attn_fwd(const bf16 *qkv, const float *cos_t, const float *sin_t, bf16 *out, int Bn,
+                         int H, int T, float scale) {
   using namespace attn;
   constexpr int N = E / 16, LE = E + 8, M = (N + 1) / 2;
   extern __shared__ float attn_fwd_sm[];
   const int bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x & 31;
   const int pair = threadIdx.x >> 6, sub = (threadIdx.x >> 5) & 1, count = (N - sub + 1) / 2;
   const int SF = sf(T, E), SH = sh(T), W = T / 16;
-  bf16 *ks = reinterpret_cast<bf16 *>(attn_fwd_sm), *vs = ks + T * LE;
-  float *strips = reinterpret_cast<float *>(vs + T * LE);
+  bf16 *ks = reinterpret_cast<bf16 *>(attn_fwd_sm), *vs = ks + T * LE, *qs = vs + T * LE;
+  float *strips = reinterpret_cast<float *>(qs + T * LE);
   float *s = strips + pair * 16 * SF;
   bf16 *p = reinterpret_cast<bf16 *>(strips + (W / 2) * 16 * SF) + pair * 16 * SH;
-  const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
-  const bf16 *qh = q + head;
-  stage<E>(k + head, E, ks, LE, T);
-  stage<E>(v + head, E, vs, LE, T);
+  const size_t ldy = (size_t)H * E, ldr = 3 * ldy;
+  const bf16 *rows = qkv + (size_t)b * T * ldr + (size_t)h * E;
+  stage<E>(rows, ldr, qs, LE, T, cos_t, sin_t, true);
+  stage<E>(rows + ldy, ldr, ks, LE, T, cos_t, sin_t, true);
+  stage<E>(rows + 2 * ldy, ldr, vs, LE, T);
   __syncthreads();
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - pair : pair, i0 = st * 16;
     // Scores of the strip, key tiles j <= st (the rest is masked); this warp's j = sub + 2m.
     A qa[N];
 #pragma unroll
-    for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(qa[kk], qh + (size_t)i0 * E + kk * 16, E);
+    for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(qa[kk], qs + i0 * LE + kk * 16, LE);
     for (int j = sub; j <= st; j += 2) {
       Bt bt[N];
 #pragma unroll
@@ -163,14 +201,14 @@ __device__ void attn_fwd(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out,
   }
 }
 
-// Backward. q, k, v (b, h, T, E), P (b, h, T, T), Y and dY (b, T, h, E); out (3, b, h, T, E):
-// ∂q, ∂k, ∂v. Per query strip, tile by tile: dP = dY vᵀ, dS = scale · P ⊙ (dP − D) with
+// Backward. qkv rows as the forward's, P (b, h, T, T), Y and dY (b, T, h, E); out: ∂qkv in
+// the qkv rows' layout (b, T, 3, h, E), ∂q and ∂k turned back by RoPE's angle. Per query strip, tile by tile: dP = dY vᵀ, dS = scale · P ⊙ (dP − D) with
 // D = Σ_j dP ⊙ P = dY · Y per row (the output's rows, as FlashAttention does), in bf16 into
 // a shared T × T dS; then per strip ∂q = dS k, ∂k = dSᵀ q, ∂v = Pᵀ dY. Shared memory: k, v
 // (dY once dP is done) and q (T rows of E + 8), dS (T rows of sh), per pair an f32 strip
 // 16 × sc (a 16 × 16 scratch tile per warp while dS is made).
 template <int E>
-__device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *pg,
+__device__ void attn_bwd(const bf16 *qkv, const float *cos_t, const float *sin_t, const bf16 *pg,
                          const bf16 *y, const bf16 *dy, bf16 *out, int Bn, int H, int T,
                          float scale) {
   using namespace attn;
@@ -182,12 +220,13 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
   bf16 *ks = reinterpret_cast<bf16 *>(attn_bwd_sm), *vs = ks + T * LE, *qs = vs + T * LE;
   bf16 *ds = qs + T * LE;
   float *s = reinterpret_cast<float *>(ds + T * SH) + pair * 16 * SC;
-  const size_t head = (size_t)bh * T * E, ldy = (size_t)H * E;
+  const size_t ldy = (size_t)H * E, ldr = 3 * ldy;
   const bf16 *ph = pg + (size_t)bh * T * T;
   const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E, *yh = y + (size_t)b * T * ldy + (size_t)h * E;
-  stage<E>(k + head, E, ks, LE, T);
-  stage<E>(v + head, E, vs, LE, T);
-  stage<E>(q + head, E, qs, LE, T);
+  const bf16 *rows = qkv + (size_t)b * T * ldr + (size_t)h * E;
+  stage<E>(rows, ldr, qs, LE, T, cos_t, sin_t, true);
+  stage<E>(rows + ldy, ldr, ks, LE, T, cos_t, sin_t, true);
+  stage<E>(rows + 2 * ldy, ldr, vs, LE, T);
   __syncthreads();
   // Lane l works on row l / 2 of a tile, columns (l & 1) · 8 .. + 8.
   const int rr = lane >> 1, cc = (lane & 1) * 8;
@@ -239,10 +278,9 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
   __syncthreads();
   stage<E>(dyh, ldy, vs, LE, T);  // v is done with: dY in its place
   __syncthreads();
-  const size_t plane = (size_t)Bn * H * T * E;
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - pair : pair, i0 = st * 16;
-    bf16 *dq = out + head + (size_t)i0 * E, *dk = dq + plane, *dv = dq + 2 * plane;
+    bf16 *dq = out + ((size_t)b * T + i0) * ldr + (size_t)h * E, *dk = dq + ldy, *dv = dq + 2 * ldy;
     C acc[M];
     // ∂q strip = dS[strip, j <= st] · k[j]; this warp's output tiles n = sub + 2m.
 #pragma unroll
@@ -258,7 +296,7 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       for (int m = 0; m < M; m++)
         if (m < count) wmma::mma_sync(acc[m], a, bk[m], acc[m]);
     }
-    part_out<M>(acc, sub, count, s, SC, dq, E);
+    part_out<M>(acc, sub, count, s, SC, dq, ldr, cos_t, sin_t, i0, true, E);
     // ∂k of key rows [i0, i0 + 16) = Σ over query tiles i >= st of dS[i, strip]ᵀ · q[i].
 #pragma unroll
     for (int m = 0; m < M; m++) wmma::fill_fragment(acc[m], 0.0f);
@@ -273,7 +311,7 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       for (int m = 0; m < M; m++)
         if (m < count) wmma::mma_sync(acc[m], a, bq[m], acc[m]);
     }
-    part_out<M>(acc, sub, count, s, SC, dk, E);
+    part_out<M>(acc, sub, count, s, SC, dk, ldr, cos_t, sin_t, i0, true, E);
     // ∂v of the strip's key rows = Σ over query tiles i >= st of P[i, strip]ᵀ · dY[i]; the
     // P tiles (global) loaded together first.
     At pa[8];
@@ -293,6 +331,6 @@ __device__ void attn_bwd(const bf16 *q, const bf16 *k, const bf16 *v, const bf16
       for (int m = 0; m < M; m++)
         if (m < count) wmma::mma_sync(acc[m], pa[i], bd[m], acc[m]);
     }
-    part_out<M>(acc, sub, count, s, SC, dv, E);
+    part_out<M>(acc, sub, count, s, SC, dv, ldr);
   }
 }

@@ -35,11 +35,12 @@
 //   swap12              (A, B, C, E) → (A, C, B, E) in 16-byte chunks (n0 = A, n1 = B,
 //                       n2 = C, f = E's bytes / 16)
 //   transpose2d         (n0, n1) → (n1, n0), 32 × 32 shared-memory tiles, 256 threads
-//   attn_fwd_eE_bf16    causal attention of q, k, v (b, h, T, E) bf16: out = P (b, h, T, T)
-//                       then Y (b, T, h, E); one block per (b, h), T / 16 warps (n0 = b,
-//                       n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
-//   attn_bwd_eE_bf16    its backward from q, k, v, P, Y and dY (both (b, T, h, E)): out =
-//                       ∂q, ∂k, ∂v (3, b, h, T, E)
+//   attn_fwd_eE_bf16    causal attention from the qkv projection's rows (b, T, 3, h, E) bf16
+//                       with RoPE tables cos, sin (T, E/2) f32 (q, k roped as staged): out =
+//                       P (b, h, T, T) then Y (b, T, h, E); one block per (b, h), T / 16 warps
+//                       (n0 = b, n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
+//   attn_bwd_eE_bf16    its backward from the rows, tables, P, Y and dY (both (b, T, h, E)):
+//                       out = ∂qkv rows (b, T, 3, h, E), ∂q and ∂k turned back
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -183,14 +184,14 @@ extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, 
 
 // One pair of entry points per head width E (a multiple of 16 up to 128): attn_fwd_e64_bf16…
 #define ATTN_ENTRIES(E)                                                                            \
-  extern "C" __global__ void attn_fwd_e##E##_bf16(const bf16 *q, const bf16 *k, const bf16 *v,     \
+  extern "C" __global__ void attn_fwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
                                                   bf16 *out, int n0, int n1, int n2, float f) {    \
-    attn_fwd<E>(q, k, v, out, n0, n1, n2, f);                                                      \
+    attn_fwd<E>(qkv, c, s, out, n0, n1, n2, f);                                                    \
   }                                                                                                \
-  extern "C" __global__ void attn_bwd_e##E##_bf16(const bf16 *q, const bf16 *k, const bf16 *v,     \
+  extern "C" __global__ void attn_bwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
                                                   const bf16 *p, const bf16 *y, const bf16 *dy,    \
                                                   bf16 *out, int n0, int n1, int n2, float f) {    \
-    attn_bwd<E>(q, k, v, p, y, dy, out, n0, n1, n2, f);                                            \
+    attn_bwd<E>(qkv, c, s, p, y, dy, out, n0, n1, n2, f);                                          \
   }
 ATTN_ENTRIES(16) ATTN_ENTRIES(32) ATTN_ENTRIES(48) ATTN_ENTRIES(64)
 ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)

@@ -37,9 +37,7 @@ struct Saved {
     shape: (usize, usize, usize),
     x: Tensor,
     h1: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
+    attn: Qkv,
     p: Tensor,
     y: Tensor,
     x2: Tensor,
@@ -47,6 +45,13 @@ struct Saved {
     a: Tensor,
     b3: Tensor,
     s: Tensor,
+}
+
+/// What the attention's backward starts from: the qkv projection's rows where the
+/// one-kernel attention ran (it ropes q and k as it loads them), else q, k, v (b, h, t, e).
+enum Qkv {
+    Rows(Tensor),
+    Heads(Tensor, Tensor, Tensor),
 }
 
 /// x · wᵀ on rows: (rows, in) × (out, in)ᵀ.
@@ -66,27 +71,28 @@ pub(crate) fn forward(
     let x = x.reshape((b * t, d))?;
     let h1 = rmsnorm::rms_norm_fused(&x, n1, dims.eps as f64)?;
     mark("fwd/block/attn/norm");
-    let qkv = lin(&h1, wqkv)?.reshape((b, t, 3 * d))?;
+    let qkv = lin(&h1, wqkv)?;
     mark("fwd/block/attn/qkv_proj");
-    // One kernel: q, k, v (b, h, t, e) out of the GEMM's rows, q and k roped.
-    let qkv = kernels::qkv_rope(&qkv, h, &dims.cos, &dims.sin)?;
-    let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
-    mark("fwd/block/attn/rope");
     let scale = 1.0 / (e as f64).sqrt();
-    // bf16 on CUDA: one kernel (scores, softmax, values, rows); otherwise composed.
-    let (p, y) = match kernels::attn::forward(&q, &k, &v, scale)? {
-        Some(py) => {
+    let tables = [&dims.cos, &dims.sin];
+    // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows);
+    // otherwise q, k, v split and roped in one kernel, then composed.
+    let (attn, p, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
+        Some((p, y)) => {
             mark("fwd/block/attn/core");
-            py
+            (Qkv::Rows(qkv), p, y)
         }
         None => {
+            let qkv = kernels::qkv_rope(&qkv.reshape((b, t, 3 * d))?, h, &dims.cos, &dims.sin)?;
+            let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
+            mark("fwd/block/attn/rope");
             let sc = q.matmul(&k.t()?)?;
             mark("fwd/block/attn/scores");
             let p = kernels::causal_softmax(&sc, scale)?;
             mark("fwd/block/attn/softmax");
             let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
             mark("fwd/block/attn/value");
-            (p, y)
+            (Qkv::Heads(q, k, v), p, y)
         }
     };
     // The residual adds are the GEMMs' epilogue (β = 1) on CUDA.
@@ -106,9 +112,7 @@ pub(crate) fn forward(
         shape: (b, t, d),
         x,
         h1,
-        q,
-        k,
-        v,
+        attn,
         p,
         y,
         x2,
@@ -160,28 +164,34 @@ impl SavedStage for Saved {
         let dyr = gemm::matmul(&dx2, wo, None)?;
         mark("bwd/block/attn/out_proj");
         let scale = 1.0 / (e as f64).sqrt();
-        let (dqr, dkr, dv) =
-            match kernels::attn::backward(&s.q, &s.k, &s.v, &s.p, [&s.y, &dyr], scale)? {
-                Some(g) => {
-                    mark("bwd/block/attn/core");
-                    g
-                }
-                None => {
-                    let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
-                    let dp = dy.matmul(&s.v.t()?)?;
-                    let dv = s.p.t()?.matmul(&dy)?;
-                    mark("bwd/block/attn/value");
-                    let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
-                    mark("bwd/block/attn/softmax");
-                    let (dqr, dkr) = (dsc.matmul(&s.k)?, dsc.t()?.matmul(&s.q)?);
-                    mark("bwd/block/attn/scores");
-                    (dqr, dkr, dv)
-                }
-            };
-        // One kernel: q and k rotated back and all three laid out as the GEMM's rows.
-        let dqkv = kernels::qkv_rope_bwd(&dqr, &dkr, &dv, &s.dims.cos, &s.dims.sin)?
-            .reshape((b * t, 3 * d))?;
-        mark("bwd/block/attn/rope");
+        let tables = [&s.dims.cos, &s.dims.sin];
+        let dqkv = match &s.attn {
+            Qkv::Rows(qkv) => {
+                let g = kernels::attn::backward(qkv, (b, t, h), tables, &s.p, [&s.y, &dyr], scale)?;
+                let g = g.ok_or_else(|| {
+                    crate::error::ModelError::Config(
+                        "the attention kernel ran forward but refused its backward".into(),
+                    )
+                })?;
+                mark("bwd/block/attn/core");
+                g
+            }
+            Qkv::Heads(q, k, v) => {
+                let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
+                let dp = dy.matmul(&v.t()?)?;
+                let dv = s.p.t()?.matmul(&dy)?;
+                mark("bwd/block/attn/value");
+                let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
+                mark("bwd/block/attn/softmax");
+                let (dqr, dkr) = (dsc.matmul(k)?, dsc.t()?.matmul(q)?);
+                mark("bwd/block/attn/scores");
+                // One kernel: q and k rotated back and all three laid out as the GEMM's rows.
+                let dqkv = kernels::qkv_rope_bwd(&dqr, &dkr, &dv, &s.dims.cos, &s.dims.sin)?
+                    .reshape((b * t, 3 * d))?;
+                mark("bwd/block/attn/rope");
+                dqkv
+            }
+        };
         let dwqkv = dweight(&dqkv, &s.h1)?;
         let dh1 = gemm::matmul(&dqkv, wqkv, None)?;
         mark("bwd/block/attn/qkv_proj");

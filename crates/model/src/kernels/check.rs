@@ -218,36 +218,41 @@ fn norm_backward_add(dev: &Device, dtype: DType) -> Result<Comparison> {
     })
 }
 
-/// The one-kernel attention (bf16, CUDA) against the f32 composition: value, the worst of
-/// P and the output rows; grad, the worst of ∂q, ∂k, ∂v from a random gradient of the rows.
-fn attention(op: &'static str, shape: [usize; 4], dev: &Device) -> Result<Comparison> {
-    let [b, h, t, e] = shape;
+/// The one-kernel attention (bf16, CUDA), from the qkv rows with RoPE, against the f32
+/// composition (split, rope, scores, softmax, values): value, the worst of P and the output
+/// rows; grad, ∂qkv from a random gradient of the rows.
+fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result<Comparison> {
     let scale = 1.0 / (e as f64).sqrt();
-    let qkv: Vec<Tensor> = (0..3)
-        .map(|i| randn(&shape, 31 + i, dev, DType::BF16))
-        .collect::<Result<_>>()?;
+    let rows = randn(&[b * t, 3 * h * e], 31, dev, DType::BF16)?;
     let dy = randn(&[b * t, h * e], 34, dev, DType::BF16)?;
+    let (cos, sin) = layers::rope_tables(t, e, 10_000.0, dev)?;
     let fail = |what: &str| ModelError::Config(format!("{op}: the kernel did not apply ({what})"));
-    let (p, y) =
-        super::attn::forward(&qkv[0], &qkv[1], &qkv[2], scale)?.ok_or_else(|| fail("forward"))?;
-    let (dq, dk, dv) = super::attn::backward(&qkv[0], &qkv[1], &qkv[2], &p, [&y, &dy], scale)?
+    let (p, y) = super::attn::forward(&rows, (b, t, h), [&cos, &sin], scale)?
+        .ok_or_else(|| fail("forward"))?;
+    let dqkv = super::attn::backward(&rows, (b, t, h), [&cos, &sin], &p, [&y, &dy], scale)?
         .ok_or_else(|| fail("backward"))?;
-    let vars: Vec<Var> = qkv
-        .iter()
-        .map(|x| Ok(Var::from_tensor(&x.to_dtype(DType::F32)?)?))
-        .collect::<Result<_>>()?;
-    let [qv, kv, vv] = [0, 1, 2].map(|i| vars[i].as_tensor());
-    let cp = layers::causal_softmax(&qv.matmul(&kv.t()?)?, scale)?;
-    let cy = cp.matmul(vv)?.transpose(1, 2)?.reshape((b * t, h * e))?;
+    let rv = Var::from_tensor(&rows.to_dtype(DType::F32)?)?;
+    let heads = rv
+        .as_tensor()
+        .reshape((b, t, 3, h, e))?
+        .permute((2, 0, 3, 1, 4))?;
+    let part = |i: usize| -> Result<Tensor> { Ok(heads.get(i)?.contiguous()?) };
+    let (q, k) = (
+        layers::rope(&part(0)?, &cos, &sin)?,
+        layers::rope(&part(1)?, &cos, &sin)?,
+    );
+    let cp = layers::causal_softmax(&q.matmul(&k.t()?)?, scale)?;
+    let cy = cp
+        .matmul(&part(2)?)?
+        .transpose(1, 2)?
+        .reshape((b * t, h * e))?;
     let grads = (&cy * &dy.to_dtype(DType::F32)?)?.sum_all()?.backward()?;
-    let missing = || ModelError::Config(format!("{op}: no gradient"));
-    let mut grad = 0f32;
-    for (ours, v) in [(&dq, qv), (&dk, kv), (&dv, vv)] {
-        grad = grad.max(rel(ours, grads.get(v).ok_or_else(missing)?)?);
-    }
+    let cg = grads
+        .get(rv.as_tensor())
+        .ok_or_else(|| ModelError::Config(format!("{op}: no gradient")))?;
     Ok(Comparison {
         op,
         value: rel(&p, &cp)?.max(rel(&y, &cy)?),
-        grad,
+        grad: rel(&dqkv, cg)?,
     })
 }
