@@ -123,6 +123,34 @@ mod imp {
         Ok(Some(f(&ins)?))
     }
 
+    /// Launches the forward or backward kernel for head width e: one block per (batch,
+    /// head), t / 16 warps; `None` where an input is not contiguous and aligned.
+    fn launch(
+        ins: &[&Tensor],
+        backward: bool,
+        out_len: usize,
+        (b, t, h, e): (usize, usize, usize, usize),
+        scale: f64,
+    ) -> Result<Option<CudaStorage>> {
+        let dir = if backward { "bwd" } else { "fwd" };
+        with_cuda(ins, |ins| {
+            gpu::launch_extra(
+                gpu::Launch {
+                    kernel: format!("attn_{dir}_e{e}_bf16"),
+                    ins,
+                    out_dtype: DType::BF16,
+                    out_len,
+                    grid: b * h,
+                    block: 32 * (t / 16),
+                    n: [b, h, t],
+                    f: scale as f32,
+                },
+                None,
+                shared(t, e, backward),
+            )
+        })
+    }
+
     fn tensor(s: CudaStorage, shape: &[usize]) -> Tensor {
         Tensor::from_storage(
             Storage::Cuda(s),
@@ -149,22 +177,7 @@ mod imp {
         }
         let qkv = qkv.contiguous()?;
         let (np, ny) = (b * h * t * t, b * t * h * e);
-        let out = with_cuda(&[&qkv, &cos, &sin], |ins| {
-            gpu::launch_extra(
-                gpu::Launch {
-                    kernel: format!("attn_fwd_e{e}_bf16"),
-                    ins,
-                    out_dtype: DType::BF16,
-                    out_len: np + ny,
-                    grid: b * h,
-                    block: 32 * (t / 16),
-                    n: [b, h, t],
-                    f: scale as f32,
-                },
-                None,
-                shared(t, e, false),
-            )
-        })?;
+        let out = launch(&[&qkv, &cos, &sin], false, np + ny, (b, t, h, e), scale)?;
         let Some(out) = out else { return Ok(None) };
         let out = tensor(out, &[np + ny]);
         let p = out.narrow(0, 0, np)?.reshape((b, h, t, t))?;
@@ -191,22 +204,13 @@ mod imp {
         }
         let c = |t: &Tensor| t.contiguous();
         let (qkv, p, y, dy) = (c(qkv)?, c(p)?, c(y)?, c(dy)?);
-        let out = with_cuda(&[&qkv, &cos, &sin, &p, &y, &dy], |ins| {
-            gpu::launch_extra(
-                gpu::Launch {
-                    kernel: format!("attn_bwd_e{e}_bf16"),
-                    ins,
-                    out_dtype: DType::BF16,
-                    out_len: 3 * rows,
-                    grid: b * h,
-                    block: 32 * (t / 16),
-                    n: [b, h, t],
-                    f: scale as f32,
-                },
-                None,
-                shared(t, e, true),
-            )
-        })?;
+        let out = launch(
+            &[&qkv, &cos, &sin, &p, &y, &dy],
+            true,
+            3 * rows,
+            (b, t, h, e),
+            scale,
+        )?;
         Ok(out.map(|o| tensor(o, &[b * t, 3 * h * e])))
     }
 }

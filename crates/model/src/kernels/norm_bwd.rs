@@ -30,13 +30,22 @@ const DW_ROWS: usize = 16;
 const WARPS: usize = 4;
 const PARTIALS: usize = 512;
 
-/// The one-kernel backward: ∂x (+ residual) out, ∂w partial sums into `part`.
-struct Fused<'a> {
+/// Which ∂x kernel, and what it writes into the extra f32 buffer.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// One kernel (`rmsnorm_bwd_v`): one warp per row, `warps` per block, `rpw` rows per
+    /// warp; each block's ∂w partial sums (blocks × cols).
+    OneKernel { warps: usize, rpw: usize },
+    /// `rmsnorm_dx_rs`: one block per row; each row's inverse RMS (rows).
+    PerRow,
+}
+
+/// ∂x (+ the residual branch's gradient `res`) of (x, w, g), and the extra output `extra`.
+struct Dx<'a> {
     eps: f32,
-    part: &'a CudaSlice<f32>,
+    kind: Kind,
+    extra: &'a CudaSlice<f32>,
     res: Option<&'a Tensor>,
-    warps: usize,
-    rpw: usize,
 }
 
 /// The residual's CUDA storage out of its held storage guard.
@@ -55,9 +64,9 @@ fn cuda_res<'a, G: std::ops::Deref<Target = candle_core::Storage>>(
     }
 }
 
-impl CustomOp3 for Fused<'_> {
+impl CustomOp3 for Dx<'_> {
     fn name(&self) -> &'static str {
-        "rms-norm-bwd"
+        "rms-norm-dx"
     }
     fn cpu_fwd(
         &self,
@@ -79,77 +88,30 @@ impl CustomOp3 for Fused<'_> {
         gs: &candle_core::CudaStorage,
         gl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        let cols = *xl.dims().last().unwrap_or(&1);
-        let rows = xl.shape().elem_count() / cols.max(1);
-        let blocks = rows.div_ceil(self.warps * self.rpw);
-        if self.part.len() != blocks * cols {
-            candle_core::bail!(
-                "rms-norm backward: {} partial slots for {blocks} × {cols}",
-                self.part.len()
-            );
-        }
-        let guard = self.res.map(|r| r.storage_and_layout());
-        let res = cuda_res(&guard)?;
-        let mut ins = vec![(xs, xl), (ws, wl), (gs, gl)];
-        ins.extend(res);
-        let suffix = if res.is_some() { "_add" } else { "" };
-        let out = gpu::launch_extra(
-            gpu::Launch {
-                kernel: format!("rmsnorm_bwd_v{suffix}_{}", gpu::suffix(xs.dtype())?),
-                ins: &ins,
-                out_dtype: xs.dtype(),
-                out_len: rows * cols,
-                grid: blocks,
-                block: 32 * self.warps,
-                n: [rows, cols, self.rpw],
-                f: self.eps,
-            },
-            Some(self.part),
-            (self.warps * cols * 4) as u32,
-        )?;
-        Ok((out, xl.shape().clone()))
-    }
-}
-
-/// ∂x (+ residual) and the rows' inverse RMS (written to `rs`).
-struct Dx<'a> {
-    eps: f32,
-    rs: &'a CudaSlice<f32>,
-    res: Option<&'a Tensor>,
-}
-
-impl CustomOp3 for Dx<'_> {
-    fn name(&self) -> &'static str {
-        "rms-norm-dx"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-        _: &CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        super::cuda_only("rms-norm dx")
-    }
-    fn cuda_fwd(
-        &self,
-        xs: &candle_core::CudaStorage,
-        xl: &Layout,
-        ws: &candle_core::CudaStorage,
-        wl: &Layout,
-        gs: &candle_core::CudaStorage,
-        gl: &Layout,
-    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         super::dense("rms-norm backward", "x", xl)?;
         super::dense("rms-norm backward", "grad", gl)?;
         let cols = *xl.dims().last().unwrap_or(&1);
         let rows = xl.shape().elem_count() / cols.max(1);
-        if self.rs.len() != rows {
+        // (kernel, grid, block, rows per warp, shared bytes, extra slots)
+        let (kernel, grid, block, rpw, shared, slots) = match self.kind {
+            Kind::OneKernel { warps, rpw } => {
+                let blocks = rows.div_ceil(warps * rpw);
+                let shared = (warps * cols * 4) as u32;
+                (
+                    "rmsnorm_bwd_v",
+                    blocks,
+                    32 * warps,
+                    rpw,
+                    shared,
+                    blocks * cols,
+                )
+            }
+            Kind::PerRow => ("rmsnorm_dx_rs", rows, THREADS, 0, 0, rows),
+        };
+        if self.extra.len() != slots {
             candle_core::bail!(
-                "rms-norm backward: {} RMS slots for {rows} rows",
-                self.rs.len()
+                "rms-norm backward: {} slots for {slots} ({kernel})",
+                self.extra.len()
             );
         }
         let guard = self.res.map(|r| r.storage_and_layout());
@@ -159,17 +121,17 @@ impl CustomOp3 for Dx<'_> {
         let suffix = if res.is_some() { "_add" } else { "" };
         let out = gpu::launch_extra(
             gpu::Launch {
-                kernel: format!("rmsnorm_dx_rs{suffix}_{}", gpu::suffix(xs.dtype())?),
+                kernel: format!("{kernel}{suffix}_{}", gpu::suffix(xs.dtype())?),
                 ins: &ins,
                 out_dtype: xs.dtype(),
                 out_len: rows * cols,
-                grid: rows,
-                block: THREADS,
-                n: [rows, cols, 0],
+                grid,
+                block,
+                n: [rows, cols, rpw],
                 f: self.eps,
             },
-            Some(self.rs),
-            0,
+            Some(self.extra),
+            shared,
         )?;
         Ok((out, xl.shape().clone()))
     }
@@ -251,12 +213,11 @@ pub(crate) fn backward(
         let rpw = rows.div_ceil(warps * PARTIALS);
         let part = scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
         let dx = with_slice(&part, |p| {
-            let op = Fused {
+            let op = Dx {
                 eps,
-                part: p,
+                kind: Kind::OneKernel { warps, rpw },
+                extra: p,
                 res: res.as_ref(),
-                warps,
-                rpw,
             };
             x.apply_op3_no_bwd(&w, &g, &op)
         })?;
@@ -271,7 +232,8 @@ pub(crate) fn backward(
     let dx = with_slice(&rs, |rs| {
         let op = Dx {
             eps,
-            rs,
+            kind: Kind::PerRow,
+            extra: rs,
             res: res.as_ref(),
         };
         x.apply_op3_no_bwd(&w, &g, &op)
