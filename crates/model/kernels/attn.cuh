@@ -47,10 +47,10 @@ __device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, in
     load16(src + r * lds + col, f);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-      const float a = f[2 * k], b = f[2 * k + 1];
-      const float cs = cos_t[r * (E / 2) + col / 2 + k], sn = sin_t[r * (E / 2) + col / 2 + k];
-      f[2 * k] = a * cs - b * sn;
-      f[2 * k + 1] = a * sn + b * cs;
+      const int at = r * (E / 2) + col / 2 + k;
+      const float2 t = rope_turn(f[2 * k], f[2 * k + 1], cos_t[at], sin_t[at]);
+      f[2 * k] = t.x;
+      f[2 * k + 1] = t.y;
     }
     store16(dst + r * ldd + col, f);
   }
@@ -82,11 +82,10 @@ __device__ __forceinline__ void part_out(C (&acc)[M], int sub, int count, float 
     for (int k = 0; k < 8; k++) f[k] = s[r * ld + col + k];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-      const float a = f[2 * k], b = f[2 * k + 1];
       const int at = (t0 + r) * (E / 2) + col / 2 + k;
-      const float cs = cos_t[at], sn = -sin_t[at];
-      f[2 * k] = a * cs - b * sn;
-      f[2 * k + 1] = a * sn + b * cs;
+      const float2 t = rope_turn(f[2 * k], f[2 * k + 1], cos_t[at], -sin_t[at]);
+      f[2 * k] = t.x;
+      f[2 * k + 1] = t.y;
     }
     store16(out + r * ldo + col, f);
   }

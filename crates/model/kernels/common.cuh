@@ -51,3 +51,10 @@ template <typename T> __device__ __forceinline__ void store16(T *p, const float 
   for (int k = 0; k < 16 / (int)sizeof(T); k++) t[k] = from_f<T>(f[k]);
   *reinterpret_cast<uint4 *>(p) = r;
 }
+
+// RoPE's turn of one interleaved pair (a, b) by the angle with cosine c and sine s (the
+// inverse turn is s negated): the rope, qkv split/merge and attention kernels share it, so
+// they round the same bits.
+__device__ __forceinline__ float2 rope_turn(float a, float b, float c, float s) {
+  return make_float2(a * c - b * s, a * s + b * c);
+}

@@ -11,9 +11,9 @@ __device__ void rope(const T *x, const float *cos_t, const float *sin_t, T *y, i
   if (p >= pairs) return;
   const int i = p % half, pos = (p / half) % t;
   const float c = cos_t[pos * half + i], s = sign * sin_t[pos * half + i];
-  const float a = to_f(x[2 * (size_t)p]), b = to_f(x[2 * (size_t)p + 1]);
-  y[2 * (size_t)p] = from_f<T>(a * c - b * s);
-  y[2 * (size_t)p + 1] = from_f<T>(a * s + b * c);
+  const float2 r = rope_turn(to_f(x[2 * (size_t)p]), to_f(x[2 * (size_t)p + 1]), c, s);
+  y[2 * (size_t)p] = from_f<T>(r.x);
+  y[2 * (size_t)p + 1] = from_f<T>(r.y);
 }
 
 // ---- q, k, v from the qkv GEMM's rows, q and k roped: one thread per pair -------------------
@@ -25,8 +25,9 @@ __device__ void rope(const T *x, const float *cos_t, const float *sin_t, T *y, i
 template <typename T>
 __device__ __forceinline__ void rotate_pair(const T *x, T *y, bool rotate, float c, float s) {
   const float a = to_f(x[0]), b = to_f(x[1]);
-  y[0] = from_f<T>(rotate ? a * c - b * s : a);
-  y[1] = from_f<T>(rotate ? a * s + b * c : b);
+  const float2 r = rotate ? rope_turn(a, b, c, s) : make_float2(a, b);
+  y[0] = from_f<T>(r.x);
+  y[1] = from_f<T>(r.y);
 }
 
 template <typename T>

@@ -79,12 +79,14 @@ fn cpu_dw_part(x: &[f32], g: &[f32], d: usize, eps: f32) -> Vec<f32> {
     part
 }
 
-/// Launches the fused.cu RMSNorm kernel `kernel` (one block per row) for x's dtype.
+/// Launches the fused.cu RMSNorm kernel `kernel` for x's dtype: one block per row, or, for
+/// the `*_v` kernels (`warp_rows`), one warp per row and 4 rows per block.
 #[cfg(feature = "cuda")]
 fn launch(
     kernel: &str,
     ins: &[(&candle_core::CudaStorage, &Layout)],
     eps: f32,
+    warp_rows: bool,
 ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
     use crate::kernels::gpu;
     use candle_core::backend::BackendStorage;
@@ -92,13 +94,18 @@ fn launch(
     let shape = xl.shape().clone();
     let cols = *shape.dims().last().expect("rank >= 1");
     let rows = shape.elem_count() / cols.max(1);
+    let (grid, block) = if warp_rows {
+        (rows.div_ceil(4), 128)
+    } else {
+        (rows, cols.div_ceil(32).clamp(1, 8) * 32)
+    };
     let out = gpu::launch(gpu::Launch {
         kernel: format!("{kernel}_{}", gpu::suffix(x.dtype())?),
         ins,
         out_dtype: x.dtype(),
         out_len: shape.elem_count(),
-        grid: rows,
-        block: cols.div_ceil(32).clamp(1, 8) * 32,
+        grid,
+        block,
         n: [rows, cols, 0],
         f: eps,
     })?;
@@ -127,27 +134,14 @@ impl CustomOp2 for RmsNorm {
         ws: &candle_core::CudaStorage,
         wl: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::kernels::gpu;
-        use candle_core::backend::BackendStorage;
         crate::kernels::dense(OP, "x", xl)?;
         let ins = [(xs, xl), (ws, wl)];
         let cols = *xl.dims().last().expect("rank >= 1");
-        if !gpu::rows16(&ins, cols) {
-            return launch("rmsnorm_fwd", &ins, self.eps);
+        if crate::kernels::gpu::rows16(&ins, cols) {
+            launch("rmsnorm_fwd_v", &ins, self.eps, true)
+        } else {
+            launch("rmsnorm_fwd", &ins, self.eps, false)
         }
-        // One warp per row, 4 rows per block.
-        let rows = xl.shape().elem_count() / cols.max(1);
-        let out = gpu::launch(gpu::Launch {
-            kernel: format!("rmsnorm_fwd_v_{}", gpu::suffix(xs.dtype())?),
-            ins: &ins,
-            out_dtype: xs.dtype(),
-            out_len: rows * cols,
-            grid: rows.div_ceil(4),
-            block: 128,
-            n: [rows, cols, 0],
-            f: self.eps,
-        })?;
-        Ok((out, xl.shape().clone()))
     }
     fn bwd(
         &self,
@@ -237,7 +231,12 @@ impl CustomOp3 for RmsNormDx {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         crate::kernels::dense(OP, "x", xl)?;
         crate::kernels::dense(OP, "grad", gl)?;
-        launch("rmsnorm_dx", &[(xs, xl), (ws, wl), (gs, gl)], self.eps)
+        launch(
+            "rmsnorm_dx",
+            &[(xs, xl), (ws, wl), (gs, gl)],
+            self.eps,
+            false,
+        )
     }
 }
 

@@ -151,15 +151,6 @@ mod imp {
         })
     }
 
-    fn tensor(s: CudaStorage, shape: &[usize]) -> Tensor {
-        Tensor::from_storage(
-            Storage::Cuda(s),
-            shape,
-            candle_core::op::BackpropOp::none(),
-            false,
-        )
-    }
-
     fn tables(cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor)> {
         let f = |t: &Tensor| t.to_dtype(DType::F32)?.contiguous();
         Ok((f(cos)?, f(sin)?))
@@ -179,7 +170,7 @@ mod imp {
         let (np, ny) = (b * h * t * t, b * t * h * e);
         let out = launch(&[&qkv, &cos, &sin], false, np + ny, (b, t, h, e), scale)?;
         let Some(out) = out else { return Ok(None) };
-        let out = tensor(out, &[np + ny]);
+        let out = gpu::tensor(out, np + ny);
         let p = out.narrow(0, 0, np)?.reshape((b, h, t, t))?;
         let y = out.narrow(0, np, ny)?.reshape((b * t, h * e))?;
         Ok(Some((p, y)))
@@ -211,6 +202,6 @@ mod imp {
             (b, t, h, e),
             scale,
         )?;
-        Ok(out.map(|o| tensor(o, &[b * t, 3 * h * e])))
+        Ok(out.map(|o| gpu::tensor(o, (b * t, 3 * h * e))))
     }
 }

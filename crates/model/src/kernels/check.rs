@@ -86,26 +86,18 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
     };
     let mut out = Vec::new();
 
-    let (x, w) = (var(&[3, 5, 48], 1)?, var(&[48], 2)?);
-    out.push(compare(
-        "rms_norm",
-        &[x, w],
-        &[],
-        &|t| rmsnorm::rms_norm_fused(&t[0], &t[1], 1e-5),
-        &|t| layers::rms_norm(&t[0], &t[1], 1e-5),
-        3,
-    )?);
-
-    // 50 columns: no 16-byte rows, so the per-block kernels of the backward.
-    let (x, w) = (var(&[3, 5, 50], 1)?, var(&[50], 2)?);
-    out.push(compare(
-        "rms_norm 50 cols",
-        &[x, w],
-        &[],
-        &|t| rmsnorm::rms_norm_fused(&t[0], &t[1], 1e-5),
-        &|t| layers::rms_norm(&t[0], &t[1], 1e-5),
-        3,
-    )?);
+    // 48 columns: 16-byte rows (one warp per row); 50: not, so the per-block kernels.
+    for (op, cols) in [("rms_norm", 48usize), ("rms_norm 50 cols", 50)] {
+        let (x, w) = (var(&[3, 5, cols], 1)?, var(&[cols], 2)?);
+        out.push(compare(
+            op,
+            &[x, w],
+            &[],
+            &|t| rmsnorm::rms_norm_fused(&t[0], &t[1], 1e-5),
+            &|t| layers::rms_norm(&t[0], &t[1], 1e-5),
+            3,
+        )?);
+    }
     if dev.is_cuda() || dtype == DType::F32 {
         out.push(norm_backward_add(dev, dtype)?);
     }

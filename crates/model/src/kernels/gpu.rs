@@ -114,6 +114,16 @@ pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {
     })
 }
 
+/// A launch's output buffer as a tensor of `shape` (outside autograd).
+pub fn tensor(s: CudaStorage, shape: impl Into<candle_core::Shape>) -> candle_core::Tensor {
+    candle_core::Tensor::from_storage(
+        candle_core::Storage::Cuda(s),
+        shape,
+        candle_core::op::BackpropOp::none(),
+        false,
+    )
+}
+
 /// Launches `l` on the stream of its first input; returns the new output buffer.
 pub fn launch(l: Launch) -> Result<CudaStorage> {
     launch_extra(l, None, 0)

@@ -259,12 +259,7 @@ fn colsum(part: &Tensor, rows: usize, cols: usize) -> Result<Tensor> {
         n: [rows, cols, 0],
         f: 0.0,
     })?;
-    Ok(Tensor::from_storage(
-        candle_core::Storage::Cuda(out),
-        cols,
-        candle_core::op::BackpropOp::none(),
-        false,
-    ))
+    Ok(gpu::tensor(out, cols))
 }
 
 /// An f32 buffer of `len` on x's device, not zero-filled: the kernel that takes it writes
@@ -276,12 +271,9 @@ fn scratch(x: &Tensor, len: usize) -> Result<Tensor> {
     // SAFETY: written in full by the kernel it is passed to before any read.
     let buf =
         candle_core::cuda_backend::WrapErr::w(unsafe { dev.cuda_stream().alloc::<f32>(len) })?;
-    let st = candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone());
-    Ok(Tensor::from_storage(
-        candle_core::Storage::Cuda(st),
+    Ok(gpu::tensor(
+        candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone()),
         len,
-        candle_core::op::BackpropOp::none(),
-        false,
     ))
 }
 
