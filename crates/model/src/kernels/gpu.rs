@@ -108,10 +108,15 @@ fn go<T: DeviceRepr>(
 /// Whether every input is 16-byte aligned with rows of `cols` elements that keep it so:
 /// the condition of the kernels that move 16 bytes per lane (`*_v`).
 pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {
-    ins.iter().all(|(s, l)| {
-        let size = s.dtype().size_in_bytes();
-        (l.start_offset() * size).is_multiple_of(16) && (cols * size).is_multiple_of(16)
-    })
+    ins.iter()
+        .all(|(s, l)| row16(l.start_offset(), s.dtype(), cols))
+}
+
+/// [`rows16`] for one buffer: its first element at `offset` and rows of `cols` elements of
+/// `dtype` all start on 16 bytes.
+pub fn row16(offset: usize, dtype: DType, cols: usize) -> bool {
+    let size = dtype.size_in_bytes();
+    (offset * size).is_multiple_of(16) && (cols * size).is_multiple_of(16)
 }
 
 /// A launch's output buffer as a tensor of `shape` (outside autograd).

@@ -202,13 +202,9 @@ pub(crate) fn backward(
     let rows = x.elem_count() / cols;
     let (x, w, g) = (x.contiguous()?, w.contiguous()?, g.contiguous()?);
     let res = res.map(|r| r.contiguous()).transpose()?;
-    let size = x.dtype().size_in_bytes();
-    let aligned = |t: &Tensor| (t.layout().start_offset() * size).is_multiple_of(16);
+    let aligned = |t: &Tensor| gpu::row16(t.layout().start_offset(), t.dtype(), cols);
     let warps = (48 * 1024 / (4 * cols)).min(WARPS);
-    if (cols * size).is_multiple_of(16)
-        && warps >= 1
-        && [&x, &w, &g].into_iter().chain(&res).all(aligned)
-    {
+    if warps >= 1 && [&x, &w, &g].into_iter().chain(&res).all(aligned) {
         // Rows per warp: as few as keep the partials near PARTIALS blocks.
         let rpw = rows.div_ceil(warps * PARTIALS);
         let part = scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
