@@ -169,7 +169,8 @@ pub fn fused_kernels(gpu: &Device) -> Result<Vec<(DType, model::kernels::check::
     let mut out = Vec::new();
     for (dtype, tv, tg) in [(DType::F32, 1e-5f32, 1e-4f32), (DType::BF16, 3e-2, 3e-2)] {
         for c in model::kernels::check::compare_all(gpu, dtype)? {
-            if c.value > tv || c.grad > tg {
+            // Negated so that a NaN error fails too.
+            if !(c.value <= tv && c.grad <= tg) {
                 bail!(
                     "fused {} ({dtype:?}) on the GPU: value error {:.2e}, gradient error {:.2e}",
                     c.op,

@@ -25,15 +25,27 @@ fn randn(shape: &[usize], seed: u64, dev: &Device, dtype: DType) -> Result<Tenso
     Ok(Tensor::from_vec(v, shape, dev)?.to_dtype(dtype)?)
 }
 
+/// max |a − b| / max |b|, NaN when either side holds a NaN (a reduction that skips NaN
+/// would let a broken kernel pass), computed on the host.
 fn rel(a: &Tensor, b: &Tensor) -> Result<f32> {
-    let (a, b) = (a.to_dtype(DType::F32)?, b.to_dtype(DType::F32)?);
-    let scale = b
-        .abs()?
-        .flatten_all()?
-        .max(0)?
-        .to_scalar::<f32>()?
-        .max(1e-12);
-    Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()? / scale)
+    let host = |t: &Tensor| -> Result<Vec<f32>> {
+        Ok(t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?)
+    };
+    let (a, b) = (host(a)?, host(b)?);
+    let worst = |m: f32, v: f32| {
+        if m.is_nan() || v.is_nan() {
+            f32::NAN
+        } else {
+            m.max(v)
+        }
+    };
+    let scale = b.iter().map(|v| v.abs()).fold(0.0, worst).max(1e-12);
+    let diff = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, worst);
+    Ok(diff / scale)
 }
 
 type Op<'a> = &'a dyn Fn(&[Tensor]) -> Result<Tensor>;
@@ -247,4 +259,20 @@ fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result
         value: rel(&p, &cp)?.max(rel(&y, &cy)?),
         grad: rel(&dqkv, cg)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nan_on_either_side_makes_the_error_nan() {
+        let dev = Device::Cpu;
+        let b = Tensor::new(&[1.0f32, -2.0, 4.0], &dev).unwrap();
+        let a = Tensor::new(&[1.0f32, -2.0, 3.0], &dev).unwrap();
+        assert_eq!(rel(&a, &b).unwrap(), 0.25);
+        let nan = Tensor::new(&[1.0f32, f32::NAN, 4.0], &dev).unwrap();
+        assert!(rel(&nan, &b).unwrap().is_nan());
+        assert!(rel(&b, &nan).unwrap().is_nan());
+    }
 }
