@@ -5,7 +5,7 @@
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu allreduce-cpu-proc gloo anchor-allreduce
 #                                  single single-tf32 mfu anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
-#                                  two-node profile train-parity full report
+#                                  two-node profile train-parity train-speed full report
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -13,6 +13,8 @@
 # SINGLE_ARGS: extra flags for bench single (e.g. "--graph false" for eager steps).
 # CPU_RANKS (2,4) and CPU_MIB (1,10,100): the allreduce-cpu-proc and gloo jobs' sweep.
 # train-parity: DTYPES (fp32 bf16), PARITY_STEPS (2000), PARITY_ARGS (train run flags).
+# train-speed: CASES ("small:bf16 xl:bf16 xl:fp32"), TS_STEPS (40), TS_STRATEGIES
+#   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN="$HERE/bin"
@@ -282,6 +284,68 @@ for dt in sys.argv[2:]:
     print(f"{dt:6} {c['common_steps']:>5} {f(a['final_train_loss']):>10} {f(a['final_val_loss']):>9} "
           f"{f(b['final_train_loss']):>11} {f(b['final_val_loss']):>9} {c['mean_abs_train_last']:>10.2e} "
           f"{c['max_abs_val'] if c['max_abs_val'] is not None else float('nan'):>9.2e} {a['seconds'] or 0:>7.1f} {b['seconds'] or 0:>7.1f}")
+PY
+      return $rc ;;
+    train-speed)
+      # Issue 33's bar: per size:dtype, the step users run, batch 8 x 128 on one GPU, all in
+      # this call: bench single (the step without clipping, then with clipping at 1.0),
+      # `train run` (each strategy of TS_STRATEGIES over NCCL at world 1; clipping at 1.0,
+      # the default; the median of steps 6 on from its log), and the PyTorch trainer
+      # (anchors/torch_train_best.py, TS_TORCH variants). `train` records go to
+      # results.jsonl as {"bench":"train",...}; a table last.
+      local p="$RES/train-speed" c size dt rc=0 st v steps="${TS_STEPS:-40}"
+      mkdir -p "$p"
+      "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
+      for c in ${CASES:-small:bf16 xl:bf16 xl:fp32}; do
+        size="${c%%:*}"; dt="${c##*:}"
+        echo "--- $size $dt: bench single ($(date -u +%T))"
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --out "$RES/results.jsonl" | tail -1 || rc=1
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
+        for st in ${TS_STRATEGIES:-single bucketed:25}; do
+          echo "--- $size $dt: train run --strategy $st ($(date -u +%T))"
+          local d="$p/run-$size-$dt-${st%%:*}"; rm -rf "$d"
+          "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
+            --global-batch 8 --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
+            --strategy "$st" --backend nccl --world 1 --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
+          python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" >> "$RES/results.jsonl" <<'PY' || rc=1
+import json, statistics, sys
+d, size, dt, st, txt, meta = sys.argv[1:]
+recs = [json.loads(l) for l in open(d + "/log.jsonl") if '"train"' in l]
+tps = [r["tokens_per_s"] for r in recs if r["step"] >= 6]
+how = [l.strip() for l in open(txt) if l.startswith("train: step:")]
+line = how[0] if how else ""
+print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": 1,
+    "batch": 8, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
+    "step_ms": 8 * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
+    "graph": "one CUDA graph" in line, "adamw": line.split("AdamW ")[-1] if line else None,
+    "how": line, "loss_last": recs[-1]["loss"]}))
+PY
+          tail -1 "$RES/results.jsonl"; rm -rf "$d"
+        done
+        for v in ${TS_TORCH:-compile-ro}; do
+          echo "--- $size $dt: torch_train_best $v ($(date -u +%T))"
+          python3 "$HERE/anchors/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" \
+            --steps 60 2> "$p/torch-$size-$dt-$v.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v.err"; rc=1; }
+        done
+      done
+      rm -rf "$p/data"
+      python3 - "$RES/results.jsonl" "$RES/torch.jsonl" <<'PY' || rc=1
+import json, sys
+rows = []
+for f in sys.argv[1:]:
+    try:
+        for l in open(f):
+            if l.startswith("{"): rows.append(json.loads(l))
+    except OSError: pass
+print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'adamw':>12}")
+for r in rows:
+    if r.get("bench") == "single" and r.get("mode") == "step":
+        w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
+        print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {r['adamw']:>12}")
+    elif r.get("bench") == "train":
+        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {str(r['adamw']):>12}")
+    elif r.get("mode") == "train-best":
+        print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r['step_ms']:9.2f}")
 PY
       return $rc ;;
     full)

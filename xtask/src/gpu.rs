@@ -99,6 +99,7 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         "gloo_allreduce.py",
         "adamw_ref.py",
         "torch_train.py",
+        "torch_train_best.py",
     ] {
         std::fs::copy(
             root().join("scripts/anchors").join(f),

@@ -145,6 +145,10 @@ pub enum Cmd {
         /// side-stream: free a stage's gradients this many stages after its updates.
         #[arg(long, default_value_t = model::in_backward::LAG, value_parser = at_least_1)]
         side_lag: usize,
+        /// Step mode: clip the gradients to this global norm, as `train` does (0: off; AdamW
+        /// then may run inside the backward).
+        #[arg(long, default_value_t = 0.0)]
+        clip: f64,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

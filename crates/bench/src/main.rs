@@ -11,7 +11,6 @@
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
-mod adamw_place;
 mod allreduce;
 mod allreduce_run;
 mod budget;
@@ -29,6 +28,7 @@ mod records;
 mod report;
 mod rmsnorm;
 mod single;
+mod single_step;
 mod slowdown;
 mod telemetry;
 mod timer;
@@ -95,12 +95,15 @@ fn run(cli: Cli) -> Result<()> {
             adamw,
             side_blocks,
             side_lag,
+            clip,
             out,
         } => {
-            let adamw = single::AdamwOpts {
-                place: adamw,
+            let flags = single_step::StepFlags {
+                graph,
+                adamw,
                 side_blocks,
                 side_lag,
+                clip,
             };
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
             model::tf32::set_tf32(tf32 && !cpu);
@@ -120,9 +123,11 @@ fn run(cli: Cli) -> Result<()> {
                         single::Precision::Fp32 => 67.0,
                         single::Precision::Bf16 => 989.0,
                     });
-                    let r = single::run(
-                        s, d, mode, warmup, steps, batch, &device, peak, graph, adamw,
-                    )?;
+                    let r = if mode == single::Mode::Step {
+                        single_step::run(s, d, warmup, steps, batch, &device, peak, flags)?
+                    } else {
+                        single::run(s, d, mode, warmup, steps, batch, &device, peak, graph)?
+                    };
                     println!("{}", single::row(&r));
                     out.append(&r)?;
                 }

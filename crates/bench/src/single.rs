@@ -3,14 +3,13 @@
 //! mean and standard deviation over `steps` after `warmup`, tokens/s, model FLOP
 //! utilisation, and peak memory for forward-only and for a whole step.
 
-use crate::adamw_place::backward;
-pub use crate::adamw_place::{AdamwOpts, AdamwPlace};
+pub use step::AdamwPlace;
 use crate::memory;
 use crate::telemetry::{GpuTelemetry, Sampler};
 use crate::timer::{mean_std, Timer};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
-use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use model::{Batch, LmConfig, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -108,9 +107,10 @@ pub fn run(
     device: &Device,
     peak_tflops: Option<f64>,
     graph: bool,
-    opts: AdamwOpts,
 ) -> Result<SingleRecord> {
-    let (adamw, side) = opts.resolve(mode, dtype, device)?;
+    if mode == Mode::Step {
+        bail!("bench single: step mode runs the training step (single_step)");
+    }
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
@@ -127,18 +127,13 @@ pub fn run(
         Ok(lm.tokens(&v, batch, device)?)
     };
     let b = Batch::new(ids(1)?, ids(7)?);
-    let mut opt = AdamW::new(AdamWConfig {
-        lr: 1e-4,
-        ..AdamWConfig::default()
-    })?;
     let (mut fwd, mut bwd, mut optt, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);
     let mut sampler = None;
-    // Graph mode: the step (forward, backward and, in step mode, AdamW) captured after the
-    // first (eager) warm-up step, with candle's upload cache on from the first step so the
-    // capture finds every layout array on the device; AdamW's step scalars are advanced
-    // before every replay after the first.
+    // Graph mode: forward and backward captured after the first (eager) warm-up step, with
+    // candle's upload cache on from the first step so the capture finds every layout array
+    // on the device.
     let graph = graph && device.is_cuda() && mode != Mode::Fwd;
     // One eager step before the capture, then at least one untimed replay: the first
     // launch of a graph uploads it and maps its memory.
@@ -167,10 +162,7 @@ pub fn run(
             match model::graph::capture(device, || {
                 let tape = model::forward(&lm, &b)?;
                 let loss = tape.loss().clone();
-                let g = backward(&lm, tape, &mut opt, adamw, side.as_ref())?;
-                if let (Some(g), Mode::Step) = (g, mode) {
-                    opt.step_params(lm.params(), &g)?;
-                }
+                tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
                 Ok(loss)
             }) {
                 Ok(c) => {
@@ -195,9 +187,6 @@ pub fn run(
         }
         let (tf, tb, to, l) = if let Some(c) = &captured {
             // The replay is the whole step: its time goes in `fwd_ms`.
-            if i > 1 && mode == Mode::Step {
-                opt.advance_for_replay()?;
-            }
             let t0 = Timer::start(device)?;
             c.replay()?;
             let tf = t0.stop()?;
@@ -211,18 +200,13 @@ pub fn run(
             if i == warmup {
                 peak_fwd = memory::peak(device);
             }
-            let (mut tb, mut to) = (0.0, 0.0);
+            let (mut tb, to) = (0.0, 0.0);
             if mode == Mode::Fwd {
                 drop(tape);
             } else {
                 let t1 = Timer::start(device)?;
-                let g = backward(&lm, tape, &mut opt, adamw, side.as_ref())?;
+                tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
                 tb = t1.stop()?;
-                if let (Some(g), Mode::Step) = (g, mode) {
-                    let t2 = Timer::start(device)?;
-                    opt.step_params(lm.params(), &g)?;
-                    to = t2.stop()?;
-                }
             }
             (tf, tb, to, loss.to_scalar::<f32>()?)
         };
@@ -276,9 +260,9 @@ pub fn run(
         graph: graph && fallback.is_none(),
         graph_fallback: fallback,
         graph_kernels,
-        adamw,
-        side_blocks: side.as_ref().and_then(model::SideStream::max_blocks),
-        side_lag: side.as_ref().map(model::SideStream::lag),
+        adamw: AdamwPlace::After,
+        side_blocks: None,
+        side_lag: None,
         gpu,
     })
 }

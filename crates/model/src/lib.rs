@@ -26,7 +26,7 @@ mod block;
 pub mod config;
 mod embedding;
 pub mod gemm;
-pub mod graph;
+
 mod head;
 pub mod kernels;
 pub mod layers;
@@ -40,7 +40,7 @@ pub mod toy;
 // ddp and zero1 depend on without this crate; re-exported so `model::AdamW` etc. still work.
 #[cfg(feature = "cuda")]
 pub use seam::fused_adamw;
-pub use seam::{adamw, error, gemm_sms, in_backward, params, profile, shadow, staged};
+pub use seam::{adamw, error, gemm_sms, graph, in_backward, params, profile, shadow, staged};
 pub use seam::{
     forward, forward_backward, forward_with, AdamW, AdamWConfig, Batch, Grads, InBackward,
     ModelError, ParamSet, Result, SavedStage, SideStream, StagedModel, Tape,

@@ -7,6 +7,9 @@
 // When `s16` is not null the kernel also writes the new p rounded to bf16 (nearest even,
 // as the cast kernels round) there: a bf16 model's forward then reads that copy instead of
 // casting its f32 masters every step (model::shadow).
+// When `gs` is not null the gradient is multiplied by gs[0] first (f32): the clipping
+// coefficient min(1, clip / (norm + 1e-6)) that kernels/gradnorm.cu wrote on the device, so
+// clipping by the global norm needs no host round trip and no pass over the gradients.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float grad_f(float g) { return g; }
@@ -29,10 +32,10 @@ template <typename G>
 __device__ void adamw(float *__restrict__ p, const G *__restrict__ g, float *__restrict__ m,
                       float *__restrict__ v, const unsigned long long n, const float decay,
                       const float b1, const float b2, const float eps, const float step_size,
-                      const float bc2_sqrt, __nv_bfloat16 *__restrict__ s16) {
+                      const float bc2_sqrt, __nv_bfloat16 *__restrict__ s16, const float sc) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)blockDim.x * gridDim.x) {
-    update(p[i], grad_f(g[i]), m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
+    update(p[i], grad_f(g[i]) * sc, m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
     if (s16) s16[i] = __float2bfloat16(p[i]);
   }
 }
@@ -56,7 +59,7 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
                            float *__restrict__ v, const unsigned long long n, const float decay,
                            const float b1, const float b2, const float eps,
                            const float step_size, const float bc2_sqrt,
-                           __nv_bfloat16 *__restrict__ s16) {
+                           __nv_bfloat16 *__restrict__ s16, const float sc) {
   const unsigned long long n4 = n / 4;
   const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
@@ -64,7 +67,11 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
   float4 *__restrict__ m4 = reinterpret_cast<float4 *>(m);
   float4 *__restrict__ v4 = reinterpret_cast<float4 *>(v);
   for (unsigned long long i = first; i < n4; i += stride) {
-    const float4 gi = grad4(g, i);
+    float4 gi = grad4(g, i);
+    gi.x *= sc;
+    gi.y *= sc;
+    gi.z *= sc;
+    gi.w *= sc;
     float4 pi = p4[i], mi = m4[i], vi = v4[i];
     update(pi.x, gi.x, mi.x, vi.x, decay, b1, b2, eps, step_size, bc2_sqrt);
     update(pi.y, gi.y, mi.y, vi.y, decay, b1, b2, eps, step_size, bc2_sqrt);
@@ -82,7 +89,7 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
     }
   }
   for (unsigned long long i = 4 * n4 + first; i < n; i += stride) {
-    update(p[i], grad_f(g[i]), m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
+    update(p[i], grad_f(g[i]) * sc, m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
     if (s16) s16[i] = __float2bfloat16(p[i]);
   }
 }
@@ -94,8 +101,9 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
   extern "C" __global__ void name(float *__restrict__ p, const G *__restrict__ g,              \
                                   float *__restrict__ m, float *__restrict__ v,                \
                                   const unsigned long long n, const float *__restrict__ s,     \
-                                  __nv_bfloat16 *__restrict__ s16) {                           \
-    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5], s16);                              \
+                                  __nv_bfloat16 *__restrict__ s16,                             \
+                                  const float *__restrict__ gs) {                              \
+    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5], s16, gs ? gs[0] : 1.0f);           \
   }
 
 ADAMW_KERNEL(adamw_f32, adamw, float)

@@ -49,6 +49,9 @@ pub struct AdamW {
     /// update).
     #[cfg(feature = "cuda")]
     scalars: Option<crate::fused_adamw::DeviceScalars>,
+    /// `[norm, coef]` from [`crate::clip::norm_and_coef`]: every update scales its gradient
+    /// by `coef` first (read on the device by the fused kernel).
+    grad_scale: Option<Tensor>,
 }
 
 impl AdamW {
@@ -70,7 +73,16 @@ impl AdamW {
             fused: true,
             #[cfg(feature = "cuda")]
             scalars: None,
+            grad_scale: None,
         })
+    }
+
+    /// Scales every gradient by `nc[1]` (a `[norm, coef]` tensor from
+    /// [`crate::clip::norm_and_coef`], on the parameters' device) in the updates queued
+    /// from now on; `None`: unscaled. The fused kernel reads the coefficient from device
+    /// memory, so a captured step clips by each replay's own norm.
+    pub fn set_grad_scale(&mut self, nc: Option<Tensor>) {
+        self.grad_scale = nc;
     }
 
     /// Whether parameter `p` is updated by the fused CUDA kernel (its moments then live
@@ -218,19 +230,32 @@ impl AdamW {
     /// Starts a step over `params` (all of them, in index order) whose parameters are then
     /// updated one by one ([`crate::in_backward`]): advances the step count and queues the
     /// fused kernels' scalars.
+    /// Inside a CUDA graph capture it does neither: the replays own the step count, and
+    /// [`Self::advance_for_replay`] before each replay uploads its scalars.
     pub(crate) fn begin_step(&mut self, params: &[Var]) -> Result<()> {
         self.state.resize_with(params.len(), || None);
-        self.step += 1;
         #[cfg(feature = "cuda")]
         if let Some(p) = params.iter().find(|p| self.uses_fused(p)) {
+            if crate::capture::capturing_stream(&*crate::fused_adamw::stream_of(p.as_tensor())?)
+            {
+                if self.scalars.is_none() {
+                    return Err(ModelError::Input(
+                        "fused AdamW: capture a step only after one eager step".into(),
+                    ));
+                }
+                return Ok(());
+            }
+            self.step += 1;
             if self.scalars.is_none() {
                 self.scalars = Some(crate::fused_adamw::DeviceScalars::new(p.as_tensor())?);
             }
             let s = self.step_scalars();
             if let Some(d) = self.scalars.as_mut() {
-                d.upload(s, false)?;
+                d.upload(s)?;
             }
+            return Ok(());
         }
+        self.step += 1;
         Ok(())
     }
 
@@ -282,17 +307,18 @@ impl AdamW {
         }
     }
 
-    /// For a step captured in a CUDA graph (model::graph) together with this optimizer:
-    /// advances the step count and uploads its scalars, which the next replay's captured
-    /// copy reads (call it before every replay after the first; it waits for the device,
-    /// since the previous replay may still be reading them). Nothing else runs.
+    /// For a step captured in a CUDA graph ([`crate::graph`]) together with this optimizer
+    /// (whose capture advanced nothing): advances the step count and queues the upload of
+    /// its scalars (at the current `cfg.lr`) on the stream, ahead of the replay that reads
+    /// them. Call it before every replay, the first included. The host does not wait for
+    /// the device (the pinned staging buffers alternate).
     pub fn advance_for_replay(&mut self) -> Result<()> {
         self.step += 1;
         #[cfg(feature = "cuda")]
         {
             let s = self.step_scalars();
             if let Some(d) = self.scalars.as_mut() {
-                d.upload(s, true)?;
+                d.upload(s)?;
             }
         }
         Ok(())
@@ -321,7 +347,8 @@ impl AdamW {
             })?;
             let copy = shadows.map(|sh| sh.target(i, p.as_tensor())).transpose()?;
             let on = on.map(|side| (side.stream(), side.max_blocks()));
-            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref(), on)?;
+            let scale = self.grad_scale.as_ref();
+            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref(), on, scale)?;
             self.state[i] = Some(Moments::Device(mom));
             if let Some(sh) = shadows {
                 sh.mark_fresh(i);
@@ -334,6 +361,10 @@ impl AdamW {
         let c = self.cfg;
         let (bc1, bc2_sqrt) = self.bias_corrections();
         let g = g.to_dtype(p.dtype())?;
+        let g = match &self.grad_scale {
+            Some(nc) => g.broadcast_mul(&nc.narrow(0, 1, 1)?.to_dtype(p.dtype())?)?,
+            None => g,
+        };
         let (m, v) = match self.state[i].take() {
             Some(Moments::Tensors(m, v)) => (m, v),
             _ => (g.zeros_like()?, g.zeros_like()?),

@@ -44,19 +44,22 @@ impl StepScalars {
     }
 }
 
-/// One step's scalars in device memory, where the kernels read them. They are uploaded
-/// from pinned host memory by a copy queued on the stream. A CUDA graph that captured the
-/// copy reads the pinned buffer again at every replay, so a replay uses whatever
-/// [`DeviceScalars::upload`] last wrote.
+/// One step's scalars in device memory, where the kernels read them (a CUDA graph freezes
+/// kernel arguments, not the memory they point at). [`DeviceScalars::upload`] queues a copy
+/// from pinned host memory on the stream, ahead of the kernels (or the replay) that read
+/// them; two pinned buffers alternate, so the host only waits for the copy of two uploads
+/// ago, never for the step in flight.
 pub struct DeviceScalars {
-    host: *mut f32,
+    host: [*mut f32; 2],
     dev: CudaSlice<f32>,
-    /// Recorded after the last eager copy: the host waits for it before overwriting.
-    copied: Option<candle_core::cuda_backend::cudarc::driver::CudaEvent>,
+    /// The next pinned buffer to write.
+    next: usize,
+    /// Recorded after each buffer's last copy: the host waits for it before rewriting.
+    copied: [Option<candle_core::cuda_backend::cudarc::driver::CudaEvent>; 2],
     stream: std::sync::Arc<CudaStream>,
 }
 
-// SAFETY: the pinned buffer is only touched through &mut self.
+// SAFETY: the pinned buffers are only touched through &mut self.
 unsafe impl Send for DeviceScalars {}
 
 impl DeviceScalars {
@@ -64,42 +67,40 @@ impl DeviceScalars {
         use candle_core::cuda_backend::cudarc::driver::result;
         let stream = stream_of(p)?;
         stream.context().bind_to_thread().w()?;
-        // SAFETY: 6 f32 of page-locked host memory, freed in Drop.
-        let host = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
+        // SAFETY: 2 × 6 f32 of page-locked host memory, freed in Drop.
+        let a = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
+        let b = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
         Ok(Self {
-            host,
+            host: [a, b],
             dev: stream.alloc_zeros::<f32>(6).w()?,
-            copied: None,
+            next: 0,
+            copied: [None, None],
             stream,
         })
     }
 
-    /// Writes `s` into the pinned buffer (after the previous copy has read it) and queues
-    /// its copy to the device. `replayed`: a graph holding the copy may still be running:
-    /// wait for the whole stream instead.
-    pub fn upload(&mut self, s: StepScalars, replayed: bool) -> Result<()> {
+    /// Writes `s` into the next pinned buffer (after its previous copy has read it) and
+    /// queues its copy to the device on the stream. Not while the stream is captured (a
+    /// captured copy would re-read a buffer the host rewrites).
+    pub fn upload(&mut self, s: StepScalars) -> Result<()> {
         use candle_core::cuda_backend::cudarc::driver::{result, DevicePtr};
-        // Capturing: nothing to wait for (capture starts on a synchronised device) and no
-        // host wait may run on the stream.
-        let capturing = crate::capture::capturing_stream(&self.stream);
-        if replayed {
-            self.stream.synchronize().w()?;
-        } else if let (false, Some(e)) = (capturing, &self.copied) {
+        if crate::capture::capturing_stream(&self.stream) {
+            return Err(ModelError::Input(
+                "fused AdamW: step scalars cannot be uploaded inside a capture".into(),
+            ));
+        }
+        let k = self.next;
+        self.next = 1 - k;
+        if let Some(e) = &self.copied[k] {
             e.synchronize().w()?;
         }
-        // SAFETY: no copy reads the buffer now (waited above); 6 f32.
-        let host = unsafe { std::slice::from_raw_parts_mut(self.host, 6) };
+        // SAFETY: no copy reads buffer k now (waited above); 6 f32.
+        let host = unsafe { std::slice::from_raw_parts_mut(self.host[k], 6) };
         host.copy_from_slice(&s.values());
         let (dst, _sync) = self.dev.device_ptr(&self.stream);
         // SAFETY: a 24-byte copy from pinned memory into a 6-f32 device buffer.
         unsafe { result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.w()?;
-        // Inside a capture the copy is a graph node: nothing to record (replays wait for
-        // the stream instead).
-        self.copied = if capturing {
-            None
-        } else {
-            Some(self.stream.record_event(None).w()?)
-        };
+        self.copied[k] = Some(self.stream.record_event(None).w()?);
         Ok(())
     }
 }
@@ -108,13 +109,15 @@ impl Drop for DeviceScalars {
     fn drop(&mut self) {
         use candle_core::cuda_backend::cudarc::driver::result;
         let _ = self.stream.synchronize();
-        // SAFETY: allocated by malloc_host in new, freed once.
-        let _ = unsafe { result::free_host(self.host as *mut _) };
+        for h in self.host {
+            // SAFETY: allocated by malloc_host in new, freed once.
+            let _ = unsafe { result::free_host(h as *mut _) };
+        }
     }
 }
 
 /// The compute stream of `p`'s CUDA device.
-fn stream_of(p: &Tensor) -> Result<std::sync::Arc<CudaStream>> {
+pub(crate) fn stream_of(p: &Tensor) -> Result<std::sync::Arc<CudaStream>> {
     let candle_core::Device::Cuda(dev) = p.device() else {
         return Err(ModelError::Input(
             "fused AdamW needs a CUDA parameter".into(),
@@ -167,6 +170,8 @@ struct Launch<'a> {
     /// The stream to launch on (the parameter's, candle's compute stream, when `None`)
     /// and at most how many blocks to launch there.
     on: Option<(&'a std::sync::Arc<CudaStream>, Option<u32>)>,
+    /// Where the kernel reads the gradient's scale (the clipping coefficient), if anywhere.
+    scale: Option<candle_core::cuda_backend::cudarc::driver::CudaView<'a, f32>>,
 }
 
 impl InplaceOp2 for Launch<'_> {
@@ -259,6 +264,10 @@ impl InplaceOp2 for Launch<'_> {
             ),
             None => b.arg(&null),
         };
+        match &self.scale {
+            Some(sc) => b.arg(sc),
+            None => b.arg(&null),
+        };
         crate::profile::mark_kernel_begin(kernel);
         // SAFETY: the kernel's signature matches the arguments; p, m, v hold n f32 and g
         // n elements of the kernel's gradient type.
@@ -285,6 +294,7 @@ pub fn step(
     s: &DeviceScalars,
     copy: Option<&Tensor>,
     on: Option<(&std::sync::Arc<CudaStream>, Option<u32>)>,
+    scale: Option<&Tensor>,
 ) -> Result<()> {
     if on.is_some() && !(g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::BF16)) {
         return Err(ModelError::Input(format!(
@@ -310,6 +320,24 @@ pub fn step(
             Some(cs.as_cuda_slice::<half::bf16>()?)
         }
     };
+    let sguard = scale.map(|t| t.storage_and_layout());
+    let scale = match &sguard {
+        None => None,
+        Some((st, l)) => {
+            let candle_core::Storage::Cuda(cs) = &**st else {
+                return Err(ModelError::Input(
+                    "fused AdamW: the gradient scale is not on CUDA".into(),
+                ));
+            };
+            if l.shape().elem_count() != 2 || cs.dtype() != DType::F32 {
+                return Err(ModelError::Input(
+                    "fused AdamW: the gradient scale must be a [norm, coef] f32 tensor".into(),
+                ));
+            }
+            let o = l.start_offset() + 1;
+            Some(cs.as_cuda_slice::<f32>()?.slice(o..o + 1))
+        }
+    };
     p.as_tensor().inplace_op2(
         &g,
         &Launch {
@@ -317,6 +345,7 @@ pub fn step(
             s: &s.dev,
             copy,
             on,
+            scale,
         },
     )?;
     Ok(())

@@ -16,10 +16,12 @@ pub mod adamw;
 mod adopt;
 pub mod batch;
 pub mod capture;
+pub mod clip;
 pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;
 pub mod gemm_sms;
+pub mod graph;
 pub mod in_backward;
 pub mod params;
 pub mod profile;

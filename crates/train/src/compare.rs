@@ -93,7 +93,7 @@ fn side(label: &str, records: &[Record]) -> Side {
         final_train_loss: train.last().map(|t| t.0),
         final_val_loss: val,
         seconds: train.last().map(|t| t.1),
-        first_grad_norm: train.first().map(|t| t.2),
+        first_grad_norm: train.first().and_then(|t| t.2),
     }
 }
 
@@ -233,7 +233,7 @@ mod tests {
             step,
             loss,
             lr: 1e-3,
-            grad_norm: 1.0,
+            grad_norm: Some(1.0),
             tokens_per_s: 1.0,
             elapsed_s: step as f64,
         }

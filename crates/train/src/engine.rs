@@ -1,45 +1,39 @@
-//! One rank's model, its data-parallel wrapper and optimizer: a step (micro-batches,
-//! gradient averaging, clipping by the global norm, AdamW at the schedule's rate), the
-//! validation loss, and checkpoints through `Ddp::save` / `ShardedOptimizer::save`.
+//! One rank's model and its training step (`step::TrainStep`: micro-batches, gradient
+//! averaging, clipping by the global norm on the device, AdamW at the schedule's rate, one
+//! CUDA graph on one GPU), the validation loss, and checkpoints through `Ddp::save` /
+//! `ShardedOptimizer::save`.
 //!
-//! Strategies: `single` (one rank, `seam::forward_backward`, the reference), any ddp
-//! strategy (gradients all-reduced), `zero1` (ddp's all-reduce, then the optimizer state
-//! sharded over the ranks: `zero1::ShardedOptimizer`). In every strategy each rank holds
-//! the averaged gradients of the whole model before the step, so the global norm is
-//! computed from them and is the same on every rank, with no extra collective.
+//! Strategies: `single` (one rank, no communication), any ddp strategy (gradients
+//! all-reduced), `zero1` (ddp's all-reduce, then the optimizer state sharded over the
+//! ranks: `zero1::ShardedOptimizer`). In every strategy each rank holds the averaged
+//! gradients of the whole model before the step, so the global norm is computed from them
+//! and is the same on every rank, with no extra collective.
 
 use crate::config::TrainConfig;
-use anyhow::{Context, Result};
-use candle_core::{DType, Device, Tensor};
+use anyhow::Result;
+use candle_core::{DType, Device};
 use comm::{Communicator, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::TransformerLm;
-use seam::{AdamW, AdamWConfig, Batch, Grads, StagedModel};
+use seam::{AdamWConfig, Batch, StagedModel};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use step::{AdamwPlace, StepOptions, Sync, TrainStep};
 use zero1::{ParamGroup, ShardedOptimizer};
 
-enum Opt {
-    Adam(AdamW),
-    Sharded(ShardedOptimizer),
-}
-
+/// One rank's model and its training step.
 pub struct Engine {
     pub comm: Arc<dyn Communicator>,
     pub dev: Device,
     pub model: TransformerLm,
-    ddp: Ddp,
-    opt: Opt,
-    single: bool,
+    step: TrainStep,
+    /// The single strategy's checkpoints go through a Ddp of one bucket layout (the
+    /// format every strategy but zero1 writes); the other strategies' Ddp is the step's.
+    ckpt_ddp: Option<Ddp>,
 }
 
 /// What one step reports.
-pub struct StepOut {
-    /// Mean training loss over the ranks' micro-batches.
-    pub loss: f64,
-    /// Global gradient norm before clipping.
-    pub grad_norm: f64,
-}
+pub type StepOut = step::StepOut;
 
 fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
     AdamWConfig {
@@ -62,28 +56,58 @@ impl Engine {
         if c.bf16 {
             model.set_compute_dtype(DType::BF16);
         }
-        let strategy = match c.strategy.as_str() {
-            "single" | "zero1" => Strategy::Bucketed { bucket_mb: 25.0 },
-            s => s.parse()?,
+        let bucketed = || DdpOptions::new(Strategy::Bucketed { bucket_mb: 25.0 });
+        let (sync, ckpt_ddp) = match c.strategy.as_str() {
+            "single" => (Sync::Local, Some(Ddp::new(comm.clone(), &model, bucketed())?)),
+            "zero1" => {
+                let g = ParamGroup {
+                    params: model.params().vars().to_vec(),
+                    cfg: adamw_cfg(c),
+                };
+                let d = Ddp::new(comm.clone(), &model, bucketed())?;
+                let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
+                (Sync::Sharded(Box::new(d), Box::new(o)), None)
+            }
+            s => {
+                let d = Ddp::new(comm.clone(), &model, DdpOptions::new(s.parse()?))?;
+                (Sync::Ddp(Box::new(d)), None)
+            }
         };
-        let ddp = Ddp::new(comm.clone(), &model, DdpOptions::new(strategy))?;
-        let opt = if c.strategy == "zero1" {
-            let g = ParamGroup {
-                params: model.params().vars().to_vec(),
-                cfg: adamw_cfg(c),
-            };
-            Opt::Sharded(ShardedOptimizer::new(comm.clone(), vec![g])?)
-        } else {
-            Opt::Adam(AdamW::new(adamw_cfg(c))?)
+        let opts = StepOptions {
+            clip: c.clip,
+            adamw: AdamwPlace::Auto,
+            graph: true,
+            fp32_simt: !c.bf16 && !model::tf32::tf32(),
+            ..StepOptions::default()
         };
+        let step = TrainStep::new(&model, sync, adamw_cfg(c), opts)?;
         Ok(Self {
             comm,
             dev,
             model,
-            ddp,
-            opt,
-            single: c.strategy == "single",
+            step,
+            ckpt_ddp,
         })
+    }
+
+    /// Queues one optimizer step at learning rate `lr` on this rank's micro-batches (host
+    /// tensors) and returns the previous step's loss and norm (read while this one runs).
+    pub fn step(&mut self, micro: &[Batch], lr: f64) -> Result<Option<StepOut>> {
+        self.step.step(&self.model, micro, lr)
+    }
+
+    /// The last queued step's values (waits for the device).
+    pub fn flush(&mut self) -> Result<Option<StepOut>> {
+        self.step.flush()
+    }
+
+    /// How the step runs: "graph" or "eager (why)", and where AdamW runs.
+    pub fn describe(&self) -> String {
+        let g = match self.step.graph_status() {
+            Ok(()) => "one CUDA graph".to_string(),
+            Err(why) => format!("eager ({why})"),
+        };
+        format!("step: {g}; AdamW {}", self.step.adamw_place().name())
     }
 
     /// The mean of `x` over the ranks.
@@ -91,83 +115,9 @@ impl Engine {
         if self.comm.world_size() == 1 {
             return Ok(x);
         }
-        let t = Tensor::new(&[x], &self.dev)?;
+        let t = candle_core::Tensor::new(&[x], &self.dev)?;
         self.comm.all_reduce(&t, ReduceOp::Avg)?;
         Ok(t.to_device(&Device::Cpu)?.to_vec1::<f64>()?[0])
-    }
-
-    /// Gradients of this rank's micro-batches, averaged over them and over the ranks.
-    fn gradients(&mut self, micro: &[Batch]) -> Result<(f64, Grads)> {
-        let m = &self.model;
-        let mut loss = 0f64;
-        if self.single {
-            let mut sum: Option<Grads> = None;
-            for b in micro {
-                let (l, g) = seam::forward_backward(m, b, |_, _| Ok(()))?;
-                loss += l.to_scalar::<f32>()? as f64;
-                let g: Grads = g
-                    .into_iter()
-                    .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
-                    .collect::<candle_core::Result<_>>()?;
-                sum = Some(match sum {
-                    None => g,
-                    Some(s) => s
-                        .into_iter()
-                        .zip(g)
-                        .map(|(a, b)| match (a, b) {
-                            (Some(a), Some(b)) => Ok(Some((a + b)?)),
-                            (a, b) => Ok(a.or(b)),
-                        })
-                        .collect::<candle_core::Result<_>>()?,
-                });
-            }
-            let k = micro.len() as f64;
-            let g = sum
-                .unwrap_or_default()
-                .into_iter()
-                .map(|g| g.map(|g| g.affine(1.0 / k, 0.0)).transpose())
-                .collect::<candle_core::Result<_>>()?;
-            return Ok((loss / k, g));
-        }
-        let (last, rest) = micro.split_last().context("no micro-batches")?;
-        for b in rest {
-            loss += self
-                .ddp
-                .forward_backward_no_sync(m, b)?
-                .to_scalar::<f32>()? as f64;
-        }
-        loss += self.ddp.forward_backward(m, last)?.to_scalar::<f32>()? as f64;
-        let g = self.ddp.finish_gradient_synchronization()?;
-        Ok((loss / micro.len() as f64, g))
-    }
-
-    /// One optimizer step at learning rate `lr`, gradients clipped to norm `clip` (0: off).
-    pub fn step(&mut self, micro: &[Batch], lr: f64, clip: f64) -> Result<StepOut> {
-        let (loss, mut g) = self.gradients(micro)?;
-        let grad_norm = global_norm(&g)?;
-        // torch.nn.utils.clip_grad_norm_: scale by clip / (norm + 1e-6) when below 1.
-        let coef = clip / (grad_norm + 1e-6);
-        if clip > 0.0 && coef < 1.0 {
-            g = g
-                .into_iter()
-                .map(|g| g.map(|g| g.affine(coef, 0.0)).transpose())
-                .collect::<candle_core::Result<_>>()?;
-        }
-        let vars = self.model.params().vars();
-        match &mut self.opt {
-            Opt::Adam(o) => {
-                o.cfg.lr = lr;
-                o.step(vars, &g)?
-            }
-            Opt::Sharded(o) => {
-                o.set_lr(lr);
-                o.step(vars, &g)?
-            }
-        }
-        Ok(StepOut {
-            loss: self.mean(loss)?,
-            grad_norm,
-        })
     }
 
     /// Mean loss over `batches` (this rank's parts of the validation batches), over ranks.
@@ -181,48 +131,40 @@ impl Engine {
 
     /// The directory holding the checkpoint's manifest inside a step directory.
     pub fn manifest_dir(&self, dir: &Path) -> PathBuf {
-        match self.opt {
-            Opt::Adam(_) => dir.to_path_buf(),
-            Opt::Sharded(_) => dir.join("group-0"),
+        match self.step.sync() {
+            Sync::Sharded(..) => dir.join("group-0"),
+            _ => dir.to_path_buf(),
         }
     }
 
     /// Saves weights and optimizer state (collective).
     pub fn save(&self, dir: &Path) -> Result<()> {
-        match &self.opt {
-            Opt::Adam(o) => self.ddp.save(dir, &self.model, o)?,
-            Opt::Sharded(o) => o.save(dir)?,
+        match (self.step.sync(), &self.ckpt_ddp) {
+            (Sync::Sharded(_, o), _) => o.save(dir)?,
+            (Sync::Ddp(d), _) => d.save(dir, &self.model, self.step.adamw())?,
+            (Sync::Local, Some(d)) => d.save(dir, &self.model, self.step.adamw())?,
+            (Sync::Local, None) => anyhow::bail!("no checkpoint layout"),
         }
         Ok(())
     }
 
     /// Loads weights and optimizer state (collective); returns the optimizer's step count.
     pub fn resume(&mut self, dir: &Path, c: &TrainConfig) -> Result<u64> {
-        Ok(match &mut self.opt {
-            Opt::Adam(o) => self.ddp.resume(dir, &self.model, o)?,
-            Opt::Sharded(_) => {
+        let comm = self.comm.clone();
+        let model = &self.model;
+        let (sync, opt) = self.step.sync_and_adamw_mut();
+        Ok(match (sync, &mut self.ckpt_ddp) {
+            (Sync::Sharded(_, o), _) => {
                 let g = ParamGroup {
-                    params: self.model.params().vars().to_vec(),
+                    params: model.params().vars().to_vec(),
                     cfg: adamw_cfg(c),
                 };
-                let s = ShardedOptimizer::resume(self.comm.clone(), vec![g], dir)?;
-                let step = checkpoint::Checkpoint::open(&dir.join("group-0"))?.step();
-                self.opt = Opt::Sharded(s);
-                step
+                **o = ShardedOptimizer::resume(comm, vec![g], dir)?;
+                checkpoint::Checkpoint::open(&dir.join("group-0"))?.step()
             }
+            (Sync::Ddp(d), _) => d.resume(dir, model, opt)?,
+            (Sync::Local, Some(d)) => d.resume(dir, model, opt)?,
+            (Sync::Local, None) => anyhow::bail!("no checkpoint layout"),
         })
     }
-}
-
-/// √(Σ g²) over every gradient, accumulated in f64.
-pub fn global_norm(g: &Grads) -> Result<f64> {
-    let mut s = 0f64;
-    for t in g.iter().flatten() {
-        s += t
-            .to_dtype(DType::F32)?
-            .sqr()?
-            .sum_all()?
-            .to_scalar::<f32>()? as f64;
-    }
-    Ok(s.sqrt())
 }

@@ -15,7 +15,10 @@ pub enum Record {
         step: u64,
         loss: f64,
         lr: f64,
-        grad_norm: f64,
+        /// The global gradient norm before clipping; absent where AdamW ran inside the
+        /// backward (no clipping: no norm was taken).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grad_norm: Option<f64>,
         tokens_per_s: f64,
         elapsed_s: f64,
     },

@@ -145,25 +145,22 @@ pub fn run_rank(
         unigram_entropy: ds.meta.unigram_entropy,
         ..Summary::default()
     };
-    for step in start..end {
-        let ts = Instant::now();
-        let lr = schedule::lr(c, step);
-        let micro = (0..c.accum)
-            .map(|m| {
-                sampler.batch(
-                    &ds.train,
-                    step,
-                    shard(c.global_batch, world, c.accum, rank, m),
-                    &dev,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let out = e.step(&micro, lr, c.clip)?;
-        let done = step + 1;
-        let tps = tokens_per_step / ts.elapsed().as_secs_f64();
+    // The step's values come back one step late (read while the next step runs): a
+    // step's record is written when they arrive, and before any evaluation, checkpoint
+    // or the end, the pending step is flushed.
+    let mut queued: Option<(u64, f64)> = None;
+    let mut tick = Instant::now();
+    let emit = |log: &mut Option<Log>,
+                    s: &mut Summary,
+                    tick: &mut Instant,
+                    (done, lr): (u64, f64),
+                    out: step::StepOut|
+     -> Result<()> {
+        let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
+        *tick = Instant::now();
         s.final_train_loss = out.loss;
         push(
-            &mut log,
+            log,
             Record::Train {
                 step: done,
                 loss: out.loss,
@@ -174,8 +171,39 @@ pub fn run_rank(
             },
         )?;
         bar.set_message(format!("loss {:.4} | {:.0} tok/s", out.loss, tps));
-        bar.inc(1);
-        if done % c.eval_every == 0 || done == c.steps {
+        bar.set_position(done);
+        Ok(())
+    };
+    for step in start..end {
+        let lr = schedule::lr(c, step);
+        // Host tensors: the step uploads them through pinned memory.
+        let micro = (0..c.accum)
+            .map(|m| {
+                sampler.batch(
+                    &ds.train,
+                    step,
+                    shard(c.global_batch, world, c.accum, rank, m),
+                    &Device::Cpu,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let prev = e.step(&micro, lr)?;
+        let done = step + 1;
+        if step == start + 1 && rank == 0 {
+            // After the second step: the first is eager, the second captured (or not).
+            bar.suspend(|| eprintln!("train: {}", e.describe()));
+        }
+        if let (Some(out), Some(q)) = (prev, queued.replace((done, lr))) {
+            emit(&mut log, &mut s, &mut tick, q, out)?;
+        }
+        let eval_now = done % c.eval_every == 0 || done == c.steps;
+        let ckpt_now = done % o.ckpt_every == 0 || done == c.steps;
+        if eval_now || ckpt_now || done == end {
+            if let (Some(out), Some(q)) = (e.flush()?, queued.take()) {
+                emit(&mut log, &mut s, &mut tick, q, out)?;
+            }
+        }
+        if eval_now {
             let v = e.eval_loss(&val)?;
             s.final_val_loss = v;
             push(
@@ -188,12 +216,15 @@ pub fn run_rank(
             if rank == 0 && o.progress {
                 bar.println(format!(
                     "step {done}: train {:.4}, validation {v:.4} (unigram entropy {:.4})",
-                    out.loss, ds.meta.unigram_entropy
+                    s.final_train_loss, ds.meta.unigram_entropy
                 ));
             }
         }
-        if done % o.ckpt_every == 0 || done == c.steps {
+        if ckpt_now {
             state::save(&e, &ckpts, done, c, o.keep)?;
+        }
+        if eval_now || ckpt_now {
+            tick = Instant::now();
         }
     }
     bar.finish_and_clear();

@@ -9,13 +9,12 @@
 //!     let tape = model::forward(&lm, &batch)?;        // batch: static input tensors
 //!     let loss = tape.loss().clone();
 //!     let grads = tape.backward(|_, _| Ok::<(), model::ModelError>(()))?;
-//!     opt.step(lm.params().vars(), &grads)?;          // its scalars: a captured copy
+//!     opt.step(lm.params().vars(), &grads)?;          // reads its scalars from the device
 //!     Ok(loss)
 //! })?;
-//! step.replay()?;                                     // the step captured above
 //! loop {
 //!     batch.input.slice_set(&next.input, 0, 0)?;      // new data into the static inputs
-//!     opt.advance_for_replay()?;                      // next step's AdamW scalars
+//!     opt.advance_for_replay()?;                      // this step's AdamW scalars
 //!     step.replay()?;
 //!     let loss = step.outputs().to_scalar::<f32>()?;  // rewritten by every replay
 //! }
@@ -36,9 +35,10 @@
 //!   `cuda_device` turns them off), and nothing inside may synchronise.
 //! - cuBLAS GEMMs are capturable once each shape has run eagerly (workspace allocated).
 //! - Kernel arguments are frozen at capture: anything that changes per step must be read
-//!   from device memory. The fused AdamW reads its step scalars from a device buffer that
-//!   a captured copy fills from pinned host memory; `AdamW::advance_for_replay` rewrites
-//!   the pinned values before each replay. The optimizer must outlive the graph.
+//!   from device memory. The fused AdamW reads its step scalars from a device buffer;
+//!   the capture leaves its step count alone, and `AdamW::advance_for_replay` queues the
+//!   upload of each replay's scalars (from alternating pinned buffers) before it. The
+//!   optimizer must outlive the graph.
 //!
 //! Capture failure is an `Err` with the reason (the failing op's error), and the caller
 //! falls back to eager steps. Without the `cuda` feature or on the CPU it is always `Err`.
@@ -55,12 +55,12 @@ pub struct CapturedStep<T> {
 
 impl<T> CapturedStep<T> {
     /// Queues one replay on the device's compute stream (the host does not wait).
-    pub fn replay(&self) -> crate::Result<()> {
+    pub fn replay(&self) -> crate::error::Result<()> {
         #[cfg(feature = "cuda")]
         {
             self.graph
                 .launch()
-                .map_err(|e| crate::ModelError::Input(format!("CUDA graph replay: {e:?}")))
+                .map_err(|e| crate::error::ModelError::Input(format!("CUDA graph replay: {e:?}")))
         }
         #[cfg(not(feature = "cuda"))]
         Ok(())
@@ -68,13 +68,13 @@ impl<T> CapturedStep<T> {
 
     /// How many kernel launches one replay runs (the graph's kernel nodes); `None` without
     /// CUDA. `bench kernels` profiles the last replay's launches.
-    pub fn kernel_nodes(&self) -> crate::Result<Option<usize>> {
+    pub fn kernel_nodes(&self) -> crate::error::Result<Option<usize>> {
         #[cfg(feature = "cuda")]
         {
             use candle_core::cuda_backend::cudarc::driver::sys;
             let g = self.graph.cu_graph();
             let err = |what: &str, r: sys::CUresult| {
-                crate::ModelError::Input(format!("CUDA graph {what}: {r:?}"))
+                crate::error::ModelError::Input(format!("CUDA graph {what}: {r:?}"))
             };
             let mut n = 0usize;
             // SAFETY: a null node array asks for the count only.
@@ -124,7 +124,7 @@ pub fn capturing(device: &Device) -> bool {
 
 /// [`capturing`] for a stream.
 #[cfg(feature = "cuda")]
-pub(crate) use seam::capture::capturing_stream;
+pub(crate) use crate::capture::capturing_stream;
 
 /// candle's cache of small host→device uploads, on while this lives (this thread only).
 pub struct HtodCache {
@@ -149,7 +149,7 @@ impl HtodCache {
 /// CPU, a build without `cuda`) or failed (the reason names the failing op).
 pub fn capture<T>(
     device: &Device,
-    f: impl FnOnce() -> crate::Result<T>,
+    f: impl FnOnce() -> crate::error::Result<T>,
 ) -> Result<CapturedStep<T>, String> {
     #[cfg(feature = "cuda")]
     {

@@ -1,0 +1,137 @@
+//! `bench single --mode step`: the training step users run (`step::TrainStep`, the one
+//! `train` runs) on a fixed batch, timed back to back as a training loop queues it (a CUDA
+//! event between steps, read at the end; the loss read one step late, as `train` does).
+
+use crate::memory;
+use crate::single::{step_flops, Mode, Precision, SingleRecord};
+use crate::telemetry::Sampler;
+use crate::timer::{mean_std, Marks};
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use model::{AdamWConfig, Batch, TransformerLm};
+use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+
+/// The step's options from `bench single`'s flags.
+#[derive(Debug, Clone, Copy)]
+pub struct StepFlags {
+    pub graph: bool,
+    pub adamw: AdamwPlace,
+    pub side_blocks: u32,
+    pub side_lag: usize,
+    /// Clip to this global norm (0: off, the default: AdamW may then run in the backward).
+    pub clip: f64,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    size: &str,
+    dtype: Precision,
+    warmup: usize,
+    steps: usize,
+    batch: usize,
+    device: &Device,
+    peak_tflops: Option<f64>,
+    f: StepFlags,
+) -> Result<SingleRecord> {
+    let cfg = crate::ddp::config(size)?;
+    let seq = cfg.context;
+    let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
+    if dtype == Precision::Bf16 {
+        lm.set_compute_dtype(DType::BF16);
+    }
+    // Host batches, as `train` gives them: the step uploads them through pinned memory.
+    let ids = |s: u64| -> Result<Tensor> {
+        let v: Vec<u32> = (0..batch * seq)
+            .map(|i| ((i as u64 * 2654435761 + s) % cfg.vocab as u64) as u32)
+            .collect();
+        Ok(Tensor::from_vec(v, (batch, seq), &Device::Cpu)?)
+    };
+    let b = vec![Batch::new(ids(1)?, ids(7)?)];
+    let opts = StepOptions {
+        clip: f.clip,
+        adamw: f.adamw,
+        graph: f.graph,
+        fp32_simt: dtype == Precision::Fp32 && !model::tf32::tf32(),
+        side_blocks: f.side_blocks,
+        side_lag: f.side_lag,
+    };
+    let adamw = AdamWConfig {
+        lr: 1e-4,
+        ..AdamWConfig::default()
+    };
+    let mut st = TrainStep::new(&lm, Sync::Local, adamw, opts)?;
+    // One eager step and (with a graph) the capture and its first replay, untimed: the
+    // first launch of a graph uploads it and maps its memory.
+    let warmup = warmup.max(2);
+    let mut losses = Vec::new();
+    let mut marks = Marks::new(device);
+    let mut sampler = None;
+    model::graph::reset_mem_high(device);
+    for i in 0..warmup + steps {
+        if i == warmup {
+            st.flush()?;
+            memory::reset_peak(device);
+            sampler = Sampler::start(device);
+            marks.mark()?;
+        }
+        if let Some(out) = st.step(&lm, &b, adamw.lr)? {
+            if i > warmup {
+                losses.push(out.loss as f32);
+            }
+        }
+        if i >= warmup {
+            marks.mark()?;
+        }
+    }
+    if let Some(out) = st.flush()? {
+        losses.push(out.loss as f32);
+    }
+    let total = marks.intervals_ms()?;
+    let gpu = sampler.and_then(Sampler::stop);
+    let peak_step = memory::peak(device).map(|p| {
+        p + st
+            .graph_status()
+            .ok()
+            .and(model::graph::mem_high(device))
+            .unwrap_or(0)
+    });
+    let (graph, fallback) = match st.graph_status() {
+        Ok(()) => (true, None),
+        Err(why) if f.graph && device.is_cuda() => (false, Some(why)),
+        Err(_) => (false, None),
+    };
+    let kernels = st.graph_kernels();
+    let place = st.adamw_place();
+    let side = st.side().map(|s| (s.max_blocks(), s.lag()));
+    drop(st);
+    let step_ms = mean_std(&total);
+    let zero = vec![0.0; total.len()];
+    Ok(SingleRecord {
+        bench: "single".into(),
+        size: size.into(),
+        dtype,
+        mode: Mode::Step,
+        params: cfg.param_count(),
+        batch,
+        seq,
+        steps,
+        fwd_ms: if graph { step_ms } else { (0.0, 0.0) },
+        bwd_ms: mean_std(&zero),
+        opt_ms: mean_std(&zero),
+        step_ms,
+        tokens_per_s: (batch * seq) as f64 / (step_ms.0 / 1e3),
+        mfu: peak_tflops.map(|p| step_flops(&cfg, batch, seq) / (step_ms.0 / 1e3) / (p * 1e12)),
+        peak_fwd_gib: None,
+        peak_step_gib: memory::gib(peak_step),
+        loss_first: losses.first().copied().unwrap_or(f32::NAN),
+        loss_last: losses.last().copied().unwrap_or(f32::NAN),
+        tf32: model::tf32::tf32(),
+        graph,
+        graph_fallback: fallback,
+        graph_kernels: kernels,
+        adamw: place,
+        side_blocks: side.and_then(|s| s.0),
+        side_lag: side.map(|s| s.1),
+        gpu,
+    })
+}

@@ -1,0 +1,187 @@
+//! Clipping by the global gradient norm, as `torch.nn.utils.clip_grad_norm_`, without a
+//! host round trip on CUDA.
+//!
+//! ```ignore
+//! let nc = seam::clip::norm_and_coef(&grads, 1.0)?; // [norm, coef], f32, grads' device
+//! opt.set_grad_scale(Some(nc.clone()));               // AdamW scales by coef as it updates
+//! opt.step_params(model.params(), &grads)?;
+//! ```
+//!
+//! On CUDA (`cuda` feature, gradients f32 or bf16) one multi-tensor kernel per 160
+//! gradients (kernels/gradnorm.cu) writes per-block partial sums of squares, and one block
+//! sums them in a fixed order: deterministic, capturable in a CUDA graph, f32 accumulation.
+//! Elsewhere the sum is taken per tensor in f32 and over tensors in f64 on the host, as
+//! the reference step always did.
+//!
+//! The coefficient is `clip / (norm + 1e-6)` where that is below 1, else 1 (also when
+//! `clip` is 0: no clipping); a NaN norm gives a NaN coefficient on CUDA (the step's
+//! weights turn NaN, which divergence checks see), 1 on the host path.
+
+use crate::error::{ModelError, Result};
+use candle_core::{DType, Tensor};
+
+/// `[norm, coef]` (f32, on the gradients' device) of the gradients present in `grads`.
+pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
+    if !(clip.is_finite() && clip >= 0.0) {
+        return Err(ModelError::Input(format!(
+            "clip: {clip} (a finite norm >= 0; 0 turns clipping off)"
+        )));
+    }
+    let present: Vec<&Tensor> = grads.iter().flatten().collect();
+    let Some(first) = present.first() else {
+        return Err(ModelError::Input(
+            "clipping: no gradient to take the norm of".into(),
+        ));
+    };
+    #[cfg(feature = "cuda")]
+    if first.device().is_cuda()
+        && present
+            .iter()
+            .all(|g| matches!(g.dtype(), DType::F32 | DType::BF16))
+    {
+        return cuda::norm_and_coef(&present, clip as f32);
+    }
+    let mut s = 0f64;
+    for t in &present {
+        s += t
+            .to_dtype(DType::F32)?
+            .sqr()?
+            .sum_all()?
+            .to_scalar::<f32>()? as f64;
+    }
+    let norm = s.sqrt();
+    let c = clip / (norm + 1e-6);
+    let coef = if clip > 0.0 && c < 1.0 { c } else { 1.0 };
+    Ok(Tensor::new(&[norm as f32, coef as f32], first.device())?)
+}
+
+/// The gradients scaled by `nc`'s coefficient (a tensor op each; for optimizers that do
+/// not read the coefficient themselves).
+pub fn scale(grads: &[Option<Tensor>], nc: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    let c = nc.narrow(0, 1, 1)?;
+    grads
+        .iter()
+        .map(|g| {
+            g.as_ref()
+                .map(|g| -> Result<Tensor> {
+                    let g = g.to_dtype(DType::F32)?;
+                    Ok(g.broadcast_mul(&c)?)
+                })
+                .transpose()
+        })
+        .collect()
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use crate::error::{ModelError, Result};
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::{CudaStorage, WrapErr};
+    use candle_core::{DType, Device, Storage, Tensor};
+
+    const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gradnorm.ptx"));
+    /// Tensors per launch (GN_MAX in kernels/gradnorm.cu).
+    const MAX: usize = 160;
+    /// Blocks per launch: fixed, so the sum's order does not depend on the GPU.
+    const BLOCKS: usize = 264;
+    const THREADS: u32 = 512;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct GradTable {
+        ptr: [u64; MAX],
+        n: [u64; MAX],
+        bf16: [u32; MAX],
+        count: u32,
+    }
+    // SAFETY: plain old data with the kernel's layout (kernels/gradnorm.cu GradTable).
+    unsafe impl DeviceRepr for GradTable {}
+
+    fn cuda_err(what: &str) -> ModelError {
+        ModelError::Input(format!("gradient norm: {what}"))
+    }
+
+    pub fn norm_and_coef(grads: &[&Tensor], clip: f32) -> Result<Tensor> {
+        let Device::Cuda(dev) = grads[0].device() else {
+            return Err(cuda_err("not a CUDA tensor"));
+        };
+        let stream = dev.cuda_stream();
+        let chunks = grads.len().div_ceil(MAX);
+        let partials = Tensor::zeros(chunks * BLOCKS, DType::F32, grads[0].device())?;
+        let out = Tensor::zeros(2, DType::F32, grads[0].device())?;
+        let sumsq = dev.get_or_load_custom_func("gradnorm_sumsq", "seam_gradnorm", PTX)?;
+        let finish = dev.get_or_load_custom_func("gradnorm_finish", "seam_gradnorm", PTX)?;
+        let contiguous: Vec<Tensor> = grads
+            .iter()
+            .map(|g| g.contiguous())
+            .collect::<candle_core::Result<_>>()?;
+        {
+            let (ps, _) = partials.storage_and_layout();
+            let Storage::Cuda(ps) = &*ps else {
+                return Err(cuda_err("partials not on CUDA"));
+            };
+            let pslice = ps.as_cuda_slice::<f32>()?;
+            for (c, chunk) in contiguous.chunks(MAX).enumerate() {
+                let mut t = GradTable {
+                    ptr: [0; MAX],
+                    n: [0; MAX],
+                    bf16: [0; MAX],
+                    count: chunk.len() as u32,
+                };
+                // The guards keep every gradient's storage borrowed until the launch.
+                let guards: Vec<_> = chunk.iter().map(|g| g.storage_and_layout()).collect();
+                for (k, (st, l)) in guards.iter().enumerate() {
+                    let Storage::Cuda(cs) = &**st else {
+                        return Err(cuda_err("a gradient is not on CUDA"));
+                    };
+                    t.ptr[k] = base_ptr(cs, &stream)?
+                        + (l.start_offset() * cs.dtype().size_in_bytes()) as u64;
+                    t.n[k] = l.shape().elem_count() as u64;
+                    t.bf16[k] = u32::from(cs.dtype() == DType::BF16);
+                }
+                let dst = pslice.slice(c * BLOCKS..(c + 1) * BLOCKS);
+                let mut b = stream.launch_builder(&sumsq);
+                b.arg(&t).arg(&dst);
+                let cfg = LaunchConfig {
+                    grid_dim: (BLOCKS as u32, 1, 1),
+                    block_dim: (THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: the table lists live device buffers of t.n elements of the
+                // dtype given; dst holds BLOCKS f32.
+                unsafe { b.launch(cfg) }.w()?;
+                drop(guards);
+            }
+            let (os, _) = out.storage_and_layout();
+            let Storage::Cuda(os) = &*os else {
+                return Err(cuda_err("output not on CUDA"));
+            };
+            let oslice = os.as_cuda_slice::<f32>()?;
+            let count = (chunks * BLOCKS) as u32;
+            let mut b = stream.launch_builder(&finish);
+            b.arg(pslice).arg(&count).arg(&clip).arg(oslice);
+            let cfg = LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: partials holds `count` f32, out 2.
+            unsafe { b.launch(cfg) }.w()?;
+        }
+        Ok(out)
+    }
+
+    /// The device address of a CUDA storage's first element.
+    fn base_ptr(
+        cs: &CudaStorage,
+        stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
+    ) -> Result<u64> {
+        use candle_core::cuda_backend::cudarc::driver::DevicePtr;
+        Ok(match cs.dtype() {
+            DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(stream).0,
+            DType::BF16 => cs.as_cuda_slice::<half::bf16>()?.device_ptr(stream).0,
+            d => return Err(cuda_err(&format!("{d:?} gradient (f32 or bf16)"))),
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! One training step, written once, for every path (`train`, the benchmarks, the tests):
+//! torchtitan's `train_step`, with data parallelism plugged in as a [`Sync`].
+//!
+//! ```ignore
+//! let mut step = step::TrainStep::new(&model, step::Sync::Local, adamw_cfg, opts)?;
+//! for s in 0..steps {
+//!     let micro: Vec<Batch> = data.batches(s);        // host (CPU) tensors are best
+//!     if let Some(prev) = step.step(&model, &micro, schedule.lr(s))? {
+//!         log(s - 1, prev.loss, prev.grad_norm);       // step s - 1, read while s runs
+//!     }
+//! }
+//! let last = step.flush()?;                            // the last step's values
+//! ```
+//!
+//! What it owns, each in one place:
+//! - micro-batch accumulation (gradients summed in f32 and averaged; the loss summed on
+//!   the device);
+//! - gradient synchronisation ([`Sync`]: none, any `ddp` strategy, or DDP plus the sharded
+//!   optimizer of `zero1`);
+//! - clipping by the global norm, as `torch.nn.utils.clip_grad_norm_`: on CUDA one
+//!   multi-tensor kernel writes `[norm, coef]` on the device and the fused AdamW reads
+//!   `coef` there (`seam::clip`);
+//! - the learning rate of the schedule, uploaded with AdamW's per-step scalars;
+//! - where AdamW runs ([`AdamwPlace`]: inside the backward only where that is exact);
+//! - the bf16 weight copies (`AdamW::step_params` writes them);
+//! - the loss and the norm, read back to the host once per step, one step late;
+//! - on CUDA, the batch uploaded from pinned memory into fixed device tensors ([`slots`])
+//!   and the whole step captured as one CUDA graph after one eager step (`Sync::Local`;
+//!   DDP's collectives are not captured yet and run eager, saying so in
+//!   [`TrainStep::graph_status`]).
+
+mod core;
+pub mod place;
+#[cfg(feature = "cuda")]
+mod pinned;
+pub mod slots;
+
+use anyhow::{bail, Result};
+use candle_core::{Device, Tensor};
+pub use core::Sync;
+pub use place::AdamwPlace;
+use seam::{AdamW, AdamWConfig, Batch, StagedModel};
+
+/// How a step is run (not what it computes, except `clip`).
+#[derive(Debug, Clone, Copy)]
+pub struct StepOptions {
+    /// Clip the gradients to this global norm (0: no clipping).
+    pub clip: f64,
+    pub adamw: AdamwPlace,
+    /// Capture the step as a CUDA graph after one eager step (CUDA only).
+    pub graph: bool,
+    /// The model computes in fp32 on SIMT GEMMs (no TF32): `auto` then puts AdamW on a
+    /// side stream beside the backward.
+    pub fp32_simt: bool,
+    /// Side stream: block cap of the update kernels (0: their full grid), lag in stages.
+    pub side_blocks: u32,
+    pub side_lag: usize,
+}
+
+impl Default for StepOptions {
+    fn default() -> Self {
+        Self {
+            clip: 0.0,
+            adamw: AdamwPlace::Auto,
+            graph: true,
+            fp32_simt: false,
+            side_blocks: 0,
+            side_lag: 1,
+        }
+    }
+}
+
+/// What one step measured, read back on the host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepOut {
+    /// Mean loss over the micro-batches (and the ranks).
+    pub loss: f64,
+    /// Global gradient norm before clipping; `None` where AdamW ran inside the backward
+    /// (no norm is taken there).
+    pub grad_norm: Option<f64>,
+}
+
+enum Graph {
+    /// Not asked for, or impossible: why.
+    Off(String),
+    /// Asked for: captured after the first eager step.
+    Wanted,
+    On(seam::graph::CapturedStep<Tensor>),
+}
+
+/// One rank's training step (see the crate docs).
+pub struct TrainStep {
+    core: core::Core,
+    device: Device,
+    slots: slots::Slots,
+    graph: Graph,
+    /// The step whose values have not been read yet.
+    pending: Option<slots::Ticket>,
+    eager_steps: u64,
+    // Last: the cache outlives the graph (drop order is declaration order).
+    _cache: Option<seam::graph::HtodCache>,
+}
+
+impl TrainStep {
+    /// A step for `model` (its parameters on `device`), synchronised by `sync`, with AdamW
+    /// of `cfg` (the learning rate is set by each [`Self::step`]).
+    pub fn new(
+        model: &dyn StagedModel,
+        sync: Sync,
+        cfg: AdamWConfig,
+        opts: StepOptions,
+    ) -> Result<Self> {
+        let p = model.params();
+        if p.is_empty() {
+            bail!("the model has no parameters");
+        }
+        let device = p.var(0).device().clone();
+        let core = core::Core::new(sync, AdamW::new(cfg)?, opts, &device)?;
+        let graph = if !opts.graph {
+            Graph::Off("not asked for (graph off)".into())
+        } else if !device.is_cuda() {
+            Graph::Off("not a CUDA device".into())
+        } else if let Some(why) = core.uncapturable() {
+            Graph::Off(why)
+        } else {
+            Graph::Wanted
+        };
+        let cache =
+            matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
+        Ok(Self {
+            slots: slots::Slots::new(&device)?,
+            core,
+            device,
+            graph,
+            pending: None,
+            eager_steps: 0,
+            _cache: cache,
+        })
+    }
+
+    /// Queues one optimizer step on `micro` (this rank's micro-batches; host tensors are
+    /// uploaded through pinned memory) at learning rate `lr`, and returns the previous
+    /// step's values (read while this one runs). Nothing else waits for the device.
+    pub fn step(
+        &mut self,
+        model: &dyn StagedModel,
+        micro: &[Batch],
+        lr: f64,
+    ) -> Result<Option<StepOut>> {
+        if micro.is_empty() {
+            bail!("a step needs at least one micro-batch");
+        }
+        if !(lr.is_finite() && lr >= 0.0) {
+            bail!("learning rate {lr}: a finite rate >= 0");
+        }
+        for b in micro {
+            model.check_batch(b)?;
+        }
+        self.core.set_lr(lr);
+        let batches = self.slots.upload(micro, matches!(self.graph, Graph::On(_)))?;
+        if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
+            let (core, b) = (&mut self.core, batches.clone());
+            self.graph = match seam::graph::capture(&self.device, || {
+                core.compute(model, &b)
+                    .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
+            }) {
+                Ok(c) => Graph::On(c),
+                Err(why) => Graph::Off(format!("capture failed: {why}")),
+            };
+        }
+        let out = match &self.graph {
+            Graph::On(c) => {
+                self.core.advance_for_replay()?;
+                c.replay()?;
+                c.outputs().clone()
+            }
+            _ => {
+                self.eager_steps += 1;
+                self.core.compute(model, &batches)?
+            }
+        };
+        let ticket = self.slots.download(&out)?;
+        let prev = self.pending.replace(ticket);
+        prev.map(|t| self.read(t)).transpose()
+    }
+
+    /// The last step's values (waits for it); `None` when every step was read.
+    pub fn flush(&mut self) -> Result<Option<StepOut>> {
+        self.pending.take().map(|t| self.read(t)).transpose()
+    }
+
+    fn read(&mut self, t: slots::Ticket) -> Result<StepOut> {
+        let v = self.slots.read(t)?;
+        Ok(StepOut {
+            loss: v[0] as f64,
+            grad_norm: self.core.takes_norm().then_some(v[1] as f64),
+        })
+    }
+
+    /// Whether the step runs as a CUDA graph, or why not.
+    pub fn graph_status(&self) -> std::result::Result<(), String> {
+        match &self.graph {
+            Graph::On(_) => Ok(()),
+            Graph::Wanted => Err("not captured yet (after the first eager step)".into()),
+            Graph::Off(why) => Err(why.clone()),
+        }
+    }
+
+    /// Kernel launches in one replay (when captured).
+    pub fn graph_kernels(&self) -> Option<usize> {
+        match &self.graph {
+            Graph::On(c) => c.kernel_nodes().ok().flatten(),
+            _ => None,
+        }
+    }
+
+    /// Where AdamW runs in this step.
+    pub fn adamw_place(&self) -> AdamwPlace {
+        self.core.place()
+    }
+
+    /// The side stream's block cap and lag, where AdamW runs on one.
+    pub fn side(&self) -> Option<&seam::SideStream> {
+        self.core.side()
+    }
+
+    /// The optimizer (checkpoints); `None` with the sharded optimizer.
+    pub fn adamw(&self) -> &AdamW {
+        self.core.adamw()
+    }
+    pub fn adamw_mut(&mut self) -> &mut AdamW {
+        self.core.adamw_mut()
+    }
+
+    /// The synchronisation (checkpoints reach the Ddp or the sharded optimizer through it).
+    pub fn sync(&self) -> &Sync {
+        &self.core.sync
+    }
+    pub fn sync_mut(&mut self) -> &mut Sync {
+        &mut self.core.sync
+    }
+
+    /// Both, for a resume that loads the optimizer through the Ddp.
+    pub fn sync_and_adamw_mut(&mut self) -> (&mut Sync, &mut AdamW) {
+        self.core.sync_and_adamw_mut()
+    }
+
+    /// The device the step runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+impl Drop for TrainStep {
+    fn drop(&mut self) {
+        // The graph's memory goes back once nothing replays it.
+        if matches!(self.graph, Graph::On(_)) {
+            self.graph = Graph::Off("dropped".into());
+            seam::graph::trim(&self.device);
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Page-locked host buffers and the copies through them (CUDA): the batch goes up and the
+//! step's `[loss, norm]` comes down asynchronously, on the compute stream, so the host
+//! queues step s + 1 while the GPU runs step s. Two buffers alternate; before rewriting
+//! one the host waits only for the copy that last used it.
+
+use anyhow::{anyhow, bail, Context, Result};
+use candle_core::cuda_backend::cudarc::driver::{result, CudaEvent, CudaStream, DevicePtr};
+use candle_core::{DType, Device, Storage, Tensor};
+use std::sync::Arc;
+
+/// One page-locked host allocation.
+struct Pinned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Pinned {
+    fn new(len: usize) -> Result<Self> {
+        // SAFETY: a plain page-locked allocation (freed in Drop).
+        let ptr = unsafe { result::malloc_host(len.max(1), 0) }
+            .map_err(|e| anyhow!("pinned host memory of {len} bytes: {e:?}"))?
+            as *mut u8;
+        Ok(Self { ptr, len })
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: len bytes allocated in new, touched only through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_host, freed once (after the ring's stream synced).
+        let _ = unsafe { result::free_host(self.ptr as *mut _) };
+    }
+}
+
+/// Two pinned buffers used in turn for copies on one stream.
+pub struct Ring {
+    bufs: [Option<Pinned>; 2],
+    done: [Option<CudaEvent>; 2],
+    next: usize,
+    stream: Arc<CudaStream>,
+}
+
+// SAFETY: the buffers are only touched through &mut self.
+unsafe impl Send for Ring {}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        let _ = self.stream.synchronize();
+    }
+}
+
+/// The compute stream of a CUDA device.
+pub fn stream(device: &Device) -> Result<Arc<CudaStream>> {
+    match device {
+        Device::Cuda(d) => Ok(d.cuda_stream()),
+        _ => bail!("not a CUDA device"),
+    }
+}
+
+/// The device address of `t`'s first element (a CUDA tensor).
+pub fn device_ptr(t: &Tensor, s: &Arc<CudaStream>) -> Result<u64> {
+    let (st, l) = t.storage_and_layout();
+    let Storage::Cuda(cs) = &*st else {
+        bail!("not a CUDA tensor")
+    };
+    macro_rules! ptr {
+        ($t:ty) => {
+            cs.as_cuda_slice::<$t>()?.device_ptr(s).0
+        };
+    }
+    let base = match t.dtype() {
+        DType::U8 => ptr!(u8),
+        DType::U32 => ptr!(u32),
+        DType::I64 => ptr!(i64),
+        DType::F32 => ptr!(f32),
+        DType::F64 => ptr!(f64),
+        DType::BF16 => ptr!(half::bf16),
+        DType::F16 => ptr!(half::f16),
+        d => bail!("{d:?} tensors are not staged"),
+    };
+    Ok(base + (l.start_offset() * t.dtype().size_in_bytes()) as u64)
+}
+
+/// A host tensor's elements as bytes, in order.
+pub fn host_bytes(t: &Tensor) -> Result<Vec<u8>> {
+    let t = t.to_device(&Device::Cpu)?.flatten_all()?;
+    fn raw<T: Copy>(v: Vec<T>) -> Vec<u8> {
+        let n = v.len() * std::mem::size_of::<T>();
+        // SAFETY: plain numeric elements viewed as their bytes.
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, n) }.to_vec()
+    }
+    Ok(match t.dtype() {
+        DType::U8 => t.to_vec1::<u8>()?,
+        DType::U32 => raw(t.to_vec1::<u32>()?),
+        DType::I64 => raw(t.to_vec1::<i64>()?),
+        DType::F32 => raw(t.to_vec1::<f32>()?),
+        DType::F64 => raw(t.to_vec1::<f64>()?),
+        DType::BF16 => raw(t.to_vec1::<half::bf16>()?),
+        DType::F16 => raw(t.to_vec1::<half::f16>()?),
+        d => bail!("{d:?} tensors are not staged"),
+    })
+}
+
+impl Ring {
+    pub fn new(device: &Device) -> Result<Self> {
+        Ok(Self {
+            bufs: [None, None],
+            done: [None, None],
+            next: 0,
+            stream: stream(device)?,
+        })
+    }
+
+    /// The next buffer, at least `len` bytes, free to write (its last copy has run).
+    fn take(&mut self, len: usize) -> Result<usize> {
+        let k = self.next;
+        self.next = 1 - k;
+        if let Some(e) = self.done[k].take() {
+            e.synchronize().map_err(|e| anyhow!("waiting for a copy: {e:?}"))?;
+        }
+        if self.bufs[k].as_ref().is_none_or(|b| b.len < len) {
+            self.bufs[k] = Some(Pinned::new(len)?);
+        }
+        Ok(k)
+    }
+
+    fn record(&mut self, k: usize) -> Result<()> {
+        let e = self
+            .stream
+            .record_event(None)
+            .map_err(|e| anyhow!("recording a copy's event: {e:?}"))?;
+        self.done[k] = Some(e);
+        Ok(())
+    }
+
+    /// Queues copies of `parts` (host bytes, each to a device address) through one buffer.
+    pub fn upload(&mut self, parts: &[(Vec<u8>, u64)]) -> Result<()> {
+        let total: usize = parts.iter().map(|(b, _)| b.len()).sum();
+        let k = self.take(total)?;
+        let buf = self.bufs[k].as_mut().context("staging buffer")?.bytes();
+        let mut at = 0;
+        for (bytes, dst) in parts {
+            let src = &mut buf[at..at + bytes.len()];
+            src.copy_from_slice(bytes);
+            // SAFETY: a copy from pinned memory, alive until the event says it ran, to a
+            // device buffer of at least that many bytes (the caller's slot).
+            unsafe { result::memcpy_htod_async(*dst, &*src, self.stream.cu_stream()) }
+                .map_err(|e| anyhow!("uploading a batch: {e:?}"))?;
+            at += bytes.len();
+        }
+        self.record(k)
+    }
+
+    /// Queues a copy of `t` (f32, on the device) into the next buffer; returns the ticket
+    /// [`Self::read`] takes.
+    pub fn download(&mut self, t: &Tensor) -> Result<usize> {
+        let n = t.elem_count();
+        let k = self.take(4 * n)?;
+        let src = device_ptr(t, &self.stream)?;
+        let buf = self.bufs[k].as_mut().context("readback buffer")?.bytes();
+        // SAFETY: n f32 from a live device buffer into pinned memory of at least 4n bytes.
+        unsafe {
+            result::memcpy_dtoh_async(&mut buf[..4 * n], src, self.stream.cu_stream())
+        }
+        .map_err(|e| anyhow!("reading back a step: {e:?}"))?;
+        self.record(k)?;
+        Ok(k)
+    }
+
+    /// Waits for download `k` and returns its `n` f32.
+    pub fn read(&mut self, k: usize, n: usize) -> Result<Vec<f32>> {
+        if let Some(e) = self.done[k].take() {
+            e.synchronize()
+                .map_err(|e| anyhow!("waiting for a step's readback: {e:?}"))?;
+        }
+        let buf = self.bufs[k].as_mut().context("readback buffer")?.bytes();
+        Ok(buf[..4 * n]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}

@@ -1,0 +1,63 @@
+//! Where a step runs AdamW: after the backward over all gradients, stage by stage inside
+//! it (seam::InBackward), or so on a second CUDA stream (seam::SideStream); and the `auto`
+//! policy that picks between them.
+
+use serde::{Deserialize, Serialize};
+
+/// Where AdamW runs in a step (`--adamw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdamwPlace {
+    /// After the backward (and the clipping norm), over all gradients.
+    #[default]
+    After,
+    /// Inside the backward where that is exact (no clipping, one micro-batch, no
+    /// cross-rank reduce), else after it. Inside: `side-stream` for fp32 on CUDA without
+    /// TF32, `in-backward` otherwise (what measured fastest on nvidia-h200, runs 28-31 of
+    /// docs/results/single-gpu-h200.md). Records name the place that ran.
+    Auto,
+    /// Stage by stage inside the backward, on the compute stream.
+    InBackward,
+    /// As `in-backward`, on a second CUDA stream beside the backward.
+    SideStream,
+}
+
+impl AdamwPlace {
+    /// The place that runs: `exact` says whether an update inside the backward equals one
+    /// after it (no clipping, one micro-batch, no cross-rank reduce); `fp32_simt`: fp32 GEMMs
+    /// without TF32 on CUDA.
+    pub fn resolve(self, exact: bool, fp32_simt: bool) -> AdamwPlace {
+        match (self, exact) {
+            (_, false) => AdamwPlace::After,
+            (AdamwPlace::Auto, true) if fp32_simt => AdamwPlace::SideStream,
+            (AdamwPlace::Auto, true) => AdamwPlace::InBackward,
+            (p, true) => p,
+        }
+    }
+
+    /// The name records use ("after", "in-backward", "side-stream").
+    pub fn name(self) -> &'static str {
+        match self {
+            AdamwPlace::After => "after",
+            AdamwPlace::Auto => "auto",
+            AdamwPlace::InBackward => "in-backward",
+            AdamwPlace::SideStream => "side-stream",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AdamwPlace::*;
+
+    #[test]
+    fn inside_the_backward_only_where_exact() {
+        for p in [After, Auto, InBackward, SideStream] {
+            assert_eq!(p.resolve(false, true), After);
+        }
+        assert_eq!(Auto.resolve(true, true), SideStream);
+        assert_eq!(Auto.resolve(true, false), InBackward);
+        assert_eq!(After.resolve(true, false), After);
+        assert_eq!(SideStream.resolve(true, false), SideStream);
+    }
+}

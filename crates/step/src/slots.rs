@@ -1,0 +1,152 @@
+//! The step's batches on its device and its `[loss, norm]` back on the host.
+//!
+//! On CUDA the micro-batches live in fixed device tensors (what a captured step reads):
+//! host tensors are copied in through pinned memory, device tensors by a device copy,
+//! both queued on the compute stream; the values come back through pinned memory, the
+//! host waiting only when it reads them. Elsewhere the batches are used as they are and
+//! the values read directly.
+
+use anyhow::{bail, Result};
+use candle_core::{Device, Tensor};
+use seam::Batch;
+
+/// A queued read of one step's values.
+pub struct Ticket(Inner);
+
+enum Inner {
+    Host(Tensor),
+    #[cfg(feature = "cuda")]
+    Pinned(usize, usize),
+}
+
+pub struct Slots {
+    device: Device,
+    /// The fixed device batches (CUDA).
+    fixed: Vec<Batch>,
+    #[cfg(feature = "cuda")]
+    up: Option<crate::pinned::Ring>,
+    #[cfg(feature = "cuda")]
+    down: Option<crate::pinned::Ring>,
+}
+
+/// Whether `b` has the shapes and dtypes of `f`, tensor by tensor.
+fn same_layout(b: &Batch, f: &Batch) -> bool {
+    let (x, y): (Vec<_>, Vec<_>) = (b.tensors().collect(), f.tensors().collect());
+    x.len() == y.len()
+        && x.iter()
+            .zip(&y)
+            .all(|((n, a), (m, b))| n == m && a.dims() == b.dims() && a.dtype() == b.dtype())
+}
+
+impl Slots {
+    pub fn new(device: &Device) -> Result<Self> {
+        #[cfg(feature = "cuda")]
+        let rings = if device.is_cuda() {
+            (
+                Some(crate::pinned::Ring::new(device)?),
+                Some(crate::pinned::Ring::new(device)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Self {
+            device: device.clone(),
+            fixed: Vec::new(),
+            #[cfg(feature = "cuda")]
+            up: rings.0,
+            #[cfg(feature = "cuda")]
+            down: rings.1,
+        })
+    }
+
+    /// The batches as the step reads them. `fixed`: a captured step reads the fixed
+    /// tensors, so their number and shapes may not change.
+    pub fn upload(&mut self, micro: &[Batch], fixed: bool) -> Result<Vec<Batch>> {
+        if !self.device.is_cuda() {
+            return micro
+                .iter()
+                .map(|b| -> Result<Batch> {
+                    let mut out = Batch::new(
+                        b.input.to_device(&self.device)?,
+                        b.targets.to_device(&self.device)?,
+                    );
+                    for (n, t) in &b.extra {
+                        out = out.with(n.clone(), t.to_device(&self.device)?);
+                    }
+                    Ok(out)
+                })
+                .collect();
+        }
+        let fits = self.fixed.len() == micro.len()
+            && micro.iter().zip(&self.fixed).all(|(b, f)| same_layout(b, f));
+        if !fits {
+            if fixed {
+                bail!(
+                    "the batches' number or shapes changed after the step was captured as a CUDA graph ({} micro-batches before, {} now)",
+                    self.fixed.len(),
+                    micro.len()
+                );
+            }
+            self.fixed = micro
+                .iter()
+                .map(|b| -> Result<Batch> {
+                    let z = |t: &Tensor| Tensor::zeros(t.shape(), t.dtype(), &self.device);
+                    let mut out = Batch::new(z(&b.input)?, z(&b.targets)?);
+                    for (n, t) in &b.extra {
+                        out = out.with(n.clone(), z(t)?);
+                    }
+                    Ok(out)
+                })
+                .collect::<Result<_>>()?;
+        }
+        self.copy_in(micro)?;
+        Ok(self.fixed.clone())
+    }
+
+    #[cfg(feature = "cuda")]
+    fn copy_in(&mut self, micro: &[Batch]) -> Result<()> {
+        use crate::pinned::{device_ptr, host_bytes, stream};
+        let s = stream(&self.device)?;
+        let mut parts = Vec::new();
+        for (b, f) in micro.iter().zip(&self.fixed) {
+            for ((_, t), (_, slot)) in b.tensors().zip(f.tensors()) {
+                if t.device().is_cuda() {
+                    slot.slice_set(&t.contiguous()?, 0, 0)?;
+                } else {
+                    parts.push((host_bytes(t)?, device_ptr(slot, &s)?));
+                }
+            }
+        }
+        if !parts.is_empty() {
+            self.up
+                .as_mut()
+                .expect("a CUDA device has rings")
+                .upload(&parts)?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn copy_in(&mut self, _: &[Batch]) -> Result<()> {
+        bail!("built without the cuda feature")
+    }
+
+    /// Queues the read of `t` (a small f32 tensor on the step's device).
+    pub fn download(&mut self, t: &Tensor) -> Result<Ticket> {
+        #[cfg(feature = "cuda")]
+        if let Some(r) = self.down.as_mut() {
+            let t = t.to_dtype(candle_core::DType::F32)?.contiguous()?;
+            return Ok(Ticket(Inner::Pinned(r.download(&t)?, t.elem_count())));
+        }
+        Ok(Ticket(Inner::Host(t.clone())))
+    }
+
+    /// The values of a queued read (waits for them).
+    pub fn read(&mut self, t: Ticket) -> Result<Vec<f32>> {
+        match t.0 {
+            Inner::Host(t) => Ok(t.to_dtype(candle_core::DType::F32)?.to_vec1()?),
+            #[cfg(feature = "cuda")]
+            Inner::Pinned(k, n) => self.down.as_mut().expect("rings").read(k, n),
+        }
+    }
+}
