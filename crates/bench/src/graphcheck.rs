@@ -34,7 +34,11 @@ fn batch(s: u32) -> Result<Batch> {
 fn train(dev: &Device, dtype: DType, place: AdamwPlace, graph: bool) -> Result<TransformerLm> {
     let lm = lm(dev, dtype)?;
     let opts = StepOptions {
-        clip: if place == AdamwPlace::After { 0.05 } else { 0.0 },
+        clip: if place == AdamwPlace::After {
+            0.05
+        } else {
+            0.0
+        },
         adamw: place,
         graph,
         fp32_simt: false,

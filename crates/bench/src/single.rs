@@ -3,7 +3,6 @@
 //! mean and standard deviation over `steps` after `warmup`, tokens/s, model FLOP
 //! utilisation, and peak memory for forward-only and for a whole step.
 
-pub use step::AdamwPlace;
 use crate::memory;
 use crate::telemetry::{GpuTelemetry, Sampler};
 use crate::timer::{mean_std, Timer};
@@ -11,6 +10,7 @@ use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use model::{Batch, LmConfig, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
+pub use step::AdamwPlace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -96,6 +96,31 @@ pub fn step_flops(cfg: &LmConfig, batch: usize, seq: usize) -> f64 {
     6.0 * matmul_params * tokens + 12.0 * (cfg.layers * batch * seq * seq * cfg.d_model) as f64
 }
 
+/// The LM of `size` in `dtype` on `device` and the benchmarks' fixed batch (token ids from
+/// a multiplicative hash) of `batch` rows on `batch_dev`.
+pub fn setup(
+    size: &str,
+    dtype: Precision,
+    batch: usize,
+    device: &Device,
+    batch_dev: &Device,
+) -> Result<(LmConfig, TransformerLm, Batch)> {
+    let cfg = crate::ddp::config(size)?;
+    let seq = cfg.context;
+    let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
+    if dtype == Precision::Bf16 {
+        lm.set_compute_dtype(DType::BF16);
+    }
+    let ids = |s: u64| -> Result<Tensor> {
+        let v: Vec<u32> = (0..batch * seq)
+            .map(|i| ((i as u64 * 2654435761 + s) % cfg.vocab as u64) as u32)
+            .collect();
+        Ok(Tensor::from_vec(v, (batch, seq), batch_dev)?)
+    };
+    let b = Batch::new(ids(1)?, ids(7)?);
+    Ok((cfg, lm, b))
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     size: &str,
@@ -114,19 +139,8 @@ pub fn run(
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let cfg = crate::ddp::config(size)?;
+    let (cfg, lm, b) = setup(size, dtype, batch, device, device)?;
     let seq = cfg.context;
-    let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
-    if dtype == Precision::Bf16 {
-        lm.set_compute_dtype(DType::BF16);
-    }
-    let ids = |s: u64| -> Result<Tensor> {
-        let v: Vec<u32> = (0..batch * seq)
-            .map(|i| ((i as u64 * 2654435761 + s) % cfg.vocab as u64) as u32)
-            .collect();
-        Ok(lm.tokens(&v, batch, device)?)
-    };
-    let b = Batch::new(ids(1)?, ids(7)?);
     let (mut fwd, mut bwd, mut optt, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
     let (mut peak_fwd, mut peak_step) = (None, None);

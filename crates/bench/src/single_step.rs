@@ -7,8 +7,8 @@ use crate::single::{step_flops, Mode, Precision, SingleRecord};
 use crate::telemetry::Sampler;
 use crate::timer::{mean_std, Marks};
 use anyhow::Result;
-use candle_core::{DType, Device, Tensor};
-use model::{AdamWConfig, Batch, TransformerLm};
+use candle_core::Device;
+use model::AdamWConfig;
 use step::{AdamwPlace, StepOptions, Sync, TrainStep};
 
 /// The step's options from `bench single`'s flags.
@@ -33,20 +33,10 @@ pub fn run(
     peak_tflops: Option<f64>,
     f: StepFlags,
 ) -> Result<SingleRecord> {
-    let cfg = crate::ddp::config(size)?;
+    // A host batch, as `train` gives it: the step uploads it through pinned memory.
+    let (cfg, lm, b) = crate::single::setup(size, dtype, batch, device, &Device::Cpu)?;
     let seq = cfg.context;
-    let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
-    if dtype == Precision::Bf16 {
-        lm.set_compute_dtype(DType::BF16);
-    }
-    // Host batches, as `train` gives them: the step uploads them through pinned memory.
-    let ids = |s: u64| -> Result<Tensor> {
-        let v: Vec<u32> = (0..batch * seq)
-            .map(|i| ((i as u64 * 2654435761 + s) % cfg.vocab as u64) as u32)
-            .collect();
-        Ok(Tensor::from_vec(v, (batch, seq), &Device::Cpu)?)
-    };
-    let b = vec![Batch::new(ids(1)?, ids(7)?)];
+    let b = vec![b];
     let opts = StepOptions {
         clip: f.clip,
         adamw: f.adamw,

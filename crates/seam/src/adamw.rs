@@ -52,6 +52,8 @@ pub struct AdamW {
     /// `[norm, coef]` from [`crate::clip::norm_and_coef`]: every update scales its gradient
     /// by `coef` first (read on the device by the fused kernel).
     grad_scale: Option<Tensor>,
+    /// Set by whoever captures a step with this optimizer ([`Self::set_capturing`]).
+    capturing: bool,
 }
 
 impl AdamW {
@@ -74,7 +76,14 @@ impl AdamW {
             #[cfg(feature = "cuda")]
             scalars: None,
             grad_scale: None,
+            capturing: false,
         })
+    }
+
+    /// Says that the steps queued from now on are being captured into a CUDA graph (the
+    /// replays own the step count: see [`Self::advance_for_replay`]), or no longer.
+    pub fn set_capturing(&mut self, on: bool) {
+        self.capturing = on;
     }
 
     /// Scales every gradient by `nc[1]` (a `[norm, coef]` tensor from
@@ -236,7 +245,8 @@ impl AdamW {
         self.state.resize_with(params.len(), || None);
         #[cfg(feature = "cuda")]
         if let Some(p) = params.iter().find(|p| self.uses_fused(p)) {
-            if crate::capture::capturing_stream(&*crate::fused_adamw::stream_of(p.as_tensor())?)
+            if self.capturing
+                || crate::capture::capturing_stream(&*crate::fused_adamw::stream_of(p.as_tensor())?)
             {
                 if self.scalars.is_none() {
                     return Err(ModelError::Input(
@@ -251,7 +261,7 @@ impl AdamW {
             }
             let s = self.step_scalars();
             if let Some(d) = self.scalars.as_mut() {
-                d.upload(s)?;
+                d.upload(s, "begin_step")?;
             }
             return Ok(());
         }
@@ -318,7 +328,7 @@ impl AdamW {
         {
             let s = self.step_scalars();
             if let Some(d) = self.scalars.as_mut() {
-                d.upload(s)?;
+                d.upload(s, "advance_for_replay")?;
             }
         }
         Ok(())

@@ -82,12 +82,12 @@ impl DeviceScalars {
     /// Writes `s` into the next pinned buffer (after its previous copy has read it) and
     /// queues its copy to the device on the stream. Not while the stream is captured (a
     /// captured copy would re-read a buffer the host rewrites).
-    pub fn upload(&mut self, s: StepScalars) -> Result<()> {
+    pub fn upload(&mut self, s: StepScalars, caller: &str) -> Result<()> {
         use candle_core::cuda_backend::cudarc::driver::{result, DevicePtr};
         if crate::capture::capturing_stream(&self.stream) {
-            return Err(ModelError::Input(
-                "fused AdamW: step scalars cannot be uploaded inside a capture".into(),
-            ));
+            return Err(ModelError::Input(format!(
+                "fused AdamW: step scalars cannot be uploaded inside a capture ({caller})"
+            )));
         }
         let k = self.next;
         self.next = 1 - k;

@@ -168,6 +168,12 @@ pub fn capture<T>(
         let out = f();
         let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
         let ended = stream.end_capture(flags);
+        // A capture begun inside `f` (or one `f` left open) would keep the stream capturing.
+        if capturing_stream(&stream) {
+            let _ = stream.end_capture(flags);
+            let _ = stream.context().check_err();
+            return Err("the stream was still capturing after the capture ended".into());
+        }
         let reason = match (out, ended) {
             (Ok(outputs), Ok(Some(graph))) => return Ok(CapturedStep { outputs, graph }),
             (Err(e), _) => format!(

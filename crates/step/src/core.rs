@@ -39,10 +39,7 @@ impl Core {
         let place = o.adamw.resolve(exact, device.is_cuda() && o.fp32_simt);
         let side = if place == AdamwPlace::SideStream {
             let s = SideStream::new(device).map_err(|e| anyhow!("AdamW side stream: {e}"))?;
-            Some(
-                s.with_max_blocks(Some(o.side_blocks))
-                    .with_lag(o.side_lag),
-            )
+            Some(s.with_max_blocks(Some(o.side_blocks)).with_lag(o.side_lag))
         } else {
             None
         };
@@ -164,7 +161,8 @@ impl Core {
             }
         }
         let Some(g) = grads else {
-            let nan = Tensor::new(&[f32::NAN], loss.device())?;
+            // No norm was taken. (Made on the device: a host upload cannot be captured.)
+            let nan = loss.affine(0.0, f64::NAN)?;
             return Ok(Tensor::cat(&[&loss, &nan], 0)?);
         };
         let nc = seam::clip::norm_and_coef(&g, self.clip)?;

@@ -30,9 +30,9 @@
 //!   [`TrainStep::graph_status`]).
 
 mod core;
-pub mod place;
 #[cfg(feature = "cuda")]
 mod pinned;
+pub mod place;
 pub mod slots;
 
 use anyhow::{bail, Result};
@@ -125,8 +125,7 @@ impl TrainStep {
         } else {
             Graph::Wanted
         };
-        let cache =
-            matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
+        let cache = matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
         Ok(Self {
             slots: slots::Slots::new(&device)?,
             core,
@@ -157,13 +156,18 @@ impl TrainStep {
             model.check_batch(b)?;
         }
         self.core.set_lr(lr);
-        let batches = self.slots.upload(micro, matches!(self.graph, Graph::On(_)))?;
+        let batches = self
+            .slots
+            .upload(micro, matches!(self.graph, Graph::On(_)))?;
         if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
             let (core, b) = (&mut self.core, batches.clone());
-            self.graph = match seam::graph::capture(&self.device, || {
+            core.adamw_mut().set_capturing(true);
+            let captured = seam::graph::capture(&self.device, || {
                 core.compute(model, &b)
                     .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
-            }) {
+            });
+            core.adamw_mut().set_capturing(false);
+            self.graph = match captured {
                 Ok(c) => Graph::On(c),
                 Err(why) => Graph::Off(format!("capture failed: {why}")),
             };

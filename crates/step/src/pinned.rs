@@ -119,10 +119,17 @@ impl Ring {
         let k = self.next;
         self.next = 1 - k;
         if let Some(e) = self.done[k].take() {
-            e.synchronize().map_err(|e| anyhow!("waiting for a copy: {e:?}"))?;
+            e.synchronize()
+                .map_err(|e| anyhow!("waiting for a copy: {e:?}"))?;
         }
         if self.bufs[k].as_ref().is_none_or(|b| b.len < len) {
             self.bufs[k] = Some(Pinned::new(len)?);
+        }
+        // Both buffers exist from the first use on (the first, eager step): page-locked
+        // allocation is not allowed while a graph is being captured.
+        let other = 1 - k;
+        if self.bufs[other].as_ref().is_none_or(|b| b.len < len) && self.done[other].is_none() {
+            self.bufs[other] = Some(Pinned::new(len)?);
         }
         Ok(k)
     }
@@ -162,10 +169,8 @@ impl Ring {
         let src = device_ptr(t, &self.stream)?;
         let buf = self.bufs[k].as_mut().context("readback buffer")?.bytes();
         // SAFETY: n f32 from a live device buffer into pinned memory of at least 4n bytes.
-        unsafe {
-            result::memcpy_dtoh_async(&mut buf[..4 * n], src, self.stream.cu_stream())
-        }
-        .map_err(|e| anyhow!("reading back a step: {e:?}"))?;
+        unsafe { result::memcpy_dtoh_async(&mut buf[..4 * n], src, self.stream.cu_stream()) }
+            .map_err(|e| anyhow!("reading back a step: {e:?}"))?;
         self.record(k)?;
         Ok(k)
     }

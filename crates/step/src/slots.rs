@@ -78,7 +78,10 @@ impl Slots {
                 .collect();
         }
         let fits = self.fixed.len() == micro.len()
-            && micro.iter().zip(&self.fixed).all(|(b, f)| same_layout(b, f));
+            && micro
+                .iter()
+                .zip(&self.fixed)
+                .all(|(b, f)| same_layout(b, f));
         if !fits {
             if fixed {
                 bail!(

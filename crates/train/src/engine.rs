@@ -58,7 +58,10 @@ impl Engine {
         }
         let bucketed = || DdpOptions::new(Strategy::Bucketed { bucket_mb: 25.0 });
         let (sync, ckpt_ddp) = match c.strategy.as_str() {
-            "single" => (Sync::Local, Some(Ddp::new(comm.clone(), &model, bucketed())?)),
+            "single" => (
+                Sync::Local,
+                Some(Ddp::new(comm.clone(), &model, bucketed())?),
+            ),
             "zero1" => {
                 let g = ParamGroup {
                     params: model.params().vars().to_vec(),

@@ -151,10 +151,10 @@ pub fn run_rank(
     let mut queued: Option<(u64, f64)> = None;
     let mut tick = Instant::now();
     let emit = |log: &mut Option<Log>,
-                    s: &mut Summary,
-                    tick: &mut Instant,
-                    (done, lr): (u64, f64),
-                    out: step::StepOut|
+                s: &mut Summary,
+                tick: &mut Instant,
+                (done, lr): (u64, f64),
+                out: step::StepOut|
      -> Result<()> {
         let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
         *tick = Instant::now();

@@ -62,7 +62,8 @@ fn close(got: &[Record], want: &[Record], what: &str) -> (f64, f64, f64) {
                 },
             ) if step == s1 && lr == lr1 => {
                 m.0 = m.0.max(rel(*loss, *l1));
-                m.1 = m.1.max(rel(grad_norm.unwrap_or(f64::NAN), g1.unwrap_or(f64::NAN)));
+                m.1 =
+                    m.1.max(rel(grad_norm.unwrap_or(f64::NAN), g1.unwrap_or(f64::NAN)));
                 assert!(
                     m.0 <= RTOL && m.1 <= RTOL,
                     "{what}, step {step}: loss {loss} vs {l1}, gradient norm {grad_norm:?} vs {g1:?}"
