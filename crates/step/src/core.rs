@@ -38,7 +38,7 @@ impl Core {
         let exact = o.clip == 0.0 && matches!(sync, Sync::Local);
         let place = o.adamw.resolve(exact, device.is_cuda() && o.fp32_simt);
         let side = if place == AdamwPlace::SideStream {
-            let s = SideStream::new(device).map_err(|e| anyhow!("AdamW side stream: {e}"))?;
+            let s = SideStream::new(device).map_err(|e| anyhow!("--adamw side-stream: {e}"))?;
             Some(s.with_max_blocks(Some(o.side_blocks)).with_lag(o.side_lag))
         } else {
             None
