@@ -52,8 +52,6 @@ pub struct AdamW {
     /// `[norm, coef]` from [`crate::clip::norm_and_coef`]: every update scales its gradient
     /// by `coef` first (read on the device by the fused kernel).
     grad_scale: Option<Tensor>,
-    /// Set by whoever captures a step with this optimizer ([`Self::set_capturing`]).
-    capturing: bool,
 }
 
 impl AdamW {
@@ -76,20 +74,14 @@ impl AdamW {
             #[cfg(feature = "cuda")]
             scalars: None,
             grad_scale: None,
-            capturing: false,
         })
     }
 
-    /// Says that the steps queued from now on are being captured into a CUDA graph (the
-    /// replays own the step count: see [`Self::advance_for_replay`]), or no longer.
-    pub fn set_capturing(&mut self, on: bool) {
-        self.capturing = on;
-    }
-
     /// Scales every gradient by `nc[1]` (a `[norm, coef]` tensor from
-    /// [`crate::clip::norm_and_coef`], on the parameters' device) in the updates queued
-    /// from now on; `None`: unscaled. The fused kernel reads the coefficient from device
-    /// memory, so a captured step clips by each replay's own norm.
+    /// [`crate::clip::norm_and_coef`], on the parameters' device) in the next step (it is
+    /// let go when that step is queued, so a tensor made inside a CUDA graph capture is
+    /// also freed inside it); `None`: unscaled. The fused kernel reads the coefficient
+    /// from device memory, so a captured step clips by each replay's own norm.
     pub fn set_grad_scale(&mut self, nc: Option<Tensor>) {
         self.grad_scale = nc;
     }
@@ -233,6 +225,7 @@ impl AdamW {
             self.update(i, &params[i], g, shadows, None)?;
             after(i)?;
         }
+        self.grad_scale = None;
         Ok(())
     }
 
@@ -245,9 +238,8 @@ impl AdamW {
         self.state.resize_with(params.len(), || None);
         #[cfg(feature = "cuda")]
         if let Some(p) = params.iter().find(|p| self.uses_fused(p)) {
-            if self.capturing
-                || crate::capture::capturing_stream(&*crate::fused_adamw::stream_of(p.as_tensor())?)
-            {
+            let stream = crate::fused_adamw::stream_of(p.as_tensor())?;
+            if crate::capture::capturing_stream(&stream) {
                 if self.scalars.is_none() {
                     return Err(ModelError::Input(
                         "fused AdamW: capture a step only after one eager step".into(),

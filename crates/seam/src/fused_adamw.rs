@@ -46,73 +46,38 @@ impl StepScalars {
 
 /// One step's scalars in device memory, where the kernels read them (a CUDA graph freezes
 /// kernel arguments, not the memory they point at). [`DeviceScalars::upload`] queues a copy
-/// from pinned host memory on the stream, ahead of the kernels (or the replay) that read
-/// them; two pinned buffers alternate, so the host only waits for the copy of two uploads
-/// ago, never for the step in flight.
+/// from pinned host memory on the stream ([`crate::pinned::Ring`]), ahead of the kernels
+/// (or the replay) that read them; the host waits only for the copy of two uploads ago,
+/// never for the step in flight.
 pub struct DeviceScalars {
-    host: [*mut f32; 2],
+    ring: crate::pinned::Ring,
     dev: CudaSlice<f32>,
-    /// The next pinned buffer to write.
-    next: usize,
-    /// Recorded after each buffer's last copy: the host waits for it before rewriting.
-    copied: [Option<candle_core::cuda_backend::cudarc::driver::CudaEvent>; 2],
     stream: std::sync::Arc<CudaStream>,
 }
 
-// SAFETY: the pinned buffers are only touched through &mut self.
-unsafe impl Send for DeviceScalars {}
-
 impl DeviceScalars {
     pub fn new(p: &Tensor) -> Result<Self> {
-        use candle_core::cuda_backend::cudarc::driver::result;
         let stream = stream_of(p)?;
         stream.context().bind_to_thread().w()?;
-        // SAFETY: 2 × 6 f32 of page-locked host memory, freed in Drop.
-        let a = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
-        let b = unsafe { result::malloc_host(6 * 4, 0) }.w()? as *mut f32;
         Ok(Self {
-            host: [a, b],
+            ring: crate::pinned::Ring::new(p.device())?,
             dev: stream.alloc_zeros::<f32>(6).w()?,
-            next: 0,
-            copied: [None, None],
             stream,
         })
     }
 
-    /// Writes `s` into the next pinned buffer (after its previous copy has read it) and
-    /// queues its copy to the device on the stream. Not while the stream is captured (a
-    /// captured copy would re-read a buffer the host rewrites).
+    /// Queues the upload of `s` on the stream. Not while the stream is captured (a captured
+    /// copy would re-read a buffer the host rewrites).
     pub fn upload(&mut self, s: StepScalars, caller: &str) -> Result<()> {
-        use candle_core::cuda_backend::cudarc::driver::{result, DevicePtr};
+        use candle_core::cuda_backend::cudarc::driver::DevicePtr;
         if crate::capture::capturing_stream(&self.stream) {
             return Err(ModelError::Input(format!(
                 "fused AdamW: step scalars cannot be uploaded inside a capture ({caller})"
             )));
         }
-        let k = self.next;
-        self.next = 1 - k;
-        if let Some(e) = &self.copied[k] {
-            e.synchronize().w()?;
-        }
-        // SAFETY: no copy reads buffer k now (waited above); 6 f32.
-        let host = unsafe { std::slice::from_raw_parts_mut(self.host[k], 6) };
-        host.copy_from_slice(&s.values());
+        let bytes: Vec<u8> = s.values().iter().flat_map(|v| v.to_ne_bytes()).collect();
         let (dst, _sync) = self.dev.device_ptr(&self.stream);
-        // SAFETY: a 24-byte copy from pinned memory into a 6-f32 device buffer.
-        unsafe { result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.w()?;
-        self.copied[k] = Some(self.stream.record_event(None).w()?);
-        Ok(())
-    }
-}
-
-impl Drop for DeviceScalars {
-    fn drop(&mut self) {
-        use candle_core::cuda_backend::cudarc::driver::result;
-        let _ = self.stream.synchronize();
-        for h in self.host {
-            // SAFETY: allocated by malloc_host in new, freed once.
-            let _ = unsafe { result::free_host(h as *mut _) };
-        }
+        self.ring.upload(&[(bytes, dst)])
     }
 }
 

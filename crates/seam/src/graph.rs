@@ -166,15 +166,16 @@ pub fn capture<T>(
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| format!("cuStreamBeginCapture: {e:?}"))?;
         let out = f();
+        // An error cudarc recorded inside the capture (a drop's free, say) would make
+        // end_capture return it before ending the capture: take it first, and fail with it.
+        let recorded = stream.context().check_err();
         let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
         let ended = stream.end_capture(flags);
-        // A capture begun inside `f` (or one `f` left open) would keep the stream capturing.
-        if capturing_stream(&stream) {
-            let _ = stream.end_capture(flags);
-            let _ = stream.context().check_err();
-            return Err("the stream was still capturing after the capture ended".into());
-        }
         let reason = match (out, ended) {
+            (Ok(_), _) if recorded.is_err() => format!(
+                "a call inside the capture failed ({:?})",
+                recorded.err().map(|e| e.0)
+            ),
             (Ok(outputs), Ok(Some(graph))) => return Ok(CapturedStep { outputs, graph }),
             (Err(e), _) => format!(
                 "the captured work failed: {}",

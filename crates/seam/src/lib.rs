@@ -24,6 +24,8 @@ pub mod gemm_sms;
 pub mod graph;
 pub mod in_backward;
 pub mod params;
+#[cfg(feature = "cuda")]
+pub mod pinned;
 pub mod profile;
 pub mod sequential;
 pub mod shadow;

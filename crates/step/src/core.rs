@@ -7,6 +7,7 @@ use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::ReduceOp;
 use ddp::Ddp;
+use seam::staged::{add_grads, grads_f32};
 use seam::{AdamW, Batch, Grads, InBackward, SideStream, StagedModel};
 use zero1::ShardedOptimizer;
 
@@ -120,8 +121,8 @@ impl Core {
                     sum = Some(match sum {
                         // One micro-batch: its gradients as they are (AdamW reads bf16).
                         None if k == 1 => g,
-                        None => to_f32(g)?,
-                        Some(s) => add(s, to_f32(g)?)?,
+                        None => grads_f32(g)?,
+                        Some(s) => add_grads(s, grads_f32(g)?)?,
                     });
                 }
                 let mut g = sum.unwrap_or_default();
@@ -183,20 +184,4 @@ impl Core {
         }
         Ok(Tensor::cat(&[&loss, &nc.narrow(0, 0, 1)?], 0)?)
     }
-}
-
-fn to_f32(g: Grads) -> Result<Grads> {
-    Ok(g.into_iter()
-        .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
-        .collect::<candle_core::Result<_>>()?)
-}
-
-fn add(a: Grads, b: Grads) -> Result<Grads> {
-    Ok(a.into_iter()
-        .zip(b)
-        .map(|(a, b)| match (a, b) {
-            (Some(a), Some(b)) => Ok(Some((a + b)?)),
-            (a, b) => Ok(a.or(b)),
-        })
-        .collect::<candle_core::Result<_>>()?)
 }

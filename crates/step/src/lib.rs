@@ -30,8 +30,6 @@
 //!   [`TrainStep::graph_status`]).
 
 mod core;
-#[cfg(feature = "cuda")]
-mod pinned;
 pub mod place;
 pub mod slots;
 
@@ -161,12 +159,10 @@ impl TrainStep {
             .upload(micro, matches!(self.graph, Graph::On(_)))?;
         if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
             let (core, b) = (&mut self.core, batches.clone());
-            core.adamw_mut().set_capturing(true);
             let captured = seam::graph::capture(&self.device, || {
                 core.compute(model, &b)
                     .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
             });
-            core.adamw_mut().set_capturing(false);
             self.graph = match captured {
                 Ok(c) => Graph::On(c),
                 Err(why) => Graph::Off(format!("capture failed: {why}")),

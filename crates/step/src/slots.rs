@@ -24,9 +24,9 @@ pub struct Slots {
     /// The fixed device batches (CUDA).
     fixed: Vec<Batch>,
     #[cfg(feature = "cuda")]
-    up: Option<crate::pinned::Ring>,
+    up: Option<seam::pinned::Ring>,
     #[cfg(feature = "cuda")]
-    down: Option<crate::pinned::Ring>,
+    down: Option<seam::pinned::Ring>,
 }
 
 /// Whether `b` has the shapes and dtypes of `f`, tensor by tensor.
@@ -43,8 +43,8 @@ impl Slots {
         #[cfg(feature = "cuda")]
         let rings = if device.is_cuda() {
             (
-                Some(crate::pinned::Ring::new(device)?),
-                Some(crate::pinned::Ring::new(device)?),
+                Some(seam::pinned::Ring::new(device)?),
+                Some(seam::pinned::Ring::new(device)?),
             )
         } else {
             (None, None)
@@ -65,16 +65,7 @@ impl Slots {
         if !self.device.is_cuda() {
             return micro
                 .iter()
-                .map(|b| -> Result<Batch> {
-                    let mut out = Batch::new(
-                        b.input.to_device(&self.device)?,
-                        b.targets.to_device(&self.device)?,
-                    );
-                    for (n, t) in &b.extra {
-                        out = out.with(n.clone(), t.to_device(&self.device)?);
-                    }
-                    Ok(out)
-                })
+                .map(|b| b.map(|t| Ok(t.to_device(&self.device)?)))
                 .collect();
         }
         let fits = self.fixed.len() == micro.len()
@@ -92,15 +83,8 @@ impl Slots {
             }
             self.fixed = micro
                 .iter()
-                .map(|b| -> Result<Batch> {
-                    let z = |t: &Tensor| Tensor::zeros(t.shape(), t.dtype(), &self.device);
-                    let mut out = Batch::new(z(&b.input)?, z(&b.targets)?);
-                    for (n, t) in &b.extra {
-                        out = out.with(n.clone(), z(t)?);
-                    }
-                    Ok(out)
-                })
-                .collect::<Result<_>>()?;
+                .map(|b| b.map(|t| Tensor::zeros(t.shape(), t.dtype(), &self.device)))
+                .collect::<candle_core::Result<_>>()?;
         }
         self.copy_in(micro)?;
         Ok(self.fixed.clone())
@@ -108,7 +92,7 @@ impl Slots {
 
     #[cfg(feature = "cuda")]
     fn copy_in(&mut self, micro: &[Batch]) -> Result<()> {
-        use crate::pinned::{device_ptr, host_bytes, stream};
+        use seam::pinned::{device_ptr, host_bytes, stream};
         let s = stream(&self.device)?;
         let mut parts = Vec::new();
         for (b, f) in micro.iter().zip(&self.fixed) {
@@ -149,7 +133,7 @@ impl Slots {
         match t.0 {
             Inner::Host(t) => Ok(t.to_dtype(candle_core::DType::F32)?.to_vec1()?),
             #[cfg(feature = "cuda")]
-            Inner::Pinned(k, n) => self.down.as_mut().expect("rings").read(k, n),
+            Inner::Pinned(k, n) => Ok(self.down.as_mut().expect("rings").read(k, n)?),
         }
     }
 }

@@ -1,12 +1,24 @@
-//! Page-locked host buffers and the copies through them (CUDA): the batch goes up and the
-//! step's `[loss, norm]` comes down asynchronously, on the compute stream, so the host
-//! queues step s + 1 while the GPU runs step s. Two buffers alternate; before rewriting
-//! one the host waits only for the copy that last used it.
+//! Page-locked host buffers and the copies through them (CUDA), queued on the compute
+//! stream so the host queues step s + 1 while the GPU runs step s: AdamW's per-step
+//! scalars and a step's batch go up, its `[loss, norm]` comes down. Two buffers alternate;
+//! before rewriting one the host waits only for the copy that last used it.
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::error::{ModelError, Result};
 use candle_core::cuda_backend::cudarc::driver::{result, CudaEvent, CudaStream, DevicePtr};
 use candle_core::{DType, Device, Storage, Tensor};
 use std::sync::Arc;
+
+fn err(what: impl std::fmt::Display) -> ModelError {
+    ModelError::Input(what.to_string())
+}
+
+macro_rules! anyhow {
+    ($($t:tt)*) => { err(format!($($t)*)) };
+}
+
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(anyhow!($($t)*)) };
+}
 
 /// One page-locked host allocation.
 struct Pinned {
@@ -147,7 +159,10 @@ impl Ring {
     pub fn upload(&mut self, parts: &[(Vec<u8>, u64)]) -> Result<()> {
         let total: usize = parts.iter().map(|(b, _)| b.len()).sum();
         let k = self.take(total)?;
-        let buf = self.bufs[k].as_mut().context("staging buffer")?.bytes();
+        let buf = self.bufs[k]
+            .as_mut()
+            .ok_or_else(|| err("staging buffer"))?
+            .bytes();
         let mut at = 0;
         for (bytes, dst) in parts {
             let src = &mut buf[at..at + bytes.len()];
@@ -155,7 +170,7 @@ impl Ring {
             // SAFETY: a copy from pinned memory, alive until the event says it ran, to a
             // device buffer of at least that many bytes (the caller's slot).
             unsafe { result::memcpy_htod_async(*dst, &*src, self.stream.cu_stream()) }
-                .map_err(|e| anyhow!("uploading a batch: {e:?}"))?;
+                .map_err(|e| anyhow!("copying to the device: {e:?}"))?;
             at += bytes.len();
         }
         self.record(k)
@@ -167,7 +182,10 @@ impl Ring {
         let n = t.elem_count();
         let k = self.take(4 * n)?;
         let src = device_ptr(t, &self.stream)?;
-        let buf = self.bufs[k].as_mut().context("readback buffer")?.bytes();
+        let buf = self.bufs[k]
+            .as_mut()
+            .ok_or_else(|| err("readback buffer"))?
+            .bytes();
         // SAFETY: n f32 from a live device buffer into pinned memory of at least 4n bytes.
         unsafe { result::memcpy_dtoh_async(&mut buf[..4 * n], src, self.stream.cu_stream()) }
             .map_err(|e| anyhow!("reading back a step: {e:?}"))?;
@@ -181,10 +199,13 @@ impl Ring {
             e.synchronize()
                 .map_err(|e| anyhow!("waiting for a step's readback: {e:?}"))?;
         }
-        let buf = self.bufs[k].as_mut().context("readback buffer")?.bytes();
+        let buf = self.bufs[k]
+            .as_mut()
+            .ok_or_else(|| err("readback buffer"))?
+            .bytes();
         Ok(buf[..4 * n]
             .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
     }
 }
