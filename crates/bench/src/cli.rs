@@ -56,7 +56,7 @@ fn check_batch(s: &str) -> Result<usize, String> {
 
 /// Sequences or rows: at least 1 (what they allocate is checked against the memory there
 /// is before the run, `budget`).
-fn at_least_1(s: &str) -> Result<usize, String> {
+pub(crate) fn at_least_1(s: &str) -> Result<usize, String> {
     whole(s, 1, usize::MAX)
 }
 
@@ -121,34 +121,13 @@ pub enum Cmd {
         /// Run on the CPU instead of GPU 0.
         #[arg(long)]
         cpu: bool,
-        /// The whole step (forward, backward, AdamW) as one CUDA graph: captured after the
-        /// first eager warm-up step and replayed from then on (at least one untimed
-        /// replay); falls back to eager steps with the reason if capture fails. CUDA only,
-        /// step and fwd-bwd modes; `--graph false` for eager steps.
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-        graph: bool,
         /// fp32 GEMMs on TF32 tensor cores (PyTorch's allow_tf32); off by default, named
         /// in every record ("fp32 tf32"); no effect on bf16 or the CPU.
         #[arg(long)]
         tf32: bool,
-        /// Where AdamW runs in step mode: after the backward; stage by stage inside it
-        /// (in-backward: each stage's gradients freed once applied); so on a second CUDA
-        /// stream beside the backward (side-stream); or auto: side-stream for fp32 on
-        /// CUDA without TF32, in-backward otherwise. Records name the place that ran.
-        #[arg(long, value_enum, default_value = "auto")]
-        adamw: single::AdamwPlace,
-        /// side-stream: at most this many blocks per update kernel (0: the kernel's full
-        /// grid of up to 2112); fewer leave the SMs to the backward's GEMMs. 264 (two per
-        /// SM) measured best for fp32 (2.7B, nvidia-h200).
-        #[arg(long, default_value_t = 264)]
-        side_blocks: u32,
-        /// side-stream: free a stage's gradients this many stages after its updates.
-        #[arg(long, default_value_t = model::in_backward::LAG, value_parser = at_least_1)]
-        side_lag: usize,
-        /// Step mode: clip the gradients to this global norm, as `train` does (0: off; AdamW
-        /// then may run inside the backward).
-        #[arg(long, default_value_t = 0.0)]
-        clip: f64,
+        /// The step's options (graph, AdamW's place, the side stream, clipping).
+        #[command(flatten)]
+        step: crate::single_step::StepFlags,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

@@ -12,13 +12,32 @@ use model::AdamWConfig;
 use step::{AdamwPlace, StepOptions, Sync, TrainStep};
 
 /// The step's options from `bench single`'s flags.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, clap::Args)]
 pub struct StepFlags {
+    /// The whole step (forward, backward, AdamW) as one CUDA graph: captured after the
+    /// first eager warm-up step and replayed from then on (at least one untimed
+    /// replay); falls back to eager steps with the reason if capture fails. CUDA only,
+    /// step and fwd-bwd modes; `--graph false` for eager steps.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub graph: bool,
+    /// Where AdamW runs in step mode: after the backward; stage by stage inside it
+    /// (in-backward: each stage's gradients freed once applied); so on a second CUDA
+    /// stream beside the backward (side-stream); or auto: side-stream for fp32 on
+    /// CUDA without TF32, in-backward otherwise. Inside the backward only without
+    /// clipping; records name the place that ran.
+    #[arg(long, value_enum, default_value = "auto")]
     pub adamw: AdamwPlace,
+    /// side-stream: at most this many blocks per update kernel (0: the kernel's full
+    /// grid of up to 2112); fewer leave the SMs to the backward's GEMMs. 264 (two per
+    /// SM) measured best for fp32 (2.7B, nvidia-h200).
+    #[arg(long, default_value_t = 264)]
     pub side_blocks: u32,
+    /// side-stream: free a stage's gradients this many stages after its updates.
+    #[arg(long, default_value_t = model::in_backward::LAG, value_parser = crate::cli::at_least_1)]
     pub side_lag: usize,
-    /// Clip to this global norm (0: off, the default: AdamW may then run in the backward).
+    /// Step mode: clip the gradients to this global norm, as `train` does (0: off; AdamW
+    /// then may run inside the backward).
+    #[arg(long, default_value_t = 0.0)]
     pub clip: f64,
 }
 

@@ -238,13 +238,10 @@ impl Ddp {
         self.expect_idle("forward_backward_no_sync")?;
         let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute dtype.
-        let grads = grads
-            .into_iter()
-            .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
-            .collect::<candle_core::Result<Grads>>()?;
+        let grads = seam::staged::grads_f32(grads)?;
         self.accumulated = Some(match self.accumulated.take() {
             None => grads,
-            Some(acc) => add_grads(acc, grads)?,
+            Some(acc) => seam::staged::add_grads(acc, grads)?,
         });
         self.micro_batches += 1;
         Ok(loss)
@@ -335,16 +332,4 @@ impl Ddp {
             )))
         }
     }
-}
-
-fn add_grads(a: Grads, b: Grads) -> Result<Grads> {
-    a.into_iter()
-        .zip(b)
-        .map(|(x, y)| {
-            Ok(match (x, y) {
-                (Some(x), Some(y)) => Some((x + y)?),
-                (x, y) => x.or(y),
-            })
-        })
-        .collect()
 }

@@ -87,13 +87,22 @@ impl Batch {
 
     /// Rows `[start, start + len)` of every tensor.
     pub fn narrow(&self, start: usize, len: usize) -> Result<Self> {
+        self.map(|t| Ok(t.narrow(0, start, len)?))
+    }
+
+    /// The batch with `f` applied to every tensor (moved to a device, narrowed, …), names
+    /// kept.
+    pub fn map<E>(
+        &self,
+        mut f: impl FnMut(&Tensor) -> std::result::Result<Tensor, E>,
+    ) -> std::result::Result<Self, E> {
         let mut extra = BTreeMap::new();
         for (n, t) in &self.extra {
-            extra.insert(n.clone(), t.narrow(0, start, len)?);
+            extra.insert(n.clone(), f(t)?);
         }
         Ok(Self {
-            input: self.input.narrow(0, start, len)?,
-            targets: self.targets.narrow(0, start, len)?,
+            input: f(&self.input)?,
+            targets: f(&self.targets)?,
             extra,
         })
     }

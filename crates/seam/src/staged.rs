@@ -68,6 +68,25 @@ pub trait StagedModel {
 /// computed in (f32, or bf16 where a bf16 model's hand-written block computed it on CUDA).
 pub type Grads = Vec<Option<Tensor>>;
 
+/// Each gradient in f32 (as PyTorch's `.grad` of f32 parameters accumulates).
+pub fn grads_f32(g: Grads) -> Result<Grads> {
+    Ok(g.into_iter()
+        .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
+        .collect::<candle_core::Result<_>>()?)
+}
+
+/// The sum of two gradient lists, parameter by parameter (one side's where the other has
+/// none).
+pub fn add_grads(a: Grads, b: Grads) -> Result<Grads> {
+    Ok(a.into_iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => Ok(Some((x + y)?)),
+            (x, y) => Ok(x.or(y)),
+        })
+        .collect::<candle_core::Result<_>>()?)
+}
+
 /// One recorded stage.
 enum Record {
     /// Under autograd: its cut input (none for stage 0) and its output.
