@@ -136,6 +136,16 @@ pub trait Communicator: Send + Sync {
     /// Returns once every rank has called it (or fails on timeout).
     fn barrier(&self) -> Result<()>;
 
+    /// Puts the work queued so far on the caller's compute stream under the watchdog:
+    /// unfinished after the timeout, it fails the job as a hung collective would, naming
+    /// `what`. A replayed CUDA graph's collectives are not seen one by one (they were
+    /// captured, not launched), so the replay is watched as one. CPU backends finish their
+    /// collectives on the host: nothing to do.
+    fn watch_queued(&self, what: &'static str) -> Result<()> {
+        let _ = what;
+        Ok(())
+    }
+
     /// Several in-place all-reduces queued as one launch, with one handle (PyTorch's
     /// `all_reduce_coalesced`; NCCL: one group, so one kernel launch and one completion
     /// event instead of one per buffer). Every rank passes the same list. The default

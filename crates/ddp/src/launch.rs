@@ -1,6 +1,6 @@
 //! How [`crate::Ddp`] launches its buckets: [`prepare`] copies (and casts) a bucket's
-//! gradients into one flat buffer in the communication dtype (a one-gradient bucket
-//! already in that dtype is used in place); [`launch_all`] launches the buckets that
+//! gradients into one flat buffer in the communication dtype, except large ones already in
+//! that dtype, which are reduced where they lie ([`IN_PLACE_MIN`]); [`launch_all`] launches the buckets that
 //! became ready together, one collective each or, with `DdpOptions::coalesce`, one
 //! coalesced launch; [`InFlight`] keeps them until they are collected.
 
@@ -10,12 +10,27 @@ use candle_core::{DType, Tensor};
 use comm::{ReduceOp, Work};
 use seam::Grads;
 
-/// A bucket ready to launch: its flat buffer in the communication dtype and, in
-/// reduce-scatter mode, the buffer for this rank's slice.
+/// Gradients at least this large, contiguous and already in the communication dtype are
+/// reduced where they lie (PyTorch's `gradient_as_bucket_view`, without the copy: the
+/// bucket becomes a group of in-place collectives); smaller ones are copied into the
+/// bucket's flat buffer, so that many small gradients cost one collective.
+pub(crate) const IN_PLACE_MIN: usize = 1 << 16;
+
+/// A bucket ready to launch: its flat buffer in the communication dtype (the gradients
+/// not reduced in place, in bucket order), the gradients reduced in place (by parameter
+/// index) and, in reduce-scatter mode, the buffer for this rank's slice.
 pub(crate) struct Prepared {
     pub(crate) bucket: usize,
-    pub(crate) buf: Tensor,
+    pub(crate) buf: Option<Tensor>,
+    pub(crate) in_place: Vec<(usize, Tensor)>,
     pub(crate) shard: Option<Tensor>,
+}
+
+impl Prepared {
+    /// Every buffer the bucket's collective writes.
+    pub(crate) fn bufs(&self) -> impl Iterator<Item = &Tensor> {
+        self.buf.iter().chain(self.in_place.iter().map(|(_, t)| t))
+    }
 }
 
 /// One launch in flight: its buckets (one, or several coalesced) and their handle.
@@ -51,22 +66,29 @@ pub(crate) fn launch_all(
 /// collective for one bucket, a coalesced one for several.
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
-    let work = match (&buckets[..], ddp.opts.reduce_scatter) {
-        ([p], false) => c.all_reduce_async(&p.buf, ReduceOp::Avg)?,
-        ([p], true) => c.reduce_scatter_async(&p.buf, shard(p)?, ReduceOp::Avg)?,
-        (ps, false) => {
-            let bufs: Vec<Tensor> = ps.iter().map(|p| p.buf.clone()).collect();
-            c.all_reduce_coalesced_async(&bufs, ReduceOp::Avg)?
+    let work = if ddp.opts.reduce_scatter {
+        let pairs = buckets
+            .iter()
+            .map(|p| Ok((flat(p)?.clone(), shard(p)?.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        match &pairs[..] {
+            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
+            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         }
-        (ps, true) => {
-            let pairs = ps
-                .iter()
-                .map(|p| Ok((p.buf.clone(), shard(p)?.clone())))
-                .collect::<Result<Vec<_>>>()?;
-            c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?
+    } else {
+        let bufs: Vec<Tensor> = buckets.iter().flat_map(|p| p.bufs()).cloned().collect();
+        match &bufs[..] {
+            [b] => c.all_reduce_async(b, ReduceOp::Avg)?,
+            _ => c.all_reduce_coalesced_async(&bufs, ReduceOp::Avg)?,
         }
     };
     Ok(InFlight { buckets, work })
+}
+
+fn flat(p: &Prepared) -> Result<&Tensor> {
+    p.buf
+        .as_ref()
+        .ok_or_else(|| DdpError::Input("reduce-scatter bucket without a flat buffer".into()))
 }
 
 fn shard(p: &Prepared) -> Result<&Tensor> {
@@ -83,6 +105,7 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
     let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
     let dev = ddp.device.clone();
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
+    let mut in_place_grads = Vec::new();
     for &i in &bucket.params {
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
             (Some(g), Some(a)) => (g.to_dtype(DType::F32)? + a)?,
@@ -98,25 +121,33 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
                 )));
             }
         };
-        parts.push(g.flatten_all()?.to_dtype(dtype)?);
+        let in_place = !ddp.opts.reduce_scatter
+            && g.dtype() == dtype
+            && g.elem_count() >= IN_PLACE_MIN
+            && g.is_contiguous();
+        match in_place {
+            true => in_place_grads.push((i, g)),
+            false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
+        }
     }
     let w = ddp.comm.world_size();
     let pad = (w - bucket.numel % w) % w;
     if ddp.opts.reduce_scatter && pad > 0 {
         parts.push(Tensor::zeros(pad, dtype, &dev)?);
     }
-    let buf = if parts.len() == 1 {
-        parts.pop().expect("one part").contiguous()?
-    } else {
-        Tensor::cat(&parts, 0)?
+    let buf = match parts.len() {
+        0 => None,
+        1 => Some(parts.pop().expect("one part").contiguous()?),
+        _ => Some(Tensor::cat(&parts, 0)?),
     };
-    let shard = match ddp.opts.reduce_scatter {
-        true => Some(Tensor::zeros(buf.elem_count() / w, dtype, &dev)?),
-        false => None,
+    let shard = match (ddp.opts.reduce_scatter, &buf) {
+        (true, Some(buf)) => Some(Tensor::zeros(buf.elem_count() / w, dtype, &dev)?),
+        _ => None,
     };
     Ok(Prepared {
         bucket: b,
         buf,
+        in_place: in_place_grads,
         shard,
     })
 }

@@ -4,9 +4,10 @@
 //! Buckets ([`crate::buckets`]) are the unit of communication. Eager strategies launch a
 //! bucket's all-reduce (asynchronous, on the communication stream) from the stage
 //! callback of `seam::forward_backward` as soon as its last gradient is final; the others
-//! launch every bucket after backward. A bucket of one gradient already in the
-//! communication dtype is reduced in place; any other is first copied (and cast) into one
-//! flat buffer; a bf16 model's bf16 gradients need no cast. Gradients come back as views of those
+//! launch every bucket after backward. A bucket's large gradients already in the
+//! communication dtype are reduced in place (one group of collectives per bucket); the
+//! others are first copied (and cast) into one flat buffer; a bf16 model's bf16 gradients
+//! need no cast. Gradients come back as views of those
 //! buffers, in that dtype, from [`Ddp::finish_gradient_synchronization`]. A launched
 //! bucket's gradients are taken out of the backward's gradient list, so each lives once.
 //!
@@ -220,7 +221,8 @@ impl Ddp {
         stats.collectives = prepared().count();
         stats.launches = launched.len();
         stats.bytes = prepared()
-            .map(|p| p.buf.elem_count() * p.buf.dtype().size_in_bytes())
+            .flat_map(|p| p.bufs())
+            .map(|b| b.elem_count() * b.dtype().size_in_bytes())
             .sum();
         self.stats = stats;
         self.in_flight = launched;
@@ -279,16 +281,26 @@ impl Ddp {
         let scale = self.scale.take();
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
-            for mut p in f.buckets {
-                if let Some(s) = scale {
-                    p.buf = (p.buf * s)?;
+            for p in f.buckets {
+                let scaled = |t: Tensor| match scale {
+                    Some(s) => t * s,
+                    None => Ok(t),
+                };
+                for (i, g) in p.in_place {
+                    out[i] = Some(scaled(g)?);
                 }
-                let mut off = 0;
-                for &i in &self.buckets[p.bucket].params {
-                    let n = self.shapes[i].elem_count();
-                    let g = p.buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
-                    out[i] = Some(g);
-                    off += n;
+                if let Some(buf) = p.buf {
+                    let buf = scaled(buf)?;
+                    let mut off = 0;
+                    for &i in &self.buckets[p.bucket].params {
+                        if out[i].is_some() {
+                            continue; // reduced in place
+                        }
+                        let n = self.shapes[i].elem_count();
+                        let g = buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
+                        out[i] = Some(g);
+                        off += n;
+                    }
                 }
             }
         }

@@ -78,6 +78,17 @@ fn tiny_lm_every_strategy_2_and_4_ranks() {
     }
 }
 
+/// A gradient reduced where it lies (no bucket copy), alone in its bucket or beside
+/// copied ones, with and without accumulated micro-batches.
+#[test]
+fn gradients_reduced_in_place_every_strategy() {
+    for s in strategies() {
+        for micro in [1, 2] {
+            check(Kind::Wide, 2, DdpOptions::new(s), micro, 1e-5);
+        }
+    }
+}
+
 #[test]
 fn gradient_accumulation_without_communication() {
     for s in [Strategy::Flat, Strategy::Bucketed { bucket_mb: 0.004 }] {
@@ -99,7 +110,7 @@ fn bf16_gradient_communication_stays_close() {
 /// weight checks), so the averaged gradients themselves are compared too.
 #[test]
 fn averaged_gradients_equal_full_batch_gradients() {
-    for kind in [Kind::Toy, Kind::Lm] {
+    for kind in [Kind::Toy, Kind::Lm, Kind::Wide] {
         let m = build(kind, 0);
         let (_, want) =
             model::forward_backward(m.as_ref(), &global_batch(kind, 0), |_, _| Ok(())).unwrap();

@@ -13,7 +13,7 @@ use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, Grads, StagedModel};
 use step::{AdamwPlace, StepOptions, Sync, TrainStep};
-use zero1::{ParamGroup, ShardedOptimizer};
+use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 const STEPS: u64 = 200;
 /// Below the tiny LM's gradient norm for most of the run: clipping is active.
@@ -187,6 +187,22 @@ fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
     assert_close(
         "sharded, 2 ranks, 2 micro-batches",
         &with_step(2, 2, sharded),
+        &want,
+    );
+}
+
+#[test]
+fn zero1_on_2_ranks_equals_the_reference_step() {
+    let want = reference(2);
+    let zero1 = |m: &dyn StagedModel, c: std::sync::Arc<dyn comm::Communicator>| {
+        let s = Strategy::Bucketed { bucket_mb: 0.01 };
+        let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
+        z.set_gather_ahead(true);
+        Sync::Zero1(Box::new(z))
+    };
+    assert_close(
+        "zero1, 2 ranks, 2 micro-batches",
+        &with_step(2, 2, zero1),
         &want,
     );
 }

@@ -9,7 +9,7 @@ use comm::ReduceOp;
 use ddp::Ddp;
 use seam::staged::{add_grads, grads_f32};
 use seam::{AdamW, Batch, Grads, InBackward, SideStream, StagedModel};
-use zero1::ShardedOptimizer;
+use zero1::{ShardedOptimizer, Zero1Overlap};
 
 /// How gradients are synchronised across ranks.
 pub enum Sync {
@@ -20,6 +20,9 @@ pub enum Sync {
     /// Averaged by `ddp`, then the sharded optimizer (AdamW state split over the ranks,
     /// owners broadcast the updated parameters).
     Sharded(Box<Ddp>, Box<ShardedOptimizer>),
+    /// ZeRO-1 (`zero1::Zero1Overlap`): buckets reduce-scattered during the backward, AdamW
+    /// on this rank's slices (its own optimizer), every bucket all-gathered back.
+    Zero1(Box<Zero1Overlap>),
 }
 
 pub struct Core {
@@ -53,26 +56,41 @@ impl Core {
         })
     }
 
+    /// The ranks' communicator (`None` on one rank without one).
+    pub fn comm(&self) -> Option<&dyn comm::Communicator> {
+        match &self.sync {
+            Sync::Local => None,
+            Sync::Ddp(d) | Sync::Sharded(d, _) => Some(d.comm()),
+            Sync::Zero1(z) => Some(z.ddp().comm()),
+        }
+    }
+
     /// Why this step cannot be captured as a CUDA graph, if it cannot.
     pub fn uncapturable(&self) -> Option<String> {
         match self.sync {
-            Sync::Local => None,
-            Sync::Ddp(_) => Some("DDP's collectives are not captured yet: eager steps".into()),
-            Sync::Sharded(..) => {
-                Some("the sharded optimizer is not captured yet: eager steps".into())
-            }
+            Sync::Sharded(..) => Some(
+                "the sharded optimizer's AdamW scalars are not uploaded per replay: eager steps"
+                    .into(),
+            ),
+            _ => None,
         }
     }
 
     pub fn set_lr(&mut self, lr: f64) {
         self.opt.cfg.lr = lr;
-        if let Sync::Sharded(_, o) = &mut self.sync {
-            o.set_lr(lr);
+        match &mut self.sync {
+            Sync::Sharded(_, o) => o.set_lr(lr),
+            Sync::Zero1(z) => z.optimizer_mut().cfg.lr = lr,
+            _ => {}
         }
     }
 
     pub fn advance_for_replay(&mut self) -> Result<()> {
-        Ok(self.opt.advance_for_replay()?)
+        match &mut self.sync {
+            Sync::Zero1(z) => z.optimizer_mut().advance_for_replay()?,
+            _ => self.opt.advance_for_replay()?,
+        }
+        Ok(())
     }
 
     pub fn place(&self) -> AdamwPlace {
@@ -98,8 +116,14 @@ impl Core {
     }
 
     /// Queues one step on `batches`; returns `[loss, norm]` (f32, on the device; the norm is
-    /// NaN where AdamW ran inside the backward).
-    pub fn compute(&mut self, model: &dyn StagedModel, batches: &[Batch]) -> Result<Tensor> {
+    /// NaN where AdamW ran inside the backward). `capturing`: inside a graph capture, where
+    /// nothing may stay in flight past the step (ZeRO-1's all-gathers are collected).
+    pub fn compute(
+        &mut self,
+        model: &dyn StagedModel,
+        batches: &[Batch],
+        capturing: bool,
+    ) -> Result<Tensor> {
         let k = batches.len();
         let (loss, grads) = match &mut self.sync {
             Sync::Local if self.place != AdamwPlace::After && k == 1 => {
@@ -134,6 +158,23 @@ impl Core {
                 }
                 (loss.expect("k >= 1"), Some(g))
             }
+            Sync::Zero1(z) => {
+                let (last, rest) = batches.split_last().expect("k >= 1");
+                let mut loss: Option<Tensor> = None;
+                for b in rest {
+                    let l = z.forward_backward_no_sync(model, b)?;
+                    loss = Some(match loss {
+                        None => l,
+                        Some(a) => (a + l)?,
+                    });
+                }
+                let l = z.forward_backward(model, last)?;
+                let loss = match loss {
+                    None => l,
+                    Some(a) => (a + l)?,
+                };
+                (loss, None)
+            }
             Sync::Ddp(d) | Sync::Sharded(d, _) => {
                 let (last, rest) = batches.split_last().expect("k >= 1");
                 let mut loss: Option<Tensor> = None;
@@ -156,10 +197,15 @@ impl Core {
         if k > 1 {
             loss = loss.affine(1.0 / k as f64, 0.0)?;
         }
-        if let Sync::Ddp(d) | Sync::Sharded(d, _) = &self.sync {
-            if d.comm().world_size() > 1 {
-                d.comm().all_reduce(&loss, ReduceOp::Avg)?;
+        if let Some(c) = self.comm().filter(|c| c.world_size() > 1) {
+            c.all_reduce(&loss, ReduceOp::Avg)?;
+        }
+        if let Sync::Zero1(z) = &mut self.sync {
+            let nc = zero1_step(z, self.clip)?;
+            if capturing {
+                z.sync_params()?;
             }
+            return Ok(Tensor::cat(&[&loss, &nc.narrow(0, 0, 1)?], 0)?);
         }
         let Some(g) = grads else {
             // No norm was taken. (Made on the device: a host upload cannot be captured.)
@@ -177,6 +223,7 @@ impl Core {
                 };
                 o.step(model.params().vars(), &g)?;
             }
+            Sync::Zero1(_) => unreachable!("stepped above"),
             _ => {
                 self.opt.set_grad_scale(clipping.then(|| nc.clone()));
                 self.opt.step_params(model.params(), &g)?;
@@ -184,4 +231,33 @@ impl Core {
         }
         Ok(Tensor::cat(&[&loss, &nc.narrow(0, 0, 1)?], 0)?)
     }
+}
+
+/// ZeRO-1's update: the global norm from every rank's slices (their sums of squares
+/// all-reduced), AdamW on this rank's slices scaled by the clipping coefficient, the
+/// buckets all-gathered. Returns `[norm, coef]`.
+fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Tensor> {
+    let shards = z.reduced_shards()?;
+    let some: Vec<Option<Tensor>> = shards.iter().cloned().map(Some).collect();
+    let mine = seam::clip::norm_and_coef(&some, 0.0)?;
+    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
+    let comm = z.ddp().comm();
+    if comm.world_size() > 1 {
+        comm.all_reduce(&sumsq, ReduceOp::Sum)?;
+    }
+    let norm = sumsq.sqrt()?;
+    let coef = if clip > 0.0 {
+        // clip / (norm + 1e-6), at most 1, as seam::clip takes it.
+        norm.affine(1.0, 1e-6)?
+            .recip()?
+            .affine(clip, 0.0)?
+            .minimum(1f64)?
+    } else {
+        norm.ones_like()?
+    };
+    let nc = Tensor::cat(&[&norm, &coef], 0)?;
+    z.optimizer_mut()
+        .set_grad_scale((clip > 0.0).then(|| nc.clone()));
+    z.step_on(shards)?;
+    Ok(nc)
 }

@@ -25,9 +25,9 @@
 //! - the bf16 weight copies (`AdamW::step_params` writes them);
 //! - the loss and the norm, read back to the host once per step, one step late;
 //! - on CUDA, the batch uploaded from pinned memory into fixed device tensors ([`slots`])
-//!   and the whole step captured as one CUDA graph after one eager step (`Sync::Local`;
-//!   DDP's collectives are not captured yet and run eager, saying so in
-//!   [`TrainStep::graph_status`]).
+//!   and the whole step captured as one CUDA graph after one eager step, collectives
+//!   included (every rank captures the same step; where one fails, all run eager and
+//!   [`TrainStep::graph_status`] says why). The watchdog watches each replay.
 
 mod core;
 pub mod place;
@@ -160,23 +160,28 @@ impl TrainStep {
         if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
             let (core, b) = (&mut self.core, batches.clone());
             let captured = seam::graph::capture(&self.device, || {
-                core.compute(model, &b)
+                core.compute(model, &b, true)
                     .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
             });
-            self.graph = match captured {
+            self.graph = match self.every_rank_captured(captured)? {
                 Ok(c) => Graph::On(c),
-                Err(why) => Graph::Off(format!("capture failed: {why}")),
+                Err(why) => Graph::Off(why),
             };
         }
         let out = match &self.graph {
             Graph::On(c) => {
                 self.core.advance_for_replay()?;
                 c.replay()?;
+                if let Some(comm) = self.core.comm() {
+                    // The replay's collectives were captured, not launched one by one:
+                    // the watchdog watches the replay as a whole.
+                    comm.watch_queued("a training step's CUDA graph replay")?;
+                }
                 c.outputs().clone()
             }
             _ => {
                 self.eager_steps += 1;
-                self.core.compute(model, &batches)?
+                self.core.compute(model, &batches, false)?
             }
         };
         let ticket = self.slots.download(&out)?;
@@ -184,8 +189,34 @@ impl TrainStep {
         prev.map(|t| self.read(t)).transpose()
     }
 
-    /// The last step's values (waits for it); `None` when every step was read.
+    /// Whether every rank captured its step: a graph replays its collectives only if every
+    /// rank replays the same graph, so one rank's failure makes all run eager (saying which
+    /// failed). One eager all-reduce of one flag, once.
+    fn every_rank_captured(
+        &self,
+        mine: std::result::Result<seam::graph::CapturedStep<Tensor>, String>,
+    ) -> Result<std::result::Result<seam::graph::CapturedStep<Tensor>, String>> {
+        let mine = mine.map_err(|why| format!("capture failed: {why}"));
+        let Some(comm) = self.core.comm().filter(|c| c.world_size() > 1) else {
+            return Ok(mine);
+        };
+        let flag = Tensor::new(&[f32::from(u8::from(mine.is_ok()))], &self.device)?;
+        comm.all_reduce(&flag, comm::ReduceOp::Min)?;
+        let all = flag.to_vec1::<f32>()?[0] == 1.0;
+        Ok(match (mine, all) {
+            (Ok(c), true) => Ok(c),
+            (Ok(_), false) => Err("capture failed on another rank: eager steps".into()),
+            (Err(why), _) => Err(why),
+        })
+    }
+
+    /// The last step's values (waits for it); `None` when every step was read. The
+    /// model's parameters are complete afterwards (ZeRO-1's all-gathers, left in flight for
+    /// the next forward, are collected): call it before reading them (evaluation, export).
     pub fn flush(&mut self) -> Result<Option<StepOut>> {
+        if let Sync::Zero1(z) = &mut self.core.sync {
+            z.sync_params()?;
+        }
         self.pending.take().map(|t| self.read(t)).transpose()
     }
 

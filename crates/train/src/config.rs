@@ -82,7 +82,8 @@ impl ModelShape {
 pub struct TrainConfig {
     pub model: ModelShape,
     pub bf16: bool,
-    /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`) or `zero1`.
+    /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` (ZeRO-1)
+    /// or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
     pub strategy: String,
     pub steps: u64,
     /// Windows per optimizer step, over all ranks and micro-batches.
@@ -117,7 +118,7 @@ impl TrainConfig {
         if !(self.clip >= 0.0 && self.clip.is_finite()) {
             bail!("clip {} must be a finite number >= 0", self.clip);
         }
-        if self.strategy != "single" && self.strategy != "zero1" {
+        if !["single", "zero1", "sharded"].contains(&self.strategy.as_str()) {
             self.strategy.parse::<ddp::Strategy>()?;
         }
         if self.strategy == "single" && world != 1 {

@@ -4,8 +4,9 @@
 //! `ShardedOptimizer::save`.
 //!
 //! Strategies: `single` (one rank, no communication), any ddp strategy (gradients
-//! all-reduced), `zero1` (ddp's all-reduce, then the optimizer state sharded over the
-//! ranks: `zero1::ShardedOptimizer`). In every strategy each rank holds the averaged
+//! all-reduced), `zero1` (ZeRO-1: `zero1::Zero1Overlap`, buckets reduce-scattered during the
+//! backward, all-gathers ahead of the next forward), `sharded` (ddp's all-reduce, then the
+//! optimizer state sharded over the ranks: `zero1::ShardedOptimizer`). In every strategy each rank holds the averaged
 //! gradients of the whole model before the step, so the global norm is computed from them
 //! and is the same on every rank, with no extra collective.
 
@@ -19,7 +20,7 @@ use seam::{AdamWConfig, Batch, StagedModel};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use step::{AdamwPlace, StepOptions, Sync, TrainStep};
-use zero1::{ParamGroup, ShardedOptimizer};
+use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 /// One rank's model and its training step.
 pub struct Engine {
@@ -56,24 +57,37 @@ impl Engine {
         if c.bf16 {
             model.set_compute_dtype(DType::BF16);
         }
-        let bucketed = || DdpOptions::new(Strategy::Bucketed { bucket_mb: 25.0 });
+        let bucketed = Strategy::Bucketed { bucket_mb: 25.0 };
         let (sync, ckpt_ddp) = match c.strategy.as_str() {
             "single" => (
                 Sync::Local,
-                Some(Ddp::new(comm.clone(), &model, bucketed())?),
+                Some(Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?),
             ),
             "zero1" => {
+                let mut z = Zero1Overlap::new(comm.clone(), &model, bucketed, adamw_cfg(c))?;
+                z.set_gather_ahead(true);
+                (Sync::Zero1(Box::new(z)), None)
+            }
+            "sharded" => {
                 let g = ParamGroup {
                     params: model.params().vars().to_vec(),
                     cfg: adamw_cfg(c),
                 };
-                let d = Ddp::new(comm.clone(), &model, bucketed())?;
+                let d = Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?;
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
                 (Sync::Sharded(Box::new(d), Box::new(o)), None)
             }
             s => {
-                let d = Ddp::new(comm.clone(), &model, DdpOptions::new(s.parse()?))?;
-                (Sync::Ddp(Box::new(d)), None)
+                // A bf16 model's gradients are bf16: reduced as they are (in place, no
+                // copy), as the single-GPU AdamW reads them.
+                let o = DdpOptions {
+                    grad_dtype: c.bf16.then_some(DType::BF16),
+                    ..DdpOptions::new(s.parse()?)
+                };
+                (
+                    Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, o)?)),
+                    None,
+                )
             }
         };
         let opts = StepOptions {
@@ -135,15 +149,21 @@ impl Engine {
     /// The directory holding the checkpoint's manifest inside a step directory.
     pub fn manifest_dir(&self, dir: &Path) -> PathBuf {
         match self.step.sync() {
-            Sync::Sharded(..) => dir.join("group-0"),
+            Sync::Sharded(..) | Sync::Zero1(_) => dir.join("group-0"),
             _ => dir.to_path_buf(),
         }
     }
 
     /// Saves weights and optimizer state (collective).
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&mut self, dir: &Path) -> Result<()> {
+        if let Sync::Zero1(z) = self.step.sync_mut() {
+            // The format of the sharded optimizer's one group: either resumes the other.
+            z.save(&dir.join("group-0"))?;
+            return Ok(());
+        }
         match (self.step.sync(), &self.ckpt_ddp) {
             (Sync::Sharded(_, o), _) => o.save(dir)?,
+            (Sync::Zero1(_), _) => unreachable!("saved above"),
             (Sync::Ddp(d), _) => d.save(dir, &self.model, self.step.adamw())?,
             (Sync::Local, Some(d)) => d.save(dir, &self.model, self.step.adamw())?,
             (Sync::Local, None) => anyhow::bail!("no checkpoint layout"),
@@ -164,6 +184,12 @@ impl Engine {
                 };
                 **o = ShardedOptimizer::resume(comm, vec![g], dir)?;
                 checkpoint::Checkpoint::open(&dir.join("group-0"))?.step()
+            }
+            (Sync::Zero1(z), _) => {
+                let s = Strategy::Bucketed { bucket_mb: 25.0 };
+                **z = Zero1Overlap::resume(comm, model, s, adamw_cfg(c), &dir.join("group-0"))?;
+                z.set_gather_ahead(true);
+                z.optimizer().steps_taken()
             }
             (Sync::Ddp(d), _) => d.resume(dir, model, opt)?,
             (Sync::Local, Some(d)) => d.resume(dir, model, opt)?,

@@ -101,7 +101,7 @@ pub fn newest(root: &Path) -> Result<(Option<Found>, Vec<String>)> {
 }
 
 /// Saves step `step` into `root` (collective), then removes all but the newest `keep`.
-pub fn save(e: &Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usize) -> Result<()> {
+pub fn save(e: &mut Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usize) -> Result<()> {
     let dir = step_dir(root, step);
     e.save(&dir)?;
     if e.comm.rank() == 0 {

@@ -221,7 +221,7 @@ pub fn run_rank(
             }
         }
         if ckpt_now {
-            state::save(&e, &ckpts, done, c, o.keep)?;
+            state::save(&mut e, &ckpts, done, c, o.keep)?;
         }
         if eval_now || ckpt_now {
             tick = Instant::now();

@@ -91,7 +91,7 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
     let (t1, w1) = (trajectory(&single), weights(&single, steps));
     assert_eq!(t1.len(), 200 + 5, "200 train records and 5 validations");
     let mut runs = Vec::new();
-    for strategy in ["bucketed:0.02", "flat"] {
+    for strategy in ["bucketed:0.02", "flat", "sharded"] {
         let out = tmp.path().join(strategy.replace(':', "-"));
         train_with(&tiny(strategy, steps), 2, &opts(&out, steps, None));
         runs.push((strategy, out));
@@ -109,10 +109,13 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
         let d = max_diff(&w, &w1);
         eprintln!("{what} on 2 ranks vs single: max relative difference of the loss {l:.1e}, gradient norm {g:.1e}, validation loss {v:.1e}; max |w - w_single| {d:.1e}");
         assert!(d <= WEIGHT_ATOL, "{what}: max |w - w_single| = {d}");
-        // On 2 ranks every strategy adds the same two halves (a + b = b + a), in f32,
-        // once per element; ZeRO-1 steps the same AdamW on its shard and broadcasts it:
-        // all of them give the same bits, resumed or not.
-        assert!(t == t2 && w == w2, "{what} differs from {}", runs[0].0);
+        // On 2 ranks every all-reducing strategy adds the same two halves (a + b = b + a),
+        // in f32, once per element; the sharded optimizer steps the same AdamW on its
+        // shard and broadcasts it: all of them give the same bits. ZeRO-1 takes the norm
+        // from the ranks' slices (a sum in another order): equal within the bounds above.
+        if !what.starts_with("zero1") {
+            assert!(t == t2 && w == w2, "{what} differs from {}", runs[0].0);
+        }
     }
 }
 

@@ -146,17 +146,35 @@ impl Zero1Overlap {
         Ok(loss)
     }
 
+    /// Forward and backward without communication: the gradients are summed locally and
+    /// reduce-scattered with the next [`Self::forward_backward`] (gradient accumulation).
+    pub fn forward_backward_no_sync(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+    ) -> Result<Tensor> {
+        self.sync_params()?;
+        Ok(self.ddp.forward_backward_no_sync(model, batch)?)
+    }
+
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every
     /// bucket into the parameters (identical on every rank afterwards; with gather-ahead,
     /// once the next forward or [`Self::sync_params`] has collected them).
     pub fn step(&mut self) -> Result<()> {
+        let shards = self.reduced_shards()?;
+        self.step_on(shards)
+    }
+
+    /// [`Self::step`]'s first half: this rank's averaged slice of every bucket (f32, by
+    /// bucket; zero in the padding). A caller that clips takes their norm here.
+    pub fn reduced_shards(&mut self) -> Result<Vec<Tensor>> {
         self.sync_params()?;
-        let shards: Vec<Option<Tensor>> = self
-            .ddp
-            .finish_reduce_scatter()?
-            .into_iter()
-            .map(Some)
-            .collect();
+        Ok(self.ddp.finish_reduce_scatter()?)
+    }
+
+    /// [`Self::step`]'s second half, on the slices of [`Self::reduced_shards`].
+    pub fn step_on(&mut self, shards: Vec<Tensor>) -> Result<()> {
+        let shards: Vec<Option<Tensor>> = shards.into_iter().map(Some).collect();
         // Each bucket's all-gather is launched as soon as its AdamW update is queued, so
         // it overlaps the updates after it; the last buckets (the first stages) go first.
         let (comm, masters, gathers) = (&self.comm, &self.masters, &mut self.gathers);
@@ -187,6 +205,15 @@ impl Zero1Overlap {
 
     pub fn ddp(&self) -> &Ddp {
         &self.ddp
+    }
+
+    /// The AdamW of the master slices (its learning rate, gradient scale and replay
+    /// scalars are the caller's to set).
+    pub fn optimizer_mut(&mut self) -> &mut AdamW {
+        &mut self.opt
+    }
+    pub fn optimizer(&self) -> &AdamW {
+        &self.opt
     }
 
     /// Where bucket `b`'s slice on this rank sits in the flat (declaration-order)

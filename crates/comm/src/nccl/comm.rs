@@ -30,6 +30,17 @@ pub(super) fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
     }
 }
 
+/// Whether `stream` is being captured into a CUDA graph (asked of the driver: cudarc's
+/// own query first takes any error its context recorded, and reads as "no" then).
+fn capturing(stream: &CudaStream) -> bool {
+    use cudarc::driver::{result, sys::CUstreamCaptureStatus as S};
+    // SAFETY: the stream is alive for the call.
+    matches!(
+        unsafe { result::stream::is_capturing(stream.cu_stream()) },
+        Ok(S::CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    )
+}
+
 /// One rank of an NCCL group, bound to one GPU.
 pub struct NcclComm {
     rank: usize,
@@ -279,6 +290,7 @@ impl NcclComm {
         for b in bufs {
             self.agree(name, code, b.elem_count(), b.dtype(), 0)?;
         }
+        let op = self.op(op);
         let calls: Vec<_> = bufs
             .iter()
             .map(|&b| (Call::AllReduce(op), b, None))
@@ -303,6 +315,7 @@ impl NcclComm {
         for &(input, _) in pairs {
             self.agree(name, code, input.elem_count(), input.dtype(), 0)?;
         }
+        let op = self.op(op);
         let calls: Vec<_> = pairs
             .iter()
             .map(|&(i, o)| (Call::ReduceScatter(op), o, Some(i)))
@@ -310,7 +323,19 @@ impl NcclComm {
         self.launch_all(name, &calls)
     }
 
-    /// Records completion, registers it with the watchdog, returns the handle.
+    /// The reduction NCCL is asked for. On one rank an average is the value itself: NCCL
+    /// runs its float `Avg` there as a multiply by 1 over the whole buffer, `Sum` in place as
+    /// nothing at all (the same bits).
+    fn op(&self, op: ReduceOp) -> ReduceOp {
+        match op {
+            ReduceOp::Avg if self.world == 1 => ReduceOp::Sum,
+            op => op,
+        }
+    }
+
+    /// Records completion, registers it with the watchdog, returns the handle. Inside a
+    /// CUDA graph capture the event is a graph node, recorded at each replay, not now: the
+    /// watchdog watches the replay instead ([`Communicator::watch_queued`]).
     fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let event = Arc::new(
@@ -318,12 +343,14 @@ impl NcclComm {
                 .record_event(None)
                 .map_err(drv("cuEventRecord"))?,
         );
-        self.watchdog.push(Pending {
-            seq,
-            op,
-            event: event.clone(),
-            deadline: crate::deadline_after(self.opts.timeout),
-        });
+        if !capturing(&self.stream) {
+            self.watchdog.push(Pending {
+                seq,
+                op,
+                event: event.clone(),
+                deadline: crate::deadline_after(self.opts.timeout),
+            });
+        }
         Ok(Work::new(Box::new(NcclWork {
             op,
             seq,
@@ -383,6 +410,28 @@ impl Communicator for NcclComm {
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
         self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op)
+    }
+
+    fn watch_queued(&self, what: &'static str) -> Result<()> {
+        if capturing(&self.compute) {
+            return Err(CommError::invalid(
+                "watch_queued",
+                self.rank,
+                "called inside a CUDA graph capture (call it after the replay)".into(),
+            ));
+        }
+        let event = Arc::new(
+            self.compute
+                .record_event(None)
+                .map_err(drv("cuEventRecord"))?,
+        );
+        self.watchdog.push(Pending {
+            seq: self.seq.load(Ordering::Relaxed),
+            op: what,
+            event,
+            deadline: crate::deadline_after(self.opts.timeout),
+        });
+        Ok(())
     }
 
     fn barrier(&self) -> Result<()> {

@@ -12,12 +12,23 @@ use std::sync::Arc;
 pub enum Kind {
     Toy,
     Lm,
+    /// The ToyModel with 7000 inputs: its first layer's gradient (70,000 elements) is
+    /// large enough for DDP to reduce it in place (`ddp`'s `IN_PLACE_MIN`).
+    Wide,
+}
+
+/// The inputs of the ToyModel kinds.
+fn toy_inputs(kind: Kind) -> usize {
+    match kind {
+        Kind::Wide => 7000,
+        _ => 6,
+    }
 }
 
 pub fn build(kind: Kind, seed: u64) -> Box<dyn StagedModel + Send> {
     let dev = Device::Cpu;
     match kind {
-        Kind::Toy => Box::new(ToyModel::new(6, 5, seed, &dev).unwrap()),
+        Kind::Toy | Kind::Wide => Box::new(ToyModel::new(toy_inputs(kind), 5, seed, &dev).unwrap()),
         Kind::Lm => Box::new(TransformerLm::new(LmConfig::tiny(64), seed, &dev).unwrap()),
     }
 }
@@ -27,11 +38,12 @@ pub fn global_batch(kind: Kind, step: u64) -> Batch {
     let dev = Device::Cpu;
     let mut r = rand::rngs::StdRng::seed_from_u64(1000 + step);
     match kind {
-        Kind::Toy => {
-            let x: Vec<f32> = (0..8 * 6).map(|_| r.random_range(-1.0..1.0)).collect();
+        Kind::Toy | Kind::Wide => {
+            let n = toy_inputs(kind);
+            let x: Vec<f32> = (0..8 * n).map(|_| r.random_range(-1.0..1.0)).collect();
             let y: Vec<u32> = (0..8).map(|_| r.random_range(0..5)).collect();
             Batch::new(
-                Tensor::from_vec(x, (8, 6), &dev).unwrap(),
+                Tensor::from_vec(x, (8, n), &dev).unwrap(),
                 Tensor::from_vec(y, 8, &dev).unwrap(),
             )
         }

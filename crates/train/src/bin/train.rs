@@ -88,7 +88,8 @@ struct Run {
     context: Option<usize>,
     #[arg(long)]
     bf16: bool,
-    /// single, naive, flat, overlap, bucketed:MB, zero1.
+    /// single, naive, flat, overlap, bucketed:MB, zero1 (ZeRO-1: reduce-scatter, sharded
+    /// AdamW, all-gather), sharded (all-reduce, then the broadcast sharded optimizer).
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
     #[arg(long, value_enum, default_value = "cpu")]
