@@ -1,5 +1,6 @@
 //! `bench model-check`'s CUDA-graph check of the training step users run
-//! (`step::TrainStep`): ten steps of the tiny LM, each on its own batch and learning rate,
+//! (`step::TrainStep`, alone, under DDP or ZeRO-1 over a one-rank NCCL group): ten steps
+//! of the tiny LM, each on its own batch and learning rate,
 //! eager against one eager step and nine replays of the captured whole step (forward,
 //! backward, the norm and clipping where AdamW runs after the backward, AdamW). The
 //! weights must agree within 1e-6 relative (fp32); bf16 within 1e-2. The device must not
@@ -7,8 +8,12 @@
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
+use comm::Communicator;
+use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use std::sync::Arc;
 use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use zero1::Zero1Overlap;
 
 const STEPS: u32 = 10;
 
@@ -28,10 +33,70 @@ fn batch(s: u32) -> Result<Batch> {
     ))
 }
 
+/// How the checked step synchronises: alone, or DDP (bucketed, gradients in the model's
+/// dtype, as `train` runs it) or ZeRO-1 over `comm` (NCCL, world 1: the collectives are
+/// captured and replayed like any other).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Over {
+    Local,
+    Ddp,
+    Zero1,
+}
+
+fn sync(
+    over: Over,
+    lm: &TransformerLm,
+    dtype: DType,
+    comm: &Arc<dyn Communicator>,
+) -> Result<Sync> {
+    let bucketed = Strategy::Bucketed { bucket_mb: 0.05 };
+    Ok(match over {
+        Over::Local => Sync::Local,
+        Over::Ddp => {
+            let o = DdpOptions {
+                grad_dtype: Some(dtype),
+                ..DdpOptions::new(bucketed)
+            };
+            Sync::Ddp(Box::new(Ddp::new(comm.clone(), lm, o)?))
+        }
+        Over::Zero1 => {
+            let cfg = AdamWConfig::default();
+            let mut z = Zero1Overlap::new(comm.clone(), lm, bucketed, cfg)?;
+            z.set_gather_ahead(true);
+            Sync::Zero1(Box::new(z))
+        }
+    })
+}
+
+/// A one-rank NCCL group on GPU 0 (its store on a free local port).
+pub fn nccl_world_1() -> Result<Arc<dyn Communicator>> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let env = comm::DistEnv {
+        rank: 0,
+        world_size: 1,
+        local_rank: 0,
+        master_addr: "127.0.0.1".into(),
+        master_port: port,
+    };
+    Ok(Arc::new(comm::NcclComm::new(
+        &env,
+        0,
+        comm::CommOptions::from_env()?,
+    )?))
+}
+
 /// Ten steps of the tiny LM through `step::TrainStep` with `place`, eager or graphed.
 /// Clipping at norm 0.05 (active at every step of this model) where AdamW runs after the
 /// backward; none inside it (where it would not be exact).
-fn train(dev: &Device, dtype: DType, place: AdamwPlace, graph: bool) -> Result<TransformerLm> {
+fn train(
+    dev: &Device,
+    dtype: DType,
+    place: AdamwPlace,
+    over: (Over, &Arc<dyn Communicator>),
+    graph: bool,
+) -> Result<TransformerLm> {
     let lm = lm(dev, dtype)?;
     let opts = StepOptions {
         clip: if place == AdamwPlace::After {
@@ -49,14 +114,14 @@ fn train(dev: &Device, dtype: DType, place: AdamwPlace, graph: bool) -> Result<T
         lr: 1e-3,
         ..AdamWConfig::default()
     };
-    let mut st = TrainStep::new(&lm, Sync::Local, cfg, opts)?;
+    let mut st = TrainStep::new(&lm, sync(over.0, &lm, dtype, over.1)?, cfg, opts)?;
     for s in 0..STEPS {
         // A changing learning rate: the replays must read each step's own.
         st.step(&lm, &[batch(s)?], 1e-3 * (1.0 + s as f64 / 10.0))?;
     }
     st.flush()?;
     match (graph, st.graph_status()) {
-        (true, Err(why)) => bail!("{dtype:?}, AdamW {place:?}: no graph: {why}"),
+        (true, Err(why)) => bail!("{dtype:?}, AdamW {place:?}, {:?}: no graph: {why}", over.0),
         (false, Ok(())) => bail!("{dtype:?}: the eager reference ran a graph"),
         _ => {}
     }
@@ -65,9 +130,14 @@ fn train(dev: &Device, dtype: DType, place: AdamwPlace, graph: bool) -> Result<T
 
 /// Worst over parameters of max|w_graph − w_eager| / max|w_eager| after ten steps; an
 /// error when capture fails (with its reason) or past the tolerance.
-pub fn graph_vs_eager(gpu: &Device, dtype: DType, place: AdamwPlace) -> Result<f32> {
-    let eager = train(gpu, dtype, place, false)?;
-    let graphed = train(gpu, dtype, place, true)?;
+pub fn graph_vs_eager(
+    gpu: &Device,
+    dtype: DType,
+    place: AdamwPlace,
+    over: (Over, &Arc<dyn Communicator>),
+) -> Result<f32> {
+    let eager = train(gpu, dtype, place, over, false)?;
+    let graphed = train(gpu, dtype, place, over, true)?;
     let tol = if dtype == DType::F32 { 1e-6 } else { 1e-2 };
     let mut worst = 0f32;
     let names = eager.params().names();

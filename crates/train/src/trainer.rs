@@ -62,8 +62,11 @@ impl std::fmt::Debug for SampleOpts {
 pub struct Summary {
     pub steps: u64,
     pub resumed_from: u64,
-    pub final_train_loss: f64,
-    pub final_val_loss: f64,
+    /// The last step's loss and the last validation loss of this run; `None` where this
+    /// run measured none (nothing trained, or no evaluation before a stop).
+    pub final_train_loss: Option<f64>,
+    /// (step, loss) of the last validation.
+    pub final_val: Option<(u64, f64)>,
     pub unigram_entropy: f64,
     pub seconds: f64,
     pub tokens_per_s: f64,
@@ -124,10 +127,13 @@ pub fn run_rank(
         None
     };
     let push = |log: &mut Option<Log>, r: Record| log.as_mut().map_or(Ok(()), |l| l.push(r));
-    if start == 0 {
+    let first_val = if start == 0 {
         let v = e.eval_loss(&val)?;
         push(&mut log, Record::Val { step: 0, loss: v })?;
-    }
+        Some((0, v))
+    } else {
+        None
+    };
     let end = o.stop_after.map_or(c.steps, |s| s.min(c.steps));
     let bar = if rank == 0 && o.progress {
         ProgressBar::new(c.steps)
@@ -142,6 +148,7 @@ pub fn run_rank(
     let t0 = Instant::now();
     let mut s = Summary {
         resumed_from: start,
+        final_val: first_val,
         unigram_entropy: ds.meta.unigram_entropy,
         ..Summary::default()
     };
@@ -158,7 +165,7 @@ pub fn run_rank(
      -> Result<()> {
         let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
         *tick = Instant::now();
-        s.final_train_loss = out.loss;
+        s.final_train_loss = Some(out.loss);
         push(
             log,
             Record::Train {
@@ -205,7 +212,7 @@ pub fn run_rank(
         }
         if eval_now {
             let v = e.eval_loss(&val)?;
-            s.final_val_loss = v;
+            s.final_val = Some((done, v));
             push(
                 &mut log,
                 Record::Val {
@@ -216,7 +223,8 @@ pub fn run_rank(
             if rank == 0 && o.progress {
                 bar.println(format!(
                     "step {done}: train {:.4}, validation {v:.4} (unigram entropy {:.4})",
-                    s.final_train_loss, ds.meta.unigram_entropy
+                    s.final_train_loss.unwrap_or(f64::NAN),
+                    ds.meta.unigram_entropy
                 ));
             }
         }
@@ -228,9 +236,9 @@ pub fn run_rank(
         }
     }
     bar.finish_and_clear();
-    s.steps = end;
+    s.steps = end.max(start);
     s.seconds = t0.elapsed().as_secs_f64();
-    s.tokens_per_s = tokens_per_step * (end - start) as f64 / s.seconds.max(1e-9);
+    s.tokens_per_s = tokens_per_step * end.saturating_sub(start) as f64 / s.seconds.max(1e-9);
     if let Some(log) = &log {
         let (t, v) = log.series();
         let title = format!(

@@ -417,7 +417,7 @@ impl Communicator for NcclComm {
             return Err(CommError::invalid(
                 "watch_queued",
                 self.rank,
-                "called inside a CUDA graph capture (call it after the replay)".into(),
+                "called inside a CUDA graph capture (call it after the replay)",
             ));
         }
         let event = Arc::new(

@@ -243,22 +243,22 @@ fn run(a: &Run) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev))?;
     if let Some(s) = s {
-        println!(
-            "trained steps {}..{} in {:.1} s ({:.0} tokens/s): train loss {:.4}, validation loss {:.4}, unigram entropy {:.4} nats/token",
-            s.resumed_from, s.steps, s.seconds, s.tokens_per_s, s.final_train_loss, s.final_val_loss, s.unigram_entropy
-        );
+        println!("{}", summary_line(&s));
         for (p, t) in &s.samples {
             println!("--- {p}{t}");
         }
-        println!(
-            "wrote {0}/log.jsonl, {0}/loss.svg, {0}/samples.txt, {0}/config.json{1}, {0}/checkpoints/",
-            a.out.display(),
-            if a.export_init {
-                format!(", {}/init.safetensors", a.out.display())
-            } else {
-                String::new()
-            }
-        );
+        let mut wrote: Vec<String> = ["log.jsonl", "loss.svg", "samples.txt", "config.json"]
+            .iter()
+            .chain(a.export_init.then_some(&"init.safetensors"))
+            .map(|f| a.out.join(f))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string())
+            .collect();
+        let ckpts = a.out.join("checkpoints");
+        if std::fs::read_dir(&ckpts).is_ok_and(|mut d| d.next().is_some()) {
+            wrote.push(format!("{}/", ckpts.display()));
+        }
+        println!("files: {}", wrote.join(", "));
     }
     Ok(())
 }
@@ -330,4 +330,26 @@ fn main() {
         eprintln!("train: error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// What the run measured, and nothing it did not.
+fn summary_line(s: &train::trainer::Summary) -> String {
+    if s.steps == s.resumed_from {
+        return format!(
+            "no step trained: the run is at step {} (resumed), the stop or the end is not past it",
+            s.resumed_from
+        );
+    }
+    let mut line = format!(
+        "trained steps {}..{} in {:.1} s ({:.0} tokens/s)",
+        s.resumed_from, s.steps, s.seconds, s.tokens_per_s
+    );
+    if let Some(l) = s.final_train_loss {
+        line += &format!(": train loss {l:.4}");
+    }
+    match s.final_val {
+        Some((step, v)) => line += &format!(", validation loss {v:.4} (at step {step})"),
+        None => line += ", no validation in this run",
+    }
+    line + &format!(", unigram entropy {:.4} nats/token", s.unigram_entropy)
 }
