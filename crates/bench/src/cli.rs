@@ -171,6 +171,13 @@ pub enum Cmd {
         /// per value (false,true runs both).
         #[arg(long, value_delimiter = ',', default_value = "false")]
         coalesce: Vec<bool>,
+        /// Capture each step (the 1-GPU steps and the DDP step, collectives included) as
+        /// one CUDA graph after an eager step; `false` for eager steps.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        graph: bool,
+        /// Clip the gradients to this global norm, as `train` does (0: off).
+        #[arg(long, default_value_t = 0.0)]
+        clip: f64,
         /// Trace one extra step per strategy (CUDA events on both streams) and write
         /// Chrome trace JSON files here; records get the overlap ratio (NCCL only).
         #[arg(long)]

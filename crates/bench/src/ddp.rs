@@ -1,9 +1,12 @@
 //! The DDP benchmark (the seeds' naive / flat / overlap / bucketed DDP benchmarking): per
-//! model size, precision and strategy, on every rank of a launched group:
-//!   - `single_ms`: this GPU alone, plain backward + AdamW (the "own 1-GPU step");
-//!   - `compute_ms`: the staged backward DDP runs on, no communication;
-//!   - `step_ms`: the DDP step (forward, staged backward with the strategy's all-reduces,
-//!     finish_gradient_synchronization, AdamW);
+//! model size, precision and strategy, on every rank of a launched group, every step the
+//! one users run (`step::TrainStep`, timed by [`crate::step_timing`]):
+//!   - `single_ms`: this GPU alone, `bench single`'s step (the "own 1-GPU step": one CUDA
+//!     graph, AdamW where it runs fastest);
+//!   - `compute_ms`: the same step with AdamW after the backward, as DDP runs it, without
+//!     communication;
+//!   - `step_ms`: the DDP step (`Sync::Ddp`: forward, staged backward with the strategy's
+//!     collectives, AdamW; one CUDA graph with its collectives on NCCL);
 //!   - `comm_ms`: the strategy's collectives alone on the same gradients;
 //!   - `exposed_ms` = step − compute: communication not hidden by compute.
 //!
@@ -11,13 +14,15 @@
 
 use crate::memory;
 use crate::single::Precision;
+use crate::step_timing::{time_steps, StepRun};
 use crate::timer::{mean_std, timed};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::{Communicator, NcclComm, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
-use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
+use model::{AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 use std::path::PathBuf;
+use step::{AdamwPlace, StepOptions, Sync, TrainStep};
 
 pub use crate::ddp_record::{header, row, DdpRecord};
 use std::sync::Arc;
@@ -37,6 +42,9 @@ pub struct DdpBenchConfig {
     pub coalesce: Vec<bool>,
     /// Where rank 0 writes one Chrome trace per (size, dtype, strategy); NCCL only.
     pub trace_dir: Option<PathBuf>,
+    /// Capture each step as a CUDA graph (`TrainStep`'s), and the clipping norm (0: off).
+    pub graph: bool,
+    pub clip: f64,
 }
 
 /// The dtype gradients are communicated in.
@@ -123,30 +131,28 @@ pub fn run(
     })
 }
 
-/// One more step with a timeline on: returns (overlap ratio, step ms); rank 0 writes the
-/// Chrome trace to `dir`.
-#[allow(clippy::too_many_arguments)]
+/// One more eager step of a fresh DDP with `opts` with a timeline on: returns (overlap
+/// ratio, step ms); rank 0 writes the Chrome trace to `dir`.
 fn traced_step(
     nccl: &Arc<NcclComm>,
     dir: &std::path::Path,
     title: &str,
-    d: &mut Ddp,
-    lm: &TransformerLm,
-    batch: &Batch,
-    opt: &mut AdamW,
+    (lm, batch): (&TransformerLm, &Batch),
+    opts: (DdpOptions, StepOptions),
 ) -> Result<(f64, f64)> {
-    let vars = lm.params().vars().to_vec();
-    nccl.start_timeline()?;
+    let mut d = Ddp::new(nccl.clone(), lm, opts.0)?;
     let marker = nccl.clone();
     d.set_stage_hook(Some(Box::new(move |s| marker.mark(format!("bwd{s}")))));
-    let run = (|| -> Result<()> {
-        d.forward_backward(lm, batch)?;
-        let g = d.finish_gradient_synchronization()?;
-        nccl.mark("synced")?;
-        opt.step(&vars, &g)?;
-        Ok(nccl.mark("step")?)
-    })();
-    d.set_stage_hook(None);
+    let so = StepOptions {
+        graph: false,
+        ..opts.1
+    };
+    let mut st = TrainStep::new(lm, Sync::Ddp(Box::new(d)), adamw_cfg(), so)?;
+    st.step(lm, std::slice::from_ref(batch), LR)?; // the kernels load outside the trace
+    st.flush()?;
+    nccl.start_timeline()?;
+    let run = st.step(lm, std::slice::from_ref(batch), LR).map(|_| ());
+    let run = run.and_then(|()| Ok(nccl.mark("step")?));
     let timeline = nccl.take_timeline()?;
     run?;
     let spans = crate::trace::spans(&timeline, lm.num_stages());
@@ -158,6 +164,15 @@ fn traced_step(
         std::fs::write(&path, serde_json::to_string(&json)?)?;
     }
     Ok((crate::trace::overlap_ratio(&spans), step_ms))
+}
+
+const LR: f64 = 1e-4;
+
+fn adamw_cfg() -> AdamWConfig {
+    AdamWConfig {
+        lr: LR,
+        ..AdamWConfig::default()
+    }
 }
 
 /// Runs every (size, precision, strategy) on this rank; `sink` gets the records (rank 0).
@@ -188,44 +203,41 @@ pub fn run_rank(
                 lm.set_compute_dtype(DType::BF16);
             }
             let batch = batch_for(&lm, c.rank(), cfg.batch, dev)?;
-            let mut opt = AdamW::new(AdamWConfig {
-                lr: 1e-4,
-                ..AdamWConfig::default()
-            })?;
-            let vars = lm.params().vars().to_vec();
-            let single = timed(dev, cfg.warmup, cfg.steps, || {
-                let (_, g) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
-                Ok(opt.step(&vars, &g)?)
-            })?;
-            let compute = timed(dev, cfg.warmup, cfg.steps, || {
-                let (_, g) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
-                Ok(opt.step(&vars, &g)?)
-            })?;
-            let (single_ms, compute_ms) = (mean_std(&single.gpu).0, mean_std(&compute.gpu).0);
+            let micro = std::slice::from_ref(&batch);
+            let so = StepOptions {
+                clip: cfg.clip,
+                graph: cfg.graph,
+                fp32_simt: prec == Precision::Fp32 && !model::tf32::tf32(),
+                ..StepOptions::default()
+            };
+            let plain = |place: AdamwPlace| -> Result<StepRun> {
+                let o = StepOptions { adamw: place, ..so };
+                let mut st = TrainStep::new(&lm, Sync::Local, adamw_cfg(), o)?;
+                time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)
+            };
+            let single = plain(AdamwPlace::Auto)?;
+            let compute = plain(AdamwPlace::After)?;
+            let (single_ms, compute_ms) = (mean_std(&single.ms).0, mean_std(&compute.ms).0);
             let runs = cfg.strategies.iter().flat_map(|&s| {
                 let carve = cfg.sm_carveouts.iter();
                 carve.flat_map(move |&c| cfg.coalesce.iter().map(move |&g| (s, c, g)))
             });
             for (strategy, carveout, coalesce) in runs {
                 let grad_dtype = cfg.grads.dtype(prec);
-                let mut d = Ddp::new(
-                    comm.clone(),
-                    &lm,
-                    DdpOptions {
-                        grad_dtype,
-                        gemm_sm_carveout: carveout,
-                        coalesce,
-                        ..DdpOptions::new(strategy)
-                    },
-                )?;
-                let mut loss = Tensor::new(0f32, dev)?;
-                memory::reset_peak(dev);
-                let steps = timed(dev, cfg.warmup, cfg.steps, || {
-                    loss = d.forward_backward(&lm, &batch)?;
-                    let g = d.finish_gradient_synchronization()?;
-                    Ok(opt.step(&vars, &g)?)
-                })?;
-                let peak = memory::gib(memory::peak(dev));
+                let dopts = DdpOptions {
+                    grad_dtype,
+                    gemm_sm_carveout: carveout,
+                    coalesce,
+                    ..DdpOptions::new(strategy)
+                };
+                let d = Ddp::new(comm.clone(), &lm, dopts)?;
+                let mut st = TrainStep::new(&lm, Sync::Ddp(Box::new(d)), adamw_cfg(), so)?;
+                let steps = time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)?;
+                let graph = st.graph_status().err();
+                let peak = memory::gib(steps.peak_bytes);
+                let Sync::Ddp(d) = st.sync_mut() else {
+                    unreachable!("built with Sync::Ddp")
+                };
                 let stats = d.last_stats();
                 let mut label = match strategy {
                     Strategy::Bucketed { bucket_mb } => format!("bucketed:{bucket_mb}"),
@@ -241,8 +253,7 @@ pub fn run_rank(
                     (Some(t), Some(dir)) => {
                         let title =
                             format!("{size} {} {label}", format!("{prec:?}").to_lowercase());
-                        let (ratio, ms) =
-                            traced_step(t, dir, &title, &mut d, &lm, &batch, &mut opt)?;
+                        let (ratio, ms) = traced_step(t, dir, &title, (&lm, &batch), (dopts, so))?;
                         let m = max_over_ranks(c, dev, &[ms])?;
                         Some((ratio, m[0]))
                     }
@@ -254,7 +265,7 @@ pub fn run_rank(
                     Ok(())
                 })?;
                 drop(grads);
-                let (step, step_std) = mean_std(&steps.gpu);
+                let (step, step_std) = mean_std(&steps.ms);
                 let m = max_over_ranks(
                     c,
                     dev,
@@ -264,7 +275,6 @@ pub fn run_rank(
                         step,
                         step_std,
                         mean_std(&comm_only.gpu).0,
-                        mean_std(&steps.host).0,
                     ],
                 )?;
                 let rec = DdpRecord {
@@ -293,13 +303,15 @@ pub fn run_rank(
                     comm_ms: m[4],
                     exposed_ms: (m[2] - m[1]).max(0.0),
                     peak_gib: peak,
-                    loss_last: loss.to_dtype(DType::F32)?.to_scalar::<f32>()?,
+                    loss_last: steps.losses.last().copied().unwrap_or(f32::NAN),
                     overlap_ratio: traced.map(|t| t.0),
                     traced_step_ms: traced.map(|t| t.1),
                     sm_carveout: carveout,
                     coalesce,
                     launches: Some(stats.launches),
-                    host_ms: Some(m[5]),
+                    host_ms: None,
+                    graph: Some(graph.is_none()),
+                    graph_fallback: graph,
                     gpu: steps.telemetry,
                     single_gpu: single.telemetry,
                     nccl_env: (c.backend() == "nccl")

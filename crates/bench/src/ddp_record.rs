@@ -56,6 +56,12 @@ pub struct DdpRecord {
     pub gpu: Option<GpuTelemetry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub single_gpu: Option<GpuTelemetry>,
+    /// Whether the DDP step ran as one CUDA graph (absent in records from before
+    /// `TrainStep`), and why not where it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_fallback: Option<String>,
 }
 
 pub fn header() -> String {

@@ -68,8 +68,9 @@ fn sync(
     })
 }
 
-/// A one-rank NCCL group on GPU 0 (its store on a free local port).
-pub fn nccl_world_1() -> Result<Arc<dyn Communicator>> {
+/// A one-rank NCCL group on GPU 0 (its store on a free local port); the checked models
+/// live on its device.
+pub fn nccl_world_1() -> Result<Arc<comm::NcclComm>> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();

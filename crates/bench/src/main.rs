@@ -30,6 +30,7 @@ mod rmsnorm;
 mod single;
 mod single_step;
 mod slowdown;
+mod step_timing;
 mod telemetry;
 mod timer;
 mod topology;
@@ -137,6 +138,8 @@ fn run(cli: Cli) -> Result<()> {
             sm_carveout,
             coalesce,
             trace_dir,
+            graph,
+            clip,
             out,
         } => {
             let nccl = matches!(backend, BackendArg::Nccl);
@@ -160,6 +163,8 @@ fn run(cli: Cli) -> Result<()> {
                 sm_carveouts: sm_carveout,
                 coalesce,
                 trace_dir,
+                graph,
+                clip,
             };
             ddp::run(nccl, ranks, &cfg, &out)
         }
@@ -242,8 +247,9 @@ fn run(cli: Cli) -> Result<()> {
                 let d = modelcheck::fused_adamw(&gpu, dtype)?;
                 println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
             }
-            let graph_dev = comm::nccl::cuda_device(0).context("GPU 0")?;
-            let nccl = graphcheck::nccl_world_1()?;
+            let nccl = graphcheck::nccl_world_1().context("a one-rank NCCL group on GPU 0")?;
+            let graph_dev = nccl.device().clone();
+            let nccl: std::sync::Arc<dyn comm::Communicator> = nccl;
             use graphcheck::Over;
             use single::AdamwPlace as P;
             for (over, place) in [

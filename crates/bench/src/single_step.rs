@@ -4,8 +4,8 @@
 
 use crate::memory;
 use crate::single::{step_flops, Mode, Precision, SingleRecord};
-use crate::telemetry::Sampler;
-use crate::timer::{mean_std, Marks};
+use crate::step_timing::time_steps;
+use crate::timer::mean_std;
 use anyhow::Result;
 use candle_core::Device;
 use model::AdamWConfig;
@@ -69,41 +69,9 @@ pub fn run(
         ..AdamWConfig::default()
     };
     let mut st = TrainStep::new(&lm, Sync::Local, adamw, opts)?;
-    // One eager step and (with a graph) the capture and its first replay, untimed: the
-    // first launch of a graph uploads it and maps its memory.
-    let warmup = warmup.max(2);
-    let mut losses = Vec::new();
-    let mut marks = Marks::new(device);
-    let mut sampler = None;
-    model::graph::reset_mem_high(device);
-    for i in 0..warmup + steps {
-        if i == warmup {
-            st.flush()?;
-            memory::reset_peak(device);
-            sampler = Sampler::start(device);
-            marks.mark()?;
-        }
-        if let Some(out) = st.step(&lm, &b, adamw.lr)? {
-            if i > warmup {
-                losses.push(out.loss as f32);
-            }
-        }
-        if i >= warmup {
-            marks.mark()?;
-        }
-    }
-    if let Some(out) = st.flush()? {
-        losses.push(out.loss as f32);
-    }
-    let total = marks.intervals_ms()?;
-    let gpu = sampler.and_then(Sampler::stop);
-    let peak_step = memory::peak(device).map(|p| {
-        p + st
-            .graph_status()
-            .ok()
-            .and(model::graph::mem_high(device))
-            .unwrap_or(0)
-    });
+    let run = time_steps(&mut st, &lm, &b, adamw.lr, (warmup, steps), device)?;
+    let (total, losses, gpu) = (run.ms, run.losses, run.telemetry);
+    let peak_step = run.peak_bytes;
     let (graph, fallback) = match st.graph_status() {
         Ok(()) => (true, None),
         Err(why) if f.graph && device.is_cuda() => (false, Some(why)),

@@ -1,7 +1,6 @@
 //! Timing that means the same thing on CPU and GPU: on a CUDA device, events recorded on
 //! candle's compute stream (what a training step waits for); on the CPU, the wall clock.
 
-use crate::telemetry::{GpuTelemetry, Sampler};
 use candle_core::Device;
 use std::time::Instant;
 
@@ -65,41 +64,27 @@ pub fn mean_std(v: &[f64]) -> (f64, f64) {
 pub struct Timed {
     /// Milliseconds per call until the device finished its work.
     pub gpu: Vec<f64>,
-    /// Milliseconds per call for the host to queue it (until the call returned, before
-    /// waiting for the device): close to `gpu`, the work is host-bound.
-    pub host: Vec<f64>,
-    /// The GPU's clocks and power over the timed calls (`None` on the CPU or without NVML).
-    pub telemetry: Option<GpuTelemetry>,
 }
 
-/// Runs `f` `warmup + steps` times and measures the last `steps` calls.
+/// Runs `f` `warmup + steps` times and measures the last `steps` calls, each alone (the
+/// device drained before and after). Training steps are timed back to back instead, by
+/// `step_timing`.
 pub fn timed(
     dev: &Device,
     warmup: usize,
     steps: usize,
     mut f: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<Timed> {
-    let (mut gpu, mut host) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-    let mut sampler = None;
+    let mut gpu = Vec::with_capacity(steps);
     for i in 0..warmup + steps {
-        if i == warmup {
-            sampler = Sampler::start(dev);
-        }
         let t = Timer::start(dev)?;
-        let h = Instant::now();
         f()?;
-        let queued = h.elapsed().as_secs_f64();
         let s = t.stop()?;
         if i >= warmup {
             gpu.push(s * 1e3);
-            host.push(queued * 1e3);
         }
     }
-    Ok(Timed {
-        gpu,
-        host,
-        telemetry: sampler.and_then(Sampler::stop),
-    })
+    Ok(Timed { gpu })
 }
 
 /// Marks queued between back-to-back calls (a CUDA event each on a CUDA device, the wall

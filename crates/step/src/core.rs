@@ -76,6 +76,16 @@ impl Core {
         }
     }
 
+    /// Completes what an eager step leaves in flight (ZeRO-1's all-gathers ahead of the next
+    /// forward): before the parameters are read, and before a capture, which must not
+    /// wait on uncaptured work.
+    pub fn settle(&mut self) -> Result<()> {
+        if let Sync::Zero1(z) = &mut self.sync {
+            z.sync_params()?;
+        }
+        Ok(())
+    }
+
     pub fn set_lr(&mut self, lr: f64) {
         self.opt.cfg.lr = lr;
         match &mut self.sync {
@@ -110,9 +120,10 @@ impl Core {
         (&mut self.sync, &mut self.opt)
     }
 
-    /// Whether the step takes the gradient norm (AdamW after the backward).
+    /// Whether the step takes the gradient norm: to clip by it (AdamW after the backward).
+    /// Without clipping nothing needs it, and it would cost a pass over every gradient.
     pub fn takes_norm(&self) -> bool {
-        self.place == AdamwPlace::After
+        self.place == AdamwPlace::After && self.clip > 0.0
     }
 
     /// Queues one step on `batches`; returns `[loss, norm]` (f32, on the device; the norm is
@@ -200,32 +211,35 @@ impl Core {
         if let Some(c) = self.comm().filter(|c| c.world_size() > 1) {
             c.all_reduce(&loss, ReduceOp::Avg)?;
         }
+        // Where no norm is taken, NaN stands in (made on the device: a host upload cannot
+        // be captured).
+        let no_norm = || loss.affine(0.0, f64::NAN);
         if let Sync::Zero1(z) = &mut self.sync {
             let nc = zero1_step(z, self.clip)?;
             if capturing {
                 z.sync_params()?;
             }
-            return Ok(Tensor::cat(&[&loss, &nc.narrow(0, 0, 1)?], 0)?);
+            let norm = nc.map_or_else(no_norm, |nc| nc.narrow(0, 0, 1))?;
+            return Ok(Tensor::cat(&[&loss, &norm], 0)?);
         }
         let Some(g) = grads else {
-            // No norm was taken. (Made on the device: a host upload cannot be captured.)
-            let nan = loss.affine(0.0, f64::NAN)?;
-            return Ok(Tensor::cat(&[&loss, &nan], 0)?);
+            return Ok(Tensor::cat(&[&loss, &no_norm()?], 0)?);
         };
+        if self.clip == 0.0 {
+            match &mut self.sync {
+                Sync::Sharded(_, o) => o.step(model.params().vars(), &g)?,
+                _ => self.opt.step_params(model.params(), &g)?,
+            }
+            return Ok(Tensor::cat(&[&loss, &no_norm()?], 0)?);
+        }
         let nc = seam::clip::norm_and_coef(&g, self.clip)?;
-        let clipping = self.clip > 0.0;
         match &mut self.sync {
             Sync::Sharded(_, o) => {
-                let g = if clipping {
-                    seam::clip::scale(&g, &nc)?
-                } else {
-                    g
-                };
-                o.step(model.params().vars(), &g)?;
+                o.step(model.params().vars(), &seam::clip::scale(&g, &nc)?)?;
             }
             Sync::Zero1(_) => unreachable!("stepped above"),
             _ => {
-                self.opt.set_grad_scale(clipping.then(|| nc.clone()));
+                self.opt.set_grad_scale(Some(nc.clone()));
                 self.opt.step_params(model.params(), &g)?;
             }
         }
@@ -233,11 +247,16 @@ impl Core {
     }
 }
 
-/// ZeRO-1's update: the global norm from every rank's slices (their sums of squares
-/// all-reduced), AdamW on this rank's slices scaled by the clipping coefficient, the
-/// buckets all-gathered. Returns `[norm, coef]`.
-fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Tensor> {
+/// ZeRO-1's update: with clipping, the global norm from every rank's slices (their sums of
+/// squares all-reduced); AdamW on this rank's slices scaled by the clipping coefficient,
+/// the buckets all-gathered. Returns `[norm, coef]` where it clipped.
+fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Option<Tensor>> {
     let shards = z.reduced_shards()?;
+    if clip == 0.0 {
+        z.optimizer_mut().set_grad_scale(None);
+        z.step_on(shards)?;
+        return Ok(None);
+    }
     let some: Vec<Option<Tensor>> = shards.iter().cloned().map(Some).collect();
     let mine = seam::clip::norm_and_coef(&some, 0.0)?;
     let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
@@ -246,18 +265,14 @@ fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Tensor> {
         comm.all_reduce(&sumsq, ReduceOp::Sum)?;
     }
     let norm = sumsq.sqrt()?;
-    let coef = if clip > 0.0 {
-        // clip / (norm + 1e-6), at most 1, as seam::clip takes it.
-        norm.affine(1.0, 1e-6)?
-            .recip()?
-            .affine(clip, 0.0)?
-            .minimum(1f64)?
-    } else {
-        norm.ones_like()?
-    };
+    // clip / (norm + 1e-6), at most 1, as seam::clip takes it.
+    let coef = norm
+        .affine(1.0, 1e-6)?
+        .recip()?
+        .affine(clip, 0.0)?
+        .minimum(1f64)?;
     let nc = Tensor::cat(&[&norm, &coef], 0)?;
-    z.optimizer_mut()
-        .set_grad_scale((clip > 0.0).then(|| nc.clone()));
+    z.optimizer_mut().set_grad_scale(Some(nc.clone()));
     z.step_on(shards)?;
-    Ok(nc)
+    Ok(Some(nc))
 }

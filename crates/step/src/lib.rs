@@ -158,6 +158,7 @@ impl TrainStep {
             .slots
             .upload(micro, matches!(self.graph, Graph::On(_)))?;
         if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
+            self.core.settle()?;
             let (core, b) = (&mut self.core, batches.clone());
             let captured = seam::graph::capture(&self.device, || {
                 core.compute(model, &b, true)
@@ -214,9 +215,7 @@ impl TrainStep {
     /// model's parameters are complete afterwards (ZeRO-1's all-gathers, left in flight for
     /// the next forward, are collected): call it before reading them (evaluation, export).
     pub fn flush(&mut self) -> Result<Option<StepOut>> {
-        if let Sync::Zero1(z) = &mut self.core.sync {
-            z.sync_params()?;
-        }
+        self.core.settle()?;
         self.pending.take().map(|t| self.read(t)).transpose()
     }
 

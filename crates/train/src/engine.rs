@@ -80,8 +80,10 @@ impl Engine {
             s => {
                 // A bf16 model's gradients are bf16: reduced as they are (in place, no
                 // copy), as the single-GPU AdamW reads them.
+                // Buckets ready at the same stage go out as one launch (one NCCL group).
                 let o = DdpOptions {
                     grad_dtype: c.bf16.then_some(DType::BF16),
+                    coalesce: true,
                     ..DdpOptions::new(s.parse()?)
                 };
                 (

@@ -315,6 +315,8 @@ mod tests {
             nccl_env: None,
             gpu: None,
             single_gpu: None,
+            graph: None,
+            graph_fallback: None,
         }
     }
 

@@ -1,0 +1,71 @@
+//! The one timing loop for `step::TrainStep` (bench single's step mode, the DDP benchmark):
+//! steps queued back to back as a training loop queues them, a CUDA event between steps
+//! read once at the end, the loss read one step late as `train` reads it.
+
+use crate::memory;
+use crate::telemetry::{GpuTelemetry, Sampler};
+use crate::timer::Marks;
+use anyhow::Result;
+use candle_core::Device;
+use seam::{Batch, StagedModel};
+use step::TrainStep;
+
+/// What timing a step gave.
+pub struct StepRun {
+    /// Each timed step's milliseconds.
+    pub ms: Vec<f64>,
+    /// The losses of the timed steps.
+    pub losses: Vec<f32>,
+    pub telemetry: Option<GpuTelemetry>,
+    /// Peak device memory of the timed steps (a captured graph's own pool included).
+    pub peak_bytes: Option<u64>,
+}
+
+/// Runs `warmup` (at least 2: one eager step, then the capture and its first replay, whose
+/// launch uploads the graph) untimed steps of `st` on `micro` at `lr`, then `steps` timed.
+pub fn time_steps(
+    st: &mut TrainStep,
+    model: &dyn StagedModel,
+    micro: &[Batch],
+    lr: f64,
+    (warmup, steps): (usize, usize),
+    device: &Device,
+) -> Result<StepRun> {
+    let warmup = warmup.max(2);
+    let mut losses = Vec::new();
+    let mut marks = Marks::new(device);
+    let mut sampler = None;
+    seam::graph::reset_mem_high(device);
+    for i in 0..warmup + steps {
+        if i == warmup {
+            st.flush()?;
+            memory::reset_peak(device);
+            sampler = Sampler::start(device);
+            marks.mark()?;
+        }
+        if let Some(out) = st.step(model, micro, lr)? {
+            if i > warmup {
+                losses.push(out.loss as f32);
+            }
+        }
+        if i >= warmup {
+            marks.mark()?;
+        }
+    }
+    if let Some(out) = st.flush()? {
+        losses.push(out.loss as f32);
+    }
+    let ms = marks.intervals_ms()?;
+    let telemetry = sampler.and_then(Sampler::stop);
+    let graph_pool = st
+        .graph_status()
+        .ok()
+        .and(seam::graph::mem_high(device))
+        .unwrap_or(0);
+    Ok(StepRun {
+        ms,
+        losses,
+        telemetry,
+        peak_bytes: memory::peak(device).map(|p| p + graph_pool),
+    })
+}
