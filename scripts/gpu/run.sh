@@ -317,8 +317,7 @@ line = how[0] if how else ""
 print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": 1,
     "batch": 8, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
     "step_ms": 8 * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
-    "graph": "one CUDA graph" in line, "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
-    "norm": line.split("norm ")[-1] if "norm " in line else None,
+    "graph": "one CUDA graph" in line, "adamw": line.split("AdamW ")[-1] if line else None,
     "how": line, "loss_last": recs[-1]["loss"]}))
 PY
           tail -1 "$RES/results.jsonl"; rm -rf "$d"
@@ -341,7 +340,7 @@ for f in sys.argv[1:]:
 print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'adamw':>12}")
 for r in rows:
     if r.get("bench") == "single" and r.get("mode") == "step":
-        w = "bench single" + (f" (clip, norm {r['norm']})" if r.get("norm") else " (clip)" if r.get("adamw") == "after" else "")
+        w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
         print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {r['adamw']:>12}")
     elif r.get("bench") == "train":
         print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {str(r['adamw']):>12}")

@@ -106,7 +106,6 @@ fn train(
             0.0
         },
         adamw: place,
-        norm: step::NormPlace::SideStream,
         graph,
         fp32_simt: false,
         side_blocks: 0,

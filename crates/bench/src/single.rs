@@ -82,9 +82,6 @@ pub struct SingleRecord {
     pub side_blocks: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub side_lag: Option<usize>,
-    /// Where a clipped step took the norm (step mode with --clip; absent otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub norm: Option<step::NormPlace>,
     /// The GPU's SM clock and power over the timed steps (NVML; `None` on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuTelemetry>,
@@ -280,7 +277,6 @@ pub fn run(
         adamw: AdamwPlace::After,
         side_blocks: None,
         side_lag: None,
-        norm: None,
         gpu,
     })
 }

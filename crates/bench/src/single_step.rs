@@ -9,7 +9,7 @@ use crate::timer::mean_std;
 use anyhow::Result;
 use candle_core::Device;
 use model::AdamWConfig;
-use step::{AdamwPlace, NormPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, Sync, TrainStep};
 
 /// The step's options from `bench single`'s flags.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -39,10 +39,6 @@ pub struct StepFlags {
     /// then may run inside the backward).
     #[arg(long, default_value_t = 0.0)]
     pub clip: f64,
-    /// With --clip: where the norm is taken (after the backward; each stage's gradients
-    /// inside it, on the compute stream or on a second stream beside it).
-    #[arg(long, value_enum, default_value = "side-stream")]
-    pub norm: NormPlace,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -63,7 +59,6 @@ pub fn run(
     let opts = StepOptions {
         clip: f.clip,
         adamw: f.adamw,
-        norm: f.norm,
         graph: f.graph,
         fp32_simt: dtype == Precision::Fp32 && !model::tf32::tf32(),
         side_blocks: f.side_blocks,
@@ -84,7 +79,6 @@ pub fn run(
     };
     let kernels = st.graph_kernels();
     let place = st.adamw_place();
-    let norm = st.norm_place();
     let side = st.side().map(|s| (s.max_blocks(), s.lag()));
     drop(st);
     let step_ms = mean_std(&total);
@@ -115,7 +109,6 @@ pub fn run(
         adamw: place,
         side_blocks: side.and_then(|s| s.0),
         side_lag: side.map(|s| s.1),
-        norm,
         gpu,
     })
 }

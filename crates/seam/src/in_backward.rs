@@ -140,13 +140,6 @@ impl SideStream {
         match *self.side {}
     }
 
-    /// The compute stream waits for everything queued on the side stream so far.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn join(&self) -> Result<()> {
-        let e = self.done()?;
-        self.compute_waits(&e)
-    }
-
     /// The compute stream waits for `e`.
     fn compute_waits(&self, e: &Event) -> Result<()> {
         #[cfg(feature = "cuda")]

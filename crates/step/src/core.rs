@@ -2,7 +2,7 @@
 //! synchronisation, the loss, the norm and clipping coefficient, AdamW. The same code runs
 //! eagerly and inside a CUDA graph capture.
 
-use crate::{AdamwPlace, NormPlace, StepOptions};
+use crate::{AdamwPlace, StepOptions};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::ReduceOp;
@@ -32,11 +32,6 @@ pub struct Core {
     /// The place when inside the backward is exact (one micro-batch).
     place: AdamwPlace,
     side: Option<SideStream>,
-    /// Where a clipped step of one micro-batch takes the norm, its stream, and each
-    /// stage's final gradients (found on the first such step).
-    norm: NormPlace,
-    norm_side: Option<SideStream>,
-    final_at: Option<Vec<Vec<usize>>>,
 }
 
 impl Core {
@@ -52,23 +47,12 @@ impl Core {
         } else {
             None
         };
-        let local = matches!(sync, Sync::Local) && place == AdamwPlace::After && o.clip > 0.0;
-        let norm = o.norm.resolve(local, device.is_cuda());
-        let norm_side = match norm {
-            NormPlace::SideStream => {
-                Some(SideStream::new(device).map_err(|e| anyhow!("--norm side-stream: {e}"))?)
-            }
-            _ => None,
-        };
         Ok(Self {
             sync,
             opt,
             clip: o.clip,
             place,
             side,
-            norm,
-            norm_side,
-            final_at: None,
         })
     }
 
@@ -122,9 +106,6 @@ impl Core {
     pub fn place(&self) -> AdamwPlace {
         self.place
     }
-    pub fn norm_place(&self) -> NormPlace {
-        self.norm
-    }
     pub fn side(&self) -> Option<&SideStream> {
         self.side.as_ref()
     }
@@ -155,8 +136,6 @@ impl Core {
         capturing: bool,
     ) -> Result<Tensor> {
         let k = batches.len();
-        // The norm where it was taken inside the backward.
-        let mut staged: Option<Tensor> = None;
         let (loss, grads) = match &mut self.sync {
             Sync::Local if self.place != AdamwPlace::After && k == 1 => {
                 let tape = seam::forward(model, &batches[0])?;
@@ -165,19 +144,6 @@ impl Core {
                 tape.backward(|s, g| ib.stage(&model.stage_params(s), g))?;
                 ib.finish()?;
                 (loss, None)
-            }
-            Sync::Local if k == 1 && self.norm != NormPlace::After => {
-                let final_at = self.final_at.get_or_insert_with(|| final_at(model));
-                let mut sn = seam::clip::StagedNorm::new(self.norm_side.as_ref());
-                let (l, g) = seam::forward_backward(model, &batches[0], |s, grads| {
-                    let fin: Vec<&Tensor> = final_at[s]
-                        .iter()
-                        .filter_map(|&i| grads[i].as_ref())
-                        .collect();
-                    sn.stage(&fin)
-                })?;
-                staged = Some(sn.finish(self.clip)?);
-                (l, Some(g))
             }
             Sync::Local => {
                 let (mut loss, mut sum): (Option<Tensor>, Option<Grads>) = (None, None);
@@ -266,10 +232,7 @@ impl Core {
             }
             return Ok(Tensor::cat(&[&loss, &no_norm()?], 0)?);
         }
-        let nc = match staged {
-            Some(nc) => nc,
-            None => seam::clip::norm_and_coef(&g, self.clip)?,
-        };
+        let nc = seam::clip::norm_and_coef(&g, self.clip)?;
         match &mut self.sync {
             Sync::Sharded(_, o) => {
                 o.step(model.params().vars(), &seam::clip::scale(&g, &nc)?)?;
@@ -312,20 +275,4 @@ fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Option<Tensor>> {
     z.optimizer_mut().set_grad_scale(Some(nc.clone()));
     z.step_on(shards)?;
     Ok(Some(nc))
-}
-
-/// Per stage, the parameters whose gradient is final once that stage's backward ran: the
-/// backward runs the stages last to first, so a parameter's is final at the first stage
-/// that lists it.
-fn final_at(model: &dyn StagedModel) -> Vec<Vec<usize>> {
-    let mut at = vec![Vec::new(); model.num_stages()];
-    let mut seen = vec![false; model.params().len()];
-    for (s, list) in at.iter_mut().enumerate() {
-        for i in model.stage_params(s) {
-            if !std::mem::replace(&mut seen[i], true) {
-                list.push(i);
-            }
-        }
-    }
-    at
 }

@@ -36,7 +36,7 @@ pub mod slots;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 pub use core::Sync;
-pub use place::{AdamwPlace, NormPlace};
+pub use place::AdamwPlace;
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
 
 /// How a step is run (not what it computes, except `clip`).
@@ -45,8 +45,6 @@ pub struct StepOptions {
     /// Clip the gradients to this global norm (0: no clipping).
     pub clip: f64,
     pub adamw: AdamwPlace,
-    /// Where a clipped step takes the norm (inside the backward only where exact).
-    pub norm: NormPlace,
     /// Capture the step as a CUDA graph after one eager step (CUDA only).
     pub graph: bool,
     /// The model computes in fp32 on SIMT GEMMs (no TF32): `auto` then puts AdamW on a
@@ -62,7 +60,6 @@ impl Default for StepOptions {
         Self {
             clip: 0.0,
             adamw: AdamwPlace::Auto,
-            norm: NormPlace::SideStream,
             graph: true,
             fp32_simt: false,
             side_blocks: 0,
@@ -250,12 +247,6 @@ impl TrainStep {
     /// Where AdamW runs in this step.
     pub fn adamw_place(&self) -> AdamwPlace {
         self.core.place()
-    }
-
-    /// Where a clipped step takes the norm, for steps of one micro-batch (more run it after
-    /// the backward); `None` where no norm is taken.
-    pub fn norm_place(&self) -> Option<NormPlace> {
-        self.core.takes_norm().then(|| self.core.norm_place())
     }
 
     /// The side stream's block cap and lag, where AdamW runs on one.

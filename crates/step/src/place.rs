@@ -46,40 +46,6 @@ impl AdamwPlace {
     }
 }
 
-/// Where a clipped step takes the global gradient norm (`--norm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum NormPlace {
-    /// One pass over every gradient after the backward.
-    After,
-    /// Each stage's gradients summed as soon as its backward is queued, on the compute
-    /// stream (fresh in L2).
-    InBackward,
-    /// The same on a second CUDA stream beside the earlier stages' backward (a few blocks,
-    /// `seam::clip::NORM_SIDE_BLOCKS`).
-    #[default]
-    SideStream,
-}
-
-impl NormPlace {
-    /// The place that runs: inside the backward only where the backward's gradients are
-    /// the ones clipped (one rank, one micro-batch) on CUDA.
-    pub fn resolve(self, local_single: bool, cuda: bool) -> NormPlace {
-        match (self, local_single, cuda) {
-            (p, true, true) => p,
-            _ => NormPlace::After,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            NormPlace::After => "after",
-            NormPlace::InBackward => "in-backward",
-            NormPlace::SideStream => "side-stream",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::AdamwPlace::*;

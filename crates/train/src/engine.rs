@@ -126,11 +126,7 @@ impl Engine {
             Ok(()) => "one CUDA graph".to_string(),
             Err(why) => format!("eager ({why})"),
         };
-        let norm = match self.step.norm_place() {
-            Some(p) => format!("; norm {}", p.name()),
-            None => String::new(),
-        };
-        format!("step: {g}; AdamW {}{norm}", self.step.adamw_place().name())
+        format!("step: {g}; AdamW {}", self.step.adamw_place().name())
     }
 
     /// The mean of `x` over the ranks.
