@@ -1,5 +1,5 @@
 //! `ddp-train`: trains a model data-parallel for N steps with any strategy, sharding a
-//! global batch over the ranks. With `--check`, rank 0 also trains the same model alone on
+//! global batch over the ranks, through the step `train` runs (`step::TrainStep`). With `--check`, rank 0 also trains the same model alone on
 //! the whole batch and every rank compares its final weights with it and with rank 0's.
 //!
 //!   ddp-train --backend cpu --world 4 --model toy --strategy bucketed:25 --check
@@ -12,8 +12,9 @@ use comm::{CommOptions, Communicator, ReduceOp};
 use ddp::check::{max_abs_diff, worst_ratio};
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::named::{build, global_batch};
-use model::{AdamW, AdamWConfig, StagedModel};
+use model::{AdamWConfig, StagedModel};
 use std::sync::Arc;
+use step::{StepOptions, Sync, TrainStep};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
@@ -132,19 +133,34 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     } else {
         0.0
     };
-    let mut opt = AdamW::new(AdamWConfig::default())?;
+    // The step users run (step::TrainStep: one CUDA graph with its collectives on NCCL).
+    let cfg = AdamWConfig::default();
+    let mut st = TrainStep::new(
+        m.as_ref(),
+        Sync::Ddp(Box::new(d)),
+        cfg,
+        StepOptions::default(),
+    )?;
     for s in 0..a.steps {
         let global = global_batch(&a.model, s, a.global_batch, dev)?;
         let local = shard_batch(&global, rank, world)?;
-        let loss = d.forward_backward(m.as_ref(), &local)?;
-        let g = d.finish_gradient_synchronization()?;
-        opt.step(m.params().vars(), &g)?;
-        let l = loss.to_scalar::<f32>()?;
+        st.step(m.as_ref(), &[local], cfg.lr)?;
+        let l = st.flush()?.map_or(f64::NAN, |o| o.loss);
         if rank == 0 {
+            let Sync::Ddp(d) = st.sync() else {
+                unreachable!("built with Sync::Ddp")
+            };
             let n = d.last_stats().collectives;
-            println!("step {s}: loss {l:.5} (rank 0's shard), {n} collectives");
+            println!("step {s}: loss {l:.5} (mean over the ranks), {n} collectives");
         }
     }
+    if rank == 0 {
+        let how = st
+            .graph_status()
+            .map_or_else(|why| format!("eager ({why})"), |()| "one CUDA graph".into());
+        println!("step: {how}; AdamW {}", st.adamw_place().name());
+    }
+    drop(st);
     if !a.check {
         return Ok(());
     }
@@ -158,12 +174,14 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     let (mut diff_single, mut ratio, mut worst) = (0f32, 0f32, String::new());
     if rank == 0 {
         let single = build(&a.model, 0, dev)?;
-        let mut o = AdamW::new(AdamWConfig::default())?;
+        let cfg = AdamWConfig::default();
+        let mut o = TrainStep::new(single.as_ref(), Sync::Local, cfg, StepOptions::default())?;
         for s in 0..a.steps {
             let b = global_batch(&a.model, s, a.global_batch, dev)?;
-            let (_, g) = model::forward_backward(single.as_ref(), &b, |_, _| Ok(()))?;
-            o.step(single.params().vars(), &g)?;
+            o.step(single.as_ref(), &[b], cfg.lr)?;
         }
+        o.flush()?;
+        drop(o);
         let names = m.params().names();
         for (i, (x, y)) in m
             .params()
