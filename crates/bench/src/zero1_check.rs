@@ -1,5 +1,6 @@
 //! `bench zero1-check`: ZeRO-1 checkpoints on the real backend. On every rank, the tiny LM
-//! is trained with `Zero1Overlap` (gather-ahead on, small buckets) for `steps` steps on a
+//! is trained through the step users run (`step::TrainStep` with `Sync::Zero1`:
+//! `Zero1Overlap`, gather-ahead on, small buckets) for `steps` steps on a
 //! global batch sharded over the ranks, saving a sharded checkpoint after `save_at` steps;
 //! a fresh model (other seed) and optimizer with another bucket layout then resume from
 //! that checkpoint and run the remaining steps again. Checked: the resumed weights equal
@@ -16,9 +17,10 @@ use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 use comm::{Communicator, ReduceOp};
 use ddp::{check, shard_batch, Strategy};
-use model::{AdamW, AdamWConfig, StagedModel};
+use model::{AdamWConfig, StagedModel};
 use std::path::Path;
 use std::sync::Arc;
+use step::{StepOptions, Sync, TrainStep};
 use zero1::Zero1Overlap;
 
 fn tiny(seed: u64, dev: &Device) -> Result<Box<dyn StagedModel>> {
@@ -128,14 +130,14 @@ pub struct CheckConfig {
     pub tol: f32,
 }
 
-/// Runs steps `from..to` on this rank's shard.
+/// Runs steps `from..to` on this rank's shard through the step users run
+/// (`step::TrainStep` with `Sync::Zero1`); the parameters are complete afterwards.
 fn train(
-    z: &mut Zero1Overlap,
+    st: &mut TrainStep,
     m: &dyn StagedModel,
     c: &dyn Communicator,
     cfg: &CheckConfig,
-    from: usize,
-    to: usize,
+    (from, to): (usize, usize),
     dev: &Device,
 ) -> Result<()> {
     for s in from..to {
@@ -144,11 +146,29 @@ fn train(
             c.rank(),
             c.world_size(),
         )?;
-        z.forward_backward(m, &b)?;
-        z.step()?;
+        st.step(m, &[b], AdamWConfig::default().lr)?;
     }
-    z.sync_params()?;
+    st.flush()?;
     Ok(())
+}
+
+/// `z` in the step users run.
+fn zero1_step(m: &dyn StagedModel, mut z: Zero1Overlap) -> Result<TrainStep> {
+    z.set_gather_ahead(true);
+    let cfg = AdamWConfig::default();
+    Ok(TrainStep::new(
+        m,
+        Sync::Zero1(Box::new(z)),
+        cfg,
+        StepOptions::default(),
+    )?)
+}
+
+fn zero1(st: &mut TrainStep) -> &mut Zero1Overlap {
+    match st.sync_mut() {
+        Sync::Zero1(z) => z,
+        _ => unreachable!("built with Sync::Zero1"),
+    }
 }
 
 pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) -> Result<()> {
@@ -167,32 +187,32 @@ pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) ->
     let opt = AdamWConfig::default();
     // Uninterrupted, saving on the way (other seeds per rank: the broadcast is exercised).
     let m = tiny(rank as u64 * 17, dev)?;
-    let mut z = Zero1Overlap::new(
+    let z = Zero1Overlap::new(
         comm.clone(),
         m.as_ref(),
         Strategy::Bucketed { bucket_mb: 0.05 },
         opt,
     )?;
-    z.set_gather_ahead(true);
-    train(&mut z, m.as_ref(), c, cfg, 0, cfg.save_at, dev)?;
-    z.save(&cfg.dir)?;
-    train(&mut z, m.as_ref(), c, cfg, cfg.save_at, cfg.steps, dev)?;
+    let mut st = zero1_step(m.as_ref(), z)?;
+    train(&mut st, m.as_ref(), c, cfg, (0, cfg.save_at), dev)?;
+    zero1(&mut st).save(&cfg.dir)?;
+    train(&mut st, m.as_ref(), c, cfg, (cfg.save_at, cfg.steps), dev)?;
     let straight = weights(m.as_ref())?;
-    let layout_a = z.ddp().buckets().len();
-    drop(z);
+    let layout_a = zero1(&mut st).ddp().buckets().len();
+    drop(st);
     // Resumed into a fresh model with another bucket layout.
     let m2 = tiny(1000 + rank as u64, dev)?;
-    let mut z2 = Zero1Overlap::resume(
+    let z2 = Zero1Overlap::resume(
         comm.clone(),
         m2.as_ref(),
         Strategy::Bucketed { bucket_mb: 1.0 },
         opt,
         &cfg.dir,
     )?;
-    z2.set_gather_ahead(true);
-    train(&mut z2, m2.as_ref(), c, cfg, cfg.save_at, cfg.steps, dev)?;
+    let mut st2 = zero1_step(m2.as_ref(), z2)?;
+    train(&mut st2, m2.as_ref(), c, cfg, (cfg.save_at, cfg.steps), dev)?;
     let resumed = weights(m2.as_ref())?;
-    let layout_b = z2.ddp().buckets().len();
+    let layout_b = zero1(&mut st2).ddp().buckets().len();
     // Non-finite weights fail the check (on every rank) instead of comparing as 0.
     let bad = [("straight", &straight), ("resumed", &resumed)]
         .into_iter()
@@ -213,15 +233,16 @@ pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) ->
     let (mut single_abs, mut single_ratio) = (0f32, 0f32);
     if rank == 0 {
         let s = tiny(0, dev)?;
-        let mut o = AdamW::new(opt)?;
+        let mut o = TrainStep::new(s.as_ref(), Sync::Local, opt, StepOptions::default())?;
         for step in 0..cfg.steps {
-            let (_, g) = model::forward_backward(
+            o.step(
                 s.as_ref(),
-                &global_batch(step, cfg.global_batch, dev)?,
-                |_, _| Ok(()),
+                &[global_batch(step, cfg.global_batch, dev)?],
+                opt.lr,
             )?;
-            o.step(s.params().vars(), &g)?;
         }
+        o.flush()?;
+        drop(o);
         (single_abs, single_ratio) =
             compare(&straight, &weights(s.as_ref())?).unwrap_or((f32::NAN, f32::NAN));
     }
