@@ -29,28 +29,7 @@ impl Ddp {
     /// `opt.steps_taken()`. Every rank calls it; rank 0 writes. A parameter that has not
     /// been stepped yet is saved without moments.
     pub fn save(&self, dir: &Path, model: &dyn StagedModel, opt: &AdamW) -> Result<()> {
-        let step = opt.steps_taken();
-        checkpoint::save(self.comm(), &self.device, dir, step, |files| {
-            if files.rank() != 0 {
-                return Ok(());
-            }
-            let p = model.params();
-            let mut t = HashMap::new();
-            for (i, (name, v)) in p.names().iter().zip(p.vars()).enumerate() {
-                t.insert(format!("param/{name}"), v.as_tensor().clone());
-                if let Some((m, s)) = opt.moments(i, v)? {
-                    t.insert(format!("exp_avg/{name}"), Tensor::new(m, &Device::Cpu)?);
-                    t.insert(format!("exp_avg_sq/{name}"), Tensor::new(s, &Device::Cpu)?);
-                }
-            }
-            t.insert(
-                "meta".into(),
-                Tensor::new(&[VERSION, step as f64], &Device::Cpu)?,
-            );
-            files.put(FILE, &t)?;
-            Ok::<(), DdpError>(())
-        })?;
-        Ok(())
+        save(self.comm(), dir, model, opt)
     }
 
     /// Loads the checkpoint in `dir` into `model`'s parameters and `opt` (moments and step
@@ -58,30 +37,74 @@ impl Ddp {
     /// parameter missing or of another shape, or an extra one is an error naming it, on
     /// every rank, before anything is changed.
     pub fn resume(&mut self, dir: &Path, model: &dyn StagedModel, opt: &mut AdamW) -> Result<u64> {
-        let read = read(dir, model);
-        let report = read
-            .as_ref()
-            .map(|_| ())
-            .map_err(|e| checkpoint::error::bad(dir, e));
-        let agreed = checkpoint::agree(self.comm(), &self.device, dir, "resume", report);
-        let (step, t) = read?;
-        agreed?;
+        resume(self.comm(), dir, model, opt)
+    }
+}
+
+/// [`Ddp::save`] with the ranks' communicator (replicated training without a `Ddp`: one
+/// rank's step writes the same format).
+pub fn save(
+    comm: &dyn comm::Communicator,
+    dir: &Path,
+    model: &dyn StagedModel,
+    opt: &AdamW,
+) -> Result<()> {
+    let device = model_device(model)?;
+    let step = opt.steps_taken();
+    checkpoint::save(comm, &device, dir, step, |files| {
+        if files.rank() != 0 {
+            return Ok(());
+        }
         let p = model.params();
+        let mut t = HashMap::new();
         for (i, (name, v)) in p.names().iter().zip(p.vars()).enumerate() {
-            let w = &t[&format!("param/{name}")];
-            v.set(&w.to_device(v.device())?.to_dtype(v.dtype())?)?;
-            let moments = (
-                t.get(&format!("exp_avg/{name}")),
-                t.get(&format!("exp_avg_sq/{name}")),
-            );
-            if let (Some(m), Some(s)) = moments {
-                let (m, s): (Vec<f32>, Vec<f32>) = (m.to_vec1()?, s.to_vec1()?);
-                opt.restore(step, i, v, &m, &s)?;
+            t.insert(format!("param/{name}"), v.as_tensor().clone());
+            if let Some((m, s)) = opt.moments(i, v)? {
+                t.insert(format!("exp_avg/{name}"), Tensor::new(m, &Device::Cpu)?);
+                t.insert(format!("exp_avg_sq/{name}"), Tensor::new(s, &Device::Cpu)?);
             }
         }
-        opt.set_steps_taken(step);
-        Ok(step)
+        t.insert(
+            "meta".into(),
+            Tensor::new(&[VERSION, step as f64], &Device::Cpu)?,
+        );
+        files.put(FILE, &t)?;
+        Ok::<(), DdpError>(())
+    })?;
+    Ok(())
+}
+
+/// [`Ddp::resume`] with the ranks' communicator.
+pub fn resume(
+    comm: &dyn comm::Communicator,
+    dir: &Path,
+    model: &dyn StagedModel,
+    opt: &mut AdamW,
+) -> Result<u64> {
+    let device = model_device(model)?;
+    let read = read(dir, model);
+    let report = read
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| checkpoint::error::bad(dir, e));
+    let agreed = checkpoint::agree(comm, &device, dir, "resume", report);
+    let (step, t) = read?;
+    agreed?;
+    let p = model.params();
+    for (i, (name, v)) in p.names().iter().zip(p.vars()).enumerate() {
+        let w = &t[&format!("param/{name}")];
+        v.set(&w.to_device(v.device())?.to_dtype(v.dtype())?)?;
+        let moments = (
+            t.get(&format!("exp_avg/{name}")),
+            t.get(&format!("exp_avg_sq/{name}")),
+        );
+        if let (Some(m), Some(s)) = moments {
+            let (m, s): (Vec<f32>, Vec<f32>) = (m.to_vec1()?, s.to_vec1()?);
+            opt.restore(step, i, v, &m, &s)?;
+        }
     }
+    opt.set_steps_taken(step);
+    Ok(step)
 }
 
 /// Reads and checks the checkpoint against `model`: its step and tensors.
@@ -143,4 +166,12 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
         return Err(bad(format!("tensor {extra} is not of this model")));
     }
     Ok((ck.step(), t))
+}
+
+fn model_device(model: &dyn StagedModel) -> Result<Device> {
+    let p = model.params();
+    if p.is_empty() {
+        return Err(DdpError::Input("the model has no parameters".into()));
+    }
+    Ok(p.var(0).device().clone())
 }

@@ -112,9 +112,6 @@ impl Core {
     pub fn adamw(&self) -> &AdamW {
         &self.opt
     }
-    pub fn adamw_mut(&mut self) -> &mut AdamW {
-        &mut self.opt
-    }
 
     pub fn sync_and_adamw_mut(&mut self) -> (&mut Sync, &mut AdamW) {
         (&mut self.sync, &mut self.opt)

@@ -29,6 +29,7 @@
 //!   included (every rank captures the same step; where one fails, all run eager and
 //!   [`TrainStep::graph_status`] says why). The watchdog watches each replay.
 
+mod ckpt;
 mod core;
 pub mod place;
 pub mod slots;
@@ -254,15 +255,12 @@ impl TrainStep {
         self.core.side()
     }
 
-    /// The optimizer (checkpoints); `None` with the sharded optimizer.
+    /// The replicated optimizer (unused by the sharded ones, which hold their own).
     pub fn adamw(&self) -> &AdamW {
         self.core.adamw()
     }
-    pub fn adamw_mut(&mut self) -> &mut AdamW {
-        self.core.adamw_mut()
-    }
 
-    /// The synchronisation (checkpoints reach the Ddp or the sharded optimizer through it).
+    /// The synchronisation (a benchmark reads the Ddp's counters through it).
     pub fn sync(&self) -> &Sync {
         &self.core.sync
     }
@@ -270,14 +268,20 @@ impl TrainStep {
         &mut self.core.sync
     }
 
-    /// Both, for a resume that loads the optimizer through the Ddp.
-    pub fn sync_and_adamw_mut(&mut self) -> (&mut Sync, &mut AdamW) {
-        self.core.sync_and_adamw_mut()
-    }
-
     /// The device the step runs on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+}
+
+impl TrainStep {
+    /// Drops a captured graph: the next step runs eager and captures again.
+    fn recapture(&mut self) {
+        if matches!(self.graph, Graph::On(_)) {
+            self.graph = Graph::Wanted;
+            self.eager_steps = 0;
+            seam::graph::trim(&self.device);
+        }
     }
 }
 

@@ -1,14 +1,12 @@
 //! One rank's model and its training step (`step::TrainStep`: micro-batches, gradient
-//! averaging, clipping by the global norm on the device, AdamW at the schedule's rate, one
-//! CUDA graph on one GPU), the validation loss, and checkpoints through `Ddp::save` /
-//! `ShardedOptimizer::save`.
+//! synchronisation, clipping by the global norm on the device, AdamW at the schedule's
+//! rate, one CUDA graph, checkpoints), and the validation loss.
 //!
 //! Strategies: `single` (one rank, no communication), any ddp strategy (gradients
-//! all-reduced), `zero1` (ZeRO-1: `zero1::Zero1Overlap`, buckets reduce-scattered during the
-//! backward, all-gathers ahead of the next forward), `sharded` (ddp's all-reduce, then the
-//! optimizer state sharded over the ranks: `zero1::ShardedOptimizer`). In every strategy each rank holds the averaged
-//! gradients of the whole model before the step, so the global norm is computed from them
-//! and is the same on every rank, with no extra collective.
+//! all-reduced), `zero1` (ZeRO-1: `zero1::Zero1Overlap`, buckets reduce-scattered during
+//! the backward, the norm from every rank's slices, all-gathers ahead of the next forward),
+//! `sharded` (ddp's all-reduce, then the optimizer state sharded over the ranks:
+//! `zero1::ShardedOptimizer`).
 
 use crate::config::TrainConfig;
 use anyhow::Result;
@@ -28,9 +26,6 @@ pub struct Engine {
     pub dev: Device,
     pub model: TransformerLm,
     step: TrainStep,
-    /// The single strategy's checkpoints go through a Ddp of one bucket layout (the
-    /// format every strategy but zero1 writes); the other strategies' Ddp is the step's.
-    ckpt_ddp: Option<Ddp>,
 }
 
 /// What one step reports.
@@ -58,15 +53,12 @@ impl Engine {
             model.set_compute_dtype(DType::BF16);
         }
         let bucketed = Strategy::Bucketed { bucket_mb: 25.0 };
-        let (sync, ckpt_ddp) = match c.strategy.as_str() {
-            "single" => (
-                Sync::Local,
-                Some(Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?),
-            ),
+        let sync = match c.strategy.as_str() {
+            "single" => Sync::Local,
             "zero1" => {
                 let mut z = Zero1Overlap::new(comm.clone(), &model, bucketed, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
-                (Sync::Zero1(Box::new(z)), None)
+                Sync::Zero1(Box::new(z))
             }
             "sharded" => {
                 let g = ParamGroup {
@@ -75,21 +67,18 @@ impl Engine {
                 };
                 let d = Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?;
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
-                (Sync::Sharded(Box::new(d), Box::new(o)), None)
+                Sync::Sharded(Box::new(d), Box::new(o))
             }
             s => {
                 // A bf16 model's gradients are bf16: reduced as they are (in place, no
-                // copy), as the single-GPU AdamW reads them.
-                // Buckets ready at the same stage go out as one launch (one NCCL group).
+                // copy), as the single-GPU AdamW reads them. Buckets ready at the same
+                // stage go out as one launch (one NCCL group).
                 let o = DdpOptions {
                     grad_dtype: c.bf16.then_some(DType::BF16),
                     coalesce: true,
                     ..DdpOptions::new(s.parse()?)
                 };
-                (
-                    Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, o)?)),
-                    None,
-                )
+                Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, o)?))
             }
         };
         let opts = StepOptions {
@@ -105,7 +94,6 @@ impl Engine {
             dev,
             model,
             step,
-            ckpt_ddp,
         })
     }
 
@@ -150,52 +138,16 @@ impl Engine {
 
     /// The directory holding the checkpoint's manifest inside a step directory.
     pub fn manifest_dir(&self, dir: &Path) -> PathBuf {
-        match self.step.sync() {
-            Sync::Sharded(..) | Sync::Zero1(_) => dir.join("group-0"),
-            _ => dir.to_path_buf(),
-        }
+        self.step.manifest_dir(dir)
     }
 
     /// Saves weights and optimizer state (collective).
     pub fn save(&mut self, dir: &Path) -> Result<()> {
-        if let Sync::Zero1(z) = self.step.sync_mut() {
-            // The format of the sharded optimizer's one group: either resumes the other.
-            z.save(&dir.join("group-0"))?;
-            return Ok(());
-        }
-        match (self.step.sync(), &self.ckpt_ddp) {
-            (Sync::Sharded(_, o), _) => o.save(dir)?,
-            (Sync::Zero1(_), _) => unreachable!("saved above"),
-            (Sync::Ddp(d), _) => d.save(dir, &self.model, self.step.adamw())?,
-            (Sync::Local, Some(d)) => d.save(dir, &self.model, self.step.adamw())?,
-            (Sync::Local, None) => anyhow::bail!("no checkpoint layout"),
-        }
-        Ok(())
+        self.step.save(&self.model, dir, &self.comm)
     }
 
     /// Loads weights and optimizer state (collective); returns the optimizer's step count.
-    pub fn resume(&mut self, dir: &Path, c: &TrainConfig) -> Result<u64> {
-        let comm = self.comm.clone();
-        let model = &self.model;
-        let (sync, opt) = self.step.sync_and_adamw_mut();
-        Ok(match (sync, &mut self.ckpt_ddp) {
-            (Sync::Sharded(_, o), _) => {
-                let g = ParamGroup {
-                    params: model.params().vars().to_vec(),
-                    cfg: adamw_cfg(c),
-                };
-                **o = ShardedOptimizer::resume(comm, vec![g], dir)?;
-                checkpoint::Checkpoint::open(&dir.join("group-0"))?.step()
-            }
-            (Sync::Zero1(z), _) => {
-                let s = Strategy::Bucketed { bucket_mb: 25.0 };
-                **z = Zero1Overlap::resume(comm, model, s, adamw_cfg(c), &dir.join("group-0"))?;
-                z.set_gather_ahead(true);
-                z.optimizer().steps_taken()
-            }
-            (Sync::Ddp(d), _) => d.resume(dir, model, opt)?,
-            (Sync::Local, Some(d)) => d.resume(dir, model, opt)?,
-            (Sync::Local, None) => anyhow::bail!("no checkpoint layout"),
-        })
+    pub fn resume(&mut self, dir: &Path) -> Result<u64> {
+        self.step.resume(&self.model, dir, &self.comm)
     }
 }

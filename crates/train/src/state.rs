@@ -152,7 +152,7 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig) -> Result<u64> {
             diff.join("; ")
         );
     }
-    let got = e.resume(&dir, cfg)?;
+    let got = e.resume(&dir)?;
     if got != step {
         bail!(
             "checkpoint {}: the optimizer state is of step {got}, the training state of {step}",

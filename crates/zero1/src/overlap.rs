@@ -117,6 +117,11 @@ impl Zero1Overlap {
         self.gather_ahead = on;
     }
 
+    /// Whether [`Self::step`] leaves its all-gathers for the next forward.
+    pub fn gather_ahead(&self) -> bool {
+        self.gather_ahead
+    }
+
     /// SMs the backward's GEMMs leave to NCCL's reduce-scatters (see
     /// `ddp::DdpOptions::gemm_sm_carveout`; 0: none).
     pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
