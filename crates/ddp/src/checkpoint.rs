@@ -168,6 +168,46 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
     Ok((ck.step(), t))
 }
 
+/// The checkpoint in `dir` as flat state, for an optimizer of another layout (ZeRO-1's
+/// slices resume from it): the parameters (by index), the step count, and both moments
+/// flattened in parameter order (zeros for a parameter never stepped). Every rank reads
+/// and checks it; the ranks agree before anything is returned.
+pub fn read_flat(
+    comm: &dyn comm::Communicator,
+    dir: &Path,
+    model: &dyn StagedModel,
+) -> Result<(Vec<Tensor>, u64, Vec<f32>, Vec<f32>)> {
+    let device = model_device(model)?;
+    let read = read(dir, model);
+    let report = read
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| checkpoint::error::bad(dir, e));
+    let agreed = checkpoint::agree(comm, &device, dir, "resume", report);
+    let (step, t) = read?;
+    agreed?;
+    let p = model.params();
+    let (mut w, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for (name, var) in p.names().iter().zip(p.vars()) {
+        w.push(t[&format!("param/{name}")].clone());
+        let n = var.elem_count();
+        match (
+            t.get(&format!("exp_avg/{name}")),
+            t.get(&format!("exp_avg_sq/{name}")),
+        ) {
+            (Some(a), Some(b)) => {
+                m.extend(a.to_vec1::<f32>()?);
+                v.extend(b.to_vec1::<f32>()?);
+            }
+            _ => {
+                m.extend(std::iter::repeat_n(0.0, n));
+                v.extend(std::iter::repeat_n(0.0, n));
+            }
+        }
+    }
+    Ok((w, step, m, v))
+}
+
 fn model_device(model: &dyn StagedModel) -> Result<Device> {
     let p = model.params();
     if p.is_empty() {

@@ -43,8 +43,10 @@ impl TrainStep {
     }
 
     /// Loads the checkpoint in step directory `dir` into `model` and the optimizer; returns
-    /// its step count. A graph captured before is dropped (it would replay the old
-    /// optimizer's buffers): the next step runs eager and captures again.
+    /// its step count. Either format resumes any synchronisation (another strategy, another
+    /// world size), except the sharded optimizer, which reads sharded checkpoints only. A
+    /// graph captured before is dropped (it would replay the old optimizer's buffers): the
+    /// next step runs eager and captures again.
     pub fn resume(
         &mut self,
         model: &dyn StagedModel,
@@ -53,29 +55,82 @@ impl TrainStep {
     ) -> Result<u64> {
         self.flush()?;
         self.recapture();
+        let sharded = dir.join(GROUP).is_dir();
+        let group = dir.join(GROUP);
         let (sync, opt) = self.core.sync_and_adamw_mut();
-        Ok(match sync {
-            Sync::Local => ddp::checkpoint::resume(comm.as_ref(), dir, model, opt)?,
-            Sync::Ddp(d) => ddp::checkpoint::resume(d.comm(), dir, model, opt)?,
-            Sync::Sharded(_, o) => {
+        Ok(match (sync, sharded) {
+            (Sync::Local, false) => ddp::checkpoint::resume(comm.as_ref(), dir, model, opt)?,
+            (Sync::Ddp(d), false) => ddp::checkpoint::resume(d.comm(), dir, model, opt)?,
+            (Sync::Local, true) => replicated_from_sharded(comm.as_ref(), &group, model, opt)?,
+            (Sync::Ddp(d), true) => replicated_from_sharded(d.comm(), &group, model, opt)?,
+            (Sync::Sharded(_, o), true) => {
                 let g = ParamGroup {
                     params: model.params().vars().to_vec(),
                     cfg: opt.cfg,
                 };
                 **o = ShardedOptimizer::resume(comm.clone(), vec![g], dir)?;
-                checkpoint::Checkpoint::open(&dir.join(GROUP))?.step()
+                checkpoint::Checkpoint::open(&group)?.step()
             }
-            Sync::Zero1(z) => {
+            (Sync::Sharded(..), false) => anyhow::bail!(
+                "checkpoint {}: the sharded optimizer resumes sharded checkpoints only (of zero1 or sharded); this one is replicated (single or a ddp strategy): resume it with --strategy zero1",
+                dir.display()
+            ),
+            (Sync::Zero1(z), _) => {
                 let (s, cfg, ahead) = (
                     z.ddp().options().strategy,
                     z.optimizer().cfg,
                     z.gather_ahead(),
                 );
-                let mut r = Zero1Overlap::resume(comm.clone(), model, s, cfg, &dir.join(GROUP))?;
+                let mut r = if sharded {
+                    Zero1Overlap::resume(comm.clone(), model, s, cfg, &group)?
+                } else {
+                    let (w, step, m, v) = ddp::checkpoint::read_flat(comm.as_ref(), dir, model)?;
+                    let state = zero1::checkpoint::Consolidated {
+                        step,
+                        exp_avg: m,
+                        exp_avg_sq: v,
+                    };
+                    Zero1Overlap::resume_from(comm.clone(), model, s, cfg, &w, &state)?
+                };
                 r.set_gather_ahead(ahead);
                 **z = r;
                 z.optimizer().steps_taken()
             }
         })
     }
+}
+
+/// A replicated optimizer (one rank, DDP) from a sharded checkpoint (`group`): every rank
+/// reads the whole of it (parameters, and the moments gathered from every shard), the
+/// ranks agree, then the parameters and each one's moments are set.
+fn replicated_from_sharded(
+    comm: &dyn Communicator,
+    group: &Path,
+    model: &dyn StagedModel,
+    opt: &mut seam::AdamW,
+) -> Result<u64> {
+    let params = model.params().vars().to_vec();
+    let device = params
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("the model has no parameters"))?
+        .device()
+        .clone();
+    let read = zero1::checkpoint::read_all(group, &params);
+    let report = read
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| checkpoint::error::bad(group, e));
+    let agreed = checkpoint::agree(comm, &device, group, "resume", report);
+    let (w, st) = read?;
+    agreed?;
+    zero1::checkpoint::set_params(&params, &w)?;
+    let mut off = 0;
+    for (i, v) in params.iter().enumerate() {
+        let n = v.elem_count();
+        let (m, s) = (&st.exp_avg[off..off + n], &st.exp_avg_sq[off..off + n]);
+        opt.restore(st.step, i, v, m, s)?;
+        off += n;
+    }
+    opt.set_steps_taken(st.step);
+    Ok(st.step)
 }

@@ -127,7 +127,9 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// Names of the fields in which `other` differs.
+    /// The fields that differ and forbid a resume ("field: ours vs theirs"). The strategy
+    /// may change: every checkpoint resumes under every strategy (the step converts the
+    /// optimizer state), except a replicated one under `sharded`, which says so.
     pub fn differences(&self, other: &TrainConfig) -> Vec<String> {
         let (a, b) = (
             serde_json::to_value(self).unwrap(),
@@ -135,7 +137,7 @@ impl TrainConfig {
         );
         let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
         a.iter()
-            .filter(|(k, v)| b.get(*k) != Some(v))
+            .filter(|(k, v)| *k != "strategy" && b.get(*k) != Some(v))
             .map(|(k, v)| format!("{k}: {v} vs {}", b.get(k).cloned().unwrap_or_default()))
             .collect()
     }

@@ -152,6 +152,14 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig) -> Result<u64> {
             diff.join("; ")
         );
     }
+    if saved.strategy != cfg.strategy && e.comm.rank() == 0 {
+        eprintln!(
+            "train: resuming {} (written under --strategy {}) with --strategy {}",
+            dir.display(),
+            saved.strategy,
+            cfg.strategy
+        );
+    }
     let got = e.resume(&dir)?;
     if got != step {
         bail!(

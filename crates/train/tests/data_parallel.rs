@@ -1,5 +1,6 @@
 //! DDP and ZeRO-1 on CPU ranks (threads) equal single-process training: over 200 steps on
-//! 2 ranks (two DDP strategies and ZeRO-1, which is also killed and resumed on the way),
+//! 2 ranks (two DDP strategies, the sharded optimizer and ZeRO-1, which is also killed and
+//! resumed on the way; and runs resumed under another strategy and world size),
 //! and over 40 steps on 4 ranks (overlap). Compared: every step's training loss and
 //! gradient norm, the validation losses, and the final weights.
 
@@ -102,6 +103,30 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
     let r = train_with(&tiny("zero1", steps), 2, &opts(&z, 50, None));
     assert_eq!(r.resumed_from, 100);
     runs.push(("zero1, killed at 130 and resumed from 100", z));
+    // Across strategies and world sizes, from step 100: one rank's replicated checkpoint
+    // resumed as ZeRO-1 on 2 ranks, and ZeRO-1's sharded one as bucketed DDP.
+    for (first, w1st, then, what) in [
+        (
+            "single",
+            1,
+            "zero1",
+            "single to 130, resumed from 100 as zero1",
+        ),
+        (
+            "zero1",
+            2,
+            "bucketed:0.02",
+            "zero1 to 130, resumed from 100 as bucketed",
+        ),
+    ] {
+        let out = tmp
+            .path()
+            .join(format!("{first}-then-{}", then.replace(':', "-")));
+        train_with(&tiny(first, steps), w1st, &opts(&out, 50, Some(130)));
+        let r = train_with(&tiny(then, steps), 2, &opts(&out, 50, None));
+        assert_eq!(r.resumed_from, 100, "{what}");
+        runs.push((what, out));
+    }
     let (t2, w2) = (trajectory(&runs[0].1), weights(&runs[0].1, steps));
     for (what, out) in &runs {
         let (t, w) = (trajectory(out), weights(out, steps));
@@ -113,7 +138,7 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
         // in f32, once per element; the sharded optimizer steps the same AdamW on its
         // shard and broadcasts it: all of them give the same bits. ZeRO-1 takes the norm
         // from the ranks' slices (a sum in another order): equal within the bounds above.
-        if !what.starts_with("zero1") {
+        if !what.contains("zero1") {
             assert!(t == t2 && w == w2, "{what} differs from {}", runs[0].0);
         }
     }

@@ -292,7 +292,22 @@ impl Zero1Overlap {
             .device()
             .clone();
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        checkpoint::set_params(&params, &loaded)?;
+        Self::resume_from(comm, model, strategy, cfg, &loaded, &state)
+    }
+
+    /// [`Self::resume`] from state already read and agreed on by every rank: the
+    /// parameters (by index) and the flat optimizer state (a replicated optimizer's
+    /// checkpoint converts to it: `ddp::checkpoint::read_flat`).
+    pub fn resume_from(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        strategy: Strategy,
+        cfg: AdamWConfig,
+        loaded: &[Tensor],
+        state: &checkpoint::Consolidated,
+    ) -> Result<Self> {
+        let params = model.params().vars().to_vec();
+        checkpoint::set_params(&params, loaded)?;
         let mut z = Self::new(comm, model, strategy, cfg)?;
         for b in 0..z.masters.len() {
             let (runs, _) = z.slice_runs(b);
