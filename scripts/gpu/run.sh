@@ -317,7 +317,9 @@ line = how[0] if how else ""
 print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": 1,
     "batch": 8, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
     "step_ms": 8 * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
-    "graph": "one CUDA graph" in line, "adamw": line.split("AdamW ")[-1] if line else None,
+    "graph": line.startswith("train: step: one CUDA graph"),
+    "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
+    "validation_graph": "validation: one CUDA graph" in line,
     "how": line, "loss_last": recs[-1]["loss"]}))
 PY
           tail -1 "$RES/results.jsonl"; rm -rf "$d"

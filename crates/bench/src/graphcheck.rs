@@ -6,7 +6,7 @@
 //! weights must agree within 1e-6 relative (fp32); bf16 within 1e-2. The device must not
 //! track per-allocation events (comm's `cuda_device`), as for every captured step.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::Communicator;
 use ddp::{Ddp, DdpOptions, Strategy};
@@ -167,4 +167,58 @@ pub fn graph_vs_eager(
         }
     }
     Ok(worst)
+}
+
+/// Validation through `TrainStep::eval_loss`, its forward captured after one eager batch
+/// and replayed for the other three, against the same without a graph: |Δ mean loss|.
+pub fn eval_graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f64> {
+    let batches: Vec<Batch> = (0..4).map(batch).collect::<Result<_>>()?;
+    let mut means = Vec::new();
+    for graph in [false, true] {
+        let lm = lm(gpu, dtype)?;
+        let opts = StepOptions {
+            graph,
+            ..StepOptions::default()
+        };
+        let mut st = TrainStep::new(&lm, Sync::Local, AdamWConfig::default(), opts)?;
+        means.push(st.eval_loss(&lm, &batches)?);
+        match (graph, st.eval_graph_status()) {
+            (true, Some(Ok(()))) | (false, Some(Err(_))) => {}
+            (_, s) => bail!("{dtype:?}: validation graph {graph}: {s:?}"),
+        }
+    }
+    let d = (means[0] - means[1]).abs();
+    if !(d <= 1e-6 * means[0].abs()) {
+        bail!(
+            "{dtype:?}: validation loss eager {} vs graph {}",
+            means[0],
+            means[1]
+        );
+    }
+    Ok(d)
+}
+
+/// Every graph check, one line each (`bench model-check`).
+pub fn print_all() -> Result<()> {
+    let nccl = nccl_world_1().context("a one-rank NCCL group on GPU 0")?;
+    let graph_dev = nccl.device().clone();
+    let nccl: std::sync::Arc<dyn comm::Communicator> = nccl;
+    use step::AdamwPlace as P;
+    for (over, place) in [
+        (Over::Local, P::After),
+        (Over::Local, P::InBackward),
+        (Over::Local, P::SideStream),
+        (Over::Ddp, P::After),
+        (Over::Zero1, P::After),
+    ] {
+        for dtype in [DType::F32, DType::BF16] {
+            let d = graph_vs_eager(&graph_dev, dtype, place, (over, &nccl))?;
+            println!("model-check CUDA graph, {over:?} (NCCL world 1 where not Local), AdamW {place:?}: TrainStep, 1 eager step + 9 replays of the captured whole step (forward, backward, collectives, norm and clipping at 0.05 where AdamW runs after, AdamW; learning rate changing) vs 10 eager steps of the same TrainStep, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
+        }
+    }
+    for dtype in [DType::F32, DType::BF16] {
+        let d = eval_graph_vs_eager(&graph_dev, dtype)?;
+        println!("model-check validation graph (TrainStep::eval_loss: 1 eager batch + 3 replays of the captured forward) vs eager, {dtype:?}: |Δ mean loss| = {d:.2e}: OK");
+    }
+    Ok(())
 }

@@ -247,23 +247,7 @@ fn run(cli: Cli) -> Result<()> {
                 let d = modelcheck::fused_adamw(&gpu, dtype)?;
                 println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
             }
-            let nccl = graphcheck::nccl_world_1().context("a one-rank NCCL group on GPU 0")?;
-            let graph_dev = nccl.device().clone();
-            let nccl: std::sync::Arc<dyn comm::Communicator> = nccl;
-            use graphcheck::Over;
-            use single::AdamwPlace as P;
-            for (over, place) in [
-                (Over::Local, P::After),
-                (Over::Local, P::InBackward),
-                (Over::Local, P::SideStream),
-                (Over::Ddp, P::After),
-                (Over::Zero1, P::After),
-            ] {
-                for dtype in [DType::F32, DType::BF16] {
-                    let d = graphcheck::graph_vs_eager(&graph_dev, dtype, place, (over, &nccl))?;
-                    println!("model-check CUDA graph, {over:?} (NCCL world 1 where not Local), AdamW {place:?}: TrainStep, 1 eager step + 9 replays of the captured whole step (forward, backward, collectives, norm and clipping at 0.05 where AdamW runs after, AdamW; learning rate changing) vs 10 eager steps of the same TrainStep, {dtype:?}: max |w_graph - w_eager| / max|w| = {d:.2e}: OK");
-                }
-            }
+            graphcheck::print_all()?;
             for line in gemmcheck::run(&gpu)? {
                 println!("{line}");
             }

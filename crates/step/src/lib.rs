@@ -31,6 +31,7 @@
 
 mod ckpt;
 mod core;
+mod eval;
 pub mod place;
 pub mod slots;
 
@@ -96,7 +97,12 @@ pub struct TrainStep {
     /// The step whose values have not been read yet.
     pending: Option<slots::Ticket>,
     eager_steps: u64,
-    // Last: the cache outlives the graph (drop order is declaration order).
+    /// Why no graph was asked for or can be had on this device (`None`: graphs wanted);
+    /// validation follows it.
+    graph_off_why: Option<String>,
+    /// Validation's slots and its captured forward (made on the first).
+    eval: Option<eval::Eval>,
+    // Last: the cache outlives the graphs (drop order is declaration order).
     _cache: Option<seam::graph::HtodCache>,
 }
 
@@ -125,6 +131,12 @@ impl TrainStep {
             Graph::Wanted
         };
         let cache = matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
+        let graph_off_why = match (&graph, opts.graph, device.is_cuda()) {
+            (_, false, _) => Some("not asked for (graph off)".into()),
+            (_, _, false) => Some("not a CUDA device".into()),
+            // The step may be uncapturable (its optimizer); a forward is not.
+            _ => None,
+        };
         Ok(Self {
             slots: slots::Slots::new(&device)?,
             core,
@@ -132,6 +144,8 @@ impl TrainStep {
             graph,
             pending: None,
             eager_steps: 0,
+            graph_off_why,
+            eval: None,
             _cache: cache,
         })
     }
@@ -287,9 +301,10 @@ impl TrainStep {
 
 impl Drop for TrainStep {
     fn drop(&mut self) {
-        // The graph's memory goes back once nothing replays it.
-        if matches!(self.graph, Graph::On(_)) {
+        // The graphs' memory goes back once nothing replays them.
+        if matches!(self.graph, Graph::On(_)) || self.eval_graph_on() {
             self.graph = Graph::Off("dropped".into());
+            self.eval = None;
             seam::graph::trim(&self.device);
         }
     }

@@ -114,7 +114,12 @@ impl Engine {
             Ok(()) => "one CUDA graph".to_string(),
             Err(why) => format!("eager ({why})"),
         };
-        format!("step: {g}; AdamW {}", self.step.adamw_place().name())
+        let eval = match self.step.eval_graph_status() {
+            Some(Ok(())) => "; validation: one CUDA graph".to_string(),
+            Some(Err(why)) => format!("; validation: eager ({why})"),
+            None => String::new(),
+        };
+        format!("step: {g}; AdamW {}{eval}", self.step.adamw_place().name())
     }
 
     /// The mean of `x` over the ranks.
@@ -127,13 +132,11 @@ impl Engine {
         Ok(t.to_device(&Device::Cpu)?.to_vec1::<f64>()?[0])
     }
 
-    /// Mean loss over `batches` (this rank's parts of the validation batches), over ranks.
-    pub fn eval_loss(&self, batches: &[Batch]) -> Result<f64> {
-        let mut s = 0f64;
-        for b in batches {
-            s += seam::forward(&self.model, b)?.loss().to_scalar::<f32>()? as f64;
-        }
-        self.mean(s / batches.len() as f64)
+    /// Mean loss over `batches` (this rank's parts of the validation batches, host tensors),
+    /// over ranks: through the step's captured forward, one read per evaluation.
+    pub fn eval_loss(&mut self, batches: &[Batch]) -> Result<f64> {
+        let l = self.step.eval_loss(&self.model, batches)?;
+        self.mean(l)
     }
 
     /// The directory holding the checkpoint's manifest inside a step directory.
