@@ -13,9 +13,7 @@ use super::watchdog::{Pending, Watchdog};
 use super::work::NcclWork;
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
-use crate::{
-    store, timeline::Timeline, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work,
-};
+use crate::{store, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work};
 use candle_core::{DType, Device};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use cudarc::nccl::result::{group_end, group_start};
@@ -43,16 +41,16 @@ fn capturing(stream: &CudaStream) -> bool {
 
 /// One rank of an NCCL group, bound to one GPU.
 pub struct NcclComm {
-    rank: usize,
+    pub(super) rank: usize,
     world: usize,
     device: Device,
-    compute: Arc<CudaStream>,
+    pub(super) compute: Arc<CudaStream>,
     stream: Arc<CudaStream>,
     raw: Arc<RawComm>,
     opts: CommOptions,
     seq: AtomicU64,
     watchdog: Watchdog,
-    timeline: Mutex<Option<EventLog>>,
+    pub(super) timeline: Mutex<Option<EventLog>>,
 }
 
 impl NcclComm {
@@ -155,41 +153,6 @@ impl NcclComm {
             return Err(CommError::Mismatch { op, detail });
         }
         Ok(())
-    }
-
-    /// Starts recording a [`Timeline`]: from now on every collective's span on the
-    /// communication stream, and every [`NcclComm::mark`] on the compute stream, in
-    /// milliseconds since this call's point on the compute stream. Costs two events per
-    /// collective; restarting discards what was recorded.
-    pub fn start_timeline(&self) -> Result<()> {
-        *self.log() = Some(EventLog::start(&self.compute)?);
-        Ok(())
-    }
-
-    /// Records the point the compute stream has reached, labelled (no-op without a
-    /// started timeline).
-    pub fn mark(&self, label: impl Into<String>) -> Result<()> {
-        match self.log().as_mut() {
-            Some(log) => log.mark(&self.compute, label.into()),
-            None => Ok(()),
-        }
-    }
-
-    /// Stops recording and returns the timeline (waits for its events to complete).
-    pub fn take_timeline(&self) -> Result<Timeline> {
-        let log = self
-            .log()
-            .take()
-            .ok_or_else(|| CommError::InvalidArgument {
-                op: "take_timeline",
-                rank: self.rank,
-                msg: "no timeline was started (call start_timeline first)".into(),
-            })?;
-        log.resolve()
-    }
-
-    fn log(&self) -> std::sync::MutexGuard<'_, Option<EventLog>> {
-        self.timeline.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queue point: the communication stream waits for the compute stream.

@@ -1,6 +1,7 @@
 //! The event log behind [`super::NcclComm::start_timeline`]: timing-enabled CUDA events
 //! around each collective on the communication stream and at each caller mark on the
-//! compute stream, resolved against one origin event when the timeline is taken.
+//! compute stream, resolved against one origin event when the timeline is taken; and
+//! `NcclComm`'s timeline methods (start, mark, take).
 
 use crate::error::{CommError, Result};
 use crate::timeline::{CollectiveSpan, Mark, Timeline};
@@ -81,5 +82,42 @@ impl EventLog {
             });
         }
         Ok(t)
+    }
+}
+
+impl super::NcclComm {
+    /// Starts recording a [`Timeline`]: from now on every collective's span on the
+    /// communication stream, and every [`NcclComm::mark`] on the compute stream, in
+    /// milliseconds since this call's point on the compute stream. Costs two events per
+    /// collective; restarting discards what was recorded.
+    pub fn start_timeline(&self) -> Result<()> {
+        *self.log() = Some(EventLog::start(&self.compute)?);
+        Ok(())
+    }
+
+    /// Records the point the compute stream has reached, labelled (no-op without a
+    /// started timeline).
+    pub fn mark(&self, label: impl Into<String>) -> Result<()> {
+        match self.log().as_mut() {
+            Some(log) => log.mark(&self.compute, label.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops recording and returns the timeline (waits for its events to complete).
+    pub fn take_timeline(&self) -> Result<Timeline> {
+        let log = self
+            .log()
+            .take()
+            .ok_or_else(|| CommError::InvalidArgument {
+                op: "take_timeline",
+                rank: self.rank,
+                msg: "no timeline was started (call start_timeline first)".into(),
+            })?;
+        log.resolve()
+    }
+
+    pub(super) fn log(&self) -> std::sync::MutexGuard<'_, Option<EventLog>> {
+        self.timeline.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
