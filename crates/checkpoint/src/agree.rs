@@ -66,3 +66,25 @@ pub fn agree<T: Serialize + DeserializeOwned>(
     }
     Ok(out)
 }
+
+/// This rank's reading of the checkpoint in `dir` for a resume, returned once every rank
+/// has reported its own: a rank that failed returns its own error, the others one naming
+/// it, so a bad checkpoint changes nothing on any rank.
+pub fn agree_on_read<T, E>(
+    comm: &dyn Communicator,
+    dev: &Device,
+    dir: &Path,
+    read: std::result::Result<T, E>,
+) -> std::result::Result<T, E>
+where
+    E: std::fmt::Display + From<CheckpointError>,
+{
+    let report = read
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| crate::error::bad(dir, e));
+    let agreed = agree(comm, dev, dir, "resume", report);
+    let v = read?;
+    agreed?;
+    Ok(v)
+}

@@ -32,7 +32,7 @@ mod manifest;
 mod open;
 mod save;
 
-pub use agree::agree;
+pub use agree::{agree, agree_on_read};
 pub use error::{CheckpointError, Result};
 pub use manifest::{FileEntry, Manifest, FORMAT, MANIFEST, VERSION};
 pub use open::Checkpoint;

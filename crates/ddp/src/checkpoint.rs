@@ -81,15 +81,7 @@ pub fn resume(
     model: &dyn StagedModel,
     opt: &mut AdamW,
 ) -> Result<u64> {
-    let device = model_device(model)?;
-    let read = read(dir, model);
-    let report = read
-        .as_ref()
-        .map(|_| ())
-        .map_err(|e| checkpoint::error::bad(dir, e));
-    let agreed = checkpoint::agree(comm, &device, dir, "resume", report);
-    let (step, t) = read?;
-    agreed?;
+    let (step, t) = checkpoint::agree_on_read(comm, &model_device(model)?, dir, read(dir, model))?;
     let p = model.params();
     for (i, (name, v)) in p.names().iter().zip(p.vars()).enumerate() {
         let w = &t[&format!("param/{name}")];
@@ -177,15 +169,7 @@ pub fn read_flat(
     dir: &Path,
     model: &dyn StagedModel,
 ) -> Result<(Vec<Tensor>, u64, Vec<f32>, Vec<f32>)> {
-    let device = model_device(model)?;
-    let read = read(dir, model);
-    let report = read
-        .as_ref()
-        .map(|_| ())
-        .map_err(|e| checkpoint::error::bad(dir, e));
-    let agreed = checkpoint::agree(comm, &device, dir, "resume", report);
-    let (step, t) = read?;
-    agreed?;
+    let (step, t) = checkpoint::agree_on_read(comm, &model_device(model)?, dir, read(dir, model))?;
     let p = model.params();
     let (mut w, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for (name, var) in p.names().iter().zip(p.vars()) {

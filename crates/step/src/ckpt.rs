@@ -115,14 +115,8 @@ fn replicated_from_sharded(
         .ok_or_else(|| anyhow::anyhow!("the model has no parameters"))?
         .device()
         .clone();
-    let read = zero1::checkpoint::read_all(group, &params);
-    let report = read
-        .as_ref()
-        .map(|_| ())
-        .map_err(|e| checkpoint::error::bad(group, e));
-    let agreed = checkpoint::agree(comm, &device, group, "resume", report);
-    let (w, st) = read?;
-    agreed?;
+    let read = zero1::checkpoint::read_all(group, &params).map_err(anyhow::Error::from);
+    let (w, st) = checkpoint::agree_on_read(comm, &device, group, read)?;
     zero1::checkpoint::set_params(&params, &w)?;
     let mut off = 0;
     for (i, v) in params.iter().enumerate() {

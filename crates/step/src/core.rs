@@ -167,37 +167,17 @@ impl Core {
                 (loss.expect("k >= 1"), Some(g))
             }
             Sync::Zero1(z) => {
-                let (last, rest) = batches.split_last().expect("k >= 1");
-                let mut loss: Option<Tensor> = None;
-                for b in rest {
-                    let l = z.forward_backward_no_sync(model, b)?;
-                    loss = Some(match loss {
-                        None => l,
-                        Some(a) => (a + l)?,
-                    });
-                }
-                let l = z.forward_backward(model, last)?;
-                let loss = match loss {
-                    None => l,
-                    Some(a) => (a + l)?,
-                };
+                let loss = summed(batches, |b, last| match last {
+                    false => Ok(z.forward_backward_no_sync(model, b)?),
+                    true => Ok(z.forward_backward(model, b)?),
+                })?;
                 (loss, None)
             }
             Sync::Ddp(d) | Sync::Sharded(d, _) => {
-                let (last, rest) = batches.split_last().expect("k >= 1");
-                let mut loss: Option<Tensor> = None;
-                for b in rest {
-                    let l = d.forward_backward_no_sync(model, b)?;
-                    loss = Some(match loss {
-                        None => l,
-                        Some(a) => (a + l)?,
-                    });
-                }
-                let l = d.forward_backward(model, last)?;
-                let loss = match loss {
-                    None => l,
-                    Some(a) => (a + l)?,
-                };
+                let loss = summed(batches, |b, last| match last {
+                    false => Ok(d.forward_backward_no_sync(model, b)?),
+                    true => Ok(d.forward_backward(model, b)?),
+                })?;
                 (loss, Some(d.finish_gradient_synchronization()?))
             }
         };
@@ -272,4 +252,18 @@ fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Option<Tensor>> {
     z.optimizer_mut().set_grad_scale(Some(nc.clone()));
     z.step_on(shards)?;
     Ok(Some(nc))
+}
+
+/// The losses of `f` on every micro-batch, summed on the device; `f(b, last)` is told
+/// whether `b` is the last (the one whose backward synchronises).
+fn summed(batches: &[Batch], mut f: impl FnMut(&Batch, bool) -> Result<Tensor>) -> Result<Tensor> {
+    let mut loss: Option<Tensor> = None;
+    for (i, b) in batches.iter().enumerate() {
+        let l = f(b, i + 1 == batches.len())?;
+        loss = Some(match loss {
+            None => l,
+            Some(a) => (a + l)?,
+        });
+    }
+    loss.ok_or_else(|| anyhow!("a step needs at least one micro-batch"))
 }
