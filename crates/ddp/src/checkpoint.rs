@@ -168,7 +168,7 @@ pub fn read_flat(
     comm: &dyn comm::Communicator,
     dir: &Path,
     model: &dyn StagedModel,
-) -> Result<(Vec<Tensor>, u64, Vec<f32>, Vec<f32>)> {
+) -> Result<FlatState> {
     let (step, t) = checkpoint::agree_on_read(comm, &model_device(model)?, dir, read(dir, model))?;
     let p = model.params();
     let (mut w, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
@@ -189,7 +189,22 @@ pub fn read_flat(
             }
         }
     }
-    Ok((w, step, m, v))
+    Ok(FlatState {
+        params: w,
+        step,
+        exp_avg: m,
+        exp_avg_sq: v,
+    })
+}
+
+/// A replicated checkpoint as flat state ([`read_flat`]).
+pub struct FlatState {
+    /// The parameters, by index.
+    pub params: Vec<Tensor>,
+    pub step: u64,
+    /// Both moments flattened in parameter order.
+    pub exp_avg: Vec<f32>,
+    pub exp_avg_sq: Vec<f32>,
 }
 
 fn model_device(model: &dyn StagedModel) -> Result<Device> {

@@ -84,13 +84,13 @@ impl TrainStep {
                 let mut r = if sharded {
                     Zero1Overlap::resume(comm.clone(), model, s, cfg, &group)?
                 } else {
-                    let (w, step, m, v) = ddp::checkpoint::read_flat(comm.as_ref(), dir, model)?;
+                    let f = ddp::checkpoint::read_flat(comm.as_ref(), dir, model)?;
                     let state = zero1::checkpoint::Consolidated {
-                        step,
-                        exp_avg: m,
-                        exp_avg_sq: v,
+                        step: f.step,
+                        exp_avg: f.exp_avg,
+                        exp_avg_sq: f.exp_avg_sq,
                     };
-                    Zero1Overlap::resume_from(comm.clone(), model, s, cfg, &w, &state)?
+                    Zero1Overlap::resume_from(comm.clone(), model, s, cfg, &f.params, &state)?
                 };
                 r.set_gather_ahead(ahead);
                 **z = r;
