@@ -1,7 +1,9 @@
 //! Where the ranks run: threads of this process (CPU, `--world N`), or this process as one
 //! rank under a launcher (`comm-launch`, torchrun or srun set RANK / WORLD_SIZE or SLURM_*):
 //! the multi-process CPU backend or NCCL. One NCCL rank needs no launcher (`--backend
-//! nccl --world 1`: GPU 0, or the first of CUDA_VISIBLE_DEVICES).
+//! nccl --world 1`: GPU 0, or the first of CUDA_VISIBLE_DEVICES). `--backend auto` (the
+//! default) takes the GPU where the binary was built with CUDA and one is visible, and
+//! says which it took.
 
 use anyhow::{anyhow, bail, Result};
 use candle_core::Device;
@@ -10,8 +12,30 @@ use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
+    /// The GPU (NCCL) where this binary was built with CUDA and one is visible; else the
+    /// CPU.
+    Auto,
     Cpu,
     Nccl,
+}
+
+impl Backend {
+    /// The backend `Auto` stands for here, and why (a line for the user).
+    pub fn resolve(self) -> (Backend, String) {
+        match self {
+            Backend::Cpu => (Backend::Cpu, "cpu (--backend cpu)".into()),
+            Backend::Nccl => (Backend::Nccl, "cuda (--backend nccl)".into()),
+            Backend::Auto => match comm::nccl::gpu_count() {
+                Ok(n) if n > 0 => (Backend::Nccl, format!("cuda ({n} GPU(s) visible; --backend cpu for the CPU)")),
+                Ok(_) => (Backend::Cpu, "cpu (no GPU visible)".into()),
+                Err(comm::CommError::Unavailable { .. }) => (
+                    Backend::Cpu,
+                    "cpu (built without CUDA: for the GPU, `cargo xtask toolchain`, then build with --features cuda)".into(),
+                ),
+                Err(e) => (Backend::Cpu, format!("cpu (no usable GPU: {e})")),
+            },
+        }
+    }
 }
 
 fn launched() -> bool {
@@ -24,7 +48,13 @@ pub fn run<T: Send>(
     world: usize,
     f: impl Fn(Arc<dyn Communicator>, Device) -> Result<T> + Sync,
 ) -> Result<Option<T>> {
+    let (backend, why) = backend.resolve();
+    let rank0 = std::env::var("RANK").map_or(true, |r| r == "0");
+    if rank0 {
+        eprintln!("train: device: {why}");
+    }
     match backend {
+        Backend::Auto => unreachable!("resolved above"),
         Backend::Cpu if launched() => {
             let (_, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
             let c: Arc<dyn Communicator> = Arc::from(c);
@@ -70,7 +100,7 @@ pub fn run<T: Send>(
                     master_port: comm::env::DEFAULT_PORT,
                 }
             } else {
-                bail!("--backend nccl runs one process per GPU: start {world} ranks under comm-launch, torchrun or srun (e.g. comm-launch --nproc-per-node {world} -- train run ...), or run one with --world 1");
+                bail!("the GPU backend runs one process per GPU: start {world} ranks under comm-launch, torchrun or srun (e.g. comm-launch --nproc-per-node {world} -- train run ...), run one with --world 1, or CPU threads with --backend cpu");
             };
             let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
             let dev = c.device().clone();

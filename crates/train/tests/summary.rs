@@ -79,3 +79,32 @@ fn the_summary_states_only_what_was_measured() {
     assert!(again.contains("no step trained"), "{again}");
     assert!(!again.contains("train loss"), "{again}");
 }
+
+/// The run says which device it took; by default the GPU where the binary has CUDA and one
+/// is visible, else the CPU, saying why (a CPU build says how to get the GPU).
+#[test]
+fn the_run_names_its_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(TRAIN)
+        .args(["run", "--data"])
+        .arg(data())
+        .arg("--out")
+        .arg(tmp.path().join("dev"))
+        .args(["--model", "nano", "--no-progress", "--steps", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("train: device: "))
+        .unwrap_or_else(|| panic!("no device line: {err}"));
+    match comm::nccl::gpu_count() {
+        Err(comm::CommError::Unavailable { .. }) => assert!(
+            line.contains("cpu (built without CUDA") && line.contains("--features cuda"),
+            "{line}"
+        ),
+        Ok(n) if n > 0 => assert!(line.contains("cuda"), "{line}"),
+        _ => assert!(line.contains("cpu"), "{line}"),
+    }
+}

@@ -24,3 +24,17 @@ pub fn cuda_device(ordinal: usize) -> Result<Device> {
     }
     Ok(device)
 }
+
+/// The GPUs this process sees (CUDA_VISIBLE_DEVICES applies); an error says why none can
+/// be seen (no driver, no device).
+pub fn gpu_count() -> Result<usize> {
+    use cudarc::driver::result;
+    let err = |call: &'static str| {
+        move |e: cudarc::driver::DriverError| crate::error::CommError::Cuda {
+            call,
+            msg: format!("{e:?}"),
+        }
+    };
+    result::init().map_err(err("cuInit"))?;
+    Ok(result::device::get_count().map_err(err("cuDeviceGetCount"))? as usize)
+}

@@ -29,9 +29,9 @@ mod work;
 #[cfg(feature = "cuda")]
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
-pub use device::cuda_device;
+pub use device::{cuda_device, gpu_count};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{cuda_device, NcclComm};
+pub use stub::{cuda_device, gpu_count, NcclComm};

@@ -19,6 +19,11 @@ pub fn cuda_device(_ordinal: usize) -> Result<candle_core::Device> {
     unavailable()
 }
 
+/// Unavailable without the `cuda` feature.
+pub fn gpu_count() -> Result<usize> {
+    unavailable()
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()

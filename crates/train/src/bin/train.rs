@@ -92,10 +92,12 @@ struct Run {
     /// AdamW, all-gather), sharded (all-reduce, then the broadcast sharded optimizer).
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
-    #[arg(long, value_enum, default_value = "cpu")]
+    /// auto: the GPU (NCCL) where built with CUDA and one is visible, else the CPU; cpu;
+    /// nccl. The run says which it took.
+    #[arg(long, value_enum, default_value = "auto")]
     backend: Backend,
-    /// CPU ranks as threads (ignored under a launcher, which sets WORLD_SIZE); with
-    /// --backend nccl and no launcher, 1: one GPU in this process.
+    /// CPU ranks as threads (ignored under a launcher, which sets WORLD_SIZE); on the GPU
+    /// without a launcher, 1: one GPU in this process.
     #[arg(long, default_value_t = 1)]
     world: usize,
     #[arg(long, default_value_t = 1000)]
