@@ -55,8 +55,8 @@ impl TrainStep {
     ) -> Result<u64> {
         self.flush()?;
         self.recapture();
-        let sharded = dir.join(GROUP).is_dir();
         let group = dir.join(GROUP);
+        let sharded = group.is_dir();
         let (sync, opt) = self.core.sync_and_adamw_mut();
         Ok(match (sync, sharded) {
             (Sync::Local, false) => ddp::checkpoint::resume(comm.as_ref(), dir, model, opt)?,

@@ -143,20 +143,17 @@ impl Core {
                 (loss, None)
             }
             Sync::Local => {
-                let (mut loss, mut sum): (Option<Tensor>, Option<Grads>) = (None, None);
-                for b in batches {
+                let mut sum: Option<Grads> = None;
+                let loss = summed(batches, |b, _| {
                     let (l, g) = seam::forward_backward(model, b, |_, _| Ok(()))?;
-                    loss = Some(match loss {
-                        None => l,
-                        Some(a) => (a + l)?,
-                    });
-                    sum = Some(match sum {
+                    sum = Some(match sum.take() {
                         // One micro-batch: its gradients as they are (AdamW reads bf16).
                         None if k == 1 => g,
                         None => grads_f32(g)?,
                         Some(s) => add_grads(s, grads_f32(g)?)?,
                     });
-                }
+                    Ok(l)
+                })?;
                 let mut g = sum.unwrap_or_default();
                 if k > 1 {
                     g = g
@@ -164,7 +161,7 @@ impl Core {
                         .map(|g| g.map(|g| g.affine(1.0 / k as f64, 0.0)).transpose())
                         .collect::<candle_core::Result<_>>()?;
                 }
-                (loss.expect("k >= 1"), Some(g))
+                (loss, Some(g))
             }
             Sync::Zero1(z) => {
                 let loss = summed(batches, |b, last| match last {

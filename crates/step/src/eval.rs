@@ -4,17 +4,10 @@
 //! as the step's are).
 
 use crate::slots::Slots;
-use crate::TrainStep;
+use crate::{Graph, TrainStep};
 use anyhow::{bail, Result};
 use candle_core::{DType, Tensor};
 use seam::{Batch, StagedModel};
-
-enum Graph {
-    /// Not asked for, or impossible: why.
-    Off(String),
-    Wanted,
-    On(seam::graph::CapturedStep<Tensor>),
-}
 
 pub(crate) struct Eval {
     slots: Slots,
@@ -41,10 +34,9 @@ impl TrainStep {
         self.core.settle()?;
         let device = self.device.clone();
         if self.eval.is_none() {
-            let graph = match (&self.graph_off_why, device.is_cuda()) {
-                (Some(why), _) => Graph::Off(why.clone()),
-                (None, false) => Graph::Off("not a CUDA device".into()),
-                (None, true) => Graph::Wanted,
+            let graph = match &self.no_graph {
+                Some(why) => Graph::Off(why.clone()),
+                None => Graph::Wanted,
             };
             self.eval = Some(Eval {
                 slots: Slots::new(&device)?,
@@ -85,11 +77,7 @@ impl TrainStep {
 
     /// Whether validation runs as a CUDA graph, or why not (`None` before the first).
     pub fn eval_graph_status(&self) -> Option<std::result::Result<(), String>> {
-        self.eval.as_ref().map(|e| match &e.graph {
-            Graph::On(_) => Ok(()),
-            Graph::Wanted => Err("not captured yet".into()),
-            Graph::Off(why) => Err(why.clone()),
-        })
+        self.eval.as_ref().map(|e| e.graph.status())
     }
 
     /// Whether a validation graph holds memory (trimmed on drop).

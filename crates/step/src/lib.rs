@@ -80,12 +80,23 @@ pub struct StepOut {
     pub grad_norm: Option<f64>,
 }
 
-enum Graph {
+pub(crate) enum Graph {
     /// Not asked for, or impossible: why.
     Off(String),
     /// Asked for: captured after the first eager step.
     Wanted,
     On(seam::graph::CapturedStep<Tensor>),
+}
+
+impl Graph {
+    /// `Ok` when captured, else why not.
+    pub(crate) fn status(&self) -> std::result::Result<(), String> {
+        match self {
+            Graph::On(_) => Ok(()),
+            Graph::Wanted => Err("not captured yet (after the first eager run)".into()),
+            Graph::Off(why) => Err(why.clone()),
+        }
+    }
 }
 
 /// One rank's training step (see the crate docs).
@@ -99,7 +110,7 @@ pub struct TrainStep {
     eager_steps: u64,
     /// Why no graph was asked for or can be had on this device (`None`: graphs wanted);
     /// validation follows it.
-    graph_off_why: Option<String>,
+    no_graph: Option<String>,
     /// Validation's slots and its captured forward (made on the first).
     eval: Option<eval::Eval>,
     // Last: the cache outlives the graphs (drop order is declaration order).
@@ -121,22 +132,19 @@ impl TrainStep {
         }
         let device = p.var(0).device().clone();
         let core = core::Core::new(sync, AdamW::new(cfg)?, opts, &device)?;
-        let graph = if !opts.graph {
-            Graph::Off("not asked for (graph off)".into())
-        } else if !device.is_cuda() {
-            Graph::Off("not a CUDA device".into())
-        } else if let Some(why) = core.uncapturable() {
-            Graph::Off(why)
-        } else {
-            Graph::Wanted
-        };
-        let cache = matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
-        let graph_off_why = match (&graph, opts.graph, device.is_cuda()) {
-            (_, false, _) => Some("not asked for (graph off)".into()),
-            (_, _, false) => Some("not a CUDA device".into()),
-            // The step may be uncapturable (its optimizer); a forward is not.
+        // Why no graph at all (the step's, validation's): not asked for, or no CUDA.
+        let no_graph = match (opts.graph, device.is_cuda()) {
+            (false, _) => Some("not asked for (graph off)".to_string()),
+            (_, false) => Some("not a CUDA device".to_string()),
             _ => None,
         };
+        let graph = match (&no_graph, core.uncapturable()) {
+            (Some(why), _) => Graph::Off(why.clone()),
+            // The step may be uncapturable (its optimizer); a forward is not.
+            (None, Some(why)) => Graph::Off(why),
+            (None, None) => Graph::Wanted,
+        };
+        let cache = matches!(graph, Graph::Wanted).then(|| seam::graph::HtodCache::enable(&device));
         Ok(Self {
             slots: slots::Slots::new(&device)?,
             core,
@@ -144,7 +152,7 @@ impl TrainStep {
             graph,
             pending: None,
             eager_steps: 0,
-            graph_off_why,
+            no_graph,
             eval: None,
             _cache: cache,
         })
@@ -244,11 +252,7 @@ impl TrainStep {
 
     /// Whether the step runs as a CUDA graph, or why not.
     pub fn graph_status(&self) -> std::result::Result<(), String> {
-        match &self.graph {
-            Graph::On(_) => Ok(()),
-            Graph::Wanted => Err("not captured yet (after the first eager step)".into()),
-            Graph::Off(why) => Err(why.clone()),
-        }
+        self.graph.status()
     }
 
     /// Kernel launches in one replay (when captured).
