@@ -15,9 +15,8 @@ use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root};
 use crate::{store, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work};
 use candle_core::{DType, Device};
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use cudarc::driver::{CudaStream, DriverError};
 use cudarc::nccl::result::{group_end, group_start};
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,12 +41,12 @@ fn capturing(stream: &CudaStream) -> bool {
 /// One rank of an NCCL group, bound to one GPU.
 pub struct NcclComm {
     pub(super) rank: usize,
-    world: usize,
+    pub(super) world: usize,
     device: Device,
     pub(super) compute: Arc<CudaStream>,
-    stream: Arc<CudaStream>,
-    raw: Arc<RawComm>,
-    opts: CommOptions,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) raw: Arc<RawComm>,
+    pub(super) opts: CommOptions,
     seq: AtomicU64,
     watchdog: Watchdog,
     pub(super) timeline: Mutex<Option<EventLog>>,
@@ -100,57 +99,6 @@ impl NcclComm {
                     self.device.location()
                 ),
             ));
-        }
-        Ok(())
-    }
-
-    /// With `check_shapes`: all ranks exchange (op, count, dtype, root) and compare.
-    fn agree(
-        &self,
-        op: &'static str,
-        code: i64,
-        count: usize,
-        dtype: DType,
-        root: usize,
-    ) -> Result<()> {
-        if !self.opts.check_shapes {
-            return Ok(());
-        }
-        let mine = [code, count as i64, dtype as i64, root as i64];
-        let send = self.stream.clone_htod(&mine).map_err(drv("cuMemcpyHtoD"))?;
-        let mut recv = self
-            .stream
-            .alloc_zeros::<i64>(4 * self.world)
-            .map_err(drv("cuMemAlloc"))?;
-        {
-            let (s, _g1) = send.device_ptr(&self.stream);
-            let (r, _g2) = recv.device_ptr_mut(&self.stream);
-            let res = unsafe {
-                cudarc::nccl::result::all_gather(
-                    s as *const c_void,
-                    r as *mut c_void,
-                    4,
-                    cudarc::nccl::sys::ncclDataType_t::ncclInt64,
-                    self.raw.ptr(),
-                    self.stream.cu_stream() as _,
-                )
-            };
-            self.raw.check("ncclAllGather (shape check)", res)?;
-        }
-        let all = self.stream.clone_dtoh(&recv).map_err(drv("cuMemcpyDtoH"))?;
-        if all.chunks(4).any(|c| c != mine) {
-            let detail = all
-                .chunks(4)
-                .enumerate()
-                .map(|(r, c)| {
-                    format!(
-                        "rank {r}: op#{} of {} elements, dtype#{}, root {}",
-                        c[0], c[1], c[2], c[3]
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(CommError::Mismatch { op, detail });
         }
         Ok(())
     }

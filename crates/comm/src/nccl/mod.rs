@@ -6,7 +6,8 @@
 //! communication stream ordered with candle's compute stream by events; `watchdog`
 //! enforces the timeout on collectives in flight; `work` is their handle; `device` opens the GPU (cudarc's per-allocation event tracking off: NcclComm orders
 //! its stream itself); `events` records an opt-in
-//! [`crate::Timeline`] (collective spans and compute marks) with timing CUDA events.
+//! [`crate::Timeline`] (collective spans and compute marks) with timing CUDA events;
+//! `shapes` is the opt-in cross-rank check of each call (`COMM_CHECK_SHAPES=1`).
 //!
 //! Without the `cuda` feature, [`NcclComm`] still exists so code builds the same way, but
 //! constructing one returns [`crate::CommError::Unavailable`] (candle's dummy-backend
@@ -22,6 +23,8 @@ mod events;
 mod launch_op;
 #[cfg(feature = "cuda")]
 pub mod raw;
+#[cfg(feature = "cuda")]
+mod shapes;
 #[cfg(feature = "cuda")]
 mod watchdog;
 #[cfg(feature = "cuda")]
