@@ -36,9 +36,14 @@ pub fn sizes_bytes(spec: Option<&str>, gpu: bool) -> Result<Vec<usize>> {
     }
 }
 
-/// Before the sweep: every message holds at least one fp32 element per rank, and the
-/// largest fits in memory on the most ranks asked for (`budget`).
+/// Before the sweep: two ranks or more (an all-reduce over one rank moves nothing: its
+/// time would be a no-op's and its bandwidth a fiction), every message holds at least one
+/// fp32 element per rank, and the largest fits in memory on the most ranks asked for
+/// (`budget`).
 pub fn check_sizes(sizes: &[usize], ranks: &[usize], gpu: bool) -> Result<()> {
+    if let Some(one) = ranks.iter().find(|&&r| r < 2) {
+        bail!("--ranks {one}: an all-reduce over one rank moves nothing, so there is no bandwidth to measure; give 2 or more ranks");
+    }
     let most = ranks.iter().copied().max().unwrap_or(1);
     let (Some(&min), Some(&max)) = (sizes.iter().min(), sizes.iter().max()) else {
         bail!("--sizes-mib is empty");
@@ -262,6 +267,13 @@ mod tests {
             let e = parse_sizes_mib(huge).unwrap_err().to_string();
             assert!(e.starts_with("--sizes-mib:"), "{e}");
         }
+        let e = check_sizes(&[1 << 20], &[1, 2], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--ranks 1") && e.contains("moves nothing"),
+            "{e}"
+        );
         let e = check_sizes(&[4], &[2], false).unwrap_err().to_string();
         assert!(e.contains("--sizes-mib") && e.contains("--ranks 2"), "{e}");
     }

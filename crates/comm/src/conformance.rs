@@ -86,6 +86,23 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     c.barrier()?;
     checks += 4;
 
+    // 3b. In place (NCCL's rule: the small buffer is this rank's chunk of the large one).
+    let ri = c.rank();
+    let buf = Tensor::new(input.as_slice(), dev)?;
+    let mine = buf.narrow(0, 2 * ri, 2)?;
+    c.reduce_scatter(&buf, &mine, ReduceOp::Avg)?;
+    expect(
+        "reduce_scatter in place",
+        &mine,
+        &[(sum + nf * r) / nf, 1.0],
+    )?;
+    let stale: Vec<f32> = ranks().flat_map(|k| [k - 7.0, -1.0]).collect();
+    let all = Tensor::new(stale.as_slice(), dev)?;
+    all.slice_set(&Tensor::new(&[r, 10.0 * r], dev)?, 0, 2 * ri)?;
+    c.all_gather(&all.narrow(0, 2 * ri, 2)?, &all)?;
+    expect("all_gather in place", &all, &want)?;
+    checks += 2;
+
     // 4. bf16 buffers.
     let h = Tensor::new(&[1.0f32, 0.5], dev)?.to_dtype(DType::BF16)?;
     c.all_reduce(&h, ReduceOp::Sum)?;

@@ -71,7 +71,37 @@ pub fn check_pair(
             ),
         ));
     }
-    Ok(())
+    in_place(op, rank, small, big).map(|_| ())
+}
+
+/// Whether `small` and `big` share one storage, as an in-place reduce-scatter or all-gather
+/// has them (NCCL's rule, every backend's): then `small` must be this rank's chunk of
+/// `big`, starting `rank × small` elements into it; any other overlap is refused.
+pub fn in_place(op: &'static str, rank: usize, small: &Tensor, big: &Tensor) -> Result<bool> {
+    let at = |t: &Tensor| {
+        let (g, l) = t.storage_and_layout();
+        (
+            &*g as *const candle_core::Storage as usize,
+            l.start_offset(),
+        )
+    };
+    let ((s, s0), (b, b0)) = (at(small), at(big));
+    if s != b {
+        return Ok(false);
+    }
+    if s0 != b0 + rank * small.elem_count() {
+        return Err(CommError::invalid(
+            op,
+            rank,
+            format!(
+                "input and output share a buffer, but the small one starts {} elements into the large one, not at this rank's chunk ({} × {})",
+                s0 as i64 - b0 as i64,
+                rank,
+                small.elem_count()
+            ),
+        ));
+    }
+    Ok(true)
 }
 
 pub fn check_root(op: &'static str, rank: usize, world: usize, root: usize) -> Result<()> {
@@ -110,5 +140,21 @@ mod tests {
             .to_string();
         assert!(e.contains("7 elements") && e.contains("= 6"), "{e}");
         assert!(check_root("broadcast", 0, 2, 2).is_err());
+    }
+
+    #[test]
+    fn in_place_needs_the_small_buffer_at_this_ranks_chunk() {
+        let big = Tensor::zeros(6, DType::F32, &Device::Cpu).unwrap();
+        let other = Tensor::zeros(2, DType::F32, &Device::Cpu).unwrap();
+        assert!(!in_place("all_gather", 1, &other, &big).unwrap());
+        let mine = big.narrow(0, 2, 2).unwrap();
+        assert!(in_place("all_gather", 1, &mine, &big).unwrap());
+        let e = check_pair("reduce_scatter", 2, 3, &mine, &big)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("starts 2 elements") && e.contains("(2 × 2)"),
+            "{e}"
+        );
     }
 }

@@ -12,7 +12,7 @@ use super::raw::{unique_id, RawComm};
 use super::watchdog::{Pending, Watchdog};
 use super::work::NcclWork;
 use crate::error::{CommError, Result};
-use crate::validate::{check_buffer, check_pair, check_root};
+use crate::validate::{check_buffer, check_pair, check_root, in_place};
 use crate::{store, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work};
 use candle_core::{DType, Device};
 use cudarc::driver::{CudaStream, DriverError};
@@ -50,6 +50,9 @@ pub struct NcclComm {
     seq: AtomicU64,
     watchdog: Watchdog,
     pub(super) timeline: Mutex<Option<EventLog>>,
+    /// `COMM_NCCL_LAUNCH_IDENTITY=1`: launch one rank's identity calls anyway
+    /// ([`Self::identity`]), to measure what skipping them saves.
+    launch_identity: bool,
 }
 
 impl NcclComm {
@@ -79,6 +82,7 @@ impl NcclComm {
             seq: AtomicU64::new(0),
             watchdog,
             timeline: Mutex::new(None),
+            launch_identity: std::env::var("COMM_NCCL_LAUNCH_IDENTITY").is_ok_and(|v| v == "1"),
         })
     }
 
@@ -135,7 +139,7 @@ impl NcclComm {
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
     ) -> Result<Work> {
-        if calls.is_empty() {
+        if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
         }
         self.before()?;
@@ -186,6 +190,24 @@ impl NcclComm {
         self.after(op, keep)
     }
 
+    /// Whether every call leaves its buffers as they are: on one rank an all-reduce, a
+    /// broadcast, and an in-place reduce-scatter or all-gather are the identity. NCCL
+    /// enqueues nothing for them; skipping them also skips the stream hand-off and the
+    /// completion event around each, which inside a CUDA graph are nodes of their own
+    /// (ZeRO-1 makes two such calls per large parameter).
+    fn identity(&self, calls: &[(Call, &Tensor, Option<&Tensor>)]) -> bool {
+        let same = |c: &Call| {
+            matches!(
+                c,
+                Call::AllReduce(_)
+                    | Call::Broadcast(_)
+                    | Call::ReduceScatterInPlace { .. }
+                    | Call::AllGatherInPlace { .. }
+            )
+        };
+        self.world == 1 && !self.launch_identity && calls.iter().all(|(c, _, _)| same(c))
+    }
+
     /// In-place all-reduces of `bufs` as one launch (`name` and shape-check `code` say
     /// which call it was): every buffer is checked before any is agreed on or sent.
     fn all_reduce_list(
@@ -227,10 +249,17 @@ impl NcclComm {
             self.agree(name, code, input.elem_count(), input.dtype(), 0)?;
         }
         let op = self.op(op);
-        let calls: Vec<_> = pairs
-            .iter()
-            .map(|&(i, o)| (Call::ReduceScatter(op), o, Some(i)))
-            .collect();
+        let mut calls = Vec::with_capacity(pairs.len());
+        for &(i, o) in pairs {
+            calls.push(match in_place(name, self.rank, o, i)? {
+                // One buffer: the large one, written where this rank's chunk lies.
+                true => {
+                    let (small, at) = (o.elem_count(), self.rank * o.elem_count());
+                    (Call::ReduceScatterInPlace { op, small, at }, i, None)
+                }
+                false => (Call::ReduceScatter(op), o, Some(i)),
+            });
+        }
         self.launch_all(name, &calls)
     }
 
@@ -299,7 +328,14 @@ impl Communicator for NcclComm {
         check_pair("all_gather", self.rank, self.world, input, output)?;
         self.check_cuda("all_gather", input)?;
         self.agree("all_gather", 3, input.elem_count(), input.dtype(), 0)?;
-        self.launch("all_gather", Call::AllGather, output, Some(input))
+        match in_place("all_gather", self.rank, input, output)? {
+            true => {
+                let (small, at) = (input.elem_count(), self.rank * input.elem_count());
+                let call = Call::AllGatherInPlace { small, at };
+                self.launch("all_gather", call, output, None)
+            }
+            false => self.launch("all_gather", Call::AllGather, output, Some(input)),
+        }
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {

@@ -17,6 +17,17 @@ pub(super) enum Call {
     Broadcast(usize),
     ReduceScatter(ReduceOp),
     AllGather,
+    /// In place, on the large buffer: this rank's chunk of `small` elements at `at`
+    /// elements into it (NCCL's in-place rule: at = rank × small).
+    ReduceScatterInPlace {
+        op: ReduceOp,
+        small: usize,
+        at: usize,
+    },
+    AllGatherInPlace {
+        small: usize,
+        at: usize,
+    },
 }
 
 pub(super) struct Launch<'a> {
@@ -74,11 +85,28 @@ impl InplaceOp1 for Launch<'_> {
         candle_core::bail!("NCCL collectives need CUDA tensors")
     }
     fn cuda_fwd(&self, s: &mut CudaStorage, l: &Layout) -> candle_core::Result<()> {
+        use candle_core::backend::BackendStorage;
         let (c, dt, n) = (self, self.dtype(s)?, l.shape().elem_count());
+        let esz = s.dtype().size_in_bytes() as u64;
         let (raw, st) = (c.raw.ptr(), c.stream.cu_stream() as _);
         with_ptr!(&mut s.slice, l, &c.stream, device_ptr_mut, |p| {
+            let chunk = |at: usize| (p + esz * at as u64) as *mut c_void;
             let p = p as *mut c_void;
             let r = match self.call {
+                Call::ReduceScatterInPlace { op, small, at } => ("ncclReduceScatter", unsafe {
+                    cudarc::nccl::result::reduce_scatter(
+                        p,
+                        chunk(at),
+                        small,
+                        dt,
+                        nccl_op(op),
+                        raw,
+                        st,
+                    )
+                }),
+                Call::AllGatherInPlace { small, at } => ("ncclAllGather", unsafe {
+                    cudarc::nccl::result::all_gather(chunk(at), p, small, dt, raw, st)
+                }),
                 Call::AllReduce(op) => ("ncclAllReduce", unsafe {
                     cudarc::nccl::result::all_reduce(p, p, n, dt, nccl_op(op), raw, st)
                 }),
