@@ -32,7 +32,7 @@ impl Default for AdamWConfig {
 }
 
 /// First and second moments of one parameter.
-enum Moments {
+pub(crate) enum Moments {
     Tensors(Tensor, Tensor),
     #[cfg(feature = "cuda")]
     Device(crate::fused_adamw::DeviceMoments),
@@ -42,16 +42,16 @@ pub struct AdamW {
     pub cfg: AdamWConfig,
     step: u64,
     /// Moments per parameter, created on the first step.
-    state: Vec<Option<Moments>>,
+    pub(crate) state: Vec<Option<Moments>>,
     /// Use the fused kernel for CUDA parameters (default true).
     pub fused: bool,
     /// The fused kernels' per-step scalars on the device (created with the first fused
     /// update).
     #[cfg(feature = "cuda")]
-    scalars: Option<crate::fused_adamw::DeviceScalars>,
+    pub(crate) scalars: Option<crate::fused_adamw::DeviceScalars>,
     /// `[norm, coef]` from [`crate::clip::norm_and_coef`]: every update scales its gradient
     /// by `coef` first (read on the device by the fused kernel).
-    grad_scale: Option<Tensor>,
+    pub(crate) grad_scale: Option<Tensor>,
 }
 
 impl AdamW {
@@ -89,7 +89,7 @@ impl AdamW {
     /// Whether parameter `p` is updated by the fused CUDA kernel (its moments then live
     /// in device buffers).
     #[cfg(feature = "cuda")]
-    fn uses_fused(&self, p: &Var) -> bool {
+    pub(crate) fn uses_fused(&self, p: &Tensor) -> bool {
         self.fused && p.device().is_cuda() && p.dtype() == candle_core::DType::F32
     }
 
@@ -105,6 +105,11 @@ impl AdamW {
     /// Parameter `i`'s first and second moments on the host (`None` before its first
     /// step), for checkpoints.
     pub fn moments(&self, i: usize, p: &Var) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        self.moments_of(i, p.as_tensor())
+    }
+
+    /// [`Self::moments`] of state `i`, whose parameter (or span of one) is `p`.
+    pub(crate) fn moments_of(&self, i: usize, p: &Tensor) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
         let _ = p;
         Ok(match self.state.get(i) {
             None | Some(None) => None,
@@ -117,13 +122,25 @@ impl AdamW {
                     .to_vec1()?,
             )),
             #[cfg(feature = "cuda")]
-            Some(Some(Moments::Device(d))) => Some(d.to_host(p.as_tensor())?),
+            Some(Some(Moments::Device(d))) => Some(d.to_host(p)?),
         })
     }
 
     /// Restores a checkpoint: the step count and parameter `i`'s moments (f32, as many
     /// elements as `p`).
     pub fn restore(&mut self, steps: u64, i: usize, p: &Var, m: &[f32], v: &[f32]) -> Result<()> {
+        self.restore_of(steps, i, &p.flatten_all()?, m, v)
+    }
+
+    /// [`Self::restore`] of state `i`, whose parameter (or span of one) is `p`, flat.
+    pub(crate) fn restore_of(
+        &mut self,
+        steps: u64,
+        i: usize,
+        p: &Tensor,
+        m: &[f32],
+        v: &[f32],
+    ) -> Result<()> {
         let n = p.elem_count();
         if m.len() != n || v.len() != n {
             return Err(ModelError::Input(format!(
@@ -138,7 +155,7 @@ impl AdamW {
         }
         #[cfg(feature = "cuda")]
         if self.uses_fused(p) {
-            let d = crate::fused_adamw::DeviceMoments::from_host(p.as_tensor(), m, v)?;
+            let d = crate::fused_adamw::DeviceMoments::from_host(p, m, v)?;
             self.state[i] = Some(Moments::Device(d));
             return Ok(());
         }
@@ -196,8 +213,22 @@ impl AdamW {
         params: &[Var],
         grads: &[Option<Tensor>],
         order: impl IntoIterator<Item = usize>,
-        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+        after: impl FnMut(usize) -> std::result::Result<(), E>,
         shadows: Option<&crate::shadow::Bf16Shadows>,
+    ) -> std::result::Result<(), E> {
+        let spans: Vec<crate::Span> = params.iter().map(crate::Span::whole).collect();
+        let index: Vec<Option<usize>> = (0..params.len()).map(Some).collect();
+        let shadows = shadows.map(|s| (s, &index[..]));
+        self.step_spans_inner(&spans, grads, order, after, shadows)
+    }
+
+    pub(crate) fn step_spans_inner<E: From<ModelError>>(
+        &mut self,
+        params: &[crate::Span],
+        grads: &[Option<Tensor>],
+        order: impl IntoIterator<Item = usize>,
+        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+        shadows: Option<(&crate::shadow::Bf16Shadows, &[Option<usize>])>,
     ) -> std::result::Result<(), E> {
         if params.len() != grads.len() {
             return Err(ModelError::Input(format!(
@@ -219,10 +250,11 @@ impl AdamW {
             ))
             .into());
         }
-        self.begin_step(params)?;
+        self.begin(params.len(), params.iter().map(|s| s.var.as_tensor()))?;
         for i in order {
             let Some(g) = &grads[i] else { continue };
-            self.update(i, &params[i], g, shadows, None)?;
+            let shadow = shadows.and_then(|(sh, ix)| Some((sh, ix.get(i).copied().flatten()?)));
+            self.update_span(i, &params[i], g, shadow, None)?;
             after(i)?;
         }
         self.grad_scale = None;
@@ -235,10 +267,19 @@ impl AdamW {
     /// Inside a CUDA graph capture it does neither: the replays own the step count, and
     /// [`Self::advance_for_replay`] before each replay uploads its scalars.
     pub(crate) fn begin_step(&mut self, params: &[Var]) -> Result<()> {
-        self.state.resize_with(params.len(), || None);
+        self.begin(params.len(), params.iter().map(|p| p.as_tensor()))
+    }
+
+    /// [`Self::begin_step`] over `n` states whose parameters are `params`.
+    pub(crate) fn begin<'a>(
+        &mut self,
+        n: usize,
+        params: impl Iterator<Item = &'a Tensor>,
+    ) -> Result<()> {
+        self.state.resize_with(n, || None);
         #[cfg(feature = "cuda")]
-        if let Some(p) = params.iter().find(|p| self.uses_fused(p)) {
-            let stream = crate::fused_adamw::stream_of(p.as_tensor())?;
+        if let Some(p) = params.into_iter().find(|p| self.uses_fused(p)) {
+            let stream = crate::fused_adamw::stream_of(p)?;
             if crate::capture::capturing_stream(&stream) {
                 if self.scalars.is_none() {
                     return Err(ModelError::Input(
@@ -249,7 +290,7 @@ impl AdamW {
             }
             self.step += 1;
             if self.scalars.is_none() {
-                self.scalars = Some(crate::fused_adamw::DeviceScalars::new(p.as_tensor())?);
+                self.scalars = Some(crate::fused_adamw::DeviceScalars::new(p)?);
             }
             let s = self.step_scalars();
             if let Some(d) = self.scalars.as_mut() {
@@ -257,6 +298,8 @@ impl AdamW {
             }
             return Ok(());
         }
+        #[cfg(not(feature = "cuda"))]
+        let _ = params;
         self.step += 1;
         Ok(())
     }
@@ -274,7 +317,7 @@ impl AdamW {
         shadows: Option<&crate::shadow::Bf16Shadows>,
     ) -> Result<Option<Tensor>> {
         #[cfg(feature = "cuda")]
-        if self.uses_fused(p) {
+        if self.uses_fused(p.as_tensor()) {
             if !matches!(self.state[i], Some(Moments::Device(_))) {
                 let m = crate::fused_adamw::zero_moments(p.as_tensor())?;
                 self.state[i] = Some(Moments::Device(m));
@@ -289,7 +332,7 @@ impl AdamW {
     }
 
     /// The bias corrections of the current step count: 1 − β1ᵗ and √(1 − β2ᵗ).
-    fn bias_corrections(&self) -> (f64, f64) {
+    pub(crate) fn bias_corrections(&self) -> (f64, f64) {
         let (c, t) = (self.cfg, self.step as i32);
         (1.0 - c.beta1.powi(t), (1.0 - c.beta2.powi(t)).sqrt())
     }
@@ -336,48 +379,6 @@ impl AdamW {
         shadows: Option<&crate::shadow::Bf16Shadows>,
         on: Option<&crate::in_backward::SideStream>,
     ) -> Result<()> {
-        #[cfg(not(feature = "cuda"))]
-        let _ = on;
-        #[cfg(feature = "cuda")]
-        if self.uses_fused(p) {
-            let mut mom = match self.state[i].take() {
-                Some(Moments::Device(d)) => d,
-                _ => crate::fused_adamw::zero_moments(p.as_tensor())?,
-            };
-            let s = self.scalars.as_ref().ok_or_else(|| {
-                ModelError::Input("fused AdamW: step scalars not uploaded".into())
-            })?;
-            let copy = shadows.map(|sh| sh.target(i, p.as_tensor())).transpose()?;
-            let on = on.map(|side| (side.stream(), side.max_blocks()));
-            let scale = self.grad_scale.as_ref();
-            crate::fused_adamw::step(p, g, &mut mom, s, copy.as_ref(), on, scale)?;
-            self.state[i] = Some(Moments::Device(mom));
-            if let Some(sh) = shadows {
-                sh.mark_fresh(i);
-            }
-            return Ok(());
-        }
-        if let Some(sh) = shadows {
-            sh.mark_stale(i);
-        }
-        let c = self.cfg;
-        let (bc1, bc2_sqrt) = self.bias_corrections();
-        let g = g.to_dtype(p.dtype())?;
-        let g = match &self.grad_scale {
-            Some(nc) => g.broadcast_mul(&nc.narrow(0, 1, 1)?.to_dtype(p.dtype())?)?,
-            None => g,
-        };
-        let (m, v) = match self.state[i].take() {
-            Some(Moments::Tensors(m, v)) => (m, v),
-            _ => (g.zeros_like()?, g.zeros_like()?),
-        };
-        let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
-        let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
-        let decayed = (p.as_tensor() * (1.0 - c.lr * c.weight_decay))?;
-        let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
-        let upd = (m.div(&denom)? * (c.lr / bc1))?;
-        p.set(&(decayed - upd)?)?;
-        self.state[i] = Some(Moments::Tensors(m, v));
-        Ok(())
+        self.update_span(i, &crate::Span::whole(p), g, shadows.map(|s| (s, i)), on)
     }
 }

@@ -9,7 +9,7 @@ use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
-use candle_core::{DType, InplaceOp2, Layout, Tensor, Var};
+use candle_core::{DType, InplaceOp2, Layout, Tensor};
 use std::cell::RefCell;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/adamw.ptx"));
@@ -159,10 +159,10 @@ impl InplaceOp2 for Launch<'_> {
         g: &CudaStorage,
         gl: &Layout,
     ) -> candle_core::Result<()> {
-        // The parameter is a whole tensor; the gradient may be a contiguous view into a
-        // larger buffer (DDP's flat buckets), so it is read from its start offset.
-        if !pl.is_contiguous() || pl.start_offset() != 0 {
-            candle_core::bail!("fused AdamW: the parameter must be a whole contiguous tensor");
+        // The parameter and the gradient may be contiguous views into larger buffers (a
+        // ZeRO-1 shard of a parameter, DDP's flat buckets): each is read from its offset.
+        if !pl.is_contiguous() {
+            candle_core::bail!("fused AdamW: the parameter must be contiguous");
         }
         if !gl.is_contiguous() {
             candle_core::bail!("fused AdamW: the gradient must be contiguous");
@@ -174,10 +174,10 @@ impl InplaceOp2 for Launch<'_> {
                 gl.shape().elem_count()
             );
         }
-        let go = gl.start_offset();
-        // p, m and v are whole allocations (aligned); 16-byte loads need g's start offset
-        // to be a multiple of 4 elements too (a view into a DDP bucket may not be).
-        let vec4 = go.is_multiple_of(4);
+        let (po, go) = (pl.start_offset(), gl.start_offset());
+        // m and v are whole allocations (aligned); 16-byte loads need p's and g's start
+        // offsets to be multiples of 4 elements too (a view into a bucket may not be).
+        let vec4 = po.is_multiple_of(4) && go.is_multiple_of(4);
         let kernel = match (g.dtype(), vec4) {
             (DType::F32, false) => "adamw_f32",
             (DType::F32, true) => "adamw_f32_v4",
@@ -195,7 +195,7 @@ impl InplaceOp2 for Launch<'_> {
                 mom.m.len()
             );
         }
-        let pd = p.as_cuda_slice_mut::<f32>()?;
+        let mut pd = p.as_cuda_slice_mut::<f32>()?.slice_mut(po..po + n);
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         let per_thread = if vec4 { 4 } else { 1 };
@@ -211,7 +211,7 @@ impl InplaceOp2 for Launch<'_> {
             Some((stream, _)) => stream.launch_builder(&func),
             None => func.builder(),
         };
-        b.arg(pd);
+        b.arg(&mut pd);
         if g.dtype() == DType::F32 {
             gf = g.as_cuda_slice::<f32>()?.slice(go..go + n);
             b.arg(&gf);
@@ -242,7 +242,8 @@ impl InplaceOp2 for Launch<'_> {
     }
 }
 
-/// One fused step of parameter `p` with gradient `g` (f32 or bf16, read as it is; other
+/// One fused step of parameter `p` (a whole parameter or a contiguous view of one: a
+/// [`crate::Span`]) with gradient `g` (f32 or bf16, read as it is; other
 /// dtypes are cast to f32 first), with the scalars last uploaded to `s`; also writes the
 /// updated `p` in bf16 into `copy` (a whole contiguous bf16 CUDA tensor) if given.
 /// `on`: launch on this stream instead of the parameter's, with at most this many blocks
@@ -253,7 +254,7 @@ impl InplaceOp2 for Launch<'_> {
 /// non-contiguous or non-f32/bf16 gradient) is refused there, since that would run on the
 /// parameter's stream, unordered with `on`.
 pub fn step(
-    p: &Var,
+    p: &Tensor,
     g: &Tensor,
     moments: &mut DeviceMoments,
     s: &DeviceScalars,
@@ -303,7 +304,7 @@ pub fn step(
             Some(cs.as_cuda_slice::<f32>()?.slice(o..o + 1))
         }
     };
-    p.as_tensor().inplace_op2(
+    p.inplace_op2(
         &g,
         &Launch {
             moments: RefCell::new(moments),

@@ -8,7 +8,7 @@
 //! [`ParamSet::from_varmap`], [`ParamSet::from_vars`]), [`sequential`] (a staged model of
 //! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
 //! CUDA one fused kernel per parameter, `fused_adamw`), [`shadow`] (the bf16 weight copies
-//! AdamW writes for a bf16 forward), [`in_backward`] (AdamW stage by stage inside the
+//! AdamW writes for a bf16 forward), [`span`] (AdamW on part of a parameter, in place: ZeRO-1's shards), [`in_backward`] (AdamW stage by stage inside the
 //! backward, optionally on a second CUDA stream), [`gemm_sms`] (how many SMs cuBLAS
 //! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
 
@@ -29,6 +29,7 @@ pub mod pinned;
 pub mod profile;
 pub mod sequential;
 pub mod shadow;
+pub mod span;
 pub mod staged;
 
 pub use adamw::{AdamW, AdamWConfig};
@@ -36,6 +37,7 @@ pub use error::{ModelError, Result};
 pub use in_backward::{InBackward, SideStream};
 pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};
+pub use span::Span;
 pub use staged::{
     forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
 };

@@ -1,0 +1,178 @@
+//! AdamW on spans: a contiguous run of one parameter's elements (flat order), updated in
+//! place in the parameter's own storage, with moments of the span's size. ZeRO-1 shards
+//! each large parameter so (rank r of W steps its elements [r·n/W, (r+1)·n/W)), as
+//! FSDP2 shards per parameter, instead of copying gradients into flat buckets and
+//! keeping a separate master copy: the reduce-scatter and the all-gather then run in
+//! place on the gradient and on the parameter.
+//!
+//! ```
+//! # fn main() -> seam::Result<()> {
+//! use candle_core::{Device, Tensor, Var};
+//! let w = Var::ones(8, candle_core::DType::F32, &Device::Cpu)?;
+//! let half = seam::Span { var: w.clone(), start: 4, len: 4 }; // rank 1 of 2
+//! let mut opt = seam::AdamW::new(seam::AdamWConfig::default())?;
+//! let g = Tensor::ones(4, candle_core::DType::F32, &Device::Cpu)?;
+//! opt.step_spans_in(&[half], &[Some(g)], [0], |_| Ok::<(), seam::ModelError>(()), None)?;
+//! let v = w.to_vec1::<f32>()?;
+//! assert_eq!(v[..4], [1.0; 4]); // not this span's
+//! assert!(v[4] < 1.0);
+//! # Ok(()) }
+//! ```
+
+use crate::adamw::{AdamW, Moments};
+use crate::error::{ModelError, Result};
+use crate::shadow::Bf16Shadows;
+use candle_core::{Tensor, Var};
+
+/// Elements `start..start + len` of `var` in flat (row-major) order.
+#[derive(Clone, Debug)]
+pub struct Span {
+    pub var: Var,
+    pub start: usize,
+    pub len: usize,
+}
+
+impl Span {
+    /// The whole parameter.
+    pub fn whole(var: &Var) -> Self {
+        Self {
+            var: var.clone(),
+            start: 0,
+            len: var.elem_count(),
+        }
+    }
+
+    pub fn is_whole(&self) -> bool {
+        self.start == 0 && self.len == self.var.elem_count()
+    }
+
+    /// The span as a flat view of the parameter's storage (writes through it, such as the
+    /// fused kernel's, land in the parameter).
+    pub fn view(&self) -> Result<Tensor> {
+        let flat = self.var.as_tensor().flatten_all()?;
+        if self.start + self.len > flat.elem_count() || !flat.is_contiguous() {
+            return Err(ModelError::Input(format!(
+                "span {}..{} of a parameter of {} elements{}",
+                self.start,
+                self.start + self.len,
+                flat.elem_count(),
+                if flat.is_contiguous() {
+                    ""
+                } else {
+                    " (not contiguous)"
+                }
+            )));
+        }
+        Ok(flat.narrow(0, self.start, self.len)?)
+    }
+
+    /// Writes `x` (`len` elements, flat) into the parameter at the span.
+    pub fn write(&self, x: &Tensor) -> Result<()> {
+        let x = x.flatten_all()?.to_dtype(self.var.dtype())?;
+        if self.is_whole() {
+            self.var.set(&x.reshape(self.var.shape())?)?;
+        } else {
+            let flat = self.var.as_tensor().flatten_all()?;
+            flat.slice_set(&x.contiguous()?, 0, self.start)?;
+        }
+        Ok(())
+    }
+}
+
+impl AdamW {
+    /// One step over `spans` (state `i` belongs to span `i`: keep the list the same from
+    /// step to step), in `order` (each index once), calling `after(i)` as soon as span
+    /// `i`'s update is queued; `grads[i]` has span `i`'s element count (`None`: skipped).
+    /// `shadows`: the model's bf16 copies and, per span, its parameter's index there; the
+    /// fused kernel writes the copy of a span that is a whole parameter, and any other
+    /// span's parameter is marked stale.
+    pub fn step_spans_in<E: From<ModelError>>(
+        &mut self,
+        spans: &[Span],
+        grads: &[Option<Tensor>],
+        order: impl IntoIterator<Item = usize>,
+        after: impl FnMut(usize) -> std::result::Result<(), E>,
+        shadows: Option<(&Bf16Shadows, &[Option<usize>])>,
+    ) -> std::result::Result<(), E> {
+        self.step_spans_inner(spans, grads, order, after, shadows)
+    }
+
+    /// Span `i`'s moments on the host (`None` before its first step).
+    pub fn span_moments(&self, i: usize, span: &Span) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        self.moments_of(i, &span.view()?)
+    }
+
+    /// Restores the step count and span `i`'s moments (`span.len` elements each).
+    pub fn restore_span(
+        &mut self,
+        steps: u64,
+        i: usize,
+        span: &Span,
+        m: &[f32],
+        v: &[f32],
+    ) -> Result<()> {
+        self.restore_of(steps, i, &span.view()?, m, v)
+    }
+
+    /// Queues state `i`'s update of `span` with gradient `g` (as many elements, any shape)
+    /// for the current step count; `shadow`: the bf16 copies and the parameter's index
+    /// there, written (fused path) where the span is the whole parameter, else made stale.
+    pub(crate) fn update_span(
+        &mut self,
+        i: usize,
+        span: &Span,
+        g: &Tensor,
+        shadow: Option<(&Bf16Shadows, usize)>,
+        on: Option<&crate::in_backward::SideStream>,
+    ) -> Result<()> {
+        let p = span.view()?;
+        #[cfg(not(feature = "cuda"))]
+        let _ = on;
+        #[cfg(feature = "cuda")]
+        if self.uses_fused(&p) {
+            let mut mom = match self.state[i].take() {
+                Some(Moments::Device(d)) => d,
+                _ => crate::fused_adamw::zero_moments(&p)?,
+            };
+            let s = self.scalars.as_ref().ok_or_else(|| {
+                ModelError::Input("fused AdamW: step scalars not uploaded".into())
+            })?;
+            let whole = shadow.filter(|_| span.is_whole());
+            let copy = whole
+                .map(|(sh, j)| sh.target(j, span.var.as_tensor()))
+                .transpose()?;
+            let on = on.map(|side| (side.stream(), side.max_blocks()));
+            let scale = self.grad_scale.as_ref();
+            crate::fused_adamw::step(&p, g, &mut mom, s, copy.as_ref(), on, scale)?;
+            self.state[i] = Some(Moments::Device(mom));
+            match (whole, shadow) {
+                (Some((sh, j)), _) => sh.mark_fresh(j),
+                (None, Some((sh, j))) => sh.mark_stale(j),
+                _ => {}
+            }
+            return Ok(());
+        }
+        if let Some((sh, j)) = shadow {
+            sh.mark_stale(j);
+        }
+        let c = self.cfg;
+        let (bc1, bc2_sqrt) = self.bias_corrections();
+        let g = g.flatten_all()?.to_dtype(p.dtype())?;
+        let g = match &self.grad_scale {
+            Some(nc) => g.broadcast_mul(&nc.narrow(0, 1, 1)?.to_dtype(p.dtype())?)?,
+            None => g,
+        };
+        let (m, v) = match self.state[i].take() {
+            Some(Moments::Tensors(m, v)) => (m, v),
+            _ => (g.zeros_like()?, g.zeros_like()?),
+        };
+        let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
+        let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
+        let decayed = (p * (1.0 - c.lr * c.weight_decay))?;
+        let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
+        let upd = (m.div(&denom)? * (c.lr / bc1))?;
+        span.write(&(decayed - upd)?)?;
+        self.state[i] = Some(Moments::Tensors(m, v));
+        Ok(())
+    }
+}
