@@ -13,7 +13,9 @@ use seam::Grads;
 /// Gradients at least this large, contiguous and already in the communication dtype are
 /// reduced where they lie (PyTorch's `gradient_as_bucket_view`, without the copy: the
 /// bucket becomes a group of in-place collectives); smaller ones are copied into the
-/// bucket's flat buffer, so that many small gradients cost one collective.
+/// bucket's flat buffer, so that many small gradients cost one collective (on one rank
+/// every gradient goes alone: there is no message to batch). In reduce-scatter mode a gradient this large whose size the world size divides is
+/// reduce-scattered in place, each rank keeping its chunk ([`crate::Ddp::shards_in_place`]).
 pub(crate) const IN_PLACE_MIN: usize = 1 << 16;
 
 /// A bucket ready to launch: its flat buffer in the communication dtype (the gradients
@@ -67,10 +69,16 @@ pub(crate) fn launch_all(
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
     let work = if ddp.opts.reduce_scatter {
-        let pairs = buckets
-            .iter()
-            .map(|p| Ok((flat(p)?.clone(), shard(p)?.clone())))
-            .collect::<Result<Vec<_>>>()?;
+        let mut pairs = Vec::new();
+        for p in &buckets {
+            if p.buf.is_some() {
+                pairs.push((flat(p)?.clone(), shard(p)?.clone()));
+            }
+            for (_, g) in &p.in_place {
+                // In place: this rank's chunk of the gradient receives its average.
+                pairs.push((g.clone(), ddp.chunk_of(g)?));
+            }
+        }
         match &pairs[..] {
             [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
             _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
@@ -121,17 +129,23 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
                 )));
             }
         };
-        let in_place = !ddp.opts.reduce_scatter
-            && g.dtype() == dtype
-            && g.elem_count() >= IN_PLACE_MIN
-            && g.is_contiguous();
+        if ddp.opts.reduce_scatter {
+            match ddp.shards_in_place(i) {
+                // Sharded where it lies (converted first where it is not in the wire dtype).
+                true => in_place_grads.push((i, g.flatten_all()?.to_dtype(dtype)?.contiguous()?)),
+                false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
+            }
+            continue;
+        }
+        let in_place = g.dtype() == dtype && ddp.goes_alone(g.elem_count()) && g.is_contiguous();
         match in_place {
             true => in_place_grads.push((i, g)),
             false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
         }
     }
     let w = ddp.comm.world_size();
-    let pad = (w - bucket.numel % w) % w;
+    let flat_numel: usize = parts.iter().map(|t| t.elem_count()).sum();
+    let pad = (w - flat_numel % w) % w;
     if ddp.opts.reduce_scatter && pad > 0 {
         parts.push(Tensor::zeros(pad, dtype, &dev)?);
     }
@@ -140,8 +154,9 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
         1 => Some(parts.pop().expect("one part").contiguous()?),
         _ => Some(Tensor::cat(&parts, 0)?),
     };
+    // In-place flat shard: this rank's chunk of the flat buffer.
     let shard = match (ddp.opts.reduce_scatter, &buf) {
-        (true, Some(buf)) => Some(Tensor::zeros(buf.elem_count() / w, dtype, &dev)?),
+        (true, Some(buf)) => Some(ddp.chunk_of(buf)?),
         _ => None,
     };
     Ok(Prepared {

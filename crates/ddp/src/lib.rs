@@ -38,6 +38,6 @@ pub mod shard;
 pub mod strategy;
 
 pub use error::{DdpError, Result};
-pub use reducer::{Ddp, DdpOptions, SyncStats};
+pub use reducer::{BucketShard, Ddp, DdpOptions, SyncStats};
 pub use shard::shard_batch;
 pub use strategy::Strategy;

@@ -33,6 +33,12 @@ pub struct DdpOptions {
     pub sum_micro_batches: bool,
 }
 
+impl From<Strategy> for DdpOptions {
+    fn from(strategy: Strategy) -> Self {
+        Self::new(strategy)
+    }
+}
+
 impl DdpOptions {
     pub fn new(strategy: Strategy) -> Self {
         Self {

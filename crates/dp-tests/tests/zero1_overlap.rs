@@ -33,12 +33,26 @@ fn train(
             z.step().unwrap();
         }
         z.sync_params().unwrap();
-        let padded: usize = z
-            .ddp()
+        // Per bucket: its slice of the flat part (padded), and 1/W of each parameter
+        // sharded in place.
+        let d = z.ddp();
+        let numel = |i: usize| m.params().var(i).elem_count();
+        let padded: usize = d
             .buckets()
             .iter()
-            .map(|b| b.numel.div_ceil(world))
+            .map(|b| {
+                let (sharded, flat): (Vec<usize>, Vec<usize>) =
+                    b.params.iter().partition(|&&i| d.shards_in_place(i));
+                let flat: usize = flat.into_iter().map(numel).sum();
+                flat.div_ceil(world) + sharded.into_iter().map(numel).sum::<usize>() / world
+            })
             .sum();
+        let in_place = (0..m.params().len()).any(|i| d.shards_in_place(i));
+        assert_eq!(
+            in_place,
+            kind == Kind::Wide && world == 2,
+            "70,010 elements shard in place on 2 ranks, not 4"
+        );
         (weights(m.as_ref()), z.state_elements(), padded)
     })
 }
@@ -51,7 +65,7 @@ fn zero1_overlap_equals_single_process_adamw() {
         Strategy::Bucketed { bucket_mb: 0.01 },
     ];
     for world in [2, 4] {
-        for kind in [Kind::Toy, Kind::Lm] {
+        for kind in [Kind::Toy, Kind::Lm, Kind::Wide] {
             let want = reference(kind, STEPS, 1);
             let modes = [(false, false), (true, false), (false, true)];
             for (strategy, mode) in strategies.into_iter().flat_map(|s| modes.map(|m| (s, m))) {
@@ -108,13 +122,13 @@ fn tmp(name: &str) -> std::path::PathBuf {
 /// Steps `from..to` with Zero1Overlap (`strategy`) on `world` ranks, resuming from `load`
 /// if given, saving to `save` if given; returns rank 0's weights.
 fn run_ov(
+    kind: Kind,
     world: usize,
     strategy: Strategy,
     (from, to): (u64, u64),
     load: Option<std::path::PathBuf>,
     save: Option<std::path::PathBuf>,
 ) -> Vec<Vec<f32>> {
-    let kind = Kind::Lm;
     on_ranks(world, move |rank, comm| {
         let m = build(kind, rank as u64 * 7 + if load.is_some() { 100 } else { 0 });
         let cfg = AdamWConfig::default();
@@ -140,10 +154,10 @@ fn checkpoints_resume_on_any_world_size_bucket_layout_and_zero1() {
     let want = reference(Kind::Lm, 5, 1);
     let small = Strategy::Bucketed { bucket_mb: 0.01 };
     let dir = tmp("resume");
-    run_ov(2, small, (0, 3), None, Some(dir.clone()));
+    run_ov(Kind::Lm, 2, small, (0, 3), None, Some(dir.clone()));
     // Same layout, another world size and another bucket plan: same trajectory.
     for (world, strategy) in [(2, small), (4, Strategy::Overlap), (1, Strategy::Flat)] {
-        let got = run_ov(world, strategy, (3, 5), Some(dir.clone()), None);
+        let got = run_ov(Kind::Lm, world, strategy, (3, 5), Some(dir.clone()), None);
         let d = max_diff(&got, &want);
         assert!(
             d <= 1e-5,
@@ -176,9 +190,40 @@ fn checkpoints_resume_on_any_world_size_bucket_layout_and_zero1() {
             std::fs::remove_file(f.path()).unwrap();
         }
     }
-    let got = run_ov(4, small, (3, 5), Some(dir.clone()), None);
+    let got = run_ov(Kind::Lm, 4, small, (3, 5), Some(dir.clone()), None);
     assert!(max_diff(&got, &want) <= 1e-5, "from the consolidated state");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn in_place_shards_resume_as_flat_ones_and_back() {
+    // Wide's 70,010-element layer is sharded in place on 2 ranks (and 1), and goes
+    // through the flat buffer on 4: the checkpoint's runs carry it between the two.
+    let want = reference(Kind::Wide, 5, 1);
+    for (first, then) in [(2, [4, 1]), (4, [2, 1])] {
+        let dir = tmp(&format!("wide-{first}"));
+        run_ov(
+            Kind::Wide,
+            first,
+            Strategy::Overlap,
+            (0, 3),
+            None,
+            Some(dir.clone()),
+        );
+        for world in then {
+            let got = run_ov(
+                Kind::Wide,
+                world,
+                Strategy::Overlap,
+                (3, 5),
+                Some(dir.clone()),
+                None,
+            );
+            let d = max_diff(&got, &want);
+            assert!(d <= 1e-5, "saved on {first}, resumed on {world}: {d:e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 fn shapes_of(m: &(dyn model::StagedModel + Send)) -> Vec<Vec<usize>> {

@@ -76,11 +76,7 @@ impl TrainStep {
                 dir.display()
             ),
             (Sync::Zero1(z), _) => {
-                let (s, cfg, ahead) = (
-                    z.ddp().options().strategy,
-                    z.optimizer().cfg,
-                    z.gather_ahead(),
-                );
+                let (s, cfg, ahead) = (z.ddp().options(), z.optimizer().cfg, z.gather_ahead());
                 let mut r = if sharded {
                     Zero1Overlap::resume(comm.clone(), model, s, cfg, &group)?
                 } else {

@@ -189,7 +189,7 @@ impl Core {
         // be captured).
         let no_norm = || loss.affine(0.0, f64::NAN);
         if let Sync::Zero1(z) = &mut self.sync {
-            let nc = zero1_step(z, self.clip)?;
+            let nc = zero1_step(z, self.clip, model.params().bf16_shadows())?;
             if capturing {
                 z.sync_params()?;
             }
@@ -224,15 +224,19 @@ impl Core {
 /// ZeRO-1's update: with clipping, the global norm from every rank's slices (their sums of
 /// squares all-reduced); AdamW on this rank's slices scaled by the clipping coefficient,
 /// the buckets all-gathered. Returns `[norm, coef]` where it clipped.
-fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Option<Tensor>> {
+fn zero1_step(
+    z: &mut Zero1Overlap,
+    clip: f64,
+    shadows: &seam::shadow::Bf16Shadows,
+) -> Result<Option<Tensor>> {
     let shards = z.reduced_shards()?;
+    let shadows = Some(shadows).filter(|s| s.enabled());
     if clip == 0.0 {
         z.optimizer_mut().set_grad_scale(None);
-        z.step_on(shards)?;
+        z.step_on(shards, shadows)?;
         return Ok(None);
     }
-    let some: Vec<Option<Tensor>> = shards.iter().cloned().map(Some).collect();
-    let mine = seam::clip::norm_and_coef(&some, 0.0)?;
+    let mine = seam::clip::norm_and_coef(&Zero1Overlap::shard_grads(&shards), 0.0)?;
     let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
     let comm = z.ddp().comm();
     if comm.world_size() > 1 {
@@ -247,7 +251,7 @@ fn zero1_step(z: &mut Zero1Overlap, clip: f64) -> Result<Option<Tensor>> {
         .minimum(1f64)?;
     let nc = Tensor::cat(&[&norm, &coef], 0)?;
     z.optimizer_mut().set_grad_scale(Some(nc.clone()));
-    z.step_on(shards)?;
+    z.step_on(shards, shadows)?;
     Ok(Some(nc))
 }
 

@@ -53,10 +53,18 @@ impl Engine {
             model.set_compute_dtype(DType::BF16);
         }
         let bucketed = Strategy::Bucketed { bucket_mb: 25.0 };
+        // A bf16 model's gradients are bf16: reduced as they are (in place, no copy), as
+        // the single-GPU AdamW reads them. Buckets ready at the same stage go out as one
+        // launch (one NCCL group).
+        let wire = |s: Strategy| DdpOptions {
+            grad_dtype: c.bf16.then_some(DType::BF16),
+            coalesce: true,
+            ..DdpOptions::new(s)
+        };
         let sync = match c.strategy.as_str() {
             "single" => Sync::Local,
             "zero1" => {
-                let mut z = Zero1Overlap::new(comm.clone(), &model, bucketed, adamw_cfg(c))?;
+                let mut z = Zero1Overlap::new(comm.clone(), &model, wire(bucketed), adamw_cfg(c))?;
                 z.set_gather_ahead(true);
                 Sync::Zero1(Box::new(z))
             }
@@ -69,17 +77,7 @@ impl Engine {
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
                 Sync::Sharded(Box::new(d), Box::new(o))
             }
-            s => {
-                // A bf16 model's gradients are bf16: reduced as they are (in place, no
-                // copy), as the single-GPU AdamW reads them. Buckets ready at the same
-                // stage go out as one launch (one NCCL group).
-                let o = DdpOptions {
-                    grad_dtype: c.bf16.then_some(DType::BF16),
-                    coalesce: true,
-                    ..DdpOptions::new(s.parse()?)
-                };
-                Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, o)?))
-            }
+            s => Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?)),
         };
         let opts = StepOptions {
             clip: c.clip,

@@ -3,8 +3,9 @@
 //! right before the first forward stage that reads one of its parameters
 //! ([`Gathers::before_stage`]); the compute stream waits on the GPU, the host never blocks.
 //!
-//! A bucket that is one parameter and needs no padding is gathered straight into that
-//! parameter's storage ([`Gathers::target`]): nothing to copy, only the wait.
+//! A parameter sharded in place is all-gathered in place, into its own storage
+//! ([`Gathers::launched_in_place`]); so is a flat part that is one parameter and needs no
+//! padding ([`Gathers::target`]): nothing to copy, only the wait.
 //!
 //! Errors are the ddp crate's (comm or candle) so they pass through
 //! `Ddp::forward_backward_with`'s stage hook unchanged.
@@ -14,19 +15,23 @@ use comm::Work;
 use ddp::Result;
 
 pub(crate) struct Gathers {
-    /// Per bucket: its all-gather in flight and the gathered flat bucket to copy from
-    /// (`None`: gathered in place into its one parameter), not yet collected.
-    pending: Vec<Option<(Option<Tensor>, Work)>>,
-    /// Per bucket: its parameters' indices, in bucket (flat) order.
-    bucket_params: Vec<Vec<usize>>,
+    /// Per bucket: its all-gathers in flight, each with the gathered flat part to copy
+    /// from (`None`: gathered in place), not yet collected.
+    pending: Vec<Vec<(Option<Tensor>, Work)>>,
+    /// Per bucket: the parameters of its flat part, in flat order.
+    flat_params: Vec<Vec<usize>>,
     /// Per forward stage: the buckets holding parameters it uses.
     stage_buckets: Vec<Vec<usize>>,
 }
 
 impl Gathers {
-    /// `bucket_params[b]`: bucket b's parameters in flat order; `stage_params[s]`: the
-    /// parameters forward stage s uses.
-    pub(crate) fn new(bucket_params: Vec<Vec<usize>>, stage_params: &[Vec<usize>]) -> Self {
+    /// `bucket_params[b]`: bucket b's parameters; `flat_params[b]`: those of its flat part,
+    /// in flat order; `stage_params[s]`: the parameters forward stage s uses.
+    pub(crate) fn new(
+        bucket_params: &[Vec<usize>],
+        flat_params: Vec<Vec<usize>>,
+        stage_params: &[Vec<usize>],
+    ) -> Self {
         let n = bucket_params.iter().flatten().max().map_or(0, |&i| i + 1);
         let mut bucket_of = vec![usize::MAX; n];
         for (b, ps) in bucket_params.iter().enumerate() {
@@ -47,29 +52,34 @@ impl Gathers {
             })
             .collect();
         Self {
-            pending: (0..bucket_params.len()).map(|_| None).collect(),
-            bucket_params,
+            pending: (0..bucket_params.len()).map(|_| Vec::new()).collect(),
+            flat_params,
             stage_buckets,
         }
     }
 
-    /// Where bucket `b`'s all-gather of `len` elements (padding included) goes, and
-    /// whether that is the parameter itself: a flat view of its one parameter when the
-    /// bucket is exactly that, else a new flat f32 buffer.
+    /// Where the all-gather of bucket `b`'s flat part, `len` elements with padding, goes,
+    /// and whether that is the parameter itself: a flat view of its one parameter when the
+    /// flat part is exactly that, else a new flat f32 buffer.
     pub(crate) fn target(&self, b: usize, len: usize, params: &[Var]) -> Result<(Tensor, bool)> {
-        if let [i] = self.bucket_params[b][..] {
+        if let [i] = self.flat_params[b][..] {
             let p = params[i].as_tensor();
             if p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous() {
                 return Ok((p.flatten_all()?, true));
             }
         }
-        let dev = params[self.bucket_params[b][0]].device();
+        let dev = params[self.flat_params[b][0]].device();
         Ok((Tensor::zeros(len, DType::F32, dev)?, false))
     }
 
     /// Records bucket `b`'s all-gather into `out` (from [`Self::target`]).
     pub(crate) fn launched(&mut self, b: usize, (out, in_place): (Tensor, bool), work: Work) {
-        self.pending[b] = Some(((!in_place).then_some(out), work));
+        self.pending[b].push(((!in_place).then_some(out), work));
+    }
+
+    /// Records an all-gather of bucket `b` in place (into a parameter's own storage).
+    pub(crate) fn launched_in_place(&mut self, b: usize, work: Work) {
+        self.pending[b].push((None, work));
     }
 
     /// Makes the compute stream wait for, and copies, every pending bucket that stage `s`
@@ -90,19 +100,18 @@ impl Gathers {
     }
 
     fn apply(&mut self, b: usize, params: &[Var]) -> Result<()> {
-        let Some((out, work)) = self.pending[b].take() else {
-            return Ok(());
-        };
-        work.wait()?;
-        let Some(out) = out else {
-            return Ok(()); // gathered in place
-        };
-        let mut off = 0;
-        for &i in &self.bucket_params[b] {
-            let p = &params[i];
-            let n = p.elem_count();
-            p.set(&out.narrow(0, off, n)?.reshape(p.shape())?)?;
-            off += n;
+        for (out, work) in std::mem::take(&mut self.pending[b]) {
+            work.wait()?;
+            let Some(out) = out else {
+                continue; // gathered in place
+            };
+            let mut off = 0;
+            for &i in &self.flat_params[b] {
+                let p = &params[i];
+                let n = p.elem_count();
+                p.set(&out.narrow(0, off, n)?.reshape(p.shape())?)?;
+                off += n;
+            }
         }
         Ok(())
     }

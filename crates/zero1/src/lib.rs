@@ -42,6 +42,7 @@ pub mod checkpoint;
 pub mod error;
 mod gather;
 pub mod overlap;
+mod overlap_ckpt;
 pub mod partition;
 pub mod sharded;
 mod sharded_checkpoint;

@@ -1,10 +1,18 @@
 //! [`Zero1Overlap`]: ZeRO stage 1 through the ddp crate's buckets, so gradient
 //! communication overlaps backward. A [`Ddp`] in reduce-scatter mode launches each
 //! bucket's reduce-scatter (Avg) from the staged backward as soon as its gradients are
-//! final; rank r receives the r-th slice of every (zero-padded) bucket. The rank keeps f32
-//! master copies and AdamW moments of exactly those slices, steps them, and all-gathers
-//! every bucket back into the parameters. Communication volume equals DDP's all-reduce
-//! (reduce-scatter + all-gather); optimizer state is 1/W of DDP's.
+//! final. Communication volume equals DDP's all-reduce (reduce-scatter + all-gather);
+//! optimizer state is 1/W of DDP's.
+//!
+//! Two kinds of shard, as [`Ddp::shards_in_place`] decides per parameter:
+//! - a large parameter (64 Ki elements or more, a multiple of W) is sharded where it lies,
+//!   as FSDP2 shards per parameter: its gradient is reduce-scattered in place, rank r
+//!   steps elements [r·n/W, (r+1)·n/W) of the parameter itself ([`seam::Span`]; no master
+//!   copy) and all-gathers them in place. Nothing is copied; on one rank the collectives
+//!   are no-ops and AdamW writes the bf16 weight copies as on one GPU.
+//! - the others are copied into the bucket's flat buffer (zero-padded to a multiple of
+//!   W); rank r keeps an f32 master of the r-th slice, steps it and all-gathers it into a
+//!   flat buffer, copied back into the parameters.
 //!
 //! The step updates the buckets in reverse (the first stages' parameters first) and
 //! launches each bucket's all-gather right after its update. With
@@ -23,24 +31,26 @@
 //! z.sync_params()?;                                    // before reading the parameters
 //! ```
 
-use crate::checkpoint;
 use crate::error::{Result, Zero1Error};
 use crate::gather::Gathers;
-use crate::zero::agree_on;
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
-use ddp::{Ddp, DdpOptions, Strategy};
-use seam::{AdamW, AdamWConfig, Batch, StagedModel};
-use std::path::Path;
+use ddp::{BucketShard, Ddp, DdpOptions};
+use seam::shadow::Bf16Shadows;
+use seam::{AdamW, AdamWConfig, Batch, Span, StagedModel};
 use std::sync::Arc;
 
 pub struct Zero1Overlap {
-    comm: Arc<dyn Communicator>,
-    ddp: Ddp,
-    params: Vec<Var>,
-    /// Per bucket: this rank's slice of the bucket's flat parameters (f32 master).
-    masters: Vec<Var>,
-    opt: AdamW,
+    pub(crate) comm: Arc<dyn Communicator>,
+    pub(crate) ddp: Ddp,
+    pub(crate) params: Vec<Var>,
+    /// What this rank's AdamW steps (state k is span k), bucket by bucket: the f32 master
+    /// of its slice of the bucket's flat part, then its chunk of each parameter sharded in
+    /// place.
+    pub(crate) spans: Vec<Span>,
+    /// Per span: its bucket, and the parameter it is a chunk of (`None`: a flat master).
+    pub(crate) owner: Vec<(usize, Option<usize>)>,
+    pub(crate) opt: AdamW,
     gathers: Gathers,
     gather_ahead: bool,
 }
@@ -60,12 +70,13 @@ fn bucket_flat(params: &[Var], idx: &[usize], w: usize) -> Result<Tensor> {
 }
 
 impl Zero1Overlap {
-    /// Builds the reduce-scattering Ddp (which checks that every rank has the same model
-    /// and broadcasts rank 0's parameters), then this rank's master slices.
+    /// Builds the reduce-scattering Ddp of `opts` (a `Strategy`, or `DdpOptions` for the
+    /// wire dtype, coalescing, …; it checks that every rank has the same model and
+    /// broadcasts rank 0's parameters), then this rank's shards.
     pub fn new(
         comm: Arc<dyn Communicator>,
         model: &dyn StagedModel,
-        strategy: Strategy,
+        opts: impl Into<DdpOptions>,
         cfg: AdamWConfig,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
@@ -77,33 +88,44 @@ impl Zero1Overlap {
         }
         let opts = DdpOptions {
             reduce_scatter: true,
-            ..DdpOptions::new(strategy)
+            ..opts.into()
         };
         let ddp = Ddp::new(comm.clone(), model, opts)?;
         let (w, r) = (comm.world_size(), comm.rank());
-        let masters = ddp
-            .buckets()
-            .iter()
-            .map(|b| {
-                let flat = bucket_flat(&params, &b.params, w)?;
-                let chunk = flat.elem_count() / w;
-                Ok(Var::from_tensor(
-                    &flat.narrow(0, r * chunk, chunk)?.copy()?,
-                )?)
-            })
-            .collect::<Result<_>>()?;
+        let (mut spans, mut owner, mut flat_params) = (Vec::new(), Vec::new(), Vec::new());
+        for (b, bucket) in ddp.buckets().iter().enumerate() {
+            let (sharded, flat): (Vec<usize>, Vec<usize>) =
+                bucket.params.iter().partition(|&&i| ddp.shards_in_place(i));
+            if !flat.is_empty() {
+                let f = bucket_flat(&params, &flat, w)?;
+                let chunk = f.elem_count() / w;
+                let master = Var::from_tensor(&f.narrow(0, r * chunk, chunk)?.copy()?)?;
+                spans.push(Span::whole(&master));
+                owner.push((b, None));
+            }
+            for i in sharded {
+                let n = params[i].elem_count() / w;
+                spans.push(Span {
+                    var: params[i].clone(),
+                    start: r * n,
+                    len: n,
+                });
+                owner.push((b, Some(i)));
+            }
+            flat_params.push(flat);
+        }
         let stage_params: Vec<Vec<usize>> = (0..model.num_stages())
             .map(|s| model.stage_params(s))
             .collect();
-        let gathers = Gathers::new(
-            ddp.buckets().iter().map(|b| b.params.clone()).collect(),
-            &stage_params,
-        );
+        let bucket_params: Vec<Vec<usize>> =
+            ddp.buckets().iter().map(|b| b.params.clone()).collect();
+        let gathers = Gathers::new(&bucket_params, flat_params, &stage_params);
         Ok(Self {
             comm,
             ddp,
             params,
-            masters,
+            spans,
+            owner,
             opt: AdamW::new(cfg)?,
             gathers,
             gather_ahead: false,
@@ -167,45 +189,86 @@ impl Zero1Overlap {
     /// once the next forward or [`Self::sync_params`] has collected them).
     pub fn step(&mut self) -> Result<()> {
         let shards = self.reduced_shards()?;
-        self.step_on(shards)
+        self.step_on(shards, None)
     }
 
-    /// [`Self::step`]'s first half: this rank's averaged slice of every bucket (f32, by
-    /// bucket; zero in the padding). A caller that clips takes their norm here.
-    pub fn reduced_shards(&mut self) -> Result<Vec<Tensor>> {
+    /// [`Self::step`]'s first half: this rank's averaged part of every bucket (zero in the
+    /// flat part's padding). A caller that clips takes their norm here.
+    pub fn reduced_shards(&mut self) -> Result<Vec<BucketShard>> {
         self.sync_params()?;
         Ok(self.ddp.finish_reduce_scatter()?)
     }
 
-    /// [`Self::step`]'s second half, on the slices of [`Self::reduced_shards`].
-    pub fn step_on(&mut self, shards: Vec<Tensor>) -> Result<()> {
-        let shards: Vec<Option<Tensor>> = shards.into_iter().map(Some).collect();
-        // Each bucket's all-gather is launched as soon as its AdamW update is queued, so
-        // it overlaps the updates after it; the last buckets (the first stages) go first.
-        let (comm, masters, gathers) = (&self.comm, &self.masters, &mut self.gathers);
+    /// Every gradient of `shards`, in no particular order (for a norm).
+    pub fn shard_grads(shards: &[BucketShard]) -> Vec<Option<Tensor>> {
+        let mut out = Vec::new();
+        for s in shards {
+            out.extend(s.flat.iter().cloned().map(Some));
+            out.extend(s.params.iter().map(|(_, g)| Some(g.clone())));
+        }
+        out
+    }
+
+    /// [`Self::step`]'s second half, on the parts of [`Self::reduced_shards`]. `shadows`:
+    /// the model's bf16 weight copies (`model.params().bf16_shadows()`), written for every
+    /// parameter this rank updates whole (all of the large ones on one rank).
+    pub fn step_on(
+        &mut self,
+        mut shards: Vec<BucketShard>,
+        shadows: Option<&Bf16Shadows>,
+    ) -> Result<()> {
+        let mut grads: Vec<Option<Tensor>> = Vec::with_capacity(self.spans.len());
+        for &(b, who) in &self.owner {
+            let s = shards
+                .get_mut(b)
+                .ok_or_else(|| Zero1Error::Input(format!("no reduced part of bucket {b}")))?;
+            grads.push(match who {
+                None => s.flat.take(),
+                Some(i) => s
+                    .params
+                    .iter()
+                    .find(|(j, _)| *j == i)
+                    .map(|(_, g)| g.clone()),
+            });
+        }
+        // Each bucket's all-gathers are launched as soon as its AdamW updates are queued,
+        // so they overlap the updates after them; the last buckets (the first stages) go
+        // first.
+        let (comm, spans, owner, gathers) =
+            (&self.comm, &self.spans, &self.owner, &mut self.gathers);
         let (w, params) = (comm.world_size(), &self.params);
-        self.opt.step_each_in(
-            masters,
-            &shards,
-            (0..masters.len()).rev(),
-            |b| -> Result<()> {
-                let m = &masters[b];
+        let index: Vec<Option<usize>> = owner.iter().map(|o| o.1).collect();
+        self.opt.step_spans_in(
+            spans,
+            &grads,
+            (0..spans.len()).rev(),
+            |k| -> Result<()> {
+                let (b, who) = owner[k];
+                if who.is_some() {
+                    let whole = spans[k].var.as_tensor().flatten_all()?;
+                    let work = comm.all_gather_async(&spans[k].view()?, &whole)?;
+                    gathers.launched_in_place(b, work);
+                    return Ok(());
+                }
+                let m = spans[k].var.as_tensor();
                 let target = gathers.target(b, m.elem_count() * w, params)?;
-                let work = comm.all_gather_async(m.as_tensor(), &target.0)?;
+                let work = comm.all_gather_async(m, &target.0)?;
                 gathers.launched(b, target, work);
                 Ok(())
             },
+            shadows.map(|s| (s, &index[..])),
         )?;
-        drop(shards);
+        drop((grads, shards));
         if !self.gather_ahead {
             self.sync_params()?;
         }
         Ok(())
     }
 
-    /// Elements of optimizer state (and master weights) this rank keeps.
+    /// Elements of optimizer state this rank keeps (per element: two moments, plus an
+    /// f32 master for the flat parts' slices).
     pub fn state_elements(&self) -> usize {
-        self.masters.iter().map(|m| m.elem_count()).sum()
+        self.spans.iter().map(|s| s.len).sum()
     }
 
     pub fn ddp(&self) -> &Ddp {
@@ -219,109 +282,5 @@ impl Zero1Overlap {
     }
     pub fn optimizer(&self) -> &AdamW {
         &self.opt
-    }
-
-    /// Where bucket `b`'s slice on this rank sits in the flat (declaration-order)
-    /// parameters: (start, len) runs in slice order, and how many slice elements they cover
-    /// (the rest is the bucket's zero padding).
-    fn slice_runs(&self, b: usize) -> (Vec<(usize, usize)>, usize) {
-        let mut offset = vec![0usize; self.params.len() + 1];
-        for (i, p) in self.params.iter().enumerate() {
-            offset[i + 1] = offset[i] + p.elem_count();
-        }
-        let chunk = self.masters[b].elem_count();
-        let (lo, hi) = (self.comm.rank() * chunk, (self.comm.rank() + 1) * chunk);
-        let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
-        for &i in &self.ddp.buckets()[b].params {
-            let n = self.params[i].elem_count();
-            let (a, z) = (pos.max(lo), (pos + n).min(hi));
-            if a < z {
-                runs.push((offset[i] + a - pos, z - a));
-                covered += z - a;
-            }
-            pos += n;
-        }
-        (runs, covered)
-    }
-
-    /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
-    /// this rank's runs): every rank must call it; returns once all ranks have written and
-    /// the manifest is durable.
-    pub fn save(&mut self, dir: &Path) -> Result<()> {
-        self.sync_params()?;
-        let this = &*self;
-        checkpoint::save(
-            this.comm.as_ref(),
-            dir,
-            &this.params,
-            this.opt.steps_taken(),
-            || {
-                let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
-                for (b, master) in this.masters.iter().enumerate() {
-                    let (rb, covered) = this.slice_runs(b);
-                    let n = master.elem_count();
-                    let (mb, vb) = this
-                        .opt
-                        .moments(b, master)?
-                        .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-                    m.extend_from_slice(&mb[..covered]);
-                    v.extend_from_slice(&vb[..covered]);
-                    runs.extend(rb);
-                }
-                Ok((runs, m, v))
-            },
-        )
-    }
-
-    /// Loads a checkpoint of [`Self::save`] or [`crate::Zero1::save`] (any world size and
-    /// bucket layout, or consolidated) into `model`'s parameters and a new optimizer with
-    /// `strategy`'s buckets. Every file is validated before the model is touched; a
-    /// failure on any rank fails all.
-    pub fn resume(
-        comm: Arc<dyn Communicator>,
-        model: &dyn StagedModel,
-        strategy: Strategy,
-        cfg: AdamWConfig,
-        dir: &Path,
-    ) -> Result<Self> {
-        let params = model.params().vars().to_vec();
-        let read = checkpoint::read_all(dir, &params);
-        let dev = params
-            .first()
-            .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
-            .device()
-            .clone();
-        let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        Self::resume_from(comm, model, strategy, cfg, &loaded, &state)
-    }
-
-    /// [`Self::resume`] from state already read and agreed on by every rank: the
-    /// parameters (by index) and the flat optimizer state (a replicated optimizer's
-    /// checkpoint converts to it: `ddp::checkpoint::read_flat`).
-    pub fn resume_from(
-        comm: Arc<dyn Communicator>,
-        model: &dyn StagedModel,
-        strategy: Strategy,
-        cfg: AdamWConfig,
-        loaded: &[Tensor],
-        state: &checkpoint::Consolidated,
-    ) -> Result<Self> {
-        let params = model.params().vars().to_vec();
-        checkpoint::set_params(&params, loaded)?;
-        let mut z = Self::new(comm, model, strategy, cfg)?;
-        for b in 0..z.masters.len() {
-            let (runs, _) = z.slice_runs(b);
-            let n = z.masters[b].elem_count();
-            let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
-            for (start, len) in runs {
-                m.extend_from_slice(&state.exp_avg[start..start + len]);
-                v.extend_from_slice(&state.exp_avg_sq[start..start + len]);
-            }
-            m.resize(n, 0.0);
-            v.resize(n, 0.0);
-            let master = z.masters[b].clone();
-            z.opt.restore(state.step, b, &master, &m, &v)?;
-        }
-        Ok(z)
     }
 }

@@ -8,19 +8,20 @@ use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, ToyModel, Transfor
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
     Toy,
     Lm,
-    /// The ToyModel with 7000 inputs: its first layer's gradient (70,000 elements) is
-    /// large enough for DDP to reduce it in place (`ddp`'s `IN_PLACE_MIN`).
+    /// The ToyModel with 7001 inputs: its first layer's gradient (70,010 elements) is
+    /// large enough for DDP to reduce it in place (`ddp`'s `IN_PLACE_MIN`), and ZeRO-1
+    /// shards it in place on 2 ranks but not on 4 (70,010 = 2 × 35,005).
     Wide,
 }
 
 /// The inputs of the ToyModel kinds.
 fn toy_inputs(kind: Kind) -> usize {
     match kind {
-        Kind::Wide => 7000,
+        Kind::Wide => 7001,
         _ => 6,
     }
 }

@@ -1,0 +1,132 @@
+//! Checkpoints of [`Zero1Overlap`], in the sharded format of [`crate::checkpoint`]: each
+//! rank lists the flat (declaration-order) runs its spans hold, so any world size, bucket
+//! layout or other optimizer resumes them.
+
+use crate::checkpoint;
+use crate::error::{Result, Zero1Error};
+use crate::overlap::Zero1Overlap;
+use crate::zero::agree_on;
+use candle_core::Tensor;
+use comm::Communicator;
+use ddp::DdpOptions;
+use seam::{AdamWConfig, StagedModel};
+use std::path::Path;
+use std::sync::Arc;
+
+impl Zero1Overlap {
+    /// Where span `k` sits in the flat (declaration-order) parameters: (start, len) runs
+    /// in span order, and how many span elements they cover (the rest is a flat part's zero
+    /// padding). `offset[i]`: where parameter i starts.
+    fn span_runs(&self, k: usize, offset: &[usize]) -> (Vec<(usize, usize)>, usize) {
+        let span = &self.spans[k];
+        let b = match self.owner[k] {
+            (_, Some(i)) => return (vec![(offset[i] + span.start, span.len)], span.len),
+            (b, None) => b,
+        };
+        let chunk = span.len;
+        let (lo, hi) = (self.comm.rank() * chunk, (self.comm.rank() + 1) * chunk);
+        let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
+        let flat = self.ddp.buckets()[b].params.iter();
+        for &i in flat.filter(|&&i| !self.ddp.shards_in_place(i)) {
+            let n = self.params[i].elem_count();
+            let (a, z) = (pos.max(lo), (pos + n).min(hi));
+            if a < z {
+                runs.push((offset[i] + a - pos, z - a));
+                covered += z - a;
+            }
+            pos += n;
+        }
+        (runs, covered)
+    }
+
+    fn offsets(&self) -> Vec<usize> {
+        let mut offset = vec![0usize; self.params.len() + 1];
+        for (i, p) in self.params.iter().enumerate() {
+            offset[i + 1] = offset[i] + p.elem_count();
+        }
+        offset
+    }
+
+    /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
+    /// this rank's runs): every rank must call it; returns once all ranks have written and
+    /// the manifest is durable.
+    pub fn save(&mut self, dir: &Path) -> Result<()> {
+        self.sync_params()?;
+        let this = &*self;
+        checkpoint::save(
+            this.comm.as_ref(),
+            dir,
+            &this.params,
+            this.opt.steps_taken(),
+            || {
+                let offset = this.offsets();
+                let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
+                for (k, span) in this.spans.iter().enumerate() {
+                    let (rk, covered) = this.span_runs(k, &offset);
+                    let n = span.len;
+                    let (mk, vk) = this
+                        .opt
+                        .span_moments(k, span)?
+                        .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+                    m.extend_from_slice(&mk[..covered]);
+                    v.extend_from_slice(&vk[..covered]);
+                    runs.extend(rk);
+                }
+                Ok((runs, m, v))
+            },
+        )
+    }
+
+    /// Loads a checkpoint of [`Self::save`] or [`crate::Zero1::save`] (any world size and
+    /// bucket layout, or consolidated) into `model`'s parameters and a new optimizer with
+    /// the buckets of `opts` (a `Strategy`, or `DdpOptions`). Every file is validated before the model is touched; a
+    /// failure on any rank fails all.
+    pub fn resume(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        opts: impl Into<DdpOptions>,
+        cfg: AdamWConfig,
+        dir: &Path,
+    ) -> Result<Self> {
+        let params = model.params().vars().to_vec();
+        let read = checkpoint::read_all(dir, &params);
+        let dev = params
+            .first()
+            .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
+            .device()
+            .clone();
+        let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
+        Self::resume_from(comm, model, opts, cfg, &loaded, &state)
+    }
+
+    /// [`Self::resume`] from state already read and agreed on by every rank: the
+    /// parameters (by index) and the flat optimizer state (a replicated optimizer's
+    /// checkpoint converts to it: `ddp::checkpoint::read_flat`).
+    pub fn resume_from(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        opts: impl Into<DdpOptions>,
+        cfg: AdamWConfig,
+        loaded: &[Tensor],
+        state: &checkpoint::Consolidated,
+    ) -> Result<Self> {
+        let params = model.params().vars().to_vec();
+        checkpoint::set_params(&params, loaded)?;
+        let mut z = Self::new(comm, model, opts, cfg)?;
+        let offset = z.offsets();
+        for k in 0..z.spans.len() {
+            let (runs, _) = z.span_runs(k, &offset);
+            let n = z.spans[k].len;
+            let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for (start, len) in runs {
+                m.extend_from_slice(&state.exp_avg[start..start + len]);
+                v.extend_from_slice(&state.exp_avg_sq[start..start + len]);
+            }
+            m.resize(n, 0.0);
+            v.resize(n, 0.0);
+            let span = z.spans[k].clone();
+            z.opt.restore_span(state.step, k, &span, &m, &v)?;
+        }
+        Ok(z)
+    }
+}
