@@ -105,6 +105,27 @@ pub struct TrainConfig {
 impl TrainConfig {
     pub fn validate(&self, world: usize) -> Result<()> {
         crate::sampler::check_split(self.global_batch, world, self.accum)?;
+        let numbers = [
+            ("lr", self.lr),
+            ("min-lr", self.min_lr),
+            ("weight-decay", self.weight_decay),
+            ("beta1", self.beta1),
+            ("beta2", self.beta2),
+            ("clip", self.clip),
+        ];
+        for (flag, v) in numbers {
+            if !v.is_finite() {
+                bail!("--{flag} {v}: not a finite number");
+            }
+        }
+        for (flag, v) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(0.0..1.0).contains(&v) {
+                bail!("--{flag} {v}: AdamW's betas lie in [0, 1)");
+            }
+        }
+        if self.weight_decay < 0.0 {
+            bail!("--weight-decay {}: must be >= 0", self.weight_decay);
+        }
         if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
             bail!(
                 "learning rates must satisfy 0 <= min_lr ({}) <= lr ({}) and lr > 0",
@@ -125,6 +146,18 @@ impl TrainConfig {
             bail!("strategy single runs on one rank, not {world}");
         }
         Ok(())
+    }
+
+    /// What is allowed but probably not meant, one line each (rank 0 prints them).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.warmup > self.steps {
+            w.push(format!(
+                "--warmup {} is longer than the run (--steps {}): the learning rate never reaches --lr {}",
+                self.warmup, self.steps, self.lr
+            ));
+        }
+        w
     }
 
     /// The fields that differ and forbid a resume ("field: ours vs theirs"). The strategy

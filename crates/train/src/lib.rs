@@ -19,6 +19,7 @@ pub mod launch;
 pub mod load;
 pub mod log;
 pub mod rng;
+pub mod rundir;
 pub mod sampler;
 pub mod schedule;
 pub mod state;

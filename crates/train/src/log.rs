@@ -43,19 +43,40 @@ pub struct Log {
 }
 
 impl Log {
-    /// Opens `path`, keeping the records of steps up to `upto` (a resumed run rewrites
-    /// what came after its checkpoint); a line that does not parse is an error naming it.
+    /// Opens `path` for appending, keeping the records of steps up to `upto` (a resumed
+    /// run writes again what came after its checkpoint). The file is never rewritten in
+    /// place: where records must go (steps after `upto`, or a last line cut short by a
+    /// kill or a full disk, dropped with a warning naming it), the kept ones are written to
+    /// a temporary file that then replaces it. Any other line that does not parse is an
+    /// error naming it.
     pub fn open(path: &Path, upto: u64) -> Result<Self> {
-        let mut records = if path.exists() {
-            read(path)?
-        } else {
-            Vec::new()
+        let (all, torn) = match path.exists() {
+            true => read_tolerant(path)?,
+            false => (Vec::new(), None),
         };
-        records.retain(|r| r.step() <= upto);
-        let mut f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        for r in &records {
-            writeln!(f, "{}", serde_json::to_string(r)?)?;
+        if let Some(line) = torn {
+            eprintln!(
+                "train: {}:{line}: dropping a partial last line (a write cut short)",
+                path.display()
+            );
+        }
+        let records: Vec<Record> = all.iter().filter(|r| r.step() <= upto).cloned().collect();
+        if records.len() != all.len() || torn.is_some() {
+            let tmp = path.with_extension("jsonl.tmp");
+            let mut text = String::new();
+            for r in &records {
+                text += &serde_json::to_string(r)?;
+                text.push('\n');
+            }
+            let write = || -> std::io::Result<()> {
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(text.as_bytes())?;
+                f.sync_all()?;
+                std::fs::rename(&tmp, path)
+            };
+            write().with_context(|| {
+                format!("rewriting {} (through {})", path.display(), tmp.display())
+            })?;
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -64,11 +85,13 @@ impl Log {
     }
 
     pub fn push(&mut self, r: Record) -> Result<()> {
-        let mut f = std::fs::OpenOptions::new()
+        let line = serde_json::to_string(&r)? + "\n";
+        std::fs::OpenOptions::new()
+            .create(true)
             .append(true)
             .open(&self.path)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
             .with_context(|| format!("appending to {}", self.path.display()))?;
-        writeln!(f, "{}", serde_json::to_string(&r)?)?;
         self.records.push(r);
         Ok(())
     }
@@ -81,6 +104,29 @@ impl Log {
 
 /// The records of a log file (ours, or another trainer's in the same schema), without
 /// changing it; a line that does not parse is an error naming it.
+/// [`read`], except that a last line that does not parse and does not end in a newline
+/// (a write cut short) is left out: the records and that line's number.
+fn read_tolerant(path: &Path) -> Result<(Vec<Record>, Option<usize>)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let last_torn = !text.ends_with('\n')
+        && lines
+            .last()
+            .is_some_and(|l| serde_json::from_str::<Record>(l).is_err());
+    let n = lines.len() - usize::from(last_torn);
+    let records = lines[..n]
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not a log record", path.display(), i + 1))
+        })
+        .collect::<Result<_>>()?;
+    Ok((records, last_torn.then_some(lines.len())))
+}
+
 pub fn read(path: &Path) -> Result<Vec<Record>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

@@ -100,8 +100,47 @@ pub fn newest(root: &Path) -> Result<(Option<Found>, Vec<String>)> {
     Ok((None, skipped))
 }
 
+/// Which data a run trains on: the directory it was given and the identity of its
+/// contents (FNV-1a of its `meta.json`, which holds the tokenizer's hash, the token counts
+/// and the source). Recorded in every checkpoint and checked on resume.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DataId {
+    pub dir: String,
+    pub id: String,
+}
+
+impl DataId {
+    pub fn of(ds: &crate::data::Dataset) -> Result<Self> {
+        Ok(Self {
+            dir: ds.dir.display().to_string(),
+            id: crate::data::fnv1a(&serde_json::to_vec(&ds.meta)?),
+        })
+    }
+}
+
+/// The data identity a step directory's checkpoint recorded (`None`: written before it
+/// was recorded).
+pub fn read_data(dir: &Path) -> Result<Option<DataId>> {
+    let ck = Checkpoint::open(&manifest_dir(dir))?;
+    let t = ck.load(STATE_FILE)?;
+    let Some(json) = t.get("data") else {
+        return Ok(None);
+    };
+    let json: Vec<u8> = json.to_vec1()?;
+    let p = manifest_dir(dir).join(STATE_FILE);
+    Ok(Some(serde_json::from_slice(&json).with_context(|| {
+        format!("{}: data identity", p.display())
+    })?))
+}
+
 /// Saves step `step` into `root` (collective), then removes all but the newest `keep`.
-pub fn save(e: &mut Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usize) -> Result<()> {
+pub fn save(
+    e: &mut Engine,
+    root: &Path,
+    step: u64,
+    (cfg, data): (&TrainConfig, &DataId),
+    keep: usize,
+) -> Result<()> {
     let dir = step_dir(root, step);
     e.save(&dir)?;
     if e.comm.rank() == 0 {
@@ -115,6 +154,11 @@ pub fn save(e: &mut Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usi
             "config".to_string(),
             Tensor::from_vec(json.clone(), json.len(), &Device::Cpu)?.to_dtype(DType::U8)?,
         );
+        let json = serde_json::to_vec(data)?;
+        t.insert(
+            "data".to_string(),
+            Tensor::from_vec(json.clone(), json.len(), &Device::Cpu)?.to_dtype(DType::U8)?,
+        );
         Checkpoint::open(&e.manifest_dir(&dir))?.replace(&[(STATE_FILE, t)], &[])?;
         for (_, old) in list(root)?.into_iter().skip(keep.max(1)) {
             std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
@@ -126,8 +170,8 @@ pub fn save(e: &mut Engine, root: &Path, step: u64, cfg: &TrainConfig, keep: usi
 
 /// Resumes from the newest complete checkpoint under `root` that every rank agrees on;
 /// returns its step (0 and nothing loaded if there is none). Refuses one written under
-/// another configuration, naming the fields.
-pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig) -> Result<u64> {
+/// another configuration, naming the fields, or on other data, naming both directories.
+pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> Result<u64> {
     let (found, skipped) = newest(root)?;
     if e.comm.rank() == 0 {
         for s in &skipped {
@@ -144,6 +188,17 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig) -> Result<u64> {
     let Some((step, dir, saved)) = found else {
         return Ok(0);
     };
+    if let Some(theirs) = read_data(&dir)?.filter(|d| d.id != data.id) {
+        bail!(
+            "checkpoint {} was trained on the data in {} (identity {}); --data {} holds other data (identity {}): resume with --data {}, or start afresh with --fresh",
+            dir.display(),
+            theirs.dir,
+            theirs.id,
+            data.dir,
+            data.id,
+            theirs.dir
+        );
+    }
     let diff = saved.differences(cfg);
     if !diff.is_empty() {
         bail!(

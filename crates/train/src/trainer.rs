@@ -95,7 +95,23 @@ pub fn run_rank(
 ) -> Result<Summary> {
     let (rank, world) = (comm.rank(), comm.world_size());
     c.validate(world)?;
+    // Rank 0 owns the directory for the run: one run at a time; --fresh moves the last
+    // one aside first.
+    let _lock = match rank {
+        0 => Some(crate::rundir::lock(&o.out)?),
+        _ => None,
+    };
+    if rank == 0 && !o.resume {
+        if let Some(dest) = crate::rundir::move_aside(&o.out)? {
+            eprintln!(
+                "train: --fresh: the previous run in {} moved to {}",
+                o.out.display(),
+                dest.display()
+            );
+        }
+    }
     let ds = Dataset::open(&o.data)?;
+    let data_id = state::DataId::of(&ds)?;
     let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
     let val = eval_batches(&ds, c, rank, world, &dev)?;
     let mut e = Engine::new(comm, dev.clone(), c, ds.meta.vocab_size)?;
@@ -105,7 +121,7 @@ pub fn run_rank(
     }
     e.comm.barrier()?;
     let start = if o.resume {
-        state::resume(&mut e, &ckpts, c)?
+        state::resume(&mut e, &ckpts, c, &data_id)?
     } else {
         0
     };
@@ -116,6 +132,9 @@ pub fn run_rank(
         );
     }
     if rank == 0 {
+        for w in c.warnings() {
+            eprintln!("train: warning: {w}");
+        }
         export::config(&o.out, c)?;
         if o.export_init {
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
@@ -163,6 +182,10 @@ pub fn run_rank(
                 (done, lr): (u64, f64),
                 out: step::StepOut|
      -> Result<()> {
+        diverged(&ckpts, done, "loss", out.loss)?;
+        if let Some(n) = out.grad_norm {
+            diverged(&ckpts, done, "gradient norm", n)?;
+        }
         let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
         *tick = Instant::now();
         s.final_train_loss = Some(out.loss);
@@ -212,6 +235,7 @@ pub fn run_rank(
         }
         if eval_now {
             let v = e.eval_loss(&val)?;
+            diverged(&ckpts, done, "validation loss", v)?;
             s.final_val = Some((done, v));
             push(
                 &mut log,
@@ -229,7 +253,7 @@ pub fn run_rank(
             }
         }
         if ckpt_now {
-            state::save(&mut e, &ckpts, done, c, o.keep)?;
+            state::save(&mut e, &ckpts, done, (c, &data_id), o.keep)?;
         }
         if eval_now || ckpt_now {
             tick = Instant::now();
@@ -274,4 +298,20 @@ pub fn run_rank(
         std::fs::write(o.out.join("samples.txt"), text)?;
     }
     Ok(s)
+}
+
+/// A non-finite loss or norm after step `step` stops the run (every rank sees the same
+/// value: they are means over the ranks): nothing from that step on is logged or saved,
+/// so the log and the checkpoints stay readable, and the error says where to go on from.
+fn diverged(ckpts: &std::path::Path, step: u64, what: &str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        return Ok(());
+    }
+    let newest = state::list(ckpts)
+        .ok()
+        .and_then(|l| l.first().map(|(_, d)| d.display().to_string()));
+    bail!(
+        "step {step}: the {what} is {v}: training diverged; nothing from step {step} on was logged or saved ({}). Lower --lr and start again with --fresh",
+        newest.map_or("no checkpoint yet".to_string(), |d| format!("the newest checkpoint is {d}"))
+    )
 }
