@@ -215,6 +215,10 @@ pub enum Cmd {
         steps: usize,
         #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
+        /// Time the step captured as one CUDA graph after an eager step (CUDA only);
+        /// `false` for eager steps. Memory is read from eager steps either way.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        graph: bool,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

@@ -179,6 +179,7 @@ fn run(cli: Cli) -> Result<()> {
             warmup,
             steps,
             batch,
+            graph,
             out,
         } => {
             let nccl = matches!(backend, BackendArg::Nccl);
@@ -202,6 +203,7 @@ fn run(cli: Cli) -> Result<()> {
                 warmup,
                 steps,
                 batch,
+                graph,
             };
             zero1::run(nccl, ranks, &cfg, &out)
         }

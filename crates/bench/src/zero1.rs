@@ -1,14 +1,19 @@
 //! Optimizer-state sharding benchmark (the seeds' optimizer_state_sharding_accounting):
-//! per mode, on every rank of a launched group, a fresh model and optimizer:
+//! per mode, on every rank of a launched group, a fresh model and the step `train` runs
+//! (`step::TrainStep`, no clipping) with that mode's synchronisation:
 //!   - `ddp`: bucketed DDP + AdamW (every rank holds all moments);
 //!   - `sharded`: bucketed DDP + ShardedOptimizer (moments for owned parameters; owners
 //!     broadcast updates);
-//!   - `zero1`: Zero1 (reduce-scatter gradients, step the chunk, all-gather parameters).
+//!   - `zero1`: ZeRO-1 with one bucket, reduce-scattered after the backward
+//!     (`Zero1Overlap` with `Strategy::Flat`);
+//!   - `zero1-overlap`: ZeRO-1 through DDP's buckets, reduce-scatters during the backward;
+//!   - `zero1-ahead`: the same, its all-gathers overlapping the next forward.
 //!
-//! Memory (CUDA pool, GiB): in use after initialisation, directly before and directly
-//! after the optimizer step of a steady-state step, and the peak of that step; the
-//! analytic expectation of the persistent part (parameters, gradients, moments) beside it.
-//! Step time: CUDA-event mean over `steps`, slowest rank.
+//! Memory (CUDA pool, GiB), from an eager step: in use after initialisation, directly
+//! before and after the optimizer update of a steady-state step (`TrainStep::set_probe`),
+//! and the peak of that step; the analytic persistent part (parameters, gradients, moments)
+//! beside it. Step time: `step_timing::time_steps` (the step captured as one CUDA graph
+//! where it can be: `graph`), the slowest rank's mean.
 
 use crate::memory;
 use crate::timer::Timer;
@@ -16,10 +21,11 @@ use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::{Communicator, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
-use model::{AdamW, AdamWConfig, Batch, StagedModel, TransformerLm};
+use model::{AdamWConfig, Batch, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use zero1::{ParamGroup, ShardedOptimizer, Zero1, Zero1Overlap};
+use step::{StepOptions, Sync, TrainStep};
+use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ZeroRecord {
@@ -45,18 +51,13 @@ pub struct ZeroRecord {
     #[serde(default)]
     pub coalesce: bool,
     pub peak_gib: Option<f64>,
+    /// The timed steps ran as one CUDA graph.
+    #[serde(default)]
+    pub graph: bool,
     /// Analytic, this rank: parameters, gradients and AdamW moments (f32).
     pub params_gib: f64,
     pub grads_gib: f64,
     pub state_gib: f64,
-}
-
-enum Opt {
-    Ddp(Ddp, AdamW),
-    Sharded(Ddp, ShardedOptimizer),
-    Zero(Zero1),
-    /// ZeRO-1 through ddp's buckets: reduce-scatter overlapped with backward.
-    Overlap(Zero1Overlap),
 }
 
 fn adamw_cfg() -> AdamWConfig {
@@ -70,30 +71,54 @@ fn current(dev: &Device) -> Option<f64> {
     memory::gib(memory::current(dev))
 }
 
-/// Forward + backward (+ gradient sync for the DDP modes): returns what the step needs.
-fn backward(o: &mut Opt, lm: &TransformerLm, b: &Batch) -> Result<model::Grads> {
-    Ok(match o {
-        Opt::Ddp(d, _) | Opt::Sharded(d, _) => {
-            d.forward_backward(lm, b)?;
-            d.finish_gradient_synchronization()?
+/// Mode `mode`'s synchronisation of `lm`'s gradients.
+fn sync_for(
+    mode: &str,
+    comm: &Arc<dyn Communicator>,
+    lm: &TransformerLm,
+    cfg: &ZeroBenchConfig,
+) -> Result<Sync> {
+    let opts = |s| DdpOptions {
+        gemm_sm_carveout: cfg.sm_carveout,
+        coalesce: cfg.coalesce,
+        ..DdpOptions::new(s)
+    };
+    let bucketed = Strategy::Bucketed {
+        bucket_mb: cfg.bucket_mb,
+    };
+    Ok(match mode {
+        "ddp" => Sync::Ddp(Box::new(Ddp::new(comm.clone(), lm, opts(bucketed))?)),
+        "sharded" => {
+            let g = ParamGroup {
+                params: lm.params().vars().to_vec(),
+                cfg: adamw_cfg(),
+            };
+            Sync::Sharded(
+                Box::new(Ddp::new(comm.clone(), lm, opts(bucketed))?),
+                Box::new(ShardedOptimizer::new(comm.clone(), vec![g])?),
+            )
         }
-        Opt::Zero(_) => model::forward_backward(lm, b, |_, _| Ok(()))?.1,
-        Opt::Overlap(z) => {
-            z.forward_backward(lm, b)?;
-            Vec::new()
+        "zero1" | "zero1-overlap" | "zero1-ahead" => {
+            let s = if mode == "zero1" {
+                Strategy::Flat
+            } else {
+                bucketed
+            };
+            let mut z = Zero1Overlap::new(comm.clone(), lm, opts(s), adamw_cfg())?;
+            z.set_gather_ahead(mode == "zero1-ahead");
+            Sync::Zero1(Box::new(z))
         }
+        m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead)"),
     })
 }
 
-fn step(o: &mut Opt, lm: &TransformerLm, g: &model::Grads) -> Result<()> {
-    let vars = lm.params().vars();
-    match o {
-        Opt::Ddp(_, a) => a.step(vars, g)?,
-        Opt::Sharded(_, s) => s.step(vars, g)?,
-        Opt::Zero(z) => z.step(g)?,
-        Opt::Overlap(z) => z.step()?,
+/// Elements of AdamW state this rank keeps under `sync` (of `n` parameters).
+fn state_elements(sync: &Sync, n: usize) -> usize {
+    match sync {
+        Sync::Sharded(_, s) => s.owned_elements(),
+        Sync::Zero1(z) => z.state_elements(),
+        Sync::Local | Sync::Ddp(_) => n,
     }
-    Ok(())
 }
 
 pub struct ZeroBenchConfig {
@@ -110,6 +135,8 @@ pub struct ZeroBenchConfig {
     pub warmup: usize,
     pub steps: usize,
     pub batch: usize,
+    /// Time the step captured as one CUDA graph (CUDA only).
+    pub graph: bool,
 }
 
 /// The benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per GPU);
@@ -141,77 +168,44 @@ pub fn run_rank(
     }
     let c = comm.as_ref();
     let w = c.world_size();
+    let lr = adamw_cfg().lr;
     for mode in &cfg.modes {
         memory::reset_peak(dev);
         let lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
-        let vars = lm.params().vars().to_vec();
-        let n: usize = vars.iter().map(|v| v.elem_count()).sum();
-        let strategy = Strategy::Bucketed { bucket_mb };
-        let opts = DdpOptions {
-            gemm_sm_carveout: cfg.sm_carveout,
-            coalesce: cfg.coalesce,
-            ..DdpOptions::new(strategy)
-        };
-        let mut o = match mode.as_str() {
-            "ddp" => Opt::Ddp(Ddp::new(comm.clone(), &lm, opts)?, AdamW::new(adamw_cfg())?),
-            "sharded" => Opt::Sharded(
-                Ddp::new(comm.clone(), &lm, opts)?,
-                ShardedOptimizer::new(
-                    comm.clone(),
-                    vec![ParamGroup {
-                        params: vars.clone(),
-                        cfg: adamw_cfg(),
-                    }],
-                )?,
-            ),
-            "zero1" => Opt::Zero(Zero1::new(comm.clone(), &vars, adamw_cfg())?),
-            "zero1-overlap" | "zero1-ahead" => {
-                let mut z = Zero1Overlap::new(comm.clone(), &lm, strategy, adamw_cfg())?;
-                z.set_gather_ahead(mode == "zero1-ahead");
-                z.set_gemm_sm_carveout(cfg.sm_carveout)?;
-                z.set_coalesce(cfg.coalesce);
-                Opt::Overlap(z)
-            }
-            m => bail!(
-                "--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead)"
-            ),
-        };
-        let state_elems = match &o {
-            Opt::Ddp(..) => n,
-            Opt::Sharded(_, s) => s.owned_elements(),
-            Opt::Zero(z) => z.state_elements(),
-            Opt::Overlap(z) => z.state_elements(),
-        };
-        let after_init = current(dev);
+        let n: usize = lm.params().vars().iter().map(|v| v.elem_count()).sum();
         let b = crate::ddp::batch_for(&lm, c.rank(), batch, dev)?;
-        let mut times = Vec::with_capacity(steps);
-        for i in 0..warmup + steps {
-            let t = Timer::start(dev)?;
-            let g = backward(&mut o, &lm, &b)?;
-            step(&mut o, &lm, &g)?;
-            drop(g);
-            if i + 1 == warmup + steps {
-                // zero1-ahead: every timed forward waited for the step before it; the last
-                // step's all-gathers are counted here.
-                if let Opt::Overlap(z) = &mut o {
-                    z.sync_params()?;
-                }
-            }
-            let s = t.stop()?;
-            if i >= warmup {
-                times.push(s * 1e3);
-            }
-        }
-        // One more step with the memory read at its points.
+        let micro = [b.clone()];
+        // Memory: eager steps, read around the update of the second.
+        let eager = StepOptions {
+            graph: false,
+            ..StepOptions::default()
+        };
+        let mut st = TrainStep::new(&lm, sync_for(mode, &comm, &lm, cfg)?, adamw_cfg(), eager)?;
+        let after_init = current(dev);
+        let state_elems = state_elements(st.sync(), n);
+        st.step(&lm, &micro, lr)?;
+        st.flush()?;
+        let before = std::rc::Rc::new(std::cell::Cell::new(None));
+        let (probe, d) = (before.clone(), dev.clone());
+        st.set_probe(Some(Box::new(move || probe.set(current(&d)))));
         memory::reset_peak(dev);
-        let g = backward(&mut o, &lm, &b)?;
-        let before = current(dev);
-        step(&mut o, &lm, &g)?;
-        drop(g);
+        st.step(&lm, &micro, lr)?;
+        st.flush()?;
         let after = current(dev);
         let peak = memory::gib(memory::peak(dev));
-        let comm_ms = comm_only(c, dev, &mut o, &lm, &b, n)?;
-        let (m, sd) = crate::timer::mean_std(&times);
+        st.set_probe(None);
+        let comm_ms = comm_only(c, dev, st.sync_mut(), &lm, &b, n)?;
+        drop(st);
+        // Time: the same step, captured where it can be.
+        let timed = StepOptions {
+            graph: cfg.graph,
+            ..StepOptions::default()
+        };
+        let mut st = TrainStep::new(&lm, sync_for(mode, &comm, &lm, cfg)?, adamw_cfg(), timed)?;
+        let run = crate::step_timing::time_steps(&mut st, &lm, &micro, lr, (warmup, steps), dev)?;
+        let graph = st.graph_status().is_ok();
+        drop(st);
+        let (m, sd) = crate::timer::mean_std(&run.ms);
         let t = Tensor::new(&[m, sd, comm_ms], dev)?;
         c.all_reduce(&t, ReduceOp::Max)?;
         let v: Vec<f64> = t.to_device(&Device::Cpu)?.to_vec1()?;
@@ -229,11 +223,12 @@ pub fn run_rank(
             step_std_ms: v[1],
             comm_ms: v[2],
             after_init_gib: after_init,
-            before_step_gib: before,
+            before_step_gib: before.get(),
             after_step_gib: after,
             sm_carveout: cfg.sm_carveout,
             coalesce: cfg.coalesce,
             peak_gib: peak,
+            graph,
             params_gib: gib(n),
             grads_gib: gib(n),
             state_gib: gib(2 * state_elems),
@@ -246,16 +241,16 @@ pub fn run_rank(
 fn comm_only(
     c: &dyn Communicator,
     dev: &Device,
-    o: &mut Opt,
+    sync: &mut Sync,
     lm: &TransformerLm,
     b: &Batch,
     n: usize,
 ) -> Result<f64> {
     let w = c.world_size();
-    let sharded = matches!(o, Opt::Sharded(..));
+    let sharded = matches!(sync, Sync::Sharded(..));
     let mut ts = Vec::new();
-    match o {
-        Opt::Ddp(d, _) | Opt::Sharded(d, _) => {
+    match sync {
+        Sync::Ddp(d) | Sync::Sharded(d, _) => {
             let (_, g) = model::forward_backward(lm, b, |_, _| Ok(()))?;
             for i in 0..6 {
                 let t = Timer::start(dev)?;
@@ -273,9 +268,9 @@ fn comm_only(
                 }
             }
         }
-        Opt::Zero(_) | Opt::Overlap(_) => {
-            // The same volume as the modes' bucketed collectives, as one reduce-scatter
-            // and one all-gather of all parameters.
+        Sync::Zero1(_) => {
+            // The same volume as the modes' collectives, as one reduce-scatter and one
+            // all-gather of all parameters.
             let padded = n.div_ceil(w) * w;
             let flat = Tensor::zeros(padded, DType::F32, dev)?;
             let shard = Tensor::zeros(padded / w, DType::F32, dev)?;
@@ -289,6 +284,7 @@ fn comm_only(
                 }
             }
         }
+        Sync::Local => bail!("one rank's local step has no collectives to time"),
     }
     Ok(crate::timer::mean_std(&ts).0)
 }

@@ -32,6 +32,9 @@ pub struct Core {
     /// The place when inside the backward is exact (one micro-batch).
     place: AdamwPlace,
     side: Option<SideStream>,
+    /// Called in an eager step right before the optimizer update (a benchmark reads the
+    /// memory in use there).
+    pub probe: Option<Box<dyn FnMut()>>,
 }
 
 impl Core {
@@ -53,6 +56,7 @@ impl Core {
             clip: o.clip,
             place,
             side,
+            probe: None,
         })
     }
 
@@ -188,6 +192,9 @@ impl Core {
         // Where no norm is taken, NaN stands in (made on the device: a host upload cannot
         // be captured).
         let no_norm = || loss.affine(0.0, f64::NAN);
+        if let Some(p) = self.probe.as_mut().filter(|_| !capturing) {
+            p();
+        }
         if let Sync::Zero1(z) = &mut self.sync {
             let nc = zero1_step(z, self.clip, model.params().bf16_shadows())?;
             if capturing {
