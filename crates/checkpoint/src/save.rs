@@ -110,6 +110,7 @@ fn prepare(dir: &Path, rank: usize) -> Result<Vec<String>> {
     if !std::fs::metadata(dir).map_err(|e| bad(dir, e))?.is_dir() {
         return Err(bad(dir, "not a directory"));
     }
+    remove_stale_temps(dir, rank)?;
     if rank != 0 || !dir.join(MANIFEST).exists() {
         return Ok(Vec::new());
     }
@@ -120,6 +121,25 @@ fn prepare(dir: &Path, rank: usize) -> Result<Vec<String>> {
     std::fs::remove_file(dir.join(MANIFEST)).map_err(|e| bad(&dir.join(MANIFEST), e))?;
     sync_dir(dir)?;
     Ok(old)
+}
+
+/// Removes this rank's temporary files that an earlier process left in `dir` (killed
+/// mid-save): `.NAME.tmp-{rank}-{pid}` of another pid. They are never part of a
+/// checkpoint, and can be as large as one.
+fn remove_stale_temps(dir: &Path, rank: usize) -> Result<()> {
+    let mine = format!(".tmp-{rank}-");
+    let pid = std::process::id().to_string();
+    for e in std::fs::read_dir(dir).map_err(|e| bad(dir, e))?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stale = name.starts_with('.')
+            && name
+                .rsplit_once(&mine)
+                .is_some_and(|(_, p)| p != pid && p.chars().all(|c| c.is_ascii_digit()));
+        if stale {
+            remove_if_present(&e.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Invalidates the checkpoint in `dir` (if any) on every rank's behalf: rank 0 removes

@@ -172,6 +172,26 @@ fn saving_over_a_checkpoint_replaces_it_and_refuses_strays() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_save_removes_temporary_files_an_earlier_process_left() {
+    let dir = tmp("stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A process killed mid-save (pid 999999999 is none of ours) left its temporary files;
+    // another rank's of this process, and a user's dot-file, are not this save's to remove.
+    let stale = [".shard-1.safetensors.tmp-1-999999999", ".manifest.json.tmp-0-999999999"];
+    for f in stale {
+        std::fs::write(dir.join(f), vec![0u8; 4096]).unwrap();
+    }
+    std::fs::write(dir.join(".notes.tmp-x"), b"mine").unwrap();
+    assert!(save_all(&dir, 2, 3, None).iter().all(|r| r.is_ok()));
+    for f in stale {
+        assert!(!dir.join(f).exists(), "{f} survived the save");
+    }
+    assert!(dir.join(".notes.tmp-x").exists());
+    Checkpoint::open(&dir).unwrap().verify().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn open_err(dir: &Path) -> String {
     match Checkpoint::open(dir) {
         Err(e) => e.to_string(),

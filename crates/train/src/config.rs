@@ -160,18 +160,46 @@ impl TrainConfig {
         w
     }
 
-    /// The fields that differ and forbid a resume ("field: ours vs theirs"). The strategy
-    /// may change: every checkpoint resumes under every strategy (the step converts the
-    /// optimizer state), except a replicated one under `sharded`, which says so.
+    /// The fields that differ and forbid a resume ("field: ours vs theirs"): everything
+    /// that decided the trajectory so far, or the schedule's shape (model, bf16, global
+    /// batch, learning rates, warm-up, AdamW, clipping, seed). [`MAY_CHANGE`] lists the
+    /// others.
     pub fn differences(&self, other: &TrainConfig) -> Vec<String> {
+        self.compare(other, false)
+    }
+
+    /// The fields that differ and may (a resume says so): "field: ours → theirs (what it
+    /// means)".
+    pub fn changes(&self, other: &TrainConfig) -> Vec<String> {
+        self.compare(other, true)
+    }
+
+    fn compare(&self, other: &TrainConfig, allowed: bool) -> Vec<String> {
         let (a, b) = (
             serde_json::to_value(self).unwrap(),
             serde_json::to_value(other).unwrap(),
         );
         let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
+        let why = |k: &str| MAY_CHANGE.iter().find(|m| m.0 == k).map(|m| m.1);
         a.iter()
-            .filter(|(k, v)| *k != "strategy" && b.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k}: {v} vs {}", b.get(k).cloned().unwrap_or_default()))
+            .filter(|(k, v)| b.get(*k) != Some(v) && why(k).is_some() == allowed)
+            .map(|(k, v)| {
+                let theirs = b.get(k).cloned().unwrap_or_default();
+                match why(k) {
+                    Some(w) => format!("{k}: {v} → {theirs} ({w})"),
+                    None => format!("{k}: {v} vs {theirs}"),
+                }
+            })
             .collect()
     }
 }
+
+/// What a resume may change, and what each change means. The world size is not in the
+/// configuration: it may change too (the global batch stays the same).
+pub const MAY_CHANGE: [(&str, &str); 5] = [
+    ("strategy", "the optimizer state converts; a replicated checkpoint under sharded is refused"),
+    ("steps", "the cosine schedule stretches: the learning rates from here on are not the original run's"),
+    ("eval_every", "when to evaluate only"),
+    ("eval_batches", "how much to evaluate only"),
+    ("accum", "the same global batch in other micro-batches"),
+];

@@ -142,6 +142,16 @@ pub fn save(
     keep: usize,
 ) -> Result<()> {
     let dir = step_dir(root, step);
+    if e.comm.rank() == 0 && dir.symlink_metadata().is_ok() {
+        // A run killed while saving this step left it (the resume took an older
+        // checkpoint, so this one is incomplete): this save replaces it whole.
+        eprintln!(
+            "train: {}: replacing an incomplete checkpoint left by an interrupted save",
+            dir.display()
+        );
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    e.comm.barrier()?;
     e.save(&dir)?;
     if e.comm.rank() == 0 {
         let json = serde_json::to_vec(cfg)?;
@@ -207,13 +217,10 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> 
             diff.join("; ")
         );
     }
-    if saved.strategy != cfg.strategy && e.comm.rank() == 0 {
-        eprintln!(
-            "train: resuming {} (written under --strategy {}) with --strategy {}",
-            dir.display(),
-            saved.strategy,
-            cfg.strategy
-        );
+    if e.comm.rank() == 0 {
+        for c in saved.changes(cfg) {
+            eprintln!("train: resuming {} with {c}", dir.display());
+        }
     }
     let got = e.resume(&dir)?;
     if got != step {

@@ -236,3 +236,37 @@ fn a_log_line_cut_short_is_dropped_with_a_warning() {
     );
     assert_eq!(logged_steps(&out), vec![1, 2, 3, 4]);
 }
+
+#[test]
+fn a_save_killed_before_its_manifest_is_done_again_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("killed-save");
+    let args = ["--steps", "6", "--ckpt-every", "2", "--stop-after", "4"];
+    ok(&out, &args);
+    // Killed after step 4's files (train.safetensors included) were renamed, before the
+    // manifest: the step directory holds files no manifest lists.
+    let step4 = train::state::step_dir(&out.join("checkpoints"), 4);
+    std::fs::remove_file(step4.join("manifest.json")).unwrap();
+    let e = ok(&out, &args[..4]);
+    assert!(e.contains("replacing an incomplete checkpoint"), "{e}");
+    assert_eq!(checkpoints(&out), vec![2, 4, 6]);
+    for (s, d) in train::state::list(&out.join("checkpoints")).unwrap() {
+        assert_eq!(train::state::read(&d).unwrap().0, s, "{} complete", d.display());
+    }
+}
+
+#[test]
+fn a_resume_takes_changes_that_keep_the_past_and_names_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("policy");
+    ok(&out, &["--steps", "4", "--ckpt-every", "2"]);
+    // Longer, evaluated on another cadence: accepted, each change named.
+    let e = ok(&out, &["--steps", "6", "--ckpt-every", "2", "--eval-every", "3"]);
+    assert!(e.contains("steps: 4 → 6 (the cosine schedule stretches"), "{e}");
+    assert!(e.contains("eval_every: 100 → 3"), "{e}");
+    assert_eq!(logged_steps(&out), (1..=6).collect::<Vec<_>>());
+    // Another learning rate would rewrite the past: refused, naming it.
+    let o = run(&out, &["--steps", "8", "--lr", "0.002"]);
+    let e = stderr(&o);
+    assert!(!o.status.success() && e.contains("lr: 0.003 vs 0.002"), "{e}");
+}
