@@ -178,7 +178,10 @@ fn a_save_removes_temporary_files_an_earlier_process_left() {
     std::fs::create_dir_all(&dir).unwrap();
     // A process killed mid-save (pid 999999999 is none of ours) left its temporary files;
     // another rank's of this process, and a user's dot-file, are not this save's to remove.
-    let stale = [".shard-1.safetensors.tmp-1-999999999", ".manifest.json.tmp-0-999999999"];
+    let stale = [
+        ".shard-1.safetensors.tmp-1-999999999",
+        ".manifest.json.tmp-0-999999999",
+    ];
     for f in stale {
         std::fs::write(dir.join(f), vec![0u8; 4096]).unwrap();
     }

@@ -197,8 +197,14 @@ impl TrainConfig {
 /// What a resume may change, and what each change means. The world size is not in the
 /// configuration: it may change too (the global batch stays the same).
 pub const MAY_CHANGE: [(&str, &str); 5] = [
-    ("strategy", "the optimizer state converts; a replicated checkpoint under sharded is refused"),
-    ("steps", "the cosine schedule stretches: the learning rates from here on are not the original run's"),
+    (
+        "strategy",
+        "the optimizer state converts; a replicated checkpoint under sharded is refused",
+    ),
+    (
+        "steps",
+        "the cosine schedule stretches: the learning rates from here on are not the original run's",
+    ),
     ("eval_every", "when to evaluate only"),
     ("eval_batches", "how much to evaluate only"),
     ("accum", "the same global batch in other micro-batches"),

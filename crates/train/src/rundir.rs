@@ -144,6 +144,23 @@ pub fn move_aside(out: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(dest))
 }
 
+/// Removes `out` if a failed start left nothing in it but its lock and an empty
+/// `checkpoints/` (the caller created it); anything else stays.
+pub fn remove_if_unused(out: &Path) {
+    let Ok(rd) = std::fs::read_dir(out) else {
+        return;
+    };
+    let unused = rd.flatten().all(|e| {
+        let name = e.file_name();
+        name == LOCK_FILE
+            || (name == "checkpoints"
+                && std::fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none()))
+    });
+    if unused {
+        let _ = std::fs::remove_dir_all(out);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

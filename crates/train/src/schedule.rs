@@ -55,9 +55,17 @@ mod tests {
         assert_eq!(c.differences(&d), vec!["lr: 0.001 vs 0.002".to_string()]);
         d.steps = 2 * c.steps;
         d.eval_every = 5;
-        assert_eq!(c.differences(&d).len(), 1, "steps and eval_every may change");
+        assert_eq!(
+            c.differences(&d).len(),
+            1,
+            "steps and eval_every may change"
+        );
         let ch = c.changes(&d);
         assert_eq!(ch.len(), 3, "{ch:?}");
-        assert!(ch.iter().any(|x| x.starts_with("steps: 110 → 220 (the cosine")), "{ch:?}");
+        assert!(
+            ch.iter()
+                .any(|x| x.starts_with("steps: 110 → 220 (the cosine")),
+            "{ch:?}"
+        );
     }
 }

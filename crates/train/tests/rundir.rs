@@ -251,7 +251,12 @@ fn a_save_killed_before_its_manifest_is_done_again_on_resume() {
     assert!(e.contains("replacing an incomplete checkpoint"), "{e}");
     assert_eq!(checkpoints(&out), vec![2, 4, 6]);
     for (s, d) in train::state::list(&out.join("checkpoints")).unwrap() {
-        assert_eq!(train::state::read(&d).unwrap().0, s, "{} complete", d.display());
+        assert_eq!(
+            train::state::read(&d).unwrap().0,
+            s,
+            "{} complete",
+            d.display()
+        );
     }
 }
 
@@ -261,12 +266,80 @@ fn a_resume_takes_changes_that_keep_the_past_and_names_them() {
     let out = tmp.path().join("policy");
     ok(&out, &["--steps", "4", "--ckpt-every", "2"]);
     // Longer, evaluated on another cadence: accepted, each change named.
-    let e = ok(&out, &["--steps", "6", "--ckpt-every", "2", "--eval-every", "3"]);
-    assert!(e.contains("steps: 4 → 6 (the cosine schedule stretches"), "{e}");
+    let e = ok(
+        &out,
+        &["--steps", "6", "--ckpt-every", "2", "--eval-every", "3"],
+    );
+    assert!(
+        e.contains("steps: 4 → 6 (the cosine schedule stretches"),
+        "{e}"
+    );
     assert!(e.contains("eval_every: 100 → 3"), "{e}");
     assert_eq!(logged_steps(&out), (1..=6).collect::<Vec<_>>());
     // Another learning rate would rewrite the past: refused, naming it.
     let o = run(&out, &["--steps", "8", "--lr", "0.002"]);
     let e = stderr(&o);
-    assert!(!o.status.success() && e.contains("lr: 0.003 vs 0.002"), "{e}");
+    assert!(
+        !o.status.success() && e.contains("lr: 0.003 vs 0.002"),
+        "{e}"
+    );
+}
+
+#[test]
+fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("flags");
+    let o = run(&out, &["--steps", "2", "--keep", "0"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--keep 0"),
+        "{}",
+        stderr(&o)
+    );
+    // A start that fails (no data there) leaves no empty --out behind.
+    let o = Command::new(TRAIN)
+        .args(["run", "--data"])
+        .arg(tmp.path().join("no-data"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--model", "nano", "--no-progress", "--steps", "2"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(!out.exists(), "{} left behind", out.display());
+    ok(&out, &["--steps", "2", "--ckpt-every", "2"]);
+    let sample = |args: &[&str]| {
+        let mut c = Command::new(TRAIN);
+        c.args(["sample", "--data"]).arg(data()).args(args);
+        c
+    };
+    let o = sample(&["--out", "/nonexistent/run"]).output().unwrap();
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    for t in ["nan", "-1"] {
+        let flag = format!("--temperature={t}");
+        let o = sample(&["--out", out.to_str().unwrap(), &flag])
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success() && stderr(&o).contains("--temperature"),
+            "{t}: {}",
+            stderr(&o)
+        );
+    }
+    // A reader that stops after one line (`| head -1`): no panic.
+    let mut child = sample(&["--out", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut so = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut so, &mut first).unwrap();
+    drop(so);
+    let o = child.wait_with_output().unwrap();
+    assert!(first.starts_with("checkpoint "), "{first}");
+    assert!(
+        o.status.success() && !stderr(&o).contains("panicked"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -9,6 +9,7 @@
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use train::config::{shape_by_name, shape_from_file, TrainConfig};
 use train::data::{self, Source};
@@ -172,12 +173,18 @@ struct Sample {
     gen: Gen,
 }
 
-fn opts(g: &Gen) -> SampleOpts {
-    SampleOpts {
+fn opts(g: &Gen) -> Result<SampleOpts> {
+    if !(g.temperature.is_finite() && g.temperature >= 0.0) {
+        bail!(
+            "--temperature {}: a finite number >= 0 (0: greedy, the most likely token)",
+            g.temperature
+        );
+    }
+    Ok(SampleOpts {
         max_new: g.max_new,
         temperature: g.temperature,
         top_k: g.top_k,
-    }
+    })
 }
 
 fn prepare(p: &Prep) -> Result<()> {
@@ -231,6 +238,9 @@ fn run(a: &Run) -> Result<()> {
     if a.ckpt_every == 0 {
         bail!("--ckpt-every must be positive");
     }
+    if a.keep == 0 {
+        bail!("--keep 0: at least the newest checkpoint is kept (--keep 1)");
+    }
     let o = RunOpts {
         data: a.data.clone(),
         out: a.out.clone(),
@@ -239,11 +249,18 @@ fn run(a: &Run) -> Result<()> {
         resume: !a.fresh,
         stop_after: a.stop_after,
         progress: !a.no_progress,
-        samples: Some(opts(&a.gen)),
+        samples: Some(opts(&a.gen)?),
         export_init: a.export_init,
     };
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev))?;
+    let existed = a.out.exists();
+    let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev)).inspect_err(
+        |_| {
+            if !existed {
+                // A run that failed at its start leaves no empty --out behind.
+                train::rundir::remove_if_unused(&a.out);
+            }
+        },
+    )?;
     if let Some(s) = s {
         println!("{}", summary_line(&s));
         for (p, t) in &s.samples {
@@ -266,6 +283,13 @@ fn run(a: &Run) -> Result<()> {
 }
 
 fn sample(a: &Sample) -> Result<()> {
+    let gen = opts(&a.gen)?;
+    if !a.out.is_dir() {
+        bail!(
+            "--out {}: no such directory (a run directory, or one of its checkpoints/step-N)",
+            a.out.display()
+        );
+    }
     let ds = data::Dataset::open(&a.data)?;
     let dir = if a.out.join("checkpoints").is_dir() {
         let (found, skipped) = train::state::newest(&a.out.join("checkpoints"))?;
@@ -291,18 +315,21 @@ fn sample(a: &Sample) -> Result<()> {
         a.prompt.clone()
     };
     let mut rng = SplitMix64::new(a.seed);
-    println!("checkpoint {}", dir.display());
+    // Written, not println!: a reader that stops early (`| head -1`) ends the output,
+    // not the program with a panic.
+    let mut so = std::io::stdout().lock();
+    let mut say = |line: String| match writeln!(so, "{line}") {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        r => r.map(|_| true).context("writing to stdout"),
+    };
+    if !say(format!("checkpoint {}", dir.display()))? {
+        return Ok(());
+    }
     for p in prompts {
-        let t = generate::continue_text(
-            &m,
-            &ds.tokenizer,
-            ds.meta.eot,
-            &p,
-            &opts(&a.gen),
-            &mut rng,
-            &dev,
-        )?;
-        println!("--- {p}{t}");
+        let t = generate::continue_text(&m, &ds.tokenizer, ds.meta.eot, &p, &gen, &mut rng, &dev)?;
+        if !say(format!("--- {p}{t}"))? {
+            break;
+        }
     }
     Ok(())
 }
