@@ -209,3 +209,17 @@ fn zero1_check_sizes_are_refused_naming_the_flag() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A CPU build asked for NCCL says it was built without CUDA (it asked for RANK).
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn ddp_train_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
+    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
+        .args(["--backend", "nccl", "--model", "toy"])
+        .env_remove("RANK")
+        .output()
+        .expect("ddp-train starts");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(e.contains("without the `cuda` feature") && !e.contains("RANK"), "{e}");
+}

@@ -77,6 +77,10 @@ impl Default for CommOptions {
 /// Longest `COMM_TIMEOUT_S` accepted: 7 days (604800 s).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Shortest `COMM_TIMEOUT_S` accepted: 0.1 s. Below it no collective, let alone a
+/// rendezvous or NCCL's initialisation, could finish in time: every run would fail.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(100);
+
 impl CommOptions {
     /// Defaults overridden by `COMM_TIMEOUT_S` and `COMM_CHECK_SHAPES=1`.
     pub fn from_env() -> Result<Self> {
@@ -84,21 +88,19 @@ impl CommOptions {
     }
 
     /// Same as [`CommOptions::from_env`] over any variable source (tests use a closure).
-    /// `COMM_TIMEOUT_S` must be a number of seconds in (0, [`MAX_TIMEOUT`]].
+    /// `COMM_TIMEOUT_S` must be a number of seconds in [[`MIN_TIMEOUT`], [`MAX_TIMEOUT`]].
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut o = Self::default();
         if let Some(v) = get("COMM_TIMEOUT_S") {
-            let max = MAX_TIMEOUT.as_secs_f64();
+            let (min, max) = (MIN_TIMEOUT.as_secs_f64(), MAX_TIMEOUT.as_secs_f64());
             let secs: f64 = v
                 .trim()
                 .parse()
                 .ok()
-                .filter(|s: &f64| *s > 0.0 && *s <= max)
+                .filter(|s: &f64| *s >= min && *s <= max)
                 .ok_or_else(|| CommError::Env {
                     name: "COMM_TIMEOUT_S".into(),
-                    msg: format!(
-                        "{v:?} is not a number of seconds above 0 and at most {max} (7 days)"
-                    ),
+                    msg: format!("{v:?} is not a number of seconds from {min} to {max} (7 days)"),
                 })?;
             o.timeout = Duration::from_secs_f64(secs);
         }

@@ -13,7 +13,7 @@ fn opts(v: &str) -> comm::Result<CommOptions> {
 #[test]
 fn bad_timeouts_are_refused_naming_the_variable() {
     for v in [
-        "inf", "-inf", "1e19", "1e30", "NaN", "-1", "0", "-0", "", "soon", "604801",
+        "inf", "-inf", "1e19", "1e30", "NaN", "-1", "0", "-0", "", "soon", "604801", "1e-9", "0.09",
     ] {
         let err = opts(v)
             .err()
@@ -26,6 +26,7 @@ fn bad_timeouts_are_refused_naming_the_variable() {
     }
     assert_eq!(opts("1.5").unwrap().timeout, Duration::from_millis(1500));
     assert_eq!(opts("604800").unwrap().timeout, MAX_TIMEOUT);
+    assert_eq!(opts("0.1").unwrap().timeout, comm::MIN_TIMEOUT);
 }
 
 /// Runs `f` in a thread; fails instead of hanging.

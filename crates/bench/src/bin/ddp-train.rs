@@ -265,6 +265,10 @@ fn run(a: Args) -> anyhow::Result<()> {
             })
         }
         Backend::Nccl => {
+            // A build without CUDA says so first, not that RANK is missing.
+            if let Err(e @ comm::CommError::Unavailable { .. }) = comm::nccl::gpu_count() {
+                return Err(e.into());
+            }
             let env = comm::DistEnv::from_env()?;
             let c = comm::NcclComm::new(&env, env.local_rank, CommOptions::from_env()?)?;
             // The communicator's device: its compute stream is the one collectives order with.
