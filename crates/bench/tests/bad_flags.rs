@@ -221,5 +221,8 @@ fn ddp_train_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
         .expect("ddp-train starts");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(e.contains("without the `cuda` feature") && !e.contains("RANK"), "{e}");
+    assert!(
+        e.contains("without the `cuda` feature") && !e.contains("RANK"),
+        "{e}"
+    );
 }

@@ -21,6 +21,20 @@ pub fn step_dir(root: &Path, step: u64) -> PathBuf {
     root.join(format!("step-{step:08}"))
 }
 
+/// Refuses, before any step is trained, a step name under `root` that is not a
+/// directory: the save of that step would fail only when the run reaches it.
+pub fn check_names(root: &Path) -> Result<()> {
+    for (_, p) in list(root)? {
+        if !p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            bail!(
+                "{}: not a checkpoint directory, yet named like one; the run would fail when it saves that step: move it away",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Step directories under `root`, newest first.
 pub fn list(root: &Path) -> Result<Vec<(u64, PathBuf)>> {
     let mut v = Vec::new();
@@ -185,7 +199,7 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> 
     let (found, skipped) = newest(root)?;
     if e.comm.rank() == 0 {
         for s in &skipped {
-            eprintln!("train: skipping incomplete checkpoint: {s}");
+            eprintln!("train: skipping a checkpoint that cannot be used: {s}");
         }
     }
     let mine = found.as_ref().map_or(-1.0, |f| f.0 as f64);

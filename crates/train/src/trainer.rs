@@ -120,6 +120,7 @@ pub fn run_rank(
         std::fs::create_dir_all(&ckpts).with_context(|| format!("creating {}", ckpts.display()))?;
     }
     e.comm.barrier()?;
+    state::check_names(&ckpts)?;
     let start = if o.resume {
         state::resume(&mut e, &ckpts, c, &data_id)?
     } else {

@@ -343,3 +343,19 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_file_named_like_a_step_is_refused_before_training() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("stepfile");
+    std::fs::create_dir_all(out.join("checkpoints")).unwrap();
+    let f = train::state::step_dir(&out.join("checkpoints"), 50);
+    std::fs::write(&f, b"not a checkpoint").unwrap();
+    let o = run(&out, &["--steps", "60", "--ckpt-every", "50"]);
+    let e = stderr(&o);
+    assert!(!o.status.success() && e.contains("step-00000050"), "{e}");
+    assert!(
+        !out.join("log.jsonl").exists(),
+        "it trained before refusing: {e}"
+    );
+}

@@ -294,7 +294,7 @@ fn sample(a: &Sample) -> Result<()> {
     let dir = if a.out.join("checkpoints").is_dir() {
         let (found, skipped) = train::state::newest(&a.out.join("checkpoints"))?;
         for s in skipped {
-            eprintln!("train: skipping incomplete checkpoint: {s}");
+            eprintln!("train: skipping a checkpoint that cannot be used: {s}");
         }
         found
             .with_context(|| {
