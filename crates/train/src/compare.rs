@@ -173,10 +173,31 @@ fn opt(x: Option<f64>) -> String {
     x.map_or("-".into(), |x| format!("{x:.6}"))
 }
 
+/// Refuses a log with a step recorded twice (two runs appended into one file, or one
+/// run's records twice): lining it up by step would mix them.
+fn once_each(path: &Path, recs: &[log::Record]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for r in recs {
+        let kind = matches!(r, log::Record::Train { .. });
+        if !seen.insert((kind, r.step())) {
+            anyhow::bail!(
+                "{}: step {} has two {} records (two runs in one log?): compare logs of one run each",
+                path.display(),
+                r.step(),
+                if kind { "train" } else { "validation" }
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Reads two logs, compares them, writes `out/compare.json` and `out/compare.svg`.
 pub fn write(paths: [&Path; 2], labels: [&str; 2], last: usize, out: &Path) -> Result<Comparison> {
     let a = log::read(paths[0])?;
     let b = log::read(paths[1])?;
+    for (p, recs) in paths.iter().zip([&a, &b]) {
+        once_each(p, recs)?;
+    }
     let c = compare(labels, &a, &b, last)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let json = out.join("compare.json");
@@ -330,5 +351,18 @@ mod tests {
         )
         .unwrap_err();
         assert!(format!("{e:#}").contains("b.jsonl:1"), "{e:#}");
+        // Every step twice: two runs in one log.
+        std::fs::write(d.path().join("b.jsonl"), lines(0.5) + &lines(0.7)).unwrap();
+        let e = write(
+            [&d.path().join("a.jsonl"), &d.path().join("b.jsonl")],
+            ["ours", "torch"],
+            200,
+            &out,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("step 1 has two train records"),
+            "{e:#}"
+        );
     }
 }

@@ -62,21 +62,12 @@ impl Log {
         }
         let records: Vec<Record> = all.iter().filter(|r| r.step() <= upto).cloned().collect();
         if records.len() != all.len() || torn.is_some() {
-            let tmp = path.with_extension("jsonl.tmp");
             let mut text = String::new();
             for r in &records {
                 text += &serde_json::to_string(r)?;
                 text.push('\n');
             }
-            let write = || -> std::io::Result<()> {
-                let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(text.as_bytes())?;
-                f.sync_all()?;
-                std::fs::rename(&tmp, path)
-            };
-            write().with_context(|| {
-                format!("rewriting {} (through {})", path.display(), tmp.display())
-            })?;
+            write_atomic(path, text.as_bytes())?;
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -193,7 +184,39 @@ pub fn plot(
 /// a black line), legend in the corner: one run's train and validation loss, or two
 /// trainers' curves overlaid (`train compare`).
 pub fn plot_curves(path: &Path, curves: &[Curve], unigram: Option<f64>, title: &str) -> Result<()> {
-    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
+    let mut svg = String::new();
+    draw(&mut svg, path, curves, unigram, title)?;
+    write_atomic(path, svg.as_bytes())
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename: a full disk or a kill
+/// leaves the old file whole, never a truncated one; the error names `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map_or("out".into(), |n| n.to_string_lossy());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write()
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn draw(
+    svg: &mut String,
+    path: &Path,
+    curves: &[Curve],
+    unigram: Option<f64>,
+    title: &str,
+) -> Result<()> {
+    let root = SVGBackend::with_string(svg, (900, 540)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plotting {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let all = || curves.iter().flat_map(|c| c.points.iter());

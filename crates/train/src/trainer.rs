@@ -296,7 +296,7 @@ pub fn run_rank(
             text += &format!("{p}{cont}\n\n");
             s.samples.push((p.to_string(), cont));
         }
-        std::fs::write(o.out.join("samples.txt"), text)?;
+        log::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
     }
     Ok(s)
 }
