@@ -226,3 +226,22 @@ fn ddp_train_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
         "{e}"
     );
 }
+
+/// ddp-train refuses at once an LM its ranks cannot hold (it was OOM-killed after 46 s).
+#[test]
+fn ddp_train_refuses_a_model_that_cannot_fit_before_building_it() {
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
+        .args(["--backend", "cpu", "--world", "256", "--model", "2.7B"])
+        .env_remove("RANK")
+        .output()
+        .expect("ddp-train starts");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(e.contains("--model 2.7B") && e.contains("of memory"), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "after {:?}",
+        t.elapsed()
+    );
+}

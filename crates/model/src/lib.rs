@@ -23,6 +23,7 @@
 //! for fp32 GEMMs, opt in).
 
 mod block;
+pub mod budget;
 pub mod config;
 mod embedding;
 pub mod gemm;

@@ -6,6 +6,15 @@
 use crate::{Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
 use candle_core::{Device, Tensor};
 
+/// The LM configuration `name` builds (`None` for "toy").
+pub fn lm_config(name: &str) -> crate::Result<Option<LmConfig>> {
+    Ok(match name {
+        "toy" => None,
+        "tiny" => Some(LmConfig::tiny(crate::VOCAB)),
+        s => Some(LmConfig::by_name(s)?),
+    })
+}
+
 /// "toy", "tiny", or an LM size (small, medium, large, xl, 2.7B), from `seed`.
 pub fn build(name: &str, seed: u64, dev: &Device) -> crate::Result<Box<dyn StagedModel>> {
     Ok(match name {

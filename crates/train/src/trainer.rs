@@ -114,6 +114,7 @@ pub fn run_rank(
     let data_id = state::DataId::of(&ds)?;
     let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
     let val = eval_batches(&ds, c, rank, world, &dev)?;
+    fits(c, ds.meta.vocab_size, world, &dev)?;
     let mut e = Engine::new(comm, dev.clone(), c, ds.meta.vocab_size)?;
     let ckpts = o.out.join("checkpoints");
     if rank == 0 {
@@ -315,4 +316,29 @@ fn diverged(ckpts: &std::path::Path, step: u64, what: &str, v: f64) -> Result<()
         "step {step}: the {what} is {v}: training diverged; nothing from step {step} on was logged or saved ({}). Lower --lr and start again with --fresh",
         newest.map_or("no checkpoint yet".to_string(), |d| format!("the newest checkpoint is {d}"))
     )
+}
+
+/// Refuses, before the model is built, a run that certainly cannot fit: weights, gradients,
+/// AdamW moments and the logits of one micro-batch (`model::budget::lm_step`, a lower
+/// bound) against the GPU's memory, or the host's for CPU ranks (all of this process's).
+fn fits(c: &TrainConfig, vocab: usize, world: usize, dev: &Device) -> Result<()> {
+    use model::budget::{ensure, lm_step, Mem};
+    let lm = c.model.lm_config(vocab)?;
+    let rows = c.global_batch / (world * c.accum);
+    let need = lm_step(&lm, rows, c.bf16);
+    let flags = format!(
+        "the model ({:.2} B parameters) at {rows} sequences of {} tokens a micro-batch",
+        lm.param_count() as f64 / 1e9,
+        lm.context
+    );
+    if dev.is_cuda() {
+        return ensure(&flags, need, Mem::Gpu);
+    }
+    // Ranks started by a launcher are processes of their own; without one they are this
+    // process's threads.
+    let here = match std::env::var_os("RANK") {
+        Some(_) => 1,
+        None => world as u64,
+    };
+    ensure(&flags, need.and_then(|n| n.checked_mul(here)), Mem::Host)
 }

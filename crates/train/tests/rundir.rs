@@ -359,3 +359,35 @@ fn a_file_named_like_a_step_is_refused_before_training() {
         "it trained before refusing: {e}"
     );
 }
+
+#[test]
+fn a_model_that_cannot_fit_is_refused_before_it_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("huge");
+    // About 3.3 trillion parameters: no host holds its weights, let alone AdamW's state.
+    let shape = tmp.path().join("huge.json");
+    let json = r#"{"d_model": 65536, "layers": 64, "heads": 64, "d_ff": 262144, "context": 64}"#;
+    std::fs::write(&shape, json).unwrap();
+    let t = Instant::now();
+    let o = Command::new(TRAIN)
+        .args(["run", "--data"])
+        .arg(data())
+        .arg("--out")
+        .arg(&out)
+        .arg("--model-config")
+        .arg(&shape)
+        .args(["--no-progress", "--steps", "2", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains("parameters") && e.contains("of memory") && e.contains("MemAvailable"),
+        "{e}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(60),
+        "refused after {:?}",
+        t.elapsed()
+    );
+}

@@ -119,6 +119,7 @@ fn gradient_error(
 fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Result<()> {
     let (rank, world) = (comm.rank(), comm.world_size());
     let strategy: Strategy = a.strategy.parse()?;
+    fits(a, world, dev)?;
     // Each rank starts from other weights: Ddp::new must broadcast rank 0's.
     let m = build(&a.model, rank as u64 * 17, dev)?;
     let opts = DdpOptions {
@@ -225,6 +226,29 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
         anyhow::bail!("rank {rank}: DDP weights differ from single-process training");
     }
     Ok(())
+}
+
+/// Refuses, before a model is built, an LM that certainly cannot fit
+/// (`model::budget::lm_step`, a lower bound): on its GPU, or on the host for all of this
+/// process's CPU ranks (threads without a launcher), one more model with --check.
+fn fits(a: &Args, world: usize, dev: &Device) -> anyhow::Result<()> {
+    use model::budget::{ensure, lm_step, Mem};
+    let Some(cfg) = model::named::lm_config(&a.model)? else {
+        return Ok(());
+    };
+    let need = lm_step(&cfg, (a.global_batch / world).max(1), false);
+    let flags = format!(
+        "--model {} --global-batch {} on {world} ranks",
+        a.model, a.global_batch
+    );
+    if dev.is_cuda() {
+        return ensure(&flags, need, Mem::Gpu);
+    }
+    let here = match std::env::var_os("RANK") {
+        Some(_) => 1,
+        None => world as u64,
+    } + u64::from(a.check);
+    ensure(&flags, need.and_then(|n| n.checked_mul(here)), Mem::Host)
 }
 
 fn run(a: Args) -> anyhow::Result<()> {
