@@ -43,7 +43,33 @@ pub(crate) fn encode(
         (META_RANK.to_string(), rank.to_string()),
         (META_WORLD.to_string(), world.to_string()),
     ]);
-    safetensors::serialize(cpu, Some(meta)).map_err(|e| bad(at, e))
+    let bytes = safetensors::serialize(cpu, Some(meta)).map_err(|e| bad(at, e))?;
+    canonical_header(bytes).map_err(|e| bad(at, e))
+}
+
+/// The same file with its JSON header's keys in sorted order: safetensors writes the
+/// metadata in a `HashMap`'s order, which differs from process to process, so identical
+/// saves gave files that differed byte for byte (and CRCs with them). Only the header's
+/// key order changes: its length, every offset and the data stay as they are.
+fn canonical_header(mut bytes: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
+    let n = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+        .filter(|n| 8 + n <= bytes.len())
+        .ok_or("a safetensors file without a header")?;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[8..8 + n]).map_err(|e| e.to_string())?;
+    // serde_json's map is ordered by key (no preserve_order in this workspace).
+    let mut sorted = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
+    if sorted.len() > n {
+        return Err(format!(
+            "a sorted header of {} bytes, not {n}",
+            sorted.len()
+        ));
+    }
+    sorted.resize(n, b' ');
+    bytes[8..8 + n].copy_from_slice(&sorted);
+    Ok(bytes)
 }
 
 impl Files {

@@ -173,6 +173,34 @@ fn saving_over_a_checkpoint_replaces_it_and_refuses_strays() {
 }
 
 #[test]
+fn identical_saves_write_identical_bytes() {
+    // The header's metadata came in a HashMap's order: identical saves differed byte for
+    // byte (and in their CRCs). Six saves, so that one order matching by chance is rare.
+    let dirs: Vec<PathBuf> = (0..6).map(|k| tmp(&format!("same-{k}"))).collect();
+    for d in &dirs {
+        assert!(save_all(d, 2, 5, None).iter().all(|r| r.is_ok()));
+    }
+    for name in [
+        "params.safetensors",
+        "shard-0.safetensors",
+        "shard-1.safetensors",
+        "manifest.json",
+    ] {
+        let first = std::fs::read(dirs[0].join(name)).unwrap();
+        for d in &dirs[1..] {
+            assert!(
+                std::fs::read(d.join(name)).unwrap() == first,
+                "{name} differs"
+            );
+        }
+    }
+    for d in dirs {
+        Checkpoint::open(&d).unwrap().verify().unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
+
+#[test]
 fn a_save_removes_temporary_files_an_earlier_process_left() {
     let dir = tmp("stale");
     std::fs::create_dir_all(&dir).unwrap();
