@@ -5,6 +5,7 @@
 //!   cargo xtask bench [--gpus N]   build, run every benchmark, write report/
 //!   cargo xtask gpu-pack [JOB..]   build CUDA binaries, pack them into .gpu/, print the run command
 //!   cargo xtask launch --gpus N -- PROGRAM ARGS   start N ranks (comm-launch)
+//!   cargo xtask train [--gpus N] -- ARGS  build train (with CUDA where a GPU is) and run it
 //!   cargo xtask plan [--config F] [--json] ...  memory/communication accounting calculator
 
 mod cmd;
@@ -12,6 +13,7 @@ mod gpu;
 mod plan;
 mod plan_math;
 mod plan_render;
+mod train;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -53,6 +55,15 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Train from one command: with a GPU visible, install the CUDA toolchain, build
+    /// `train` with CUDA and run `train ARGS` (on N GPUs under comm-launch); else the CPU.
+    Train {
+        /// GPUs (default: 1 if one is visible, else the CPU).
+        #[arg(long)]
+        gpus: Option<usize>,
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
     /// Memory and communication accounting of a Transformer (CS336 assignment 2): parameters,
     /// FP32 state, activations, GPUs needed, N_FSDP, compute-bound mesh batch, DDP buckets.
     Plan(Box<plan::PlanArgs>),
@@ -70,6 +81,7 @@ fn main() {
         Cmd::Bench { gpus, out } => cmd::bench(gpus, &out),
         Cmd::GpuPack { jobs } => gpu::pack(&jobs),
         Cmd::Launch { gpus, command } => cmd::launch(gpus, &command),
+        Cmd::Train { gpus, args } => train::train(gpus, &args),
         Cmd::Plan(args) => plan::run(&args),
     };
     if let Err(e) = r {
