@@ -15,11 +15,15 @@ use std::path::Path;
 pub const CONFIG_FILE: &str = "config.json";
 pub const INIT_FILE: &str = "init.safetensors";
 
-/// Writes `dir/config.json`.
-pub fn config(dir: &Path, c: &TrainConfig) -> Result<()> {
+/// Writes `dir/config.json`: the configuration and the run's identity (`run_id`, which
+/// every checkpoint of the run records too).
+pub fn config(dir: &Path, c: &TrainConfig, run_id: &str) -> Result<()> {
     let p = dir.join(CONFIG_FILE);
-    std::fs::write(&p, serde_json::to_string_pretty(c)? + "\n")
-        .with_context(|| format!("writing {}", p.display()))
+    let mut v = serde_json::to_value(c)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("run_id".into(), run_id.into());
+    }
+    crate::log::write_atomic(&p, (serde_json::to_string_pretty(&v)? + "\n").as_bytes())
 }
 
 /// Writes the model's parameters as they are now (f32, on the host) to `path`.

@@ -132,6 +132,27 @@ impl DataId {
     }
 }
 
+/// A new run's identity: 16 hex digits from the clock, the pid and the host. It is kept
+/// in `config.json` and in every checkpoint, and a resumed run keeps its checkpoint's.
+pub fn new_run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    crate::data::fnv1a(format!("{now} {} {host}", std::process::id()).as_bytes())
+}
+
+/// The run identity a step directory's checkpoint recorded (`None`: written before it
+/// was recorded).
+pub fn read_run(dir: &Path) -> Result<Option<String>> {
+    let t = Checkpoint::open(&manifest_dir(dir))?.load(STATE_FILE)?;
+    let Some(bytes) = t.get("run") else {
+        return Ok(None);
+    };
+    let bytes: Vec<u8> = bytes.to_vec1()?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
 /// The data identity a step directory's checkpoint recorded (`None`: written before it
 /// was recorded).
 pub fn read_data(dir: &Path) -> Result<Option<DataId>> {
@@ -152,7 +173,7 @@ pub fn save(
     e: &mut Engine,
     root: &Path,
     step: u64,
-    (cfg, data): (&TrainConfig, &DataId),
+    (cfg, data, run): (&TrainConfig, &DataId, &str),
     keep: usize,
 ) -> Result<()> {
     let dir = step_dir(root, step);
@@ -178,11 +199,16 @@ pub fn save(
             "config".to_string(),
             Tensor::from_vec(json.clone(), json.len(), &Device::Cpu)?.to_dtype(DType::U8)?,
         );
-        let json = serde_json::to_vec(data)?;
-        t.insert(
-            "data".to_string(),
-            Tensor::from_vec(json.clone(), json.len(), &Device::Cpu)?.to_dtype(DType::U8)?,
-        );
+        for (k, bytes) in [
+            ("data", serde_json::to_vec(data)?),
+            ("run", run.as_bytes().to_vec()),
+        ] {
+            let n = bytes.len();
+            t.insert(
+                k.to_string(),
+                Tensor::from_vec(bytes, n, &Device::Cpu)?.to_dtype(DType::U8)?,
+            );
+        }
         Checkpoint::open(&e.manifest_dir(&dir))?.replace(&[(STATE_FILE, t)], &[])?;
         for (_, old) in list(root)?.into_iter().skip(keep.max(1)) {
             std::fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
@@ -193,9 +219,15 @@ pub fn save(
 }
 
 /// Resumes from the newest complete checkpoint under `root` that every rank agrees on;
-/// returns its step (0 and nothing loaded if there is none). Refuses one written under
-/// another configuration, naming the fields, or on other data, naming both directories.
-pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> Result<u64> {
+/// returns its step (0 and nothing loaded if there is none) and the run identity it
+/// recorded. Refuses one written under another configuration, naming the fields, or on
+/// other data, naming both directories.
+pub fn resume(
+    e: &mut Engine,
+    root: &Path,
+    cfg: &TrainConfig,
+    data: &DataId,
+) -> Result<(u64, Option<String>)> {
     let (found, skipped) = newest(root)?;
     if e.comm.rank() == 0 {
         for s in &skipped {
@@ -210,7 +242,7 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> 
         bail!("ranks found different newest checkpoints under {} (this rank: {mine}); is the directory shared?", root.display());
     }
     let Some((step, dir, saved)) = found else {
-        return Ok(0);
+        return Ok((0, None));
     };
     if let Some(theirs) = read_data(&dir)?.filter(|d| d.id != data.id) {
         bail!(
@@ -243,5 +275,5 @@ pub fn resume(e: &mut Engine, root: &Path, cfg: &TrainConfig, data: &DataId) -> 
             dir.display()
         );
     }
-    Ok(step)
+    Ok((step, read_run(&dir)?))
 }

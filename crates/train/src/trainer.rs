@@ -122,11 +122,11 @@ pub fn run_rank(
     }
     e.comm.barrier()?;
     state::check_names(&ckpts)?;
-    let start = if o.resume {
-        state::resume(&mut e, &ckpts, c, &data_id)?
-    } else {
-        0
+    let (start, run_id) = match o.resume {
+        true => state::resume(&mut e, &ckpts, c, &data_id)?,
+        false => (0, None),
     };
+    let run_id = run_id.unwrap_or_else(state::new_run_id);
     if o.export_init && start > 0 {
         bail!(
             "cannot export the initial weights: the run resumes from step {start} in {} (start afresh with --fresh)",
@@ -137,7 +137,7 @@ pub fn run_rank(
         for w in c.warnings() {
             eprintln!("train: warning: {w}");
         }
-        export::config(&o.out, c)?;
+        export::config(&o.out, c, &run_id)?;
         if o.export_init {
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
@@ -255,7 +255,7 @@ pub fn run_rank(
             }
         }
         if ckpt_now {
-            state::save(&mut e, &ckpts, done, (c, &data_id), o.keep)?;
+            state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
         }
         if eval_now || ckpt_now {
             tick = Instant::now();

@@ -136,9 +136,23 @@ fn fresh_moves_the_previous_run_aside() {
     assert_eq!(logged_steps(&prev), (1..=6).collect::<Vec<_>>());
     assert_eq!(checkpoints(&out), vec![2, 4], "only the fresh run's");
     assert_eq!(logged_steps(&out), (1..=4).collect::<Vec<_>>());
-    // The fresh run's own command resumes it (nothing left to train) …
+    // Each run has its identity, in config.json and in every checkpoint.
+    let id = |dir: &Path| -> String {
+        let c: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        c["run_id"].as_str().unwrap().to_string()
+    };
+    let (old_id, new_id) = (id(&prev), id(&out));
+    assert_ne!(old_id, new_id);
+    for (dir, want) in [(&prev, &old_id), (&out, &new_id)] {
+        for (_, d) in train::state::list(&dir.join("checkpoints")).unwrap() {
+            assert_eq!(train::state::read_run(&d).unwrap().as_ref(), Some(want));
+        }
+    }
+    // The fresh run's own command resumes it (nothing left to train), as the same run …
     let again: Vec<&str> = args[1..].to_vec();
     ok(&out, &again);
+    assert_eq!(id(&out), new_id);
     // … and --fresh again keeps both earlier runs.
     ok(&out, &args);
     assert_eq!(checkpoints(&out.join("previous-2")), vec![2, 4]);
