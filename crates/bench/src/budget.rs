@@ -2,7 +2,7 @@
 //! generic checks are `model::budget`'s (shared with `train` and `ddp-train`); here the
 //! benchmarks' own needs.
 
-pub use model::budget::{ensure, lm_ids, lm_step, Mem};
+pub use model::budget::{ensure, Mem};
 
 use crate::single::Precision;
 use anyhow::{anyhow, Result};
@@ -22,17 +22,8 @@ pub fn ensure_lm(
         let cfg = crate::ddp::config(size).map_err(|e| anyhow!("--size {size}: {e}"))?;
         for &d in dtypes {
             let flags = format!("{flags} (size {size}, {})", d.name());
-            let step = lm_step(&cfg, batch, d == Precision::Bf16);
-            if gpu {
-                ensure(&flags, step, Mem::Gpu)?;
-                ensure(&flags, lm_ids(&cfg, batch), Mem::Host)?;
-            } else {
-                ensure(
-                    &flags,
-                    step.and_then(|s| s.checked_mul(ranks as u64)),
-                    Mem::Host,
-                )?;
-            }
+            let bf16 = d == Precision::Bf16;
+            model::budget::ensure_lm_step(&flags, &cfg, batch, bf16, gpu, ranks)?;
         }
     }
     Ok(())

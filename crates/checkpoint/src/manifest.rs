@@ -88,10 +88,7 @@ impl Manifest {
     /// Writes `dir/manifest.json` atomically and durably (temp, fsync, rename, dir fsync).
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_vec_pretty(self).map_err(|e| bad(&dir.join(MANIFEST), e))?;
-        let tmp = temp_name(dir, MANIFEST, 0);
-        write_synced(&tmp, &text)?;
-        publish(&tmp, &dir.join(MANIFEST))?;
-        sync_dir(dir)
+        write_atomic(&dir.join(MANIFEST), &text)
     }
 }
 
@@ -121,6 +118,28 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = std::fs::File::create(path).map_err(|e| bad(path, e))?;
     f.write_all(bytes).map_err(|e| bad(path, e))?;
     f.sync_all().map_err(|e| bad(path, e))
+}
+
+/// Writes `path` whole or not at all: under a temporary name beside it (fsynced), renamed
+/// over it, the directory fsynced. A kill or a full disk leaves the old file as it was;
+/// a failure removes the temporary file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| bad(path, "not a file name"))?
+        .to_string_lossy();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = temp_name(dir, &name, 0);
+    let r = write_synced(&tmp, bytes)
+        .and_then(|()| publish(&tmp, path))
+        .and_then(|()| sync_dir(dir));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Renames `tmp` to `path` (the caller fsyncs the directory).

@@ -14,8 +14,9 @@ use seam::Grads;
 /// reduced where they lie (PyTorch's `gradient_as_bucket_view`, without the copy: the
 /// bucket becomes a group of in-place collectives); smaller ones are copied into the
 /// bucket's flat buffer, so that many small gradients cost one collective (on one rank
-/// every gradient goes alone: there is no message to batch). In reduce-scatter mode a gradient this large whose size the world size divides is
-/// reduce-scattered in place, each rank keeping its chunk ([`crate::Ddp::shards_in_place`]).
+/// every gradient goes alone: there is no message to batch). In reduce-scatter mode a
+/// gradient this large whose size the world size divides is reduce-scattered in place,
+/// each rank keeping its chunk ([`crate::Ddp::shards_in_place`]).
 pub(crate) const IN_PLACE_MIN: usize = 1 << 16;
 
 /// A bucket ready to launch: its flat buffer in the communication dtype (the gradients

@@ -290,15 +290,11 @@ impl Ddp {
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
             for p in f.buckets {
-                let scaled = |t: Tensor| match scale {
-                    Some(s) => t * s,
-                    None => Ok(t),
-                };
                 for (i, g) in p.in_place {
-                    out[i] = Some(scaled(g)?);
+                    out[i] = Some(scaled(g, scale)?);
                 }
                 if let Some(buf) = p.buf {
-                    let buf = scaled(buf)?;
+                    let buf = scaled(buf, scale)?;
                     let mut off = 0;
                     for &i in &self.buckets[p.bucket].params {
                         if out[i].is_some() {
@@ -328,23 +324,17 @@ impl Ddp {
         }
         let mut out: Vec<Option<BucketShard>> = (0..self.buckets.len()).map(|_| None).collect();
         let scale = self.scale.take();
-        let scaled = |t: Tensor| -> Result<Tensor> {
-            Ok(match scale {
-                Some(s) => (t * s)?,
-                None => t,
-            })
-        };
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
             for p in f.buckets {
                 let flat = p
                     .shard
-                    .map(|s| scaled(s.to_dtype(DType::F32)?))
+                    .map(|s| scaled(s.to_dtype(DType::F32)?, scale))
                     .transpose()?;
                 let params = p
                     .in_place
                     .iter()
-                    .map(|(i, g)| Ok((*i, scaled(self.chunk_of(g)?)?)))
+                    .map(|(i, g)| Ok((*i, scaled(self.chunk_of(g)?, scale)?)))
                     .collect::<Result<_>>()?;
                 out[p.bucket] = Some(BucketShard { flat, params });
             }
@@ -387,4 +377,12 @@ impl Ddp {
             )))
         }
     }
+}
+
+/// `t` times the micro-batch averaging factor, if any (as it is without one).
+fn scaled(t: Tensor, scale: Option<f64>) -> Result<Tensor> {
+    Ok(match scale {
+        Some(s) => (t * s)?,
+        None => t,
+    })
 }

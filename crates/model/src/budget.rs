@@ -102,6 +102,38 @@ fn tokens(cfg: &LmConfig, batch: usize) -> Option<u64> {
     (batch as u64).checked_mul(cfg.context as u64)
 }
 
+/// Checks one rank of an LM training step at `rows` sequences a micro-batch, before the
+/// model is built: on its GPU (`gpu`; the token ids still pass through the host), or on
+/// the host for `host_ranks` ranks sharing it ([`ranks_in_this_process`]).
+pub fn ensure_lm_step(
+    flags: &str,
+    cfg: &LmConfig,
+    rows: usize,
+    bf16: bool,
+    gpu: bool,
+    host_ranks: usize,
+) -> Result<()> {
+    let step = lm_step(cfg, rows, bf16);
+    if gpu {
+        ensure(flags, step, Mem::Gpu)?;
+        return ensure(flags, lm_ids(cfg, rows), Mem::Host);
+    }
+    ensure(
+        flags,
+        step.and_then(|s| s.checked_mul(host_ranks as u64)),
+        Mem::Host,
+    )
+}
+
+/// How many of `world` ranks run in this process: one under a launcher (`RANK` set: each
+/// rank is a process of its own), else all of them (threads).
+pub fn ranks_in_this_process(world: usize) -> usize {
+    match std::env::var_os("RANK") {
+        Some(_) => 1,
+        None => world,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

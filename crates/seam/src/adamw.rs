@@ -219,46 +219,7 @@ impl AdamW {
         let spans: Vec<crate::Span> = params.iter().map(crate::Span::whole).collect();
         let index: Vec<Option<usize>> = (0..params.len()).map(Some).collect();
         let shadows = shadows.map(|s| (s, &index[..]));
-        self.step_spans_inner(&spans, grads, order, after, shadows)
-    }
-
-    pub(crate) fn step_spans_inner<E: From<ModelError>>(
-        &mut self,
-        params: &[crate::Span],
-        grads: &[Option<Tensor>],
-        order: impl IntoIterator<Item = usize>,
-        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
-        shadows: Option<(&crate::shadow::Bf16Shadows, &[Option<usize>])>,
-    ) -> std::result::Result<(), E> {
-        if params.len() != grads.len() {
-            return Err(ModelError::Input(format!(
-                "{} parameters but {} gradients",
-                params.len(),
-                grads.len()
-            ))
-            .into());
-        }
-        let order: Vec<usize> = order.into_iter().collect();
-        let mut seen = vec![false; params.len()];
-        let duplicate_or_out = order
-            .iter()
-            .any(|&i| i >= params.len() || std::mem::replace(&mut seen[i], true));
-        if duplicate_or_out || seen.contains(&false) {
-            return Err(ModelError::Input(format!(
-                "step order {order:?} is not a permutation of 0..{}",
-                params.len()
-            ))
-            .into());
-        }
-        self.begin(params.len(), params.iter().map(|s| s.var.as_tensor()))?;
-        for i in order {
-            let Some(g) = &grads[i] else { continue };
-            let shadow = shadows.and_then(|(sh, ix)| Some((sh, ix.get(i).copied().flatten()?)));
-            self.update_span(i, &params[i], g, shadow, None)?;
-            after(i)?;
-        }
-        self.grad_scale = None;
-        Ok(())
+        self.step_spans_in(&spans, grads, order, after, shadows)
     }
 
     /// Starts a step over `params` (all of them, in index order) whose parameters are then

@@ -23,7 +23,8 @@ pub fn config(dir: &Path, c: &TrainConfig, run_id: &str) -> Result<()> {
     if let Some(o) = v.as_object_mut() {
         o.insert("run_id".into(), run_id.into());
     }
-    crate::log::write_atomic(&p, (serde_json::to_string_pretty(&v)? + "\n").as_bytes())
+    let text = serde_json::to_string_pretty(&v)? + "\n";
+    Ok(checkpoint::write_atomic(&p, text.as_bytes())?)
 }
 
 /// Writes the model's parameters as they are now (f32, on the host) to `path`.

@@ -67,7 +67,7 @@ impl Log {
                 text += &serde_json::to_string(r)?;
                 text.push('\n');
             }
-            write_atomic(path, text.as_bytes())?;
+            checkpoint::write_atomic(path, text.as_bytes())?;
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -186,27 +186,7 @@ pub fn plot(
 pub fn plot_curves(path: &Path, curves: &[Curve], unigram: Option<f64>, title: &str) -> Result<()> {
     let mut svg = String::new();
     draw(&mut svg, path, curves, unigram, title)?;
-    write_atomic(path, svg.as_bytes())
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename: a full disk or a kill
-/// leaves the old file whole, never a truncated one; the error names `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .map_or("out".into(), |n| n.to_string_lossy());
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write()
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .with_context(|| format!("writing {}", path.display()))
+    Ok(checkpoint::write_atomic(path, svg.as_bytes())?)
 }
 
 fn draw(

@@ -48,7 +48,8 @@ impl Holder {
     }
 }
 
-fn host() -> String {
+/// This machine's name ("unknown" where it cannot be read).
+pub(crate) fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())

@@ -138,7 +138,7 @@ pub fn new_run_id() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = crate::rundir::host();
     crate::data::fnv1a(format!("{now} {} {host}", std::process::id()).as_bytes())
 }
 

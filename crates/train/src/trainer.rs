@@ -297,7 +297,7 @@ pub fn run_rank(
             text += &format!("{p}{cont}\n\n");
             s.samples.push((p.to_string(), cont));
         }
-        log::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
+        checkpoint::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
     }
     Ok(s)
 }
@@ -319,26 +319,17 @@ fn diverged(ckpts: &std::path::Path, step: u64, what: &str, v: f64) -> Result<()
 }
 
 /// Refuses, before the model is built, a run that certainly cannot fit: weights, gradients,
-/// AdamW moments and the logits of one micro-batch (`model::budget::lm_step`, a lower
-/// bound) against the GPU's memory, or the host's for CPU ranks (all of this process's).
+/// AdamW moments and the logits of one micro-batch (`model::budget`, a lower bound)
+/// against the GPU's memory, or the host's for CPU ranks (all of this process's).
 fn fits(c: &TrainConfig, vocab: usize, world: usize, dev: &Device) -> Result<()> {
-    use model::budget::{ensure, lm_step, Mem};
+    use model::budget::{ensure_lm_step, ranks_in_this_process};
     let lm = c.model.lm_config(vocab)?;
     let rows = c.global_batch / (world * c.accum);
-    let need = lm_step(&lm, rows, c.bf16);
     let flags = format!(
         "the model ({:.2} B parameters) at {rows} sequences of {} tokens a micro-batch",
         lm.param_count() as f64 / 1e9,
         lm.context
     );
-    if dev.is_cuda() {
-        return ensure(&flags, need, Mem::Gpu);
-    }
-    // Ranks started by a launcher are processes of their own; without one they are this
-    // process's threads.
-    let here = match std::env::var_os("RANK") {
-        Some(_) => 1,
-        None => world as u64,
-    };
-    ensure(&flags, need.and_then(|n| n.checked_mul(here)), Mem::Host)
+    let here = ranks_in_this_process(world);
+    ensure_lm_step(&flags, &lm, rows, c.bf16, dev.is_cuda(), here)
 }

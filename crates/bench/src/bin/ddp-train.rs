@@ -229,26 +229,20 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
 }
 
 /// Refuses, before a model is built, an LM that certainly cannot fit
-/// (`model::budget::lm_step`, a lower bound): on its GPU, or on the host for all of this
+/// (`model::budget`, a lower bound): on its GPU, or on the host for all of this
 /// process's CPU ranks (threads without a launcher), one more model with --check.
 fn fits(a: &Args, world: usize, dev: &Device) -> anyhow::Result<()> {
-    use model::budget::{ensure, lm_step, Mem};
+    use model::budget::{ensure_lm_step, ranks_in_this_process};
     let Some(cfg) = model::named::lm_config(&a.model)? else {
         return Ok(());
     };
-    let need = lm_step(&cfg, (a.global_batch / world).max(1), false);
+    let rows = (a.global_batch / world).max(1);
     let flags = format!(
         "--model {} --global-batch {} on {world} ranks",
         a.model, a.global_batch
     );
-    if dev.is_cuda() {
-        return ensure(&flags, need, Mem::Gpu);
-    }
-    let here = match std::env::var_os("RANK") {
-        Some(_) => 1,
-        None => world as u64,
-    } + u64::from(a.check);
-    ensure(&flags, need.and_then(|n| n.checked_mul(here)), Mem::Host)
+    let here = ranks_in_this_process(world) + usize::from(a.check);
+    ensure_lm_step(&flags, &cfg, rows, false, dev.is_cuda(), here)
 }
 
 fn run(a: Args) -> anyhow::Result<()> {

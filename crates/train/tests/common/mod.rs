@@ -3,6 +3,8 @@
 //! log without the wall-clock fields.
 #![allow(dead_code)] // each test binary uses a part
 
+pub mod cli;
+
 use candle_core::Device;
 use seam::StagedModel;
 use std::path::{Path, PathBuf};
