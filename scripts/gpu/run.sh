@@ -319,6 +319,7 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "step_ms": 8 * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
     "graph": line.startswith("train: step: one CUDA graph"),
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
+    "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
     "validation_graph": "validation: one CUDA graph" in line,
     "how": line, "loss_last": recs[-1]["loss"]}))
 PY

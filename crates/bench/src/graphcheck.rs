@@ -106,6 +106,7 @@ fn train(
             0.0
         },
         adamw: place,
+        norm: step::NormPlace::default(),
         graph,
         fp32_simt: false,
         side_blocks: 0,

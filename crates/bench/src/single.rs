@@ -76,6 +76,9 @@ pub struct SingleRecord {
     /// Where AdamW ran (step mode; `after` in the other modes and in older records).
     #[serde(default)]
     pub adamw: AdamwPlace,
+    /// Where a clipping step took the gradient norm (`None`: no clipping, or older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm: Option<step::NormPlace>,
     /// side-stream: the update kernels' block cap (`None`: their full grid) and the lag,
     /// in stages, before a stage's gradients are freed (model::SideStream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +278,7 @@ pub fn run(
         graph_fallback: fallback,
         graph_kernels,
         adamw: AdamwPlace::After,
+        norm: None,
         side_blocks: None,
         side_lag: None,
         gpu,

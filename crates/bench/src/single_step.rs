@@ -59,6 +59,7 @@ pub fn run(
     let opts = StepOptions {
         clip: f.clip,
         adamw: f.adamw,
+        norm: step::NormPlace::default(),
         graph: f.graph,
         fp32_simt: dtype == Precision::Fp32 && !model::tf32::tf32(),
         side_blocks: f.side_blocks,
@@ -79,6 +80,7 @@ pub fn run(
     };
     let kernels = st.graph_kernels();
     let place = st.adamw_place();
+    let norm = st.norm_taken();
     let side = st.side().map(|s| (s.max_blocks(), s.lag()));
     drop(st);
     let step_ms = mean_std(&total);
@@ -107,6 +109,7 @@ pub fn run(
         graph_fallback: fallback,
         graph_kernels: kernels,
         adamw: place,
+        norm,
         side_blocks: side.and_then(|s| s.0),
         side_lag: side.map(|s| s.1),
         gpu,

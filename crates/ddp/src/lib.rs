@@ -32,6 +32,7 @@ pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;
+mod scatter;
 pub mod options;
 pub mod reducer;
 pub mod shard;

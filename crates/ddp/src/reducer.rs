@@ -55,8 +55,8 @@ pub struct Ddp {
     accumulated: Option<Grads>,
     micro_batches: usize,
     /// What the gradients in flight are multiplied by when collected (1/micro-batches).
-    scale: Option<f64>,
-    in_flight: Vec<InFlight>,
+    pub(crate) scale: Option<f64>,
+    pub(crate) in_flight: Vec<InFlight>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -188,6 +188,25 @@ impl Ddp {
         batch: &Batch,
         before_stage: impl FnMut(usize) -> Result<()>,
     ) -> Result<Tensor> {
+        let observe = |_: usize, _: &Grads| Ok(());
+        Ok(self
+            .forward_backward_observed(model, batch, before_stage, observe)?
+            .0)
+    }
+
+    /// [`Self::forward_backward_with`], with `observe(s, grads)` run in stage `s`'s backward
+    /// (before its buckets take the gradients) wherever the gradients there are already the
+    /// synchronised ones: on one rank, with no accumulated micro-batch, in a dtype the wire
+    /// carries exactly. Returns the loss and whether `observe` saw every stage's final
+    /// gradients (a clipping norm can then be taken during the backward); if not, read the
+    /// gradients after the synchronisation.
+    pub fn forward_backward_observed(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        before_stage: impl FnMut(usize) -> Result<()>,
+        mut observe: impl FnMut(usize, &Grads) -> Result<()>,
+    ) -> Result<(Tensor, bool)> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
         let eager = self.opts.strategy.eager();
@@ -198,6 +217,8 @@ impl Ddp {
         let acc = self.accumulated.take();
         let micro = std::mem::take(&mut self.micro_batches) + 1;
         self.scale = (micro > 1 && !self.opts.sum_micro_batches).then(|| 1.0 / micro as f64);
+        let wire = self.opts.grad_dtype.unwrap_or(DType::F32);
+        let mut observing = self.comm.world_size() == 1 && acc.is_none() && micro == 1;
         let mut hook = self.stage_hook.take();
         let carve = if eager { self.opts.gemm_sm_carveout } else { 0 };
         if carve > 0 {
@@ -206,6 +227,11 @@ impl Ddp {
         let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
                 h(s)?;
+            }
+            // f32 on the wire holds every gradient dtype exactly; another only its own.
+            observing &= wire == DType::F32 || grads.iter().flatten().all(|g| g.dtype() == wire);
+            if observing {
+                observe(s, grads)?;
             }
             if eager {
                 let ready: Vec<usize> = (0..self.buckets.len())
@@ -234,7 +260,7 @@ impl Ddp {
             .sum();
         self.stats = stats;
         self.in_flight = launched;
-        Ok(loss)
+        Ok((loss, observing))
     }
 
     /// Forward and backward without communication: gradients are summed locally and
@@ -311,63 +337,6 @@ impl Ddp {
         Ok(out)
     }
 
-    /// Reduce-scatter mode: waits for every bucket (the compute stream waits) and returns
-    /// this rank's averaged part of each, by bucket index: the slice of its flat buffer
-    /// (f32; a flat part of n elements, padded to n' = a multiple of the world size W,
-    /// gives slice [r·n'/W, (r+1)·n'/W)) and, for each parameter sharded in place
-    /// ([`Self::shards_in_place`]), its chunk (in the wire dtype, a view of the gradient).
-    pub fn finish_reduce_scatter(&mut self) -> Result<Vec<BucketShard>> {
-        if !self.opts.reduce_scatter || self.in_flight.is_empty() {
-            return Err(DdpError::Input(
-                "finish_reduce_scatter: no reduce-scattering backward in flight".into(),
-            ));
-        }
-        let mut out: Vec<Option<BucketShard>> = (0..self.buckets.len()).map(|_| None).collect();
-        let scale = self.scale.take();
-        for f in std::mem::take(&mut self.in_flight) {
-            f.work.wait()?;
-            for p in f.buckets {
-                let flat = p
-                    .shard
-                    .map(|s| scaled(s.to_dtype(DType::F32)?, scale))
-                    .transpose()?;
-                let params = p
-                    .in_place
-                    .iter()
-                    .map(|(i, g)| Ok((*i, scaled(self.chunk_of(g)?, scale)?)))
-                    .collect::<Result<_>>()?;
-                out[p.bucket] = Some(BucketShard { flat, params });
-            }
-        }
-        out.into_iter()
-            .enumerate()
-            .map(|(b, s)| s.ok_or_else(|| DdpError::Input(format!("bucket {b} was not launched"))))
-            .collect()
-    }
-
-    /// Whether reduce-scatter mode shards parameter `i` in place (its gradient's chunk
-    /// reduced where it lies, its chunk of the parameter updated and all-gathered in
-    /// place): a multiple of the world size, and large enough to go alone
-    /// ([`Self::goes_alone`]). The others go through their bucket's flat buffer.
-    pub fn shards_in_place(&self, i: usize) -> bool {
-        let n = self.shapes[i].elem_count();
-        self.opts.reduce_scatter && self.goes_alone(n) && n.is_multiple_of(self.comm.world_size())
-    }
-
-    /// Whether a gradient of `n` elements is reduced where it lies rather than copied into
-    /// its bucket's flat buffer: from 64 Ki elements; on one rank always (a flat buffer
-    /// batches small messages, and one rank sends none).
-    pub(crate) fn goes_alone(&self, n: usize) -> bool {
-        n >= crate::launch::IN_PLACE_MIN || self.comm.world_size() == 1
-    }
-
-    /// This rank's chunk of a flat buffer whose size the world size divides (a view).
-    pub fn chunk_of(&self, t: &Tensor) -> Result<Tensor> {
-        let (w, r) = (self.comm.world_size(), self.comm.rank());
-        let n = t.elem_count() / w;
-        Ok(t.flatten_all()?.narrow(0, r * n, n)?)
-    }
-
     fn expect_idle(&self, what: &str) -> Result<()> {
         if self.in_flight.is_empty() {
             Ok(())
@@ -380,7 +349,7 @@ impl Ddp {
 }
 
 /// `t` times the micro-batch averaging factor, if any (as it is without one).
-fn scaled(t: Tensor, scale: Option<f64>) -> Result<Tensor> {
+pub(crate) fn scaled(t: Tensor, scale: Option<f64>) -> Result<Tensor> {
     Ok(match scale {
         Some(s) => (t * s)?,
         None => t,

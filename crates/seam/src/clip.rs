@@ -73,18 +73,21 @@ pub fn scale(grads: &[Option<Tensor>], nc: &Tensor) -> Result<Vec<Option<Tensor>
 }
 
 #[cfg(feature = "cuda")]
-mod cuda {
+pub(crate) mod cuda {
     use crate::error::{ModelError, Result};
     use candle_core::backend::BackendStorage;
-    use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::cudarc::driver::{
+        CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    };
     use candle_core::cuda_backend::{CudaStorage, WrapErr};
     use candle_core::{DType, Device, Storage, Tensor};
+    use std::sync::Arc;
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gradnorm.ptx"));
     /// Tensors per launch (GN_MAX in kernels/gradnorm.cu).
     const MAX: usize = 160;
     /// Blocks per launch: fixed, so the sum's order does not depend on the GPU.
-    const BLOCKS: usize = 264;
+    pub const BLOCKS: usize = 264;
     const THREADS: u32 = 512;
 
     #[repr(C)]
@@ -107,76 +110,112 @@ mod cuda {
             return Err(cuda_err("not a CUDA tensor"));
         };
         let stream = dev.cuda_stream();
-        let chunks = grads.len().div_ceil(MAX);
-        let partials = Tensor::zeros(chunks * BLOCKS, DType::F32, grads[0].device())?;
-        let out = Tensor::zeros(2, DType::F32, grads[0].device())?;
-        let sumsq = dev.get_or_load_custom_func("gradnorm_sumsq", "seam_gradnorm", PTX)?;
-        let finish = dev.get_or_load_custom_func("gradnorm_finish", "seam_gradnorm", PTX)?;
+        let partials = Tensor::zeros(slots(grads.len(), BLOCKS), DType::F32, grads[0].device())?;
+        let used = sumsq(&stream, grads, &partials, 0, BLOCKS)?;
+        finish(&stream, &partials, used, clip)
+    }
+
+    /// Partial-sum slots that [`sumsq`] fills for `n` gradients at `blocks` per launch.
+    pub fn slots(n: usize, blocks: usize) -> usize {
+        n.div_ceil(MAX) * blocks
+    }
+
+    /// Queues on `stream` the sums of squares of `grads` into `partials[offset..]`
+    /// (`blocks` per launch of up to MAX gradients, a fixed order); returns the slots used.
+    pub fn sumsq(
+        stream: &Arc<CudaStream>,
+        grads: &[&Tensor],
+        partials: &Tensor,
+        offset: usize,
+        blocks: usize,
+    ) -> Result<usize> {
+        let Device::Cuda(dev) = partials.device() else {
+            return Err(cuda_err("partials not on CUDA"));
+        };
+        let func = dev.get_or_load_custom_func("gradnorm_sumsq", "seam_gradnorm", PTX)?;
         let contiguous: Vec<Tensor> = grads
             .iter()
             .map(|g| g.contiguous())
             .collect::<candle_core::Result<_>>()?;
+        let (ps, _) = partials.storage_and_layout();
+        let Storage::Cuda(ps) = &*ps else {
+            return Err(cuda_err("partials not on CUDA"));
+        };
+        let pslice = ps.as_cuda_slice::<f32>()?;
+        let used = slots(grads.len(), blocks);
+        if offset + used > pslice.len() {
+            return Err(cuda_err("more partial sums than slots"));
+        }
+        for (c, chunk) in contiguous.chunks(MAX).enumerate() {
+            let mut t = GradTable {
+                ptr: [0; MAX],
+                n: [0; MAX],
+                bf16: [0; MAX],
+                count: chunk.len() as u32,
+            };
+            // The guards keep every gradient's storage borrowed until the launch.
+            let guards: Vec<_> = chunk.iter().map(|g| g.storage_and_layout()).collect();
+            for (k, (st, l)) in guards.iter().enumerate() {
+                let Storage::Cuda(cs) = &**st else {
+                    return Err(cuda_err("a gradient is not on CUDA"));
+                };
+                t.ptr[k] =
+                    base_ptr(cs, stream)? + (l.start_offset() * cs.dtype().size_in_bytes()) as u64;
+                t.n[k] = l.shape().elem_count() as u64;
+                t.bf16[k] = u32::from(cs.dtype() == DType::BF16);
+            }
+            let at = offset + c * blocks;
+            let dst = pslice.slice(at..at + blocks);
+            let mut b = stream.launch_builder(&func);
+            b.arg(&t).arg(&dst);
+            let cfg = LaunchConfig {
+                grid_dim: (blocks as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: the table lists live device buffers of t.n elements of the dtype
+            // given; dst holds `blocks` f32.
+            unsafe { b.launch(cfg) }.w()?;
+            drop(guards);
+        }
+        Ok(used)
+    }
+
+    /// Queues on `stream` the sum of `partials[..count]` in a fixed order: `[norm, coef]`.
+    pub fn finish(
+        stream: &Arc<CudaStream>,
+        partials: &Tensor,
+        count: usize,
+        clip: f32,
+    ) -> Result<Tensor> {
+        let Device::Cuda(dev) = partials.device() else {
+            return Err(cuda_err("partials not on CUDA"));
+        };
+        let func = dev.get_or_load_custom_func("gradnorm_finish", "seam_gradnorm", PTX)?;
+        let out = Tensor::zeros(2, DType::F32, partials.device())?;
         {
             let (ps, _) = partials.storage_and_layout();
-            let Storage::Cuda(ps) = &*ps else {
+            let (os, _) = out.storage_and_layout();
+            let (Storage::Cuda(ps), Storage::Cuda(os)) = (&*ps, &*os) else {
                 return Err(cuda_err("partials not on CUDA"));
             };
-            let pslice = ps.as_cuda_slice::<f32>()?;
-            for (c, chunk) in contiguous.chunks(MAX).enumerate() {
-                let mut t = GradTable {
-                    ptr: [0; MAX],
-                    n: [0; MAX],
-                    bf16: [0; MAX],
-                    count: chunk.len() as u32,
-                };
-                // The guards keep every gradient's storage borrowed until the launch.
-                let guards: Vec<_> = chunk.iter().map(|g| g.storage_and_layout()).collect();
-                for (k, (st, l)) in guards.iter().enumerate() {
-                    let Storage::Cuda(cs) = &**st else {
-                        return Err(cuda_err("a gradient is not on CUDA"));
-                    };
-                    t.ptr[k] = base_ptr(cs, &stream)?
-                        + (l.start_offset() * cs.dtype().size_in_bytes()) as u64;
-                    t.n[k] = l.shape().elem_count() as u64;
-                    t.bf16[k] = u32::from(cs.dtype() == DType::BF16);
-                }
-                let dst = pslice.slice(c * BLOCKS..(c + 1) * BLOCKS);
-                let mut b = stream.launch_builder(&sumsq);
-                b.arg(&t).arg(&dst);
-                let cfg = LaunchConfig {
-                    grid_dim: (BLOCKS as u32, 1, 1),
-                    block_dim: (THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                // SAFETY: the table lists live device buffers of t.n elements of the
-                // dtype given; dst holds BLOCKS f32.
-                unsafe { b.launch(cfg) }.w()?;
-                drop(guards);
-            }
-            let (os, _) = out.storage_and_layout();
-            let Storage::Cuda(os) = &*os else {
-                return Err(cuda_err("output not on CUDA"));
-            };
-            let oslice = os.as_cuda_slice::<f32>()?;
-            let count = (chunks * BLOCKS) as u32;
-            let mut b = stream.launch_builder(&finish);
+            let (pslice, oslice) = (ps.as_cuda_slice::<f32>()?, os.as_cuda_slice::<f32>()?);
+            let count = count as u32;
+            let mut b = stream.launch_builder(&func);
             b.arg(pslice).arg(&count).arg(&clip).arg(oslice);
             let cfg = LaunchConfig {
                 grid_dim: (1, 1, 1),
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            // SAFETY: partials holds `count` f32, out 2.
+            // SAFETY: partials holds at least `count` f32, out 2.
             unsafe { b.launch(cfg) }.w()?;
         }
         Ok(out)
     }
 
     /// The device address of a CUDA storage's first element.
-    fn base_ptr(
-        cs: &CudaStorage,
-        stream: &std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>,
-    ) -> Result<u64> {
+    fn base_ptr(cs: &CudaStorage, stream: &Arc<CudaStream>) -> Result<u64> {
         use candle_core::cuda_backend::cudarc::driver::DevicePtr;
         Ok(match cs.dtype() {
             DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(stream).0,

@@ -47,10 +47,10 @@ pub use candle_core::cuda_backend::cudarc::driver::CudaStream as Stream;
 pub enum Stream {}
 
 #[cfg(feature = "cuda")]
-type Event = candle_core::cuda_backend::cudarc::driver::CudaEvent;
+pub(crate) type Event = candle_core::cuda_backend::cudarc::driver::CudaEvent;
 /// Without CUDA no event is ever made (there is no side stream).
 #[cfg(not(feature = "cuda"))]
-struct Event;
+pub(crate) struct Event;
 
 /// Stages between queuing a stage's updates and freeing its gradients, by default.
 pub const LAG: usize = 2;
@@ -123,7 +123,7 @@ impl SideStream {
     }
 
     /// The side stream waits for everything queued on the compute stream so far.
-    fn fork(&self) -> Result<()> {
+    pub(crate) fn fork(&self) -> Result<()> {
         #[cfg(feature = "cuda")]
         {
             let e = self.compute.record_event(None).map_err(cuda)?;
@@ -133,7 +133,7 @@ impl SideStream {
     }
 
     /// An event after everything queued on the side stream so far.
-    fn done(&self) -> Result<Event> {
+    pub(crate) fn done(&self) -> Result<Event> {
         #[cfg(feature = "cuda")]
         return self.side.record_event(None).map_err(cuda);
         #[cfg(not(feature = "cuda"))]
@@ -141,7 +141,7 @@ impl SideStream {
     }
 
     /// The compute stream waits for `e`.
-    fn compute_waits(&self, e: &Event) -> Result<()> {
+    pub(crate) fn compute_waits(&self, e: &Event) -> Result<()> {
         #[cfg(feature = "cuda")]
         return self.compute.wait(e).map_err(cuda);
         #[cfg(not(feature = "cuda"))]

@@ -9,7 +9,8 @@
 //! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
 //! CUDA one fused kernel per parameter, `fused_adamw`), [`shadow`] (the bf16 weight copies
 //! AdamW writes for a bf16 forward), [`span`] (AdamW on part of a parameter, in place: ZeRO-1's shards), [`in_backward`] (AdamW stage by stage inside the
-//! backward, optionally on a second CUDA stream), [`gemm_sms`] (how many SMs cuBLAS
+//! backward, optionally on a second CUDA stream), [`staged_norm`] (the clipping norm summed
+//! stage by stage inside the backward), [`gemm_sms`] (how many SMs cuBLAS
 //! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
 
 pub mod adamw;
@@ -31,6 +32,7 @@ pub mod sequential;
 pub mod shadow;
 pub mod span;
 pub mod staged;
+pub mod staged_norm;
 
 pub use adamw::{AdamW, AdamWConfig};
 pub use error::{ModelError, Result};
@@ -38,6 +40,7 @@ pub use in_backward::{InBackward, SideStream};
 pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};
 pub use span::Span;
+pub use staged_norm::StagedNorm;
 pub use staged::{
     forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
 };

@@ -2,13 +2,13 @@
 //! synchronisation, the loss, the norm and clipping coefficient, AdamW. The same code runs
 //! eagerly and inside a CUDA graph capture.
 
-use crate::{AdamwPlace, StepOptions};
+use crate::{AdamwPlace, NormPlace, StepOptions};
 use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::ReduceOp;
 use ddp::Ddp;
 use seam::staged::{add_grads, grads_f32};
-use seam::{AdamW, Batch, Grads, InBackward, SideStream, StagedModel};
+use seam::{AdamW, Batch, Grads, InBackward, SideStream, StagedModel, StagedNorm};
 use zero1::{ShardedOptimizer, Zero1Overlap};
 
 /// How gradients are synchronised across ranks.
@@ -32,6 +32,11 @@ pub struct Core {
     /// The place when inside the backward is exact (one micro-batch).
     place: AdamwPlace,
     side: Option<SideStream>,
+    /// Where a clipping step takes the norm, and its stream where that is a second one.
+    norm: NormPlace,
+    norm_side: Option<SideStream>,
+    /// Where the last step took the norm (`None`: it took none).
+    pub norm_taken: Option<NormPlace>,
     /// Called in an eager step right before the optimizer update (a benchmark reads the
     /// memory in use there).
     pub probe: Option<Box<dyn FnMut()>>,
@@ -50,12 +55,22 @@ impl Core {
         } else {
             None
         };
+        let norm = o.norm.or_env()?;
+        let norm_side = match (norm, device.is_cuda()) {
+            (NormPlace::SideStream, true) => Some(
+                SideStream::new(device).map_err(|e| anyhow!("norm on a side stream: {e}"))?,
+            ),
+            _ => None,
+        };
         Ok(Self {
             sync,
             opt,
             clip: o.clip,
             place,
             side,
+            norm,
+            norm_side,
+            norm_taken: None,
             probe: None,
         })
     }
@@ -116,6 +131,9 @@ impl Core {
     pub fn adamw(&self) -> &AdamW {
         &self.opt
     }
+    pub fn norm_place(&self) -> NormPlace {
+        self.norm
+    }
 
     pub fn sync_and_adamw_mut(&mut self) -> (&mut Sync, &mut AdamW) {
         (&mut self.sync, &mut self.opt)
@@ -137,19 +155,29 @@ impl Core {
         capturing: bool,
     ) -> Result<Tensor> {
         let k = batches.len();
-        let (loss, grads) = match &mut self.sync {
+        // The norm summed inside the backward, where the gradients are final there (else
+        // dropped below, and taken after).
+        let mut staged = match self.takes_norm() && k == 1 && self.norm != NormPlace::After {
+            true => Some(StagedNorm::new(model, self.norm_side.as_ref())?),
+            false => None,
+        };
+        let mut observe = |s: usize, g: &Grads| match staged.as_mut() {
+            Some(n) => n.stage(s, g),
+            None => Ok(()),
+        };
+        let (loss, grads, seen) = match &mut self.sync {
             Sync::Local if self.place != AdamwPlace::After && k == 1 => {
                 let tape = seam::forward(model, &batches[0])?;
                 let loss = tape.loss().clone();
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
                 tape.backward(|s, g| ib.stage(&model.stage_params(s), g))?;
                 ib.finish()?;
-                (loss, None)
+                (loss, None, false)
             }
             Sync::Local => {
                 let mut sum: Option<Grads> = None;
                 let loss = summed(batches, |b, _| {
-                    let (l, g) = seam::forward_backward(model, b, |_, _| Ok(()))?;
+                    let (l, g) = seam::forward_backward(model, b, |s, g| observe(s, g))?;
                     sum = Some(match sum.take() {
                         // One micro-batch: its gradients as they are (AdamW reads bf16).
                         None if k == 1 => g,
@@ -165,22 +193,40 @@ impl Core {
                         .map(|g| g.map(|g| g.affine(1.0 / k as f64, 0.0)).transpose())
                         .collect::<candle_core::Result<_>>()?;
                 }
-                (loss, Some(g))
+                (loss, Some(g), true)
             }
             Sync::Zero1(z) => {
+                let mut seen = false;
                 let loss = summed(batches, |b, last| match last {
                     false => Ok(z.forward_backward_no_sync(model, b)?),
-                    true => Ok(z.forward_backward(model, b)?),
+                    true => {
+                        let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
+                        let (l, all) = z.forward_backward_observed(model, b, obs)?;
+                        seen = all;
+                        Ok(l)
+                    }
                 })?;
-                (loss, None)
+                (loss, None, seen)
             }
             Sync::Ddp(d) | Sync::Sharded(d, _) => {
+                let mut seen = false;
                 let loss = summed(batches, |b, last| match last {
                     false => Ok(d.forward_backward_no_sync(model, b)?),
-                    true => Ok(d.forward_backward(model, b)?),
+                    true => {
+                        let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
+                        let (l, all) = d.forward_backward_observed(model, b, |_| Ok(()), obs)?;
+                        seen = all;
+                        Ok(l)
+                    }
                 })?;
-                (loss, Some(d.finish_gradient_synchronization()?))
+                (loss, Some(d.finish_gradient_synchronization()?), seen)
             }
+        };
+        let staged = staged.filter(|_| seen);
+        self.norm_taken = match (&staged, self.takes_norm()) {
+            (_, false) => None,
+            (Some(_), true) => Some(self.norm),
+            (None, true) => Some(NormPlace::After),
         };
         let mut loss = loss.to_dtype(DType::F32)?.reshape(1)?;
         if k > 1 {
@@ -196,7 +242,7 @@ impl Core {
             p();
         }
         if let Sync::Zero1(z) = &mut self.sync {
-            let nc = zero1_step(z, self.clip, model.params().bf16_shadows())?;
+            let nc = zero1_step(z, self.clip, staged, model.params().bf16_shadows())?;
             if capturing {
                 z.sync_params()?;
             }
@@ -213,7 +259,10 @@ impl Core {
             }
             return Ok(Tensor::cat(&[&loss, &no_norm()?], 0)?);
         }
-        let nc = seam::clip::norm_and_coef(&g, self.clip)?;
+        let nc = match staged {
+            Some(n) => n.finish(self.clip)?,
+            None => seam::clip::norm_and_coef(&g, self.clip)?,
+        };
         match &mut self.sync {
             Sync::Sharded(_, o) => {
                 o.step(model.params().vars(), &seam::clip::scale(&g, &nc)?)?;
@@ -229,11 +278,12 @@ impl Core {
 }
 
 /// ZeRO-1's update: with clipping, the global norm from every rank's slices (their sums of
-/// squares all-reduced); AdamW on this rank's slices scaled by the clipping coefficient,
+/// squares all-reduced; or `staged`, taken in the backward on one rank); AdamW on this rank's slices scaled by the clipping coefficient,
 /// the buckets all-gathered. Returns `[norm, coef]` where it clipped.
 fn zero1_step(
     z: &mut Zero1Overlap,
     clip: f64,
+    staged: Option<StagedNorm>,
     shadows: &seam::shadow::Bf16Shadows,
 ) -> Result<Option<Tensor>> {
     let shards = z.reduced_shards()?;
@@ -242,6 +292,12 @@ fn zero1_step(
         z.optimizer_mut().set_grad_scale(None);
         z.step_on(shards, shadows)?;
         return Ok(None);
+    }
+    if let Some(n) = staged {
+        let nc = n.finish(clip)?;
+        z.optimizer_mut().set_grad_scale(Some(nc.clone()));
+        z.step_on(shards, shadows)?;
+        return Ok(Some(nc));
     }
     let mine = seam::clip::norm_and_coef(&Zero1Overlap::shard_grads(&shards), 0.0)?;
     let sumsq = mine.narrow(0, 0, 1)?.sqr()?;

@@ -38,7 +38,7 @@ pub mod slots;
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 pub use core::Sync;
-pub use place::AdamwPlace;
+pub use place::{AdamwPlace, NormPlace};
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
 
 /// How a step is run (not what it computes, except `clip`).
@@ -47,6 +47,8 @@ pub struct StepOptions {
     /// Clip the gradients to this global norm (0: no clipping).
     pub clip: f64,
     pub adamw: AdamwPlace,
+    /// Where a clipping step takes the gradient norm (`STEP_NORM` overrides it).
+    pub norm: NormPlace,
     /// Capture the step as a CUDA graph after one eager step (CUDA only).
     pub graph: bool,
     /// The model computes in fp32 on SIMT GEMMs (no TF32): `auto` then puts AdamW on a
@@ -62,6 +64,7 @@ impl Default for StepOptions {
         Self {
             clip: 0.0,
             adamw: AdamwPlace::Auto,
+            norm: NormPlace::InBackward,
             graph: true,
             fp32_simt: false,
             side_blocks: 0,
@@ -266,6 +269,17 @@ impl TrainStep {
     /// Where AdamW runs in this step.
     pub fn adamw_place(&self) -> AdamwPlace {
         self.core.place()
+    }
+
+    /// Where this step takes the clipping norm when it clips (where it ran is
+    /// [`Self::norm_taken`]).
+    pub fn norm_place(&self) -> NormPlace {
+        self.core.norm_place()
+    }
+
+    /// Where the last step took the clipping norm (`None`: it did not clip).
+    pub fn norm_taken(&self) -> Option<NormPlace> {
+        self.core.norm_taken
     }
 
     /// The side stream's block cap and lag, where AdamW runs on one.

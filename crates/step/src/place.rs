@@ -1,6 +1,7 @@
 //! Where a step runs AdamW: after the backward over all gradients, stage by stage inside
 //! it (seam::InBackward), or so on a second CUDA stream (seam::SideStream); and the `auto`
-//! policy that picks between them.
+//! policy that picks between them. Where a clipping step takes the gradient norm
+//! ([`NormPlace`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,42 @@ impl AdamwPlace {
             AdamwPlace::Auto => "auto",
             AdamwPlace::InBackward => "in-backward",
             AdamwPlace::SideStream => "side-stream",
+        }
+    }
+}
+
+/// Where a clipping step takes the global gradient norm (`seam::StagedNorm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum NormPlace {
+    /// One pass over every gradient after the backward (and the reduce).
+    After,
+    /// Stage by stage inside the backward where the gradients are final there (one
+    /// micro-batch; on one rank for DDP and ZeRO-1), on the compute stream; else after.
+    #[default]
+    InBackward,
+    /// As `in-backward`, on a second CUDA stream beside the backward (CUDA only).
+    SideStream,
+}
+
+impl NormPlace {
+    /// The name records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            NormPlace::After => "after",
+            NormPlace::InBackward => "in-backward",
+            NormPlace::SideStream => "side-stream",
+        }
+    }
+
+    /// `STEP_NORM` (after, in-backward, side-stream) where set, for comparisons without a
+    /// flag in every binary; else `self`. Anything else is an error naming it.
+    pub fn or_env(self) -> anyhow::Result<Self> {
+        match std::env::var("STEP_NORM") {
+            Err(_) => Ok(self),
+            Ok(v) => <Self as clap::ValueEnum>::from_str(&v, true).map_err(|_| {
+                anyhow::anyhow!("STEP_NORM={v}: expected after, in-backward or side-stream")
+            }),
         }
     }
 }

@@ -117,7 +117,12 @@ impl Engine {
             Some(Err(why)) => format!("; validation: eager ({why})"),
             None => String::new(),
         };
-        format!("step: {g}; AdamW {}{eval}", self.step.adamw_place().name())
+        let norm = match self.step.norm_taken() {
+            Some(n) => format!("; norm {}", n.name()),
+            None => String::new(),
+        };
+        let adamw = self.step.adamw_place().name();
+        format!("step: {g}; AdamW {adamw}{norm}{eval}")
     }
 
     /// The mean of `x` over the ranks.

@@ -165,12 +165,27 @@ impl Zero1Overlap {
     /// Forward and backward on this rank's batch; the buckets' reduce-scatters are
     /// launched during backward. Returns this rank's loss.
     pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<Tensor> {
+        Ok(self.forward_backward_observed(model, batch, |_, _| Ok(()))?.0)
+    }
+
+    /// [`Self::forward_backward`] with `observe(s, grads)` in stage `s`'s backward where the
+    /// gradients there are already this rank's reduced ones (`Ddp::forward_backward_observed`:
+    /// one rank, one micro-batch); returns whether it saw every stage's.
+    pub fn forward_backward_observed(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        observe: impl FnMut(usize, &seam::Grads) -> ddp::error::Result<()>,
+    ) -> Result<(Tensor, bool)> {
         let (gathers, params) = (&mut self.gathers, &self.params);
-        let loss = self
-            .ddp
-            .forward_backward_with(model, batch, |s| gathers.before_stage(s, params))?;
+        let out = self.ddp.forward_backward_observed(
+            model,
+            batch,
+            |s| gathers.before_stage(s, params),
+            observe,
+        )?;
         self.sync_params()?;
-        Ok(loss)
+        Ok(out)
     }
 
     /// Forward and backward without communication: the gradients are summed locally and

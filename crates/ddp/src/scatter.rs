@@ -1,0 +1,65 @@
+//! Reduce-scatter mode (ZeRO-1, the zero1 crate): collecting this rank's part of every
+//! bucket, and which parameters are sharded where they lie.
+
+use crate::error::{DdpError, Result};
+use crate::reducer::{scaled, BucketShard, Ddp};
+use candle_core::{DType, Tensor};
+
+impl Ddp {
+    /// Reduce-scatter mode: waits for every bucket (the compute stream waits) and returns
+    /// this rank's averaged part of each, by bucket index: the slice of its flat buffer
+    /// (f32; a flat part of n elements, padded to n' = a multiple of the world size W,
+    /// gives slice [r·n'/W, (r+1)·n'/W)) and, for each parameter sharded in place
+    /// ([`Self::shards_in_place`]), its chunk (in the wire dtype, a view of the gradient).
+    pub fn finish_reduce_scatter(&mut self) -> Result<Vec<BucketShard>> {
+        if !self.opts.reduce_scatter || self.in_flight.is_empty() {
+            return Err(DdpError::Input(
+                "finish_reduce_scatter: no reduce-scattering backward in flight".into(),
+            ));
+        }
+        let mut out: Vec<Option<BucketShard>> = (0..self.buckets.len()).map(|_| None).collect();
+        let scale = self.scale.take();
+        for f in std::mem::take(&mut self.in_flight) {
+            f.work.wait()?;
+            for p in f.buckets {
+                let flat = p
+                    .shard
+                    .map(|s| scaled(s.to_dtype(DType::F32)?, scale))
+                    .transpose()?;
+                let params = p
+                    .in_place
+                    .iter()
+                    .map(|(i, g)| Ok((*i, scaled(self.chunk_of(g)?, scale)?)))
+                    .collect::<Result<_>>()?;
+                out[p.bucket] = Some(BucketShard { flat, params });
+            }
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(b, s)| s.ok_or_else(|| DdpError::Input(format!("bucket {b} was not launched"))))
+            .collect()
+    }
+
+    /// Whether reduce-scatter mode shards parameter `i` in place (its gradient's chunk
+    /// reduced where it lies, its chunk of the parameter updated and all-gathered in
+    /// place): a multiple of the world size, and large enough to go alone
+    /// ([`Self::goes_alone`]). The others go through their bucket's flat buffer.
+    pub fn shards_in_place(&self, i: usize) -> bool {
+        let n = self.shapes[i].elem_count();
+        self.opts.reduce_scatter && self.goes_alone(n) && n.is_multiple_of(self.comm.world_size())
+    }
+
+    /// Whether a gradient of `n` elements is reduced where it lies rather than copied into
+    /// its bucket's flat buffer: from 64 Ki elements; on one rank always (a flat buffer
+    /// batches small messages, and one rank sends none).
+    pub(crate) fn goes_alone(&self, n: usize) -> bool {
+        n >= crate::launch::IN_PLACE_MIN || self.comm.world_size() == 1
+    }
+
+    /// This rank's chunk of a flat buffer whose size the world size divides (a view).
+    pub fn chunk_of(&self, t: &Tensor) -> Result<Tensor> {
+        let (w, r) = (self.comm.world_size(), self.comm.rank());
+        let n = t.elem_count() / w;
+        Ok(t.flatten_all()?.narrow(0, r * n, n)?)
+    }
+}
