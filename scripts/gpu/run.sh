@@ -17,7 +17,10 @@
 #   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-BIN="$HERE/bin"
+# BIN and ANCHORS: the packed folder's, unless set (`cargo xtask bench` runs train-speed
+# from the repository with target/release and scripts/anchors).
+BIN="${BIN:-$HERE/bin}"
+ANCHORS="${ANCHORS:-$HERE/anchors}"
 RES="${OUT:-$PWD/gpu-out}"
 mkdir -p "$RES"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -327,7 +330,7 @@ PY
         done
         for v in ${TS_TORCH:-compile-ro}; do
           echo "--- $size $dt: torch_train_best $v ($(date -u +%T))"
-          python3 "$HERE/anchors/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" \
+          python3 "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" \
             --steps 60 2> "$p/torch-$size-$dt-$v.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v.err"; rc=1; }
         done
       done
@@ -340,28 +343,33 @@ for f in sys.argv[1:]:
         for l in open(f):
             if l.startswith("{"): rows.append(json.loads(l))
     except OSError: pass
-print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'adamw':>12}")
+print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'adamw':>12} {'norm':>12}")
 for r in rows:
     if r.get("bench") == "single" and r.get("mode") == "step":
         w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
-        print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {r['adamw']:>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {r['adamw']:>12} {str(r.get('norm')):>12}")
     elif r.get("bench") == "train":
-        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {str(r['adamw']):>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
     elif r.get("mode") == "train-best":
         print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r['step_ms']:9.2f}")
 PY
       return $rc ;;
     full)
       # `cargo xtask bench --gpus N` for this machine: every run xtask would make (the list
-      # gpu-pack wrote for N GPUs), the PyTorch anchors, then the report (report.tgz).
-      local n rc=0 line; n="$(nvidia-smi -L | wc -l)"
-      [ -f "$HERE/bench-runs-$n.tsv" ] || { echo "no bench-runs-$n.tsv: packed for 2, 4, 8 GPUs"; return 2; }
+      # gpu-pack wrote for N GPUs), the PyTorch anchors, `train run`'s speed beside the
+      # PyTorch trainer (train-speed), then the report (report.tgz). On one GPU there is no
+      # all-reduce (the report says why). FULL_CASES: train-speed's cases ("xl:bf16").
+      local n rc=0 line parts; n="$(nvidia-smi -L | wc -l)"
+      [ -f "$HERE/bench-runs-$n.tsv" ] || { echo "no bench-runs-$n.tsv: packed for 1, 2, 4, 8 GPUs"; return 2; }
       while IFS= read -r line; do
         local args=(); IFS=$'\t' read -r -a args <<< "${line//\$RES/$RES}"
         echo "--- $(date -u +%T) bench ${args[*]}"
         "$BIN/bench" "${args[@]}" || rc=1
       done < "$HERE/bench-runs-$n.tsv"
-      SIZES=xl VARIANTS=compile-ro anchor allreduce single best ddp zero > /dev/null || rc=1
+      parts="allreduce single best ddp zero"; [ "$n" -eq 1 ] && parts="single best ddp zero"
+      # shellcheck disable=SC2086
+      SIZES=xl VARIANTS=compile-ro anchor $parts > /dev/null || rc=1
+      CASES="${FULL_CASES:-xl:bf16}" TS_STRATEGIES="single bucketed:25 zero1" job train-speed || rc=1
       local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
       "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} \
         --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1

@@ -43,7 +43,11 @@ fn run(world: usize, accum: u64, norm: NormPlace, sync: MakeSync) -> Run {
                 .map(|k| shard_batch(&global_batch(Kind::Lm, s * accum + k), rank, world).unwrap())
                 .collect();
             let lr = 1e-3 * (1.0 + (s as f64 * 0.3).sin());
-            norms.extend(st.step(m.as_ref(), &bs, lr).unwrap().map(|o| o.grad_norm.unwrap()));
+            norms.extend(
+                st.step(m.as_ref(), &bs, lr)
+                    .unwrap()
+                    .map(|o| o.grad_norm.unwrap()),
+            );
         }
         norms.push(st.flush().unwrap().unwrap().grad_norm.unwrap());
         Run {
@@ -87,7 +91,10 @@ fn the_norm_in_the_backward_equals_the_norm_after_it() {
         assert_eq!(inside.taken, Some(NormPlace::InBackward), "{what}");
         assert_eq!(inside.norms.len(), after.norms.len());
         for (s, (a, b)) in inside.norms.iter().zip(&after.norms).enumerate() {
-            assert!((a - b).abs() <= tol * b, "{what}, step {s}: norm {a} vs {b}");
+            assert!(
+                (a - b).abs() <= tol * b,
+                "{what}, step {s}: norm {a} vs {b}"
+            );
         }
         assert!(
             inside.norms.iter().filter(|&&n| n > CLIP).count() > STEPS as usize / 2,

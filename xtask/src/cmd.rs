@@ -87,6 +87,8 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
                 "bench",
                 "-p",
                 "comm",
+                "-p",
+                "train",
                 "--features",
                 "cuda",
             ])
@@ -115,10 +117,14 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
             .args(["-c", "import torch"])
             .status()
             .is_ok_and(|s| s.success());
+        let parts = match gpus {
+            1 => &["single", "best", "ddp", "zero"][..],
+            _ => &["allreduce", "single", "best", "ddp", "zero"][..],
+        };
         if has_torch {
             run(Command::new("bash")
                 .arg(anchor)
-                .args(["allreduce", "single", "best", "ddp", "zero"])
+                .args(parts)
                 .env("SIZES", "xl")
                 // The strongest PyTorch: torch.compile with CUDA graphs (2-4 min compiling).
                 .env("VARIANTS", "compile-ro")
@@ -128,6 +134,17 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
                 "xtask bench: python3 with PyTorch not found: no PyTorch columns in the report"
             );
         }
+        // `train run`'s speed beside the PyTorch trainer: run.sh's train-speed job, from
+        // the repository's binaries and anchors.
+        run(Command::new("bash")
+            .arg(root().join("scripts/gpu/run.sh"))
+            .arg("train-speed")
+            .env("BIN", root().join("target/release"))
+            .env("ANCHORS", root().join("scripts/anchors"))
+            .env("OUT", &out_dir)
+            .env("CASES", "xl:bf16")
+            .env("TS_STRATEGIES", "single bucketed:25 zero1")
+            .env("TS_TORCH", if has_torch { "compile-ro" } else { " " }))?;
     }
     // The anchor's lines, when it ran (`bench report` refuses a --torch file that is absent).
     let torch = out_dir.join("torch.jsonl");
@@ -157,11 +174,14 @@ pub fn bench_runs(
         .map(|r| r.to_string())
         .collect();
     let ranks = ranks.join(",");
+    // One GPU: no all-reduce (the report says why); DDP (overlapped, bucketed at 25 MB) and
+    // ZeRO-1 over NCCL at world 1.
+    let sweep: Vec<&str> = match gpus {
+        1 => vec!["--strategies", "overlap,bucketed", "--buckets-mb", "25"],
+        _ => vec![],
+    };
     let runs: Vec<Vec<&str>> = if gpus > 0 {
-        if ranks.is_empty() {
-            bail!("--gpus {gpus}: the all-reduce sweep needs at least 2 GPUs");
-        }
-        vec![
+        let mut runs = vec![
             vec!["allreduce", "--backend", "nccl", "--ranks", &ranks],
             vec![
                 "single",
@@ -185,7 +205,10 @@ pub fn bench_runs(
                 "fp32,bf16",
                 "--trace-dir",
                 &traces,
-            ],
+            ]
+            .into_iter()
+            .chain(sweep)
+            .collect(),
             vec![
                 "zero1",
                 "--backend",
@@ -210,7 +233,11 @@ pub fn bench_runs(
                 "--svg-dir",
                 &prof,
             ],
-        ]
+        ];
+        if ranks.is_empty() {
+            runs.remove(0);
+        }
+        runs
     } else {
         let tiny = ["--size", "tiny", "--warmup", "1", "--steps", "3"];
         vec![
@@ -312,4 +339,28 @@ pub fn launch(gpus: usize, command: &[String]) -> Result<()> {
     run(Command::new(root().join("target/release/comm-launch"))
         .args(args)
         .env("NCCL_NVLS_ENABLE", "0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bench_runs;
+    use std::path::Path;
+
+    #[test]
+    fn one_gpu_runs_everything_but_the_all_reduce() {
+        let one = bench_runs(1, "r.jsonl", Path::new("out")).unwrap();
+        let names: Vec<&str> = one.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(names, ["single", "ddp", "zero1", "profile"]);
+        let ddp = one[1].join(" ");
+        assert!(
+            ddp.contains("--ranks 1") && ddp.contains("--strategies overlap,bucketed"),
+            "{ddp}"
+        );
+        let two = bench_runs(2, "r.jsonl", Path::new("out")).unwrap();
+        assert_eq!(two[0][..5].join(" "), "allreduce --backend nccl --ranks 2");
+        assert!(
+            !two[2].join(" ").contains("--strategies"),
+            "every strategy on 2 GPUs"
+        );
+    }
 }

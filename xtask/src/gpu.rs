@@ -108,7 +108,7 @@ pub fn pack(jobs: &[String]) -> Result<()> {
     }
     // The runs of `cargo xtask bench --gpus N` for the machines without Rust: one file per
     // GPU count, one run per line, arguments tab-separated; run.sh's `full` job reads them.
-    for n in [2usize, 4, 8] {
+    for n in [1usize, 2, 4, 8] {
         let runs = crate::cmd::bench_runs(n, "$RES/results.jsonl", std::path::Path::new("$RES"))?;
         let text: String = runs.iter().map(|r| r.join("\t") + "\n").collect();
         std::fs::write(dest.join(format!("bench-runs-{n}.tsv")), text)?;

@@ -128,3 +128,71 @@ fn a_missing_torch_file_is_an_error_naming_it() {
     assert!(ok && !stderr.contains("skipped"), "{stdout}{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A one-GPU run (no all-reduce; `train run` records from run.sh train-speed beside `bench
+/// single` and the PyTorch trainer): the all-reduce section says why it is absent, and the
+/// `train run` table holds each strategy's ratio to `bench single`'s step without
+/// clipping (not the clipped one) and to the PyTorch trainer's fastest variant.
+#[test]
+fn a_one_gpu_run_reports_train_against_bench_single_and_the_pytorch_trainer() {
+    let dir = scratch("one-gpu");
+    let results = dir.join("results.jsonl");
+    let single = |ms: f64, adamw: &str, norm: &str| {
+        format!(
+            r#"{{"bench":"single","size":"xl","dtype":"bf16","mode":"step","params":1,"batch":8,"seq":128,"steps":10,"fwd_ms":[{ms},0],"bwd_ms":[0,0],"opt_ms":[0,0],"step_ms":[{ms},0.1],"tokens_per_s":1,"mfu":null,"peak_fwd_gib":null,"peak_step_gib":null,"loss_first":1,"loss_last":1,"graph":true,"adamw":"{adamw}"{norm}}}"#
+        )
+    };
+    let train = |st: &str, ms: f64| {
+        format!(
+            r#"{{"bench":"train","size":"xl","dtype":"bf16","strategy":"{st}","world":1,"batch":8,"seq":128,"vocab":683,"steps":35,"step_ms":{ms},"tokens_per_s":1,"graph":true,"adamw":"after","norm":"after"}}"#
+        )
+    };
+    let lines = [
+        single(40.0, "in-backward", ""),
+        single(42.0, "after", r#","norm":"after""#),
+        train("single", 41.0),
+        train("zero1", 41.2),
+    ];
+    std::fs::write(&results, lines.join("\n")).unwrap();
+    let torch = dir.join("torch.jsonl");
+    let tt = |v: &str, ms: f64| {
+        format!(
+            r#"{{"mode":"train-best","world":1,"size":"xl","dtype":"bf16","variant":"{v}","step_ms":{ms},"peak_GiB":30.0}}"#
+        )
+    };
+    std::fs::write(
+        &torch,
+        [tt("compile", 90.0), tt("compile-ro", 50.0)].join("\n"),
+    )
+    .unwrap();
+    let out = dir.join("report");
+    let (ok, stdout, stderr) = report(&[
+        "--results",
+        s(&results),
+        "--torch",
+        s(&torch),
+        "--out",
+        s(&out),
+    ]);
+    assert!(ok, "{stdout}{stderr}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("No all-reduce in this run: it needs at least 2 GPUs"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| xl | bf16 | single | 1 | 41.00 | 1.025 | 50.00 | 0.820 | yes | after | after |"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("| xl | bf16 | zero1 | 1 | 41.20 | 1.030 | 50.00 | 0.824 |"),
+        "{md}"
+    );
+    assert!(out.join("train-vs-pytorch.svg").exists());
+    assert!(
+        !stderr.contains("unknown record type"),
+        "every line is used: {stderr}"
+    );
+}

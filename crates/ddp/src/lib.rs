@@ -32,9 +32,9 @@ pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;
-mod scatter;
 pub mod options;
 pub mod reducer;
+mod scatter;
 pub mod shard;
 pub mod strategy;
 

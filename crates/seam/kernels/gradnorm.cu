@@ -13,6 +13,7 @@
 
 #define GN_MAX 160
 #define GN_THREADS 512
+#define GN_UNROLL 4
 
 struct GradTable {
   unsigned long long ptr[GN_MAX];
@@ -46,13 +47,23 @@ extern "C" __global__ void gradnorm_sumsq(const GradTable t, float *__restrict__
       if ((t.ptr[k] & 15) == 0) {
         const uint4 *g8 = reinterpret_cast<const uint4 *>(g);
         const unsigned long long n8 = n / 8;
-        for (unsigned long long i = first; i < n8; i += stride) {
-          const uint4 raw = g8[i];
-          const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+        // GN_UNROLL independent 16-byte loads in flight per thread (the pass is bound by
+        // memory latency at one load per thread), each added in a fixed order.
+        for (unsigned long long i = first; i < n8; i += GN_UNROLL * stride) {
+          uint4 raw[GN_UNROLL];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float2 f = __bfloat1622float2(h[j]);
-            acc += sq(f.x) + sq(f.y);
+          for (int u = 0; u < GN_UNROLL; ++u) {
+            const unsigned long long k = i + u * stride;
+            raw[u] = k < n8 ? g8[k] : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int u = 0; u < GN_UNROLL; ++u) {
+            const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw[u]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const float2 f = __bfloat1622float2(h[j]);
+              acc += sq(f.x) + sq(f.y);
+            }
           }
         }
         done = 8 * n8;
@@ -64,9 +75,15 @@ extern "C" __global__ void gradnorm_sumsq(const GradTable t, float *__restrict__
       if ((t.ptr[k] & 15) == 0) {
         const float4 *g4 = reinterpret_cast<const float4 *>(g);
         const unsigned long long n4 = n / 4;
-        for (unsigned long long i = first; i < n4; i += stride) {
-          const float4 f = g4[i];
-          acc += sq(f.x) + sq(f.y) + sq(f.z) + sq(f.w);
+        for (unsigned long long i = first; i < n4; i += GN_UNROLL * stride) {
+          float4 f[GN_UNROLL];
+#pragma unroll
+          for (int u = 0; u < GN_UNROLL; ++u) {
+            const unsigned long long k = i + u * stride;
+            f[u] = k < n4 ? g4[k] : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int u = 0; u < GN_UNROLL; ++u) acc += sq(f[u].x) + sq(f[u].y) + sq(f[u].z) + sq(f[u].w);
         }
         done = 4 * n4;
       }

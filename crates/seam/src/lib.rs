@@ -40,7 +40,7 @@ pub use in_backward::{InBackward, SideStream};
 pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};
 pub use span::Span;
-pub use staged_norm::StagedNorm;
 pub use staged::{
     forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
 };
+pub use staged_norm::StagedNorm;

@@ -74,7 +74,11 @@ impl<'a> StagedNorm<'a> {
                     .map(|&k| crate::clip::cuda::slots(k, blocks))
                     .sum();
                 let buf = Tensor::zeros(slots.max(1), candle_core::DType::F32, d)?;
-                Some(Partials { buf, used: 0, blocks })
+                Some(Partials {
+                    buf,
+                    used: 0,
+                    blocks,
+                })
             }
             _ => None,
         };

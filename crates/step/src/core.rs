@@ -57,9 +57,9 @@ impl Core {
         };
         let norm = o.norm.or_env()?;
         let norm_side = match (norm, device.is_cuda()) {
-            (NormPlace::SideStream, true) => Some(
-                SideStream::new(device).map_err(|e| anyhow!("norm on a side stream: {e}"))?,
-            ),
+            (NormPlace::SideStream, true) => {
+                Some(SideStream::new(device).map_err(|e| anyhow!("norm on a side stream: {e}"))?)
+            }
             _ => None,
         };
         Ok(Self {

@@ -64,7 +64,7 @@ impl Default for StepOptions {
         Self {
             clip: 0.0,
             adamw: AdamwPlace::Auto,
-            norm: NormPlace::InBackward,
+            norm: NormPlace::After,
             graph: true,
             fp32_simt: false,
             side_blocks: 0,

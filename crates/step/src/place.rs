@@ -50,12 +50,17 @@ impl AdamwPlace {
 /// Where a clipping step takes the global gradient norm (`seam::StagedNorm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
+///
+/// `after` is the default: on nvidia-h100-x1 at xl bf16 (docs/results/train-speed-h100x1.md,
+/// call 17) `train run --strategy single` took 48.32 ms with it, 48.60 with `in-backward`
+/// (each stage's gradients are still read from memory, in ~100 shorter launches) and 51.43
+/// with `side-stream` (the pass slows the backward's GEMMs more than it hides).
 pub enum NormPlace {
     /// One pass over every gradient after the backward (and the reduce).
+    #[default]
     After,
     /// Stage by stage inside the backward where the gradients are final there (one
     /// micro-batch; on one rank for DDP and ZeRO-1), on the compute stream; else after.
-    #[default]
     InBackward,
     /// As `in-backward`, on a second CUDA stream beside the backward (CUDA only).
     SideStream,

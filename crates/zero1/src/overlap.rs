@@ -165,7 +165,9 @@ impl Zero1Overlap {
     /// Forward and backward on this rank's batch; the buckets' reduce-scatters are
     /// launched during backward. Returns this rank's loss.
     pub fn forward_backward(&mut self, model: &dyn StagedModel, batch: &Batch) -> Result<Tensor> {
-        Ok(self.forward_backward_observed(model, batch, |_, _| Ok(()))?.0)
+        Ok(self
+            .forward_backward_observed(model, batch, |_, _| Ok(()))?
+            .0)
     }
 
     /// [`Self::forward_backward`] with `observe(s, grads)` in stage `s`'s backward where the

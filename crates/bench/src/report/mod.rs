@@ -9,6 +9,7 @@ mod parity;
 mod plot;
 mod scaling;
 mod slowdown;
+mod train_speed;
 mod training;
 
 pub use scaling::{resolve as resolve_isoflops, DEFAULT_ISOFLOPS};
@@ -71,7 +72,8 @@ pub fn write_report(
         section(&mut md, b, &mine, &torch, topo.as_ref(), out)?;
     }
     if recs.is_empty() {
-        md += "No all-reduce results in this run.\n";
+        md += "No all-reduce in this run: it needs at least 2 GPUs (on N ≥ 2 GPUs, `cargo xtask \
+               bench --gpus N` or `run.sh full` measures it against PyTorch's).\n\n";
     }
     cpu::side_by_side(&mut md, &recs, &gloo)?;
     let mut ddp_recs: Vec<crate::ddp::DdpRecord> = res.take("bench", &["ddp"]);
@@ -80,6 +82,8 @@ pub fn write_report(
     }
     let singles: Vec<crate::single::SingleRecord> = res.take("bench", &["single"]);
     training::single(&mut md, &singles, &torch_steps, out)?;
+    let trains: Vec<train_speed::TrainRecord> = res.take("bench", &["train"]);
+    train_speed::section(&mut md, &trains, &singles, &torch_steps, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
     // The traces `bench ddp --trace-dir` wrote beside the results (run.sh, xtask bench).
     let traces = results.parent().unwrap_or(Path::new(".")).join("traces");

@@ -1,0 +1,115 @@
+//! The report's `train run` section: what a user's training loop runs at (run.sh
+//! train-speed's `{"bench":"train"}` records, the median step of a real `train run`,
+//! clipping on) beside `bench single`'s step without clipping and the PyTorch trainer
+//! (torch_train_best.py, mode `train-best`: nanoGPT's loop with torch.compile), all from
+//! the same run.
+
+use super::plot;
+use crate::records::TorchStep;
+use crate::single::{AdamwPlace, Mode, SingleRecord};
+use anyhow::Result;
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One `train run` measured by run.sh train-speed.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TrainRecord {
+    pub size: String,
+    pub dtype: String,
+    pub strategy: String,
+    pub world: usize,
+    pub batch: usize,
+    pub seq: usize,
+    pub step_ms: f64,
+    #[serde(default)]
+    pub graph: bool,
+    #[serde(default)]
+    pub adamw: Option<String>,
+    #[serde(default)]
+    pub norm: Option<String>,
+}
+
+/// `bench single`'s step without clipping for `size`/`dtype` (the last such record).
+fn bench_single<'a>(
+    singles: &'a [SingleRecord],
+    size: &str,
+    dtype: &str,
+) -> Option<&'a SingleRecord> {
+    singles
+        .iter()
+        .filter(|s| s.size == size && s.dtype.name() == dtype && !s.tf32)
+        .rfind(|s| s.mode == Mode::Step && s.norm.is_none() && s.adamw != AdamwPlace::After)
+}
+
+/// The PyTorch trainer's fastest variant for `size`/`dtype`.
+fn trainer<'a>(torch: &'a [TorchStep], size: &str, dtype: &str) -> Option<&'a TorchStep> {
+    torch
+        .iter()
+        .filter(|t| t.mode == "train-best" && t.size == size && t.dtype == dtype)
+        .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
+}
+
+pub fn section(
+    md: &mut String,
+    recs: &[TrainRecord],
+    singles: &[SingleRecord],
+    torch: &[TorchStep],
+    out: &Path,
+) -> Result<()> {
+    if recs.is_empty() {
+        return Ok(());
+    }
+    let first = &recs[0];
+    writeln!(
+        md,
+        "## `train run`: what a user's training runs at\n\n\
+         The median step of `train run` (steps 6 on; batch {} × {}, clipping at 1.0, the \
+         default), against `bench single`'s step without clipping and the PyTorch trainer \
+         (`torch_train_best.py`: nanoGPT's loop with SDPA, torch.compile, fused AdamW, \
+         clipping, the schedule and the loss read every step; its fastest variant), all \
+         from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown.\n\n\
+         | size | dtype | strategy | world | step ms | × `bench single` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---|---|---|",
+        first.batch, first.seq
+    )?;
+    let mut bars: Vec<(String, f64)> = Vec::new();
+    for r in recs {
+        let single = bench_single(singles, &r.size, &r.dtype);
+        let torch = trainer(torch, &r.size, &r.dtype);
+        let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
+            r.size,
+            r.dtype,
+            r.strategy,
+            r.world,
+            r.step_ms,
+            ratio(single.map(|s| s.step_ms.0)),
+            torch.map_or("-".into(), |t| format!("{:.2}", t.step_ms)),
+            ratio(torch.map(|t| t.step_ms)),
+            if r.graph { "yes" } else { "no" },
+            r.adamw.as_deref().unwrap_or("-"),
+            r.norm.as_deref().unwrap_or("-"),
+        )?;
+        if let Some(t) = torch {
+            bars.push((
+                format!("{} {} {}", r.size, r.dtype, r.strategy),
+                r.step_ms / t.step_ms,
+            ));
+        }
+    }
+    md.push('\n');
+    if !bars.is_empty() {
+        let svg = "train-vs-pytorch.svg";
+        plot::bars(
+            &out.join(svg),
+            "train run against the PyTorch trainer, same run",
+            "step time / PyTorch trainer's (lower is faster)",
+            &bars,
+        )?;
+        writeln!(md, "![train run against the PyTorch trainer]({svg})\n")?;
+    }
+    Ok(())
+}
