@@ -265,7 +265,7 @@ job() {
           $([ "$dt" = bf16 ] && echo --bf16) $args > "$d/ours.txt" 2>&1 || { tail -5 "$d/ours.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         grep -m1 "^trained" "$d/ours.txt"
         echo "--- $dt: torch ($(date -u +%T))"
-        python3 "$HERE/anchors/torch_train.py" --data "$p/data" --run "$d/run" --out "$d/torch.jsonl" \
+        python3 "$ANCHORS/torch_train.py" --data "$p/data" --run "$d/run" --out "$d/torch.jsonl" \
           --device cuda > "$d/torch.txt" 2>&1 || { tail -5 "$d/torch.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         tail -1 "$d/torch.txt"
         cp "$d/run/log.jsonl" "$d/ours.jsonl"; cp "$d/run/config.json" "$d/config.json"

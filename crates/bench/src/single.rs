@@ -319,10 +319,11 @@ fn report_gemm_tuning(size: &str, dtype: Precision) {
 impl SingleRecord {
     /// ", AdamW in backward" and the like, for tables; empty when AdamW ran after it.
     pub fn adamw_place(&self) -> &'static str {
-        match self.adamw {
-            AdamwPlace::After | AdamwPlace::Auto => "",
-            AdamwPlace::InBackward => ", AdamW in backward",
-            AdamwPlace::SideStream => ", AdamW in backward on a 2nd stream",
+        match (self.adamw, self.norm) {
+            (_, Some(_)) => ", clipping (AdamW after the norm)",
+            (AdamwPlace::After | AdamwPlace::Auto, None) => "",
+            (AdamwPlace::InBackward, None) => ", AdamW in backward",
+            (AdamwPlace::SideStream, None) => ", AdamW in backward on a 2nd stream",
         }
     }
 
