@@ -69,8 +69,49 @@ pub struct Cli {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendArg {
+    /// nccl where this binary was built with CUDA and a GPU is visible, else cpu (the
+    /// choice is printed).
+    Auto,
     Nccl,
     Cpu,
+}
+
+impl BackendArg {
+    /// `Auto` made concrete (comm::Backend::auto), the choice and why printed on stderr.
+    pub fn resolve(self) -> BackendArg {
+        match self {
+            BackendArg::Auto => {
+                let (b, why) = comm::Backend::auto();
+                // Once: the ranks a sweep spawns re-run this command line (RANK set).
+                if std::env::var("RANK").map_or(true, |r| r == "0") {
+                    eprintln!("bench: device: {why}; --backend nccl|cpu to choose");
+                }
+                match b {
+                    comm::Backend::Nccl => BackendArg::Nccl,
+                    comm::Backend::Cpu => BackendArg::Cpu,
+                }
+            }
+            b => b,
+        }
+    }
+}
+
+/// Whether a one-process benchmark runs on the CPU: `--cpu`, or no usable GPU (said why).
+pub fn on_cpu(cpu_flag: bool) -> bool {
+    cpu_flag || BackendArg::Auto.resolve() == BackendArg::Cpu
+}
+
+impl Cmd {
+    /// The `--backend` of the subcommands that take one.
+    pub fn backend_mut(&mut self) -> Option<&mut BackendArg> {
+        match self {
+            Cmd::Allreduce { backend, .. }
+            | Cmd::Ddp { backend, .. }
+            | Cmd::Zero1 { backend, .. }
+            | Cmd::Zero1Check { backend, .. } => Some(backend),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -80,7 +121,7 @@ pub enum Cmd {
         /// nccl: one process per GPU. cpu: one process per rank (the multi-process CPU
         /// backend, ranks as real processes under the launcher, the seeds' Gloo setting);
         /// with --threads, the in-process CPU backend (one thread per rank).
-        #[arg(long, value_enum, default_value = "cpu")]
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         /// With --backend cpu: ranks as threads of this process instead of processes.
         #[arg(long)]
@@ -118,7 +159,8 @@ pub enum Cmd {
         steps: usize,
         #[arg(long, default_value_t = 8, value_parser = at_least_1)]
         batch: usize,
-        /// Run on the CPU instead of GPU 0.
+        /// Run on the CPU (without it: GPU 0 where built with CUDA and one is visible, else
+        /// the CPU, saying why).
         #[arg(long)]
         cpu: bool,
         /// fp32 GEMMs on TF32 tensor cores (PyTorch's allow_tf32); off by default, named
@@ -134,7 +176,7 @@ pub enum Cmd {
     /// DDP strategies (naive, flat, overlap, bucketed sweep): step, compute, communication
     /// and exposed communication time, against this GPU alone.
     Ddp {
-        #[arg(long, value_enum, default_value = "cpu")]
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         /// Ranks: GPUs (one process each) or CPU threads.
         #[arg(long, default_value_t = 2, value_parser = ranks)]
@@ -187,7 +229,7 @@ pub enum Cmd {
     },
     /// Optimizer-state sharding: DDP vs ShardedOptimizer vs Zero1, step time and memory.
     Zero1 {
-        #[arg(long, value_enum, default_value = "cpu")]
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         #[arg(long, default_value_t = 2, value_parser = ranks)]
         ranks: usize,
@@ -225,7 +267,7 @@ pub enum Cmd {
     /// ZeRO-1 checkpoint on the backend: resumed (other buckets) = uninterrupted = single
     /// process, tiny LM.
     Zero1Check {
-        #[arg(long, value_enum, default_value = "cpu")]
+        #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
         /// Ranks (CPU threads, or GPUs); under a launcher (RANK set) the launcher's
         /// WORLD_SIZE processes instead, for cpu as for nccl.
@@ -274,7 +316,8 @@ pub enum Cmd {
         out: PathBuf,
         #[arg(long, default_value = "report/profile")]
         svg_dir: PathBuf,
-        /// Run on the CPU (wall clock between marks) instead of GPU 0.
+        /// Run on the CPU (wall clock between marks; without it: GPU 0 where built with CUDA
+        /// and one is visible, else the CPU, saying why).
         #[arg(long)]
         cpu: bool,
     },

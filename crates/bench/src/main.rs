@@ -51,7 +51,19 @@ fn main() {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(mut cli: Cli) -> Result<()> {
+    // --threads is the in-process CPU backend.
+    if let Cmd::Allreduce {
+        threads: true,
+        backend: b @ BackendArg::Auto,
+        ..
+    } = &mut cli.cmd
+    {
+        *b = BackendArg::Cpu;
+    }
+    if let Some(b) = cli.cmd.backend_mut() {
+        *b = b.resolve();
+    }
     match cli.cmd {
         Cmd::Allreduce {
             backend,
@@ -81,6 +93,7 @@ fn run(cli: Cli) -> Result<()> {
                     allreduce_run::nccl_rank(&cfg, &out)
                 }
                 BackendArg::Nccl => allreduce_run::nccl_sweeps(&ranks, &out),
+                BackendArg::Auto => unreachable!("resolved above"),
             }
         }
         Cmd::Single {
@@ -95,13 +108,14 @@ fn run(cli: Cli) -> Result<()> {
             step: flags,
             out,
         } => {
+            let cpu = cli::on_cpu(cpu);
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
             model::tf32::set_tf32(tf32 && !cpu);
             let out = records::Out::open(&out)?;
             let device = if cpu {
                 Device::Cpu
             } else {
-                comm::nccl::cuda_device(0).context("GPU 0 (use --cpu to run on the CPU)")?
+                comm::nccl::cuda_device(0).context("GPU 0")?
             };
             println!("{}", single::header());
             for s in &size {
@@ -277,10 +291,10 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let out = records::Out::open(&out)?;
             records::ensure_dir(&svg_dir, "--svg-dir")?;
-            let dev = if cpu {
+            let dev = if cli::on_cpu(cpu) {
                 Device::Cpu
             } else {
-                comm::nccl::cuda_device(0).context("GPU 0 (use --cpu to run on the CPU)")?
+                comm::nccl::cuda_device(0).context("GPU 0")?
             };
             for s in &size {
                 for &d in &dtype {

@@ -245,3 +245,44 @@ fn ddp_train_refuses_a_model_that_cannot_fit_before_building_it() {
         t.elapsed()
     );
 }
+
+/// Without `--backend` (or `--cpu`), bench and ddp-train take the GPU where they were built
+/// with CUDA and one is visible; this CPU build takes the CPU and says why, once.
+#[test]
+fn without_a_backend_a_cpu_build_runs_on_the_cpu_saying_why() {
+    let d = scratch("auto");
+    let out = d.join("r.jsonl");
+    let (ok, _, e, _) = bench(
+        &[
+            "single",
+            "--size",
+            "tiny",
+            "--mode",
+            "step",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(ok, "{e}");
+    assert_eq!(
+        e.matches("bench: device: cpu (built without CUDA").count(),
+        1,
+        "{e}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
+        .args(["--model", "toy", "--world", "2", "--steps", "2"])
+        .env_remove("RANK")
+        .output()
+        .expect("ddp-train starts");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        e.contains("ddp-train: device: cpu (built without CUDA"),
+        "{e}"
+    );
+}

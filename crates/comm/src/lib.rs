@@ -205,6 +205,25 @@ pub enum Backend {
     Cpu,
 }
 
+impl Backend {
+    /// The backend a run takes when none is named: NCCL where this binary was built with
+    /// CUDA and a GPU is visible, else the CPU; and why, as a line for the user (`train`
+    /// and `bench` print it).
+    pub fn auto() -> (Backend, String) {
+        match nccl::gpu_count() {
+            Ok(n) if n > 0 => (Backend::Nccl, format!("cuda ({n} GPU(s) visible)")),
+            Ok(_) => (Backend::Cpu, "cpu (no GPU visible)".into()),
+            Err(CommError::Unavailable { .. }) => (
+                Backend::Cpu,
+                "cpu (built without CUDA: for the GPU, `cargo xtask toolchain`, then build \
+                 with --features cuda)"
+                    .into(),
+            ),
+            Err(e) => (Backend::Cpu, format!("cpu (no usable GPU: {e})")),
+        }
+    }
+}
+
 /// Builds this process's communicator from the launcher's environment. Returns the
 /// environment too (the local rank picks the GPU).
 pub fn init_from_env(

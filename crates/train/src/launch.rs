@@ -25,14 +25,11 @@ impl Backend {
         match self {
             Backend::Cpu => (Backend::Cpu, "cpu (--backend cpu)".into()),
             Backend::Nccl => (Backend::Nccl, "cuda (--backend nccl)".into()),
-            Backend::Auto => match comm::nccl::gpu_count() {
-                Ok(n) if n > 0 => (Backend::Nccl, format!("cuda ({n} GPU(s) visible; --backend cpu for the CPU)")),
-                Ok(_) => (Backend::Cpu, "cpu (no GPU visible)".into()),
-                Err(comm::CommError::Unavailable { .. }) => (
-                    Backend::Cpu,
-                    "cpu (built without CUDA: for the GPU, `cargo xtask toolchain`, then build with --features cuda)".into(),
-                ),
-                Err(e) => (Backend::Cpu, format!("cpu (no usable GPU: {e})")),
+            Backend::Auto => match comm::Backend::auto() {
+                (comm::Backend::Nccl, why) => {
+                    (Backend::Nccl, format!("{why}; --backend cpu for the CPU"))
+                }
+                (comm::Backend::Cpu, why) => (Backend::Cpu, why),
             },
         }
     }

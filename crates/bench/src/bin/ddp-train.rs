@@ -18,14 +18,38 @@ use step::{StepOptions, Sync, TrainStep};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
+    /// nccl under a launcher (RANK set) where this binary was built with CUDA and a GPU is
+    /// visible; else cpu (the choice is printed).
+    Auto,
     Cpu,
     Nccl,
+}
+
+impl Backend {
+    fn resolve(self) -> Backend {
+        if self != Backend::Auto {
+            return self;
+        }
+        let launched = std::env::var_os("RANK").is_some();
+        let (b, why) = match (comm::Backend::auto(), launched) {
+            ((comm::Backend::Nccl, why), true) => (Backend::Nccl, why),
+            ((comm::Backend::Nccl, why), false) => (
+                Backend::Cpu,
+                format!("cpu threads ({why}, but NCCL ranks need a launcher: comm-launch)"),
+            ),
+            ((comm::Backend::Cpu, why), _) => (Backend::Cpu, why),
+        };
+        if std::env::var("RANK").map_or(true, |r| r == "0") {
+            eprintln!("ddp-train: device: {why}; --backend nccl|cpu to choose");
+        }
+        b
+    }
 }
 
 #[derive(Parser, Clone)]
 #[command(about = "Data-parallel training of the ToyModel or the LM")]
 struct Args {
-    #[arg(long, value_enum, default_value = "cpu")]
+    #[arg(long, value_enum, default_value = "auto")]
     backend: Backend,
     /// CPU ranks (threads, 1..=256); under a launcher (RANK set) the launcher's WORLD_SIZE
     /// processes, for cpu as for nccl.
@@ -247,7 +271,8 @@ fn fits(a: &Args, world: usize, dev: &Device) -> anyhow::Result<()> {
 
 fn run(a: Args) -> anyhow::Result<()> {
     ddp::check::validate_tolerances(a.tol(), a.rtol, "--tol", "--rtol")?;
-    match a.backend {
+    match a.backend.resolve() {
+        Backend::Auto => unreachable!("resolved above"),
         // Under a launcher (RANK set): this process is one rank of the CPU process backend.
         Backend::Cpu if std::env::var_os("RANK").is_some() => {
             let (_, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
