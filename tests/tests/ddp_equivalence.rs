@@ -5,27 +5,27 @@
 mod common;
 use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
-use model::{AdamW, AdamWConfig};
+use model::{AdamWConfig, Batch};
+use step::{StepOptions, Sync, TrainStep};
 
 const STEPS: u64 = 5;
 
+/// DDP through the step every path runs (`step::TrainStep`, `Sync::Ddp`): `micro`
+/// micro-batches a step (no_sync, then the synchronising backward), AdamW after.
 fn train(kind: Kind, world: usize, opts: DdpOptions, micro: u64) -> Vec<Vec<Vec<f32>>> {
     on_ranks(world, move |rank, comm| {
         let m = build(kind, rank as u64 * 17);
-        let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
-        let mut opt = AdamW::new(AdamWConfig::default()).unwrap();
+        let ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
+        let cfg = AdamWConfig::default();
+        let sync = Sync::Ddp(Box::new(ddp));
+        let mut st = TrainStep::new(m.as_ref(), sync, cfg, StepOptions::default()).unwrap();
         for s in 0..STEPS {
-            for k in 0..micro {
-                let local = shard_batch(&global_batch(kind, s * micro + k), rank, world).unwrap();
-                if k + 1 < micro {
-                    ddp.forward_backward_no_sync(m.as_ref(), &local).unwrap();
-                } else {
-                    ddp.forward_backward(m.as_ref(), &local).unwrap();
-                }
-            }
-            let grads = ddp.finish_gradient_synchronization().unwrap();
-            opt.step(m.params().vars(), &grads).unwrap();
+            let local: Vec<Batch> = (0..micro)
+                .map(|k| shard_batch(&global_batch(kind, s * micro + k), rank, world).unwrap())
+                .collect();
+            st.step(m.as_ref(), &local, cfg.lr).unwrap();
         }
+        st.flush().unwrap();
         weights(m.as_ref())
     })
 }

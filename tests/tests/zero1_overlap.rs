@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use ddp::{shard_batch, Strategy};
 use model::AdamWConfig;
+use step::{StepOptions, Sync, TrainStep};
 use zero1::Zero1Overlap;
 
 const STEPS: u64 = 5;
@@ -24,15 +25,22 @@ fn train(
     on_ranks(world, move |rank, comm| {
         // Other seeds on other ranks: the Ddp inside must broadcast rank 0's weights.
         let m = build(kind, rank as u64 * 13);
-        let mut z = Zero1Overlap::new(comm, m.as_ref(), strategy, AdamWConfig::default()).unwrap();
+        let cfg = AdamWConfig::default();
+        let mut z = Zero1Overlap::new(comm, m.as_ref(), strategy, cfg).unwrap();
         z.set_gather_ahead(ahead);
         z.set_coalesce(coalesce);
+        // Through the step every path runs (step::TrainStep); flush() collects the
+        // all-gathers left in flight.
+        let sync = Sync::Zero1(Box::new(z));
+        let mut st = TrainStep::new(m.as_ref(), sync, cfg, StepOptions::default()).unwrap();
         for s in 0..STEPS {
             let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
-            z.forward_backward(m.as_ref(), &b).unwrap();
-            z.step().unwrap();
+            st.step(m.as_ref(), &[b], cfg.lr).unwrap();
         }
-        z.sync_params().unwrap();
+        st.flush().unwrap();
+        let Sync::Zero1(z) = st.sync() else {
+            unreachable!("built as Zero1")
+        };
         // Per bucket: its slice of the flat part (padded), and 1/W of each parameter
         // sharded in place.
         let d = z.ddp();
