@@ -107,6 +107,7 @@ fn train(
         },
         adamw: place,
         norm: step::NormPlace::default(),
+        skip_nonfinite: false,
         graph,
         fp32_simt: false,
         side_blocks: 0,

@@ -160,8 +160,9 @@ pub fn cast_bf16(gpu: &Device) -> Result<usize> {
 /// The clipping norm's kernel (`seam::clip` on CUDA: GN_UNROLL loads per thread, 160
 /// tensors a launch) against the host path (f32 per tensor, f64 over tensors): 170
 /// gradients (two launches) of 7 to 2^20 + 5 elements, f32 and bf16, whole and as views
-/// at offsets 1 and 4; the coefficient at clip 0.5. Returns the worst relative norm error;
-/// fails above 1e-5.
+/// at offsets 1 and 4; the coefficient at clip 0.5. Then an infinite gradient: the
+/// coefficient is NaN and the fused AdamW leaves the parameter as it was (a skipped step).
+/// Returns the worst relative norm error; fails above 1e-5.
 pub fn grad_norm(gpu: &Device) -> Result<f64> {
     let sizes = [7usize, 1003, 4096, (1 << 20) + 5];
     let mut worst = 0f64;
@@ -186,6 +187,28 @@ pub fn grad_norm(gpu: &Device) -> Result<f64> {
             }
             worst = worst.max(d).max(dc);
         }
+    }
+    // A non-finite gradient: a NaN coefficient on both paths, and the fused AdamW then
+    // writes nothing (the step is skipped).
+    let mut g = vec![Tensor::randn(0f32, 1.0, 4096, gpu)?];
+    g.push((Tensor::ones(7, DType::F32, gpu)? * f64::INFINITY)?);
+    let grads: Vec<Option<Tensor>> = g.into_iter().map(Some).collect();
+    let nc = seam::clip::norm_and_coef(&grads, 1.0)?;
+    let coef = nc.to_vec1::<f32>()?[1];
+    if !coef.is_nan() {
+        bail!("gradient norm kernel: an infinite gradient gives coefficient {coef}, not NaN");
+    }
+    let p = Var::from_tensor(&Tensor::randn(0f32, 1.0, 4096, gpu)?)?;
+    let before = p.as_tensor().copy()?;
+    let mut opt = AdamW::new(AdamWConfig::default())?;
+    opt.set_grad_scale(Some(nc));
+    opt.step(std::slice::from_ref(&p), &grads[..1])?;
+    let d = (p.as_tensor() - &before)?
+        .abs()?
+        .max(0)?
+        .to_scalar::<f32>()?;
+    if d != 0.0 {
+        bail!("fused AdamW with a NaN clipping coefficient changed the parameter by {d:e}: the step is not skipped");
     }
     Ok(worst)
 }

@@ -60,6 +60,7 @@ pub fn run(
         clip: f.clip,
         adamw: f.adamw,
         norm: step::NormPlace::default(),
+        skip_nonfinite: false,
         graph: f.graph,
         fp32_simt: dtype == Precision::Fp32 && !model::tf32::tf32(),
         side_blocks: f.side_blocks,

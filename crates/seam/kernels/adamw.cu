@@ -9,7 +9,9 @@
 // casting its f32 masters every step (model::shadow).
 // When `gs` is not null the gradient is multiplied by gs[0] first (f32): the clipping
 // coefficient min(1, clip / (norm + 1e-6)) that kernels/gradnorm.cu wrote on the device, so
-// clipping by the global norm needs no host round trip and no pass over the gradients.
+// clipping by the global norm needs no host round trip and no pass over the gradients. A
+// non-finite gs[0] (gradnorm.cu writes NaN for a non-finite norm) skips the update: p, m,
+// v and the bf16 copy keep their values.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float grad_f(float g) { return g; }
@@ -103,7 +105,9 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
                                   const unsigned long long n, const float *__restrict__ s,     \
                                   __nv_bfloat16 *__restrict__ s16,                             \
                                   const float *__restrict__ gs) {                              \
-    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5], s16, gs ? gs[0] : 1.0f);           \
+    const float sc = gs ? gs[0] : 1.0f;                                                        \
+    if (!isfinite(sc)) return; /* a non-finite norm: the step is skipped, nothing written */  \
+    impl(p, g, m, v, n, s[0], s[1], s[2], s[3], s[4], s[5], s16, sc);                          \
   }
 
 ADAMW_KERNEL(adamw_f32, adamw, float)

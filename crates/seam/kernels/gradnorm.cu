@@ -6,7 +6,7 @@
 //     to partials[c * gridDim.x + b];
 //   gradnorm_finish: one block sums the partials in a fixed order and writes
 //     out[0] = norm = sqrt(sum), out[1] = clip / (norm + 1e-6) clamped to at most 1 (1 when
-//     clip <= 0; NaN stays NaN so that a diverged step is not hidden).
+//     clip <= 0; NaN when the norm is not finite, which makes the fused AdamW skip the step).
 // The fused AdamW kernel reads out[1] (its `gs` argument) and scales the gradients as it
 // updates, so clipping costs one read of the gradients and no host round trip.
 #include <cuda_bf16.h>
@@ -104,6 +104,7 @@ extern "C" __global__ void gradnorm_finish(const float *__restrict__ partials,
     const float norm = sqrtf(s);
     const float c = clip / (norm + 1e-6f);
     out[0] = norm;
-    out[1] = clip <= 0.0f ? 1.0f : ((c < 1.0f || c != c) ? c : 1.0f);
+    // A non-finite norm (inf or NaN) gives NaN: the fused AdamW skips the step on it.
+    out[1] = !isfinite(norm) ? __int_as_float(0x7fc00000) : (clip <= 0.0f || c >= 1.0f ? 1.0f : c);
   }
 }

@@ -14,8 +14,10 @@
 //! the reference step always did.
 //!
 //! The coefficient is `clip / (norm + 1e-6)` where that is below 1, else 1 (also when
-//! `clip` is 0: no clipping); a NaN norm gives a NaN coefficient on CUDA (the step's
-//! weights turn NaN, which divergence checks see), 1 on the host path.
+//! `clip` is 0: no clipping). A non-finite norm (inf or NaN) gives a NaN coefficient, and
+//! AdamW skips a step whose coefficient is not finite (nothing is written: the weights
+//! stay those before the step; a caller that stops on the non-finite norm it reads back
+//! stops with them).
 
 use crate::error::{ModelError, Result};
 use candle_core::{DType, Tensor};
@@ -51,7 +53,11 @@ pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
     }
     let norm = s.sqrt();
     let c = clip / (norm + 1e-6);
-    let coef = if clip > 0.0 && c < 1.0 { c } else { 1.0 };
+    let coef = match (norm.is_finite(), clip > 0.0 && c < 1.0) {
+        (false, _) => f64::NAN,
+        (true, true) => c,
+        (true, false) => 1.0,
+    };
     Ok(Tensor::new(&[norm as f32, coef as f32], first.device())?)
 }
 

@@ -180,6 +180,17 @@ impl AdamW {
             }
             return Ok(());
         }
+        // A non-finite clipping coefficient (a non-finite norm) skips the step, as the fused
+        // kernel does (a host read: this path is the CPU's).
+        if let Some(nc) = &self.grad_scale {
+            let coef = nc
+                .narrow(0, 1, 1)?
+                .to_dtype(candle_core::DType::F32)?
+                .to_vec1::<f32>()?;
+            if !coef[0].is_finite() {
+                return Ok(());
+            }
+        }
         if let Some((sh, j)) = shadow {
             sh.mark_stale(j);
         }

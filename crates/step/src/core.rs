@@ -29,6 +29,9 @@ pub struct Core {
     pub sync: Sync,
     opt: AdamW,
     clip: f64,
+    /// Take the norm even without clipping, so that AdamW skips a step whose gradients are
+    /// not finite (StepOptions::skip_nonfinite).
+    skip: bool,
     /// The place when inside the backward is exact (one micro-batch).
     place: AdamwPlace,
     side: Option<SideStream>,
@@ -47,7 +50,13 @@ impl Core {
         if !(o.clip.is_finite() && o.clip >= 0.0) {
             anyhow::bail!("clip: {} (a finite norm >= 0; 0: no clipping)", o.clip);
         }
-        let exact = o.clip == 0.0 && matches!(sync, Sync::Local);
+        if o.skip_nonfinite && matches!(sync, Sync::Sharded(..)) {
+            anyhow::bail!(
+                "skipping non-finite steps: not with the sharded optimizer (its owners' updates \
+                 are broadcast); use ZeRO-1 (Sync::Zero1)"
+            );
+        }
+        let exact = o.clip == 0.0 && !o.skip_nonfinite && matches!(sync, Sync::Local);
         let place = o.adamw.resolve(exact, device.is_cuda() && o.fp32_simt);
         let side = if place == AdamwPlace::SideStream {
             let s = SideStream::new(device).map_err(|e| anyhow!("--adamw side-stream: {e}"))?;
@@ -66,6 +75,7 @@ impl Core {
             sync,
             opt,
             clip: o.clip,
+            skip: o.skip_nonfinite,
             place,
             side,
             norm,
@@ -142,7 +152,7 @@ impl Core {
     /// Whether the step takes the gradient norm: to clip by it (AdamW after the backward).
     /// Without clipping nothing needs it, and it would cost a pass over every gradient.
     pub fn takes_norm(&self) -> bool {
-        self.place == AdamwPlace::After && self.clip > 0.0
+        self.place == AdamwPlace::After && (self.clip > 0.0 || self.skip)
     }
 
     /// Queues one step on `batches`; returns `[loss, norm]` (f32, on the device; the norm is
@@ -241,8 +251,9 @@ impl Core {
         if let Some(p) = self.probe.as_mut().filter(|_| !capturing) {
             p();
         }
+        let clip = self.takes_norm().then_some(self.clip);
         if let Sync::Zero1(z) = &mut self.sync {
-            let nc = zero1_step(z, self.clip, staged, model.params().bf16_shadows())?;
+            let nc = zero1_step(z, clip, staged, model.params().bf16_shadows())?;
             if capturing {
                 z.sync_params()?;
             }
@@ -252,7 +263,7 @@ impl Core {
         let Some(g) = grads else {
             return Ok(Tensor::cat(&[&loss, &no_norm()?], 0)?);
         };
-        if self.clip == 0.0 {
+        if !self.takes_norm() {
             match &mut self.sync {
                 Sync::Sharded(_, o) => o.step(model.params().vars(), &g)?,
                 _ => self.opt.step_params(model.params(), &g)?,
@@ -277,22 +288,24 @@ impl Core {
     }
 }
 
-/// ZeRO-1's update: with clipping, the global norm from every rank's slices (their sums of
-/// squares all-reduced; or `staged`, taken in the backward on one rank); AdamW on this rank's slices scaled by the clipping coefficient,
-/// the buckets all-gathered. Returns `[norm, coef]` where it clipped.
+/// ZeRO-1's update: where the step takes the norm (`clip` given: clipping at it, or 0 to skip
+/// non-finite steps only), the global norm from every rank's slices (their sums of squares
+/// all-reduced; or `staged`, taken in the backward on one rank); AdamW on this rank's
+/// slices scaled by the coefficient, the buckets all-gathered. Returns `[norm, coef]` where
+/// it took the norm.
 fn zero1_step(
     z: &mut Zero1Overlap,
-    clip: f64,
+    clip: Option<f64>,
     staged: Option<StagedNorm>,
     shadows: &seam::shadow::Bf16Shadows,
 ) -> Result<Option<Tensor>> {
     let shards = z.reduced_shards()?;
     let shadows = Some(shadows).filter(|s| s.enabled());
-    if clip == 0.0 {
+    let Some(clip) = clip else {
         z.optimizer_mut().set_grad_scale(None);
         z.step_on(shards, shadows)?;
         return Ok(None);
-    }
+    };
     if let Some(n) = staged {
         let nc = n.finish(clip)?;
         z.optimizer_mut().set_grad_scale(Some(nc.clone()));
@@ -306,12 +319,18 @@ fn zero1_step(
         comm.all_reduce(&sumsq, ReduceOp::Sum)?;
     }
     let norm = sumsq.sqrt()?;
-    // clip / (norm + 1e-6), at most 1, as seam::clip takes it.
-    let coef = norm
-        .affine(1.0, 1e-6)?
-        .recip()?
-        .affine(clip, 0.0)?
-        .minimum(1f64)?;
+    // clip / (norm + 1e-6), at most 1, as seam::clip takes it (1 without clipping) ...
+    let coef = match clip > 0.0 {
+        true => norm
+            .affine(1.0, 1e-6)?
+            .recip()?
+            .affine(clip, 0.0)?
+            .minimum(1f64)?,
+        false => norm.ones_like()?,
+    };
+    // ... and NaN where the norm is not finite, so that AdamW skips the step (0·norm is 0,
+    // or NaN for an inf or NaN norm).
+    let coef = (coef + norm.affine(0.0, 0.0)?)?;
     let nc = Tensor::cat(&[&norm, &coef], 0)?;
     z.optimizer_mut().set_grad_scale(Some(nc.clone()));
     z.step_on(shards, shadows)?;

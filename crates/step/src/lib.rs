@@ -49,6 +49,11 @@ pub struct StepOptions {
     pub adamw: AdamwPlace,
     /// Where a clipping step takes the gradient norm (`STEP_NORM` overrides it).
     pub norm: NormPlace,
+    /// Skip a step whose gradient norm is not finite (AdamW writes nothing: Megatron's
+    /// skipped iteration, PyTorch GradScaler's skipped step), for a caller that carries on
+    /// past it; the norm is then taken even without clipping. AdamW's step count still
+    /// advances (its bias corrections count the skipped step). Not with `Sync::Sharded`.
+    pub skip_nonfinite: bool,
     /// Capture the step as a CUDA graph after one eager step (CUDA only).
     pub graph: bool,
     /// The model computes in fp32 on SIMT GEMMs (no TF32): `auto` then puts AdamW on a
@@ -65,6 +70,7 @@ impl Default for StepOptions {
             clip: 0.0,
             adamw: AdamwPlace::Auto,
             norm: NormPlace::After,
+            skip_nonfinite: false,
             graph: true,
             fp32_simt: false,
             side_blocks: 0,

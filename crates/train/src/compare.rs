@@ -178,13 +178,17 @@ fn opt(x: Option<f64>) -> String {
 fn once_each(path: &Path, recs: &[log::Record]) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     for r in recs {
-        let kind = matches!(r, log::Record::Train { .. });
+        let kind = std::mem::discriminant(r);
         if !seen.insert((kind, r.step())) {
             anyhow::bail!(
                 "{}: step {} has two {} records (two runs in one log?): compare logs of one run each",
                 path.display(),
                 r.step(),
-                if kind { "train" } else { "validation" }
+                match r {
+                    log::Record::Train { .. } => "train",
+                    log::Record::Val { .. } => "validation",
+                    log::Record::Skipped { .. } => "skipped",
+                }
             );
         }
     }

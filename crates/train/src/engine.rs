@@ -47,6 +47,7 @@ impl Engine {
         dev: Device,
         c: &TrainConfig,
         vocab: usize,
+        skip_nonfinite: bool,
     ) -> Result<Self> {
         let mut model = TransformerLm::new(c.model.lm_config(vocab)?, c.seed, &dev)?;
         if c.bf16 {
@@ -84,6 +85,7 @@ impl Engine {
             adamw: AdamwPlace::Auto,
             graph: true,
             fp32_simt: !c.bf16 && !model::tf32::tf32(),
+            skip_nonfinite,
             ..StepOptions::default()
         };
         let step = TrainStep::new(&model, sync, adamw_cfg(c), opts)?;

@@ -1,5 +1,5 @@
-//! The run's JSON-lines log (`log.jsonl`: one `train` record per step, one `val` record
-//! per evaluation) and its loss curve (`loss.svg`, plotters).
+//! The run's JSON-lines log (`log.jsonl`: one `train` record per step, or a `skipped` one,
+//! one `val` record per evaluation) and its loss curve (`loss.svg`, plotters).
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
@@ -24,12 +24,17 @@ pub enum Record {
     },
     /// Validation loss after `step` steps (0: the initial model).
     Val { step: u64, loss: f64 },
+    /// Optimizer step `step` skipped: its loss or gradient norm was not finite, and AdamW
+    /// wrote nothing (`train run --skip-nonfinite`).
+    Skipped { step: u64, lr: f64 },
 }
 
 impl Record {
     pub fn step(&self) -> u64 {
         match self {
-            Record::Train { step, .. } | Record::Val { step, .. } => *step,
+            Record::Train { step, .. }
+            | Record::Val { step, .. }
+            | Record::Skipped { step, .. } => *step,
         }
     }
 }
@@ -138,6 +143,7 @@ pub fn series(records: &[Record]) -> (Series, Series) {
         match *r {
             Record::Train { step, loss, .. } => t.push((step, loss)),
             Record::Val { step, loss } => v.push((step, loss)),
+            Record::Skipped { .. } => {}
         }
     }
     (t, v)

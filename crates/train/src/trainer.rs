@@ -36,6 +36,9 @@ pub struct RunOpts {
     pub samples: Option<SampleOpts>,
     /// Write the initial weights to `out/init.safetensors` (a fresh run only).
     pub export_init: bool,
+    /// Skip up to this many steps in a row whose loss or gradient norm is not finite
+    /// (AdamW writes nothing for them; logged as `skipped`); 0: stop at the first.
+    pub skip_nonfinite: u64,
 }
 
 impl Clone for SampleOpts {
@@ -71,6 +74,10 @@ pub struct Summary {
     pub seconds: f64,
     pub tokens_per_s: f64,
     pub samples: Vec<(String, String)>,
+    /// Steps skipped for a non-finite loss or norm (`--skip-nonfinite`), and how many of
+    /// the last ones in a row.
+    pub skipped: u64,
+    pub skipped_in_a_row: u64,
 }
 
 fn eval_batches(
@@ -115,7 +122,13 @@ pub fn run_rank(
     let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
     let val = eval_batches(&ds, c, rank, world, &dev)?;
     fits(c, ds.meta.vocab_size, world, &dev)?;
-    let mut e = Engine::new(comm, dev.clone(), c, ds.meta.vocab_size)?;
+    let mut e = Engine::new(
+        comm,
+        dev.clone(),
+        c,
+        ds.meta.vocab_size,
+        o.skip_nonfinite > 0,
+    )?;
     let ckpts = o.out.join("checkpoints");
     if rank == 0 {
         std::fs::create_dir_all(&ckpts).with_context(|| format!("creating {}", ckpts.display()))?;
@@ -184,6 +197,21 @@ pub fn run_rank(
                 (done, lr): (u64, f64),
                 out: step::StepOut|
      -> Result<()> {
+        let finite = out.loss.is_finite() && out.grad_norm.is_none_or(f64::is_finite);
+        if finite {
+            s.skipped_in_a_row = 0;
+        } else if s.skipped_in_a_row < o.skip_nonfinite {
+            s.skipped += 1;
+            s.skipped_in_a_row += 1;
+            let (l, n) = (out.loss, out.grad_norm.unwrap_or(f64::NAN));
+            bar.suspend(|| {
+                eprintln!(
+                    "train: step {done}: loss {l}, gradient norm {n}: skipped ({} in a row, --skip-nonfinite {})",
+                    s.skipped_in_a_row, o.skip_nonfinite
+                )
+            });
+            return push(log, Record::Skipped { step: done, lr });
+        }
         diverged(&ckpts, done, "loss", out.loss)?;
         if let Some(n) = out.grad_norm {
             diverged(&ckpts, done, "gradient norm", n)?;

@@ -88,6 +88,7 @@ fn a_damaged_newest_checkpoint_is_skipped_naming_the_file() {
         progress: false,
         samples: None,
         export_init: false,
+        skip_nonfinite: 0,
     };
     let e = run(Backend::Cpu, 1, |comm, dev| run_rank(&other, &o, comm, dev))
         .err()

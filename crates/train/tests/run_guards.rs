@@ -1,5 +1,6 @@
 //! What a run refuses or accepts (issue 34): real `train` processes on CPU.
 //! - a diverged run stops naming the step, its log stays readable, and it restarts;
+//! - `--skip-nonfinite N` skips up to N non-finite steps in a row, then stops;
 //! - a learning rate that is not a short decimal survives the stored configuration;
 //! - a resume on other data is refused, naming both data directories;
 //! - a resume takes the changes that keep the past, naming each;
@@ -34,6 +35,61 @@ fn a_diverged_run_stops_naming_the_step_and_starts_again_with_fresh() {
     }
     ok(&out, &["--fresh", "--steps", "3", "--lr", "0.003"]);
     assert_eq!(logged_steps(&out), vec![1, 2, 3]);
+}
+
+/// `--skip-nonfinite 3`: after `--lr 1e30` blows the weights up, three non-finite steps in
+/// a row are skipped (logged as `skipped`, AdamW writing nothing), the fourth stops the run
+/// naming its step; the log reads back, every train record finite; the directory resumes.
+#[test]
+fn skip_nonfinite_skips_up_to_n_steps_in_a_row_then_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("skip");
+    let args = [
+        "--steps",
+        "20",
+        "--ckpt-every",
+        "1",
+        "--lr",
+        "1e30",
+        "--skip-nonfinite",
+        "3",
+    ];
+    let o = run(&out, &args);
+    let e = stderr(&o);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains("skipped (3 in a row, --skip-nonfinite 3)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("diverged") && !e.contains("skipped (4 in a row"),
+        "{e}"
+    );
+    let recs = train::log::read(&out.join("log.jsonl")).unwrap();
+    let skipped: Vec<u64> = recs
+        .iter()
+        .filter_map(|r| match r {
+            train::log::Record::Skipped { step, .. } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped.len(), 3, "{recs:?}");
+    assert!(
+        skipped.windows(2).all(|w| w[1] == w[0] + 1),
+        "in a row: {skipped:?}"
+    );
+    for r in &recs {
+        if let train::log::Record::Train {
+            loss, grad_norm, ..
+        } = r
+        {
+            assert!(
+                loss.is_finite() && grad_norm.is_none_or(f64::is_finite),
+                "{r:?}"
+            );
+        }
+    }
+    ok(&out, &["--fresh", "--steps", "3", "--lr", "0.003"]);
 }
 
 #[test]

@@ -130,6 +130,10 @@ struct Run {
     /// Checkpoints kept (the newest).
     #[arg(long, default_value_t = 3)]
     keep: usize,
+    /// Skip up to N steps in a row whose loss or gradient norm is not finite (AdamW writes
+    /// nothing for them, as Megatron skips an iteration); 0: such a step stops the run.
+    #[arg(long, default_value_t = 0)]
+    skip_nonfinite: u64,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Start from scratch even if --out holds checkpoints.
@@ -251,6 +255,7 @@ fn run(a: &Run) -> Result<()> {
         progress: !a.no_progress,
         samples: Some(opts(&a.gen)?),
         export_init: a.export_init,
+        skip_nonfinite: a.skip_nonfinite,
     };
     let existed = a.out.exists();
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev)).inspect_err(
@@ -379,6 +384,9 @@ fn summary_line(s: &train::trainer::Summary) -> String {
     match s.final_val {
         Some((step, v)) => line += &format!(", validation loss {v:.4} (at step {step})"),
         None => line += ", no validation in this run",
+    }
+    if s.skipped > 0 {
+        line += &format!(", {} steps skipped (non-finite)", s.skipped);
     }
     line + &format!(", unigram entropy {:.4} nats/token", s.unigram_entropy)
 }

@@ -88,6 +88,7 @@ pub fn opts(out: &Path, ckpt_every: u64, stop_after: Option<u64>) -> RunOpts {
         progress: false,
         samples: None,
         export_init: false,
+        skip_nonfinite: 0,
     }
 }
 
