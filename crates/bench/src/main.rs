@@ -40,7 +40,7 @@ mod zero1_check;
 
 use allreduce::SweepConfig;
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device};
+use candle_core::Device;
 use clap::Parser;
 use cli::{BackendArg, Cli, Cmd};
 
@@ -254,33 +254,7 @@ fn run(mut cli: Cli) -> Result<()> {
                 ),
             }
         }
-        Cmd::ModelCheck => {
-            let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
-            for (dtype, dl, worst) in modelcheck::run(&gpu)? {
-                println!("model-check {dtype:?}: |loss GPU - CPU| = {dl:.2e}, worst gradient error {worst:.2e} (relative): OK");
-            }
-            for dtype in [DType::F32, DType::BF16] {
-                let d = modelcheck::fused_adamw(&gpu, dtype)?;
-                println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
-            }
-            graphcheck::print_all()?;
-            for line in gemmcheck::run(&gpu)? {
-                println!("{line}");
-            }
-            let n = modelcheck::cast_bf16(&gpu)?;
-            println!("model-check to_bf16 (four-at-a-time cast kernel) vs candle's cast: bit-identical in {n} cases: OK");
-            let d = modelcheck::grad_norm(&gpu)?;
-            println!("model-check gradient norm kernel (170 f32/bf16 gradients, offsets 0/1/4, 7 to 2^20+5 elements) vs the host's: worst relative error {d:.2e}; an infinite gradient: NaN coefficient, fused AdamW skips the step: OK");
-            let d = modelcheck::fused_adamw_layouts(&gpu)?;
-            println!("model-check fused AdamW kernels (f32/bf16 gradients, offsets 0/1/4, 4096/1003 elements) vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
-            for (dtype, c) in modelcheck::fused_kernels(&gpu)? {
-                println!(
-                    "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",
-                    c.op, c.value, c.grad
-                );
-            }
-            Ok(())
-        }
+        Cmd::ModelCheck => modelcheck::print_all(),
         Cmd::Profile {
             size,
             dtype,

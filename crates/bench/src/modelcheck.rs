@@ -2,7 +2,7 @@
 //! agree within the dtype's tolerance (fp32: cuBLAS vs CPU summation order; bf16: 8-bit
 //! mantissa).
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, Var};
 use model::{forward_backward, AdamW, AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 
@@ -238,4 +238,33 @@ pub fn fused_kernels(gpu: &Device) -> Result<Vec<(DType, model::kernels::check::
         }
     }
     Ok(out)
+}
+
+/// `bench model-check`: every check above and the graph and GEMM checks, a line each.
+pub fn print_all() -> Result<()> {
+    let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
+    for (dtype, dl, worst) in run(&gpu)? {
+        println!("model-check {dtype:?}: |loss GPU - CPU| = {dl:.2e}, worst gradient error {worst:.2e} (relative): OK");
+    }
+    for dtype in [DType::F32, DType::BF16] {
+        let d = fused_adamw(&gpu, dtype)?;
+        println!("model-check fused AdamW vs candle-op AdamW, {dtype:?} model (its gradients as they come), 3 steps: max |param diff| = {d:.2e}: OK");
+    }
+    crate::graphcheck::print_all()?;
+    for line in crate::gemmcheck::run(&gpu)? {
+        println!("{line}");
+    }
+    let n = cast_bf16(&gpu)?;
+    println!("model-check to_bf16 (four-at-a-time cast kernel) vs candle's cast: bit-identical in {n} cases: OK");
+    let d = grad_norm(&gpu)?;
+    println!("model-check gradient norm kernel (170 f32/bf16 gradients, offsets 0/1/4, 7 to 2^20+5 elements) vs the host's: worst relative error {d:.2e}; an infinite gradient: NaN coefficient, fused AdamW skips the step: OK");
+    let d = fused_adamw_layouts(&gpu)?;
+    println!("model-check fused AdamW kernels (f32/bf16 gradients, offsets 0/1/4, 4096/1003 elements) vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
+    for (dtype, c) in fused_kernels(&gpu)? {
+        println!(
+            "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",
+            c.op, c.value, c.grad
+        );
+    }
+    Ok(())
 }

@@ -42,6 +42,18 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `bench report --results R --torch T --out O`.
+fn report_all(results: &Path, torch: &Path, out: &Path) -> (bool, String, String) {
+    report(&[
+        "--results",
+        s(results),
+        "--torch",
+        s(torch),
+        "--out",
+        s(out),
+    ])
+}
+
 #[test]
 fn skipped_lines_are_named_and_the_good_ones_still_reported() {
     let dir = scratch("skip");
@@ -60,14 +72,7 @@ fn skipped_lines_are_named_and_the_good_ones_still_reported() {
     let t = r#"{"mode":"allreduce","world":2,"MiB":1.0,"ms":2.0,"busbw_GBs":1.0}"#;
     std::fs::write(&torch, format!("{t}\nnot json\n")).unwrap();
     let out = dir.join("report");
-    let (ok, stdout, stderr) = report(&[
-        "--results",
-        s(&results),
-        "--torch",
-        s(&torch),
-        "--out",
-        s(&out),
-    ]);
+    let (ok, stdout, stderr) = report_all(&results, &torch, &out);
     assert!(ok, "a damaged file is still reported: {stdout}{stderr}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("1234.5"), "the good record is reported:\n{md}");
@@ -166,14 +171,7 @@ fn a_one_gpu_run_reports_train_against_bench_single_and_the_pytorch_trainer() {
     )
     .unwrap();
     let out = dir.join("report");
-    let (ok, stdout, stderr) = report(&[
-        "--results",
-        s(&results),
-        "--torch",
-        s(&torch),
-        "--out",
-        s(&out),
-    ]);
+    let (ok, stdout, stderr) = report_all(&results, &torch, &out);
     assert!(ok, "{stdout}{stderr}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
