@@ -57,8 +57,30 @@ fn bad(msg: String) -> CommError {
     CommError::invalid("launch", 0, msg)
 }
 
-/// A free TCP port on this machine (bound then released).
+/// A free TCP port on this machine (bound then released), below the kernel's ephemeral
+/// range where there is room: between its release and rank 0's bind, a socket that binds
+/// port 0 (the CPU backend's ring listeners, any client) cannot be handed it. Seen under
+/// load: rank 0 "cannot listen on port …: Address already in use".
 pub fn free_port() -> Result<u16> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    const FIRST: u32 = 10_000;
+    if low > FIRST + 1000 {
+        let span = low - FIRST;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut x = nanos ^ (std::process::id() << 16);
+        for _ in 0..64 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let port = (FIRST + x % span) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
