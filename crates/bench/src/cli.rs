@@ -83,7 +83,7 @@ impl BackendArg {
             BackendArg::Auto => {
                 let (b, why) = comm::Backend::auto();
                 // Once: the ranks a sweep spawns re-run this command line (RANK set).
-                if std::env::var("RANK").map_or(true, |r| r == "0") {
+                if comm::env::prints_for_all_ranks() {
                     eprintln!("bench: device: {why}; --backend nccl|cpu to choose");
                 }
                 match b {

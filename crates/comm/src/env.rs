@@ -18,6 +18,12 @@ pub struct DistEnv {
 
 pub const DEFAULT_PORT: u16 = 29500;
 
+/// Whether this process prints what every rank would print alike (the device a run chose):
+/// rank 0 of a launch, or a process no launcher started (RANK unset).
+pub fn prints_for_all_ranks() -> bool {
+    std::env::var("RANK").map_or(true, |r| r == "0")
+}
+
 impl DistEnv {
     /// Reads the process environment (torchrun first, then Slurm).
     pub fn from_env() -> Result<Self> {

@@ -69,18 +69,13 @@ pub type StageHook = Box<dyn FnMut(usize) -> comm::Result<()> + Send>;
 /// The first stage whose backward produces each parameter's gradient; an error names a
 /// parameter no stage uses.
 fn ready_stages(model: &dyn StagedModel) -> Result<Vec<usize>> {
-    let mut ready = vec![usize::MAX; model.params().len()];
-    for s in 0..model.num_stages() {
-        for i in model.stage_params(s) {
-            ready[i] = ready[i].min(s);
-        }
-    }
-    match ready.iter().position(|&r| r == usize::MAX) {
+    let ready = seam::staged::final_stages(model);
+    match ready.iter().position(Option::is_none) {
         Some(i) => Err(DdpError::Input(format!(
             "parameter {} is used by no stage",
             model.params().names()[i]
         ))),
-        None => Ok(ready),
+        None => Ok(ready.into_iter().flatten().collect()),
     }
 }
 

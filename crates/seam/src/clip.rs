@@ -24,17 +24,9 @@ use candle_core::{DType, Tensor};
 
 /// `[norm, coef]` (f32, on the gradients' device) of the gradients present in `grads`.
 pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
-    if !(clip.is_finite() && clip >= 0.0) {
-        return Err(ModelError::Input(format!(
-            "clip: {clip} (a finite norm >= 0; 0 turns clipping off)"
-        )));
-    }
+    check(clip, grads.iter().flatten().count())?;
     let present: Vec<&Tensor> = grads.iter().flatten().collect();
-    let Some(first) = present.first() else {
-        return Err(ModelError::Input(
-            "clipping: no gradient to take the norm of".into(),
-        ));
-    };
+    let first = present[0];
     #[cfg(feature = "cuda")]
     if first.device().is_cuda()
         && present
@@ -59,6 +51,22 @@ pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
         (true, false) => 1.0,
     };
     Ok(Tensor::new(&[norm as f32, coef as f32], first.device())?)
+}
+
+/// Refuses a clipping threshold that is not a finite norm >= 0, and a norm of no gradient
+/// (`present` of them).
+pub(crate) fn check(clip: f64, present: usize) -> Result<()> {
+    if !(clip.is_finite() && clip >= 0.0) {
+        return Err(ModelError::Input(format!(
+            "clip: {clip} (a finite norm >= 0; 0 turns clipping off)"
+        )));
+    }
+    if present == 0 {
+        return Err(ModelError::Input(
+            "clipping: no gradient to take the norm of".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The gradients scaled by `nc`'s coefficient (a tensor op each; for optimizers that do

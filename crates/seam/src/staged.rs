@@ -69,6 +69,18 @@ pub trait StagedModel {
 pub type Grads = Vec<Option<Tensor>>;
 
 /// Each gradient in f32 (as PyTorch's `.grad` of f32 parameters accumulates).
+/// Per parameter, the stage whose backward makes its gradient final: the first stage that
+/// lists it (the last the backward reaches); `None` for a parameter no stage lists.
+pub fn final_stages(model: &dyn StagedModel) -> Vec<Option<usize>> {
+    let mut first = vec![None; model.params().len()];
+    for s in (0..model.num_stages()).rev() {
+        for i in model.stage_params(s) {
+            first[i] = Some(s);
+        }
+    }
+    first
+}
+
 pub fn grads_f32(g: Grads) -> Result<Grads> {
     Ok(g.into_iter()
         .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())

@@ -20,7 +20,7 @@
 //! so far (the gradients exist), and [`StagedNorm::finish`] makes the compute stream wait
 //! for the last; the gradients are held (not freed) until then.
 
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 use crate::in_backward::SideStream;
 use crate::staged::{Grads, StagedModel};
 use candle_core::Tensor;
@@ -31,7 +31,7 @@ pub const SIDE_BLOCKS: usize = 32;
 /// One step's gradient norm, summed stage by stage (see the module docs).
 pub struct StagedNorm<'a> {
     /// Per parameter: the stage whose backward makes its gradient final.
-    ready: Vec<usize>,
+    ready: Vec<Option<usize>>,
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     side: Option<&'a SideStream>,
     /// The gradients summed so far, by parameter index.
@@ -51,18 +51,12 @@ impl<'a> StagedNorm<'a> {
     /// A norm over `model`'s gradients; on CUDA its launches go to `side` when given, else
     /// to the compute stream.
     pub fn new(model: &dyn StagedModel, side: Option<&'a SideStream>) -> Result<Self> {
-        let n = model.params().len();
-        let mut ready = vec![usize::MAX; n];
-        for s in 0..model.num_stages() {
-            for i in model.stage_params(s) {
-                ready[i] = ready[i].min(s);
-            }
-        }
+        let ready = crate::staged::final_stages(model);
         #[cfg(feature = "cuda")]
         let cuda = match model.params().var(0).device() {
             d @ candle_core::Device::Cuda(_) => {
                 let mut per_stage = vec![0usize; model.num_stages()];
-                for &r in ready.iter().filter(|&&r| r != usize::MAX) {
+                for &r in ready.iter().flatten() {
                     per_stage[r] += 1;
                 }
                 let blocks = match side {
@@ -97,7 +91,7 @@ impl<'a> StagedNorm<'a> {
         let mine: Vec<(usize, Tensor)> = grads
             .iter()
             .enumerate()
-            .filter(|(i, _)| self.ready.get(*i) == Some(&s))
+            .filter(|(i, _)| self.ready.get(*i) == Some(&Some(s)))
             .filter_map(|(i, g)| g.clone().map(|g| (i, g)))
             .collect();
         if mine.is_empty() {
@@ -106,13 +100,14 @@ impl<'a> StagedNorm<'a> {
         #[cfg(feature = "cuda")]
         if let Some(p) = self.cuda.as_mut() {
             let ts: Vec<&Tensor> = mine.iter().map(|(_, g)| g).collect();
-            if let Some(side) = self.side {
-                side.fork()?;
-                p.used += crate::clip::cuda::sumsq(side.stream(), &ts, &p.buf, p.used, p.blocks)?;
-            } else {
-                let stream = cuda_stream(&p.buf)?;
-                p.used += crate::clip::cuda::sumsq(&stream, &ts, &p.buf, p.used, p.blocks)?;
-            }
+            let stream = match self.side {
+                Some(side) => {
+                    side.fork()?;
+                    side.stream().clone()
+                }
+                None => cuda_stream(&p.buf)?,
+            };
+            p.used += crate::clip::cuda::sumsq(&stream, &ts, &p.buf, p.used, p.blocks)?;
         }
         self.held.extend(mine);
         Ok(())
@@ -121,18 +116,9 @@ impl<'a> StagedNorm<'a> {
     /// `[norm, coef]` (f32, on the device) of every gradient summed, clipping at `clip`
     /// (as [`crate::clip::norm_and_coef`]); the compute stream is ordered after the sums.
     pub fn finish(mut self, clip: f64) -> Result<Tensor> {
-        if !(clip.is_finite() && clip >= 0.0) {
-            return Err(ModelError::Input(format!(
-                "clip: {clip} (a finite norm >= 0; 0 turns clipping off)"
-            )));
-        }
+        crate::clip::check(clip, self.held.len())?;
         #[cfg(feature = "cuda")]
         if let Some(p) = self.cuda.take() {
-            if self.held.is_empty() {
-                return Err(ModelError::Input(
-                    "clipping: no gradient to take the norm of".into(),
-                ));
-            }
             let stream = cuda_stream(&p.buf)?;
             if let Some(side) = self.side {
                 side.compute_waits(&side.done()?)?;
@@ -152,6 +138,8 @@ fn cuda_stream(
 ) -> Result<std::sync::Arc<candle_core::cuda_backend::cudarc::driver::CudaStream>> {
     match t.device() {
         candle_core::Device::Cuda(d) => Ok(d.cuda_stream()),
-        _ => Err(ModelError::Input("gradient norm: not a CUDA tensor".into())),
+        _ => Err(crate::error::ModelError::Input(
+            "gradient norm: not a CUDA tensor".into(),
+        )),
     }
 }

@@ -141,9 +141,6 @@ impl Core {
     pub fn adamw(&self) -> &AdamW {
         &self.opt
     }
-    pub fn norm_place(&self) -> NormPlace {
-        self.norm
-    }
 
     pub fn sync_and_adamw_mut(&mut self) -> (&mut Sync, &mut AdamW) {
         (&mut self.sync, &mut self.opt)
@@ -306,13 +303,22 @@ fn zero1_step(
         z.step_on(shards, shadows)?;
         return Ok(None);
     };
-    if let Some(n) = staged {
-        let nc = n.finish(clip)?;
-        z.optimizer_mut().set_grad_scale(Some(nc.clone()));
-        z.step_on(shards, shadows)?;
-        return Ok(Some(nc));
-    }
-    let mine = seam::clip::norm_and_coef(&Zero1Overlap::shard_grads(&shards), 0.0)?;
+    let nc = match staged {
+        Some(n) => n.finish(clip)?,
+        None => global_norm_and_coef(z, &shards, clip)?,
+    };
+    z.optimizer_mut().set_grad_scale(Some(nc.clone()));
+    z.step_on(shards, shadows)?;
+    Ok(Some(nc))
+}
+
+/// `[norm, coef]` of every rank's slices: their sums of squares all-reduced.
+fn global_norm_and_coef(
+    z: &Zero1Overlap,
+    shards: &[ddp::BucketShard],
+    clip: f64,
+) -> Result<Tensor> {
+    let mine = seam::clip::norm_and_coef(&Zero1Overlap::shard_grads(shards), 0.0)?;
     let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
     let comm = z.ddp().comm();
     if comm.world_size() > 1 {
@@ -331,10 +337,7 @@ fn zero1_step(
     // ... and NaN where the norm is not finite, so that AdamW skips the step (0·norm is 0,
     // or NaN for an inf or NaN norm).
     let coef = (coef + norm.affine(0.0, 0.0)?)?;
-    let nc = Tensor::cat(&[&norm, &coef], 0)?;
-    z.optimizer_mut().set_grad_scale(Some(nc.clone()));
-    z.step_on(shards, shadows)?;
-    Ok(Some(nc))
+    Ok(Tensor::cat(&[&norm, &coef], 0)?)
 }
 
 /// The losses of `f` on every micro-batch, summed on the device; `f(b, last)` is told

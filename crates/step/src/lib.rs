@@ -277,12 +277,6 @@ impl TrainStep {
         self.core.place()
     }
 
-    /// Where this step takes the clipping norm when it clips (where it ran is
-    /// [`Self::norm_taken`]).
-    pub fn norm_place(&self) -> NormPlace {
-        self.core.norm_place()
-    }
-
     /// Where the last step took the clipping norm (`None`: it did not clip).
     pub fn norm_taken(&self) -> Option<NormPlace> {
         self.core.norm_taken

@@ -46,8 +46,7 @@ pub fn run<T: Send>(
     f: impl Fn(Arc<dyn Communicator>, Device) -> Result<T> + Sync,
 ) -> Result<Option<T>> {
     let (backend, why) = backend.resolve();
-    let rank0 = std::env::var("RANK").map_or(true, |r| r == "0");
-    if rank0 {
+    if comm::env::prints_for_all_ranks() {
         eprintln!("train: device: {why}");
     }
     match backend {

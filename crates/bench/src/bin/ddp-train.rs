@@ -39,7 +39,7 @@ impl Backend {
             ),
             ((comm::Backend::Cpu, why), _) => (Backend::Cpu, why),
         };
-        if std::env::var("RANK").map_or(true, |r| r == "0") {
+        if comm::env::prints_for_all_ranks() {
             eprintln!("ddp-train: device: {why}; --backend nccl|cpu to choose");
         }
         b
