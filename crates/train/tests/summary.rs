@@ -16,7 +16,7 @@ fn run(out: &std::path::Path, args: &[&str]) -> String {
         .arg(data())
         .arg("--out")
         .arg(out)
-        .args(["--model", "nano", "--no-progress"])
+        .args(["--model", "nano", "--no-progress", "--max-new", "4"])
         .args(args)
         .output()
         .unwrap();
@@ -90,7 +90,15 @@ fn the_run_names_its_device() {
         .arg(data())
         .arg("--out")
         .arg(tmp.path().join("dev"))
-        .args(["--model", "nano", "--no-progress", "--steps", "1"])
+        .args([
+            "--model",
+            "nano",
+            "--no-progress",
+            "--max-new",
+            "4",
+            "--steps",
+            "1",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -14,7 +14,15 @@ pub fn cmd(out: &Path, args: &[&str]) -> Command {
         .arg(data())
         .arg("--out")
         .arg(out)
-        .args(["--model", "nano", "--no-progress", "--global-batch", "4"])
+        .args([
+            "--model",
+            "nano",
+            "--no-progress",
+            "--global-batch",
+            "4",
+            "--max-new",
+            "4",
+        ])
         .args(args);
     c
 }
