@@ -217,6 +217,8 @@ pub fn bench_runs(
                 &g2,
                 "--size",
                 "xl",
+                "--dtype",
+                "fp32,bf16",
                 "--bucket-mb",
                 "1",
                 "--modes",

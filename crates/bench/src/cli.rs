@@ -235,6 +235,9 @@ pub enum Cmd {
         ranks: usize,
         #[arg(long, default_value = "tiny")]
         size: String,
+        /// The model's compute dtypes (bf16: bf16 GEMMs and weight copies, f32 masters).
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+        dtype: Vec<single::Precision>,
         #[arg(
             long,
             value_delimiter = ',',

@@ -186,6 +186,7 @@ fn run(mut cli: Cli) -> Result<()> {
             backend,
             ranks,
             size,
+            dtype,
             modes,
             bucket_mb,
             sm_carveout,
@@ -198,18 +199,18 @@ fn run(mut cli: Cli) -> Result<()> {
         } => {
             let nccl = matches!(backend, BackendArg::Nccl);
             let flags = format!("--ranks {ranks} × --batch {batch}");
-            let fp32 = [single::Precision::Fp32];
             budget::ensure_lm(
                 &flags,
                 nccl,
                 ranks,
                 std::slice::from_ref(&size),
-                &fp32,
+                &dtype,
                 batch,
             )?;
             let out = records::Out::open(&out)?;
             let cfg = zero1::ZeroBenchConfig {
                 size,
+                dtypes: dtype,
                 modes,
                 bucket_mb,
                 sm_carveout,

@@ -1,6 +1,6 @@
 //! Optimizer-state sharding benchmark (the seeds' optimizer_state_sharding_accounting):
-//! per mode, on every rank of a launched group, a fresh model and the step `train` runs
-//! (`step::TrainStep`, no clipping) with that mode's synchronisation:
+//! per dtype and mode, on every rank of a launched group, a fresh model and the step `train`
+//! runs (`step::TrainStep`, no clipping) with that mode's synchronisation:
 //!   - `ddp`: bucketed DDP + AdamW (every rank holds all moments);
 //!   - `sharded`: bucketed DDP + ShardedOptimizer (moments for owned parameters; owners
 //!     broadcast updates);
@@ -11,11 +11,12 @@
 //!
 //! Memory (CUDA pool, GiB), from an eager step: in use after initialisation, directly
 //! before and after the optimizer update of a steady-state step (`TrainStep::set_probe`),
-//! and the peak of that step; the analytic persistent part (parameters, gradients, moments)
-//! beside it. Step time: `step_timing::time_steps` (the step captured as one CUDA graph
+//! and the peak of that step; the analytic persistent part (f32 parameters, gradients,
+//! moments; not a bf16 model's weight copies) beside it. Step time: `step_timing::time_steps` (the step captured as one CUDA graph
 //! where it can be: `graph`), the slowest rank's mean.
 
 use crate::memory;
+use crate::single::Precision;
 use crate::timer::Timer;
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
@@ -33,6 +34,9 @@ pub struct ZeroRecord {
     pub backend: String,
     pub world: usize,
     pub size: String,
+    /// The model's compute dtype (records before it existed were fp32).
+    #[serde(default = "fp32")]
+    pub dtype: Precision,
     pub mode: String,
     pub bucket_mb: f64,
     pub batch_per_rank: usize,
@@ -60,6 +64,10 @@ pub struct ZeroRecord {
     pub state_gib: f64,
 }
 
+fn fp32() -> Precision {
+    Precision::Fp32
+}
+
 fn adamw_cfg() -> AdamWConfig {
     AdamWConfig {
         lr: 1e-4,
@@ -71,14 +79,16 @@ fn current(dev: &Device) -> Option<f64> {
     memory::gib(memory::current(dev))
 }
 
-/// Mode `mode`'s synchronisation of `lm`'s gradients.
+/// Mode `mode`'s synchronisation of `lm`'s gradients (in bf16 for a bf16 model, as
+/// `train` sends them).
 fn sync_for(
-    mode: &str,
+    (mode, prec): (&str, Precision),
     comm: &Arc<dyn Communicator>,
     lm: &TransformerLm,
     cfg: &ZeroBenchConfig,
 ) -> Result<Sync> {
     let opts = |s| DdpOptions {
+        grad_dtype: (prec == Precision::Bf16).then_some(DType::BF16),
         gemm_sm_carveout: cfg.sm_carveout,
         coalesce: cfg.coalesce,
         ..DdpOptions::new(s)
@@ -123,6 +133,8 @@ fn state_elements(sync: &Sync, n: usize) -> usize {
 
 pub struct ZeroBenchConfig {
     pub size: String,
+    /// The model's compute dtypes, each run over every mode.
+    pub dtypes: Vec<Precision>,
     /// Any of "ddp", "sharded", "zero1", "zero1-overlap", "zero1-ahead" (zero1-overlap whose
     /// all-gathers overlap the next forward).
     pub modes: Vec<String>,
@@ -166,21 +178,38 @@ pub fn run_rank(
     if steps == 0 || batch == 0 {
         bail!("--steps and --batch must be at least 1");
     }
+    if cfg.dtypes.is_empty() {
+        bail!("--dtype is empty (fp32, bf16)");
+    }
     let c = comm.as_ref();
     let w = c.world_size();
     let lr = adamw_cfg().lr;
-    for mode in &cfg.modes {
+    let runs = cfg
+        .dtypes
+        .iter()
+        .flat_map(|&p| cfg.modes.iter().map(move |m| (p, m)));
+    for (prec, mode) in runs {
         memory::reset_peak(dev);
-        let lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
+        let mut lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
+        if prec == Precision::Bf16 {
+            lm.set_compute_dtype(DType::BF16);
+        }
+        let fp32_simt = prec == Precision::Fp32 && !model::tf32::tf32();
         let n: usize = lm.params().vars().iter().map(|v| v.elem_count()).sum();
         let b = crate::ddp::batch_for(&lm, c.rank(), batch, dev)?;
         let micro = [b.clone()];
         // Memory: eager steps, read around the update of the second.
         let eager = StepOptions {
             graph: false,
+            fp32_simt,
             ..StepOptions::default()
         };
-        let mut st = TrainStep::new(&lm, sync_for(mode, &comm, &lm, cfg)?, adamw_cfg(), eager)?;
+        let mut st = TrainStep::new(
+            &lm,
+            sync_for((mode, prec), &comm, &lm, cfg)?,
+            adamw_cfg(),
+            eager,
+        )?;
         let after_init = current(dev);
         let state_elems = state_elements(st.sync(), n);
         st.step(&lm, &micro, lr)?;
@@ -199,9 +228,15 @@ pub fn run_rank(
         // Time: the same step, captured where it can be.
         let timed = StepOptions {
             graph: cfg.graph,
+            fp32_simt,
             ..StepOptions::default()
         };
-        let mut st = TrainStep::new(&lm, sync_for(mode, &comm, &lm, cfg)?, adamw_cfg(), timed)?;
+        let mut st = TrainStep::new(
+            &lm,
+            sync_for((mode, prec), &comm, &lm, cfg)?,
+            adamw_cfg(),
+            timed,
+        )?;
         let run = crate::step_timing::time_steps(&mut st, &lm, &micro, lr, (warmup, steps), dev)?;
         let graph = st.graph_status().is_ok();
         drop(st);
@@ -215,6 +250,7 @@ pub fn run_rank(
             backend: c.backend().into(),
             world: w,
             size: size.clone(),
+            dtype: prec,
             mode: mode.clone(),
             bucket_mb,
             batch_per_rank: batch,
@@ -291,8 +327,9 @@ fn comm_only(
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>2} {:>13} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:>5} {:>5} {:>2} {:>13} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "size",
+        "dtype",
         "w",
         "mode",
         "step(ms)",
@@ -313,8 +350,9 @@ pub fn row(r: &ZeroRecord) -> String {
         false => r.mode.clone(),
     };
     format!(
-        "{:>5} {:>2} {:>13} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
+        "{:>5} {:>5} {:>2} {:>13} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
         r.size,
+        r.dtype.name(),
         r.world,
         mode,
         r.step_ms,

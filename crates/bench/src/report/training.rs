@@ -210,12 +210,13 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
         return Ok(());
     }
     md.push_str("Every mode runs the step `train` runs (`step::TrainStep`, no clipping): `zero1` is ZeRO-1 with one bucket reduce-scattered after the backward, `zero1-overlap` through DDP's buckets during it, `zero1-ahead` with its all-gathers overlapping the next forward. Memory is read in eager steps; step time is of the step captured as one CUDA graph where the record says `graph`.\n\n");
-    md.push_str("| size | ranks | mode | bucket (MB) | step (ms) | comm alone (ms) | after init | before step | after step | peak (GiB) | params + grads + moments (GiB) |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| size | dtype | ranks | mode | bucket (MB) | step (ms) | comm alone (ms) | after init | before step | after step | peak (GiB) | f32 params + grads + moments (GiB) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in recs {
         writeln!(
             md,
-            "| {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {} | {} | {:.2} |",
             r.size,
+            r.dtype.name(),
             r.world,
             r.mode,
             r.bucket_mb,
@@ -232,8 +233,9 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
     for t in torch.iter().filter(|t| t.mode == "zero") {
         writeln!(
             md,
-            "| {} | {} | PyTorch {} | | {:.1} | | | | | {:.2} | |",
+            "| {} | {} | {} | PyTorch {} | | {:.1} | | | | | {:.2} | |",
             t.size,
+            t.dtype,
             t.world.unwrap_or(0),
             t.opt.as_deref().unwrap_or("?"),
             t.step_ms,
@@ -241,6 +243,7 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
         )?;
     }
     let measured = recs.iter().any(|r| r.peak_gib.is_some());
+    let mixed = recs.iter().any(|r| r.dtype != recs[0].dtype);
     let items: Vec<(String, f64)> = recs
         .iter()
         .map(|r| {
@@ -249,7 +252,11 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
             } else {
                 r.params_gib + r.grads_gib + r.state_gib
             };
-            (r.mode.clone(), v)
+            let label = match mixed {
+                true => format!("{} {}", r.mode, r.dtype.name()),
+                false => r.mode.clone(),
+            };
+            (label, v)
         })
         .collect();
     let what = if measured {
@@ -259,15 +266,25 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
     };
     plot::bars(&out.join("zero-memory.svg"), "ZeRO modes", what, &items)?;
     md.push_str("\n![ZeRO memory](zero-memory.svg)\n\n");
-    let ddp = recs.iter().find(|r| r.mode == "ddp");
-    let sharded = || recs.iter().filter(|r| r.mode != "ddp");
-    let smallest = sharded().min_by(|a, b| a.state_gib.total_cmp(&b.state_gib));
-    let fastest = sharded().min_by(|a, b| a.step_ms.total_cmp(&b.step_ms));
-    if let (Some(d), Some(b), Some(f)) = (ddp, smallest, fastest) {
+    let mut dtypes = Vec::new();
+    for r in recs {
+        if !dtypes.contains(&r.dtype) {
+            dtypes.push(r.dtype);
+        }
+    }
+    for dt in dtypes {
+        let of = || recs.iter().filter(move |r| r.dtype == dt);
+        let ddp = of().find(|r| r.mode == "ddp");
+        let sharded = || of().filter(|r| r.mode != "ddp");
+        let smallest = sharded().min_by(|a, b| a.state_gib.total_cmp(&b.state_gib));
+        let fastest = sharded().min_by(|a, b| a.step_ms.total_cmp(&b.step_ms));
+        let (Some(d), Some(b), Some(f)) = (ddp, smallest, fastest) else {
+            continue;
+        };
         writeln!(
             md,
-            "Sharding over {} ranks cuts the AdamW state per rank from {} to {} ({}). The fastest sharded mode, {}, steps in {:.1} ms against DDP's {:.1} ms ({:.3}×){}.\n",
-            d.world, size(d.state_gib), size(b.state_gib), b.mode, f.mode, f.step_ms, d.step_ms, f.step_ms / d.step_ms,
+            "{}: sharding over {} ranks cuts the AdamW state per rank from {} to {} ({}). The fastest sharded mode, {}, steps in {:.1} ms against DDP's {:.1} ms ({:.3}×){}.\n",
+            dt.name(), d.world, size(d.state_gib), size(b.state_gib), b.mode, f.mode, f.step_ms, d.step_ms, f.step_ms / d.step_ms,
             match (f.peak_gib, d.peak_gib) {
                 (Some(pf), Some(pd)) => format!(", at a peak of {pf:.2} GiB against {pd:.2}"),
                 _ => String::new(),
