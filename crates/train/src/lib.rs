@@ -14,6 +14,7 @@ pub mod corpus;
 pub mod data;
 pub mod engine;
 pub mod export;
+pub mod gemm_table;
 pub mod generate;
 pub mod launch;
 pub mod load;

@@ -39,6 +39,9 @@ pub struct RunOpts {
     /// Skip up to this many steps in a row whose loss or gradient norm is not finite
     /// (AdamW writes nothing for them; logged as `skipped`); 0: stop at the first.
     pub skip_nonfinite: u64,
+    /// Another run's GEMM algorithm table to compute with ([`crate::gemm_table`]); `None`:
+    /// the run directory's own where it has one.
+    pub gemm_choices: Option<PathBuf>,
 }
 
 impl Clone for SampleOpts {
@@ -122,6 +125,13 @@ pub fn run_rank(
     let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
     let val = eval_batches(&ds, c, rank, world, &dev)?;
     fits(c, ds.meta.vocab_size, world, &dev)?;
+    let from = o.gemm_choices.as_deref();
+    if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
+        if rank == 0 {
+            eprintln!("train: {m}");
+        }
+    }
+    let mut gemm_saved = 0;
     let mut e = Engine::new(
         comm,
         dev.clone(),
@@ -283,6 +293,7 @@ pub fn run_rank(
             }
         }
         if ckpt_now {
+            gemm_saved = crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
             state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
         }
         if eval_now || ckpt_now {
@@ -290,6 +301,7 @@ pub fn run_rank(
         }
     }
     bar.finish_and_clear();
+    crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
     s.steps = end.max(start);
     s.seconds = t0.elapsed().as_secs_f64();
     s.tokens_per_s = tokens_per_step * end.saturating_sub(start) as f64 / s.seconds.max(1e-9);

@@ -132,7 +132,15 @@ fn a_resume_on_other_data_is_refused_naming_both_directories() {
         .arg(&other)
         .arg("--out")
         .arg(&out)
-        .args(["--model", "nano", "--no-progress", "--global-batch", "4"])
+        .args([
+            "--model",
+            "nano",
+            "--no-progress",
+            "--global-batch",
+            "4",
+            "--max-new",
+            "4",
+        ])
         .args(["--steps", "4", "--ckpt-every", "2"])
         .output()
         .unwrap();
@@ -177,13 +185,34 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
         "{}",
         stderr(&o)
     );
+    // A GEMM table that is not there, or not one (or, on the CPU, any): refused, naming it.
+    let table = tmp.path().join("table.json");
+    let t = table.to_str().unwrap();
+    let o = run(&out, &["--steps", "2", "--gemm-choices", t]);
+    let e = stderr(&o);
+    assert!(
+        !o.status.success() && e.contains("no such file") && e.contains(t),
+        "{e}"
+    );
+    std::fs::write(&table, "{}").unwrap();
+    let o = run(&out, &["--steps", "2", "--gemm-choices", t]);
+    let e = stderr(&o);
+    assert!(!o.status.success() && e.contains(t), "{e}");
     // A start that fails (no data there) leaves no empty --out behind.
     let o = Command::new(TRAIN)
         .args(["run", "--data"])
         .arg(tmp.path().join("no-data"))
         .arg("--out")
         .arg(&out)
-        .args(["--model", "nano", "--no-progress", "--steps", "2"])
+        .args([
+            "--model",
+            "nano",
+            "--no-progress",
+            "--max-new",
+            "4",
+            "--steps",
+            "2",
+        ])
         .output()
         .unwrap();
     assert!(!o.status.success());

@@ -1,12 +1,13 @@
 //! cuBLASLt for [`super::matmul`]: one handle and one 32 MiB workspace per stream, one
 //! plan (descriptors and algorithm) per shape, the algorithm timed once among cuBLASLt's
-//! heuristic candidates.
+//! heuristic candidates. The process keeps one choice per shape (the candidate's index in
+//! cuBLASLt's list), which every stream uses and [`super::Choice`] saves and restores.
 //!
 //! Row-major D (m × n) = A (m × k) · B (k × n) is column-major Dᵀ = Bᵀ · Aᵀ, so cuBLASLt's
 //! first operand is B's buffer and its second A's; a transposed view is the transpose op
 //! on the contiguous matrix under it.
 
-use super::Tuned;
+use super::{Choice, Tuned};
 use candle_core::cuda_backend::cudarc::cublaslt::{result as lt, sys};
 use candle_core::cuda_backend::cudarc::driver::{sys as drv, CudaSlice, CudaStream, DevicePtr};
 use candle_core::cuda_backend::WrapErr;
@@ -57,6 +58,81 @@ unsafe impl Send for Stream {}
 fn streams() -> &'static Mutex<HashMap<usize, Stream>> {
     static S: OnceLock<Mutex<HashMap<usize, Stream>>> = OnceLock::new();
     S.get_or_init(Default::default)
+}
+
+/// The chosen candidate per shape, for every stream of the process: timed once, or set
+/// from a saved table ([`set_choices`]).
+fn chosen() -> &'static Mutex<HashMap<Key, usize>> {
+    static C: OnceLock<Mutex<HashMap<Key, usize>>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
+
+impl Key {
+    fn dtype(&self) -> &'static str {
+        match (self.bf16, self.tf32) {
+            (true, _) => "bf16",
+            (false, true) => "tf32",
+            (false, false) => "f32",
+        }
+    }
+}
+
+pub fn choices() -> Vec<Choice> {
+    let c = chosen().lock().unwrap_or_else(|e| e.into_inner());
+    let mut v: Vec<Choice> = c
+        .iter()
+        .map(|(k, &index)| Choice {
+            m: k.m,
+            n: k.n,
+            k: k.k,
+            ta: k.ta,
+            tb: k.tb,
+            dtype: k.dtype().into(),
+            add: k.add,
+            index,
+        })
+        .collect();
+    v.sort_by_key(|c| (c.m, c.n, c.k, c.ta, c.tb, c.dtype.clone(), c.add));
+    v
+}
+
+/// Takes `table` as the process's choices; a shape it names is not timed again. Plans made
+/// before keep their algorithm.
+pub fn set_choices(table: &[Choice]) -> candle_core::Result<()> {
+    let mut c = chosen().lock().unwrap_or_else(|e| e.into_inner());
+    for x in table {
+        let (bf16, tf32) = match x.dtype.as_str() {
+            "bf16" => (true, false),
+            "tf32" => (false, true),
+            "f32" => (false, false),
+            d => candle_core::bail!(
+                "GEMM choice {}x{}x{}: dtype {d:?} (bf16, tf32, f32)",
+                x.m,
+                x.n,
+                x.k
+            ),
+        };
+        let key = Key {
+            m: x.m,
+            n: x.n,
+            k: x.k,
+            ta: x.ta,
+            tb: x.tb,
+            bf16,
+            tf32,
+            add: x.add,
+        };
+        c.insert(key, x.index);
+    }
+    Ok(())
+}
+
+/// The GPU's name and cuBLASLt's version: where a table of choices holds.
+pub fn identity(dev: &candle_core::CudaDevice) -> candle_core::Result<String> {
+    let name = dev.cuda_stream().context().name().w()?;
+    // SAFETY: a version query with no arguments.
+    let v = unsafe { sys::cublasLtGetVersion() };
+    Ok(format!("{name}, cuBLASLt {v}"))
 }
 
 pub fn tuned() -> Vec<Tuned> {
@@ -199,9 +275,17 @@ fn launch(
     }
 }
 
-/// Picks the plan's algorithm: cuBLASLt's first heuristic, or (tuning on, not capturing)
-/// the fastest of up to [`CANDIDATES`], each timed over [`REPS`] calls after one warm-up.
-fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle_core::Result<()> {
+/// Picks the plan's algorithm: the process's choice for `key` where there is one (timed
+/// earlier or set from a table), else cuBLASLt's first heuristic, or (tuning on, not
+/// capturing) the fastest of up to [`CANDIDATES`], each timed over [`REPS`] calls after one
+/// warm-up; the process then keeps that choice.
+fn choose(
+    key: &Key,
+    st: &Stream,
+    plan: &mut Plan,
+    x: &Args,
+    s: &Arc<CudaStream>,
+) -> candle_core::Result<()> {
     let pref = lt::create_matmul_pref().map_err(e("preference"))?;
     let ws = WORKSPACE;
     let mut found =
@@ -244,8 +328,21 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
         );
     }
     plan.algo = found[0].algo;
+    let earlier = chosen()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .copied();
+    if let Some(i) = earlier.filter(|&i| i < found.len()) {
+        plan.algo = found[i].algo;
+        return Ok(());
+    }
     let capturing = seam::capture::capturing_stream(s);
     if !tune_enabled() || capturing || found.len() == 1 {
+        chosen()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(*key, 0);
         return Ok(());
     }
     // Each timed call starts from a cold L2 (a scratch of twice its size written first),
@@ -259,7 +356,7 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
     let mut scratch = unsafe { s.alloc::<u8>(2 * l2.max(1 << 20)) }.w()?;
     let timing = Some(drv::CUevent_flags::CU_EVENT_DEFAULT);
     let (t0, t1) = (ctx.new_event(timing).w()?, ctx.new_event(timing).w()?);
-    let mut best = f64::INFINITY;
+    let (mut best, mut pick) = (f64::INFINITY, 0);
     for (i, h) in found.iter().enumerate() {
         if launch(st, plan, &h.algo, x, s).is_err() {
             continue;
@@ -276,12 +373,16 @@ fn choose(st: &Stream, plan: &mut Plan, x: &Args, s: &Arc<CudaStream>) -> candle
             plan.tuned.first_us = us;
         }
         if ok && us < best {
-            best = us;
+            (best, pick) = (us, i);
             plan.algo = h.algo;
         }
     }
     plan.tuned.candidates = found.len();
     plan.tuned.best_us = best;
+    chosen()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(*key, pick);
     Ok(())
 }
 
@@ -306,7 +407,7 @@ pub(super) fn execute(key: Key, x: &Args, s: &Arc<CudaStream>) -> candle_core::R
     };
     if !st.plans.contains_key(&key) {
         let mut plan = describe(&key)?;
-        choose(st, &mut plan, x, s)?;
+        choose(&key, st, &mut plan, x, s)?;
         st.plans.insert(key, plan);
     }
     let plan = &st.plans[&key];

@@ -22,7 +22,11 @@
 //! 16 (`lt::CANDIDATES`) algorithms and keeps the fastest for the process; during capture
 //! an untuned shape takes cuBLASLt's first heuristic. `MODEL_GEMM_TUNE=0` turns timing
 //! off (the first heuristic everywhere: the same algorithm on every run). [`tuned`]
-//! lists what was chosen. The arithmetic is the dtype's: f32 stays f32 (TF32 only when
+//! lists what was timed. Timing noise can make two processes choose differently, and two
+//! algorithms round differently: [`choices`] is the process's table (a candidate index per
+//! shape) and [`set_choices`] restores one, so that a resumed or repeated run computes the
+//! same bits (`train` keeps it in its run directory, as PyTorch's TunableOp keeps its file).
+//! A table holds for one GPU model and cuBLASLt version ([`identity`]). The arithmetic is the dtype's: f32 stays f32 (TF32 only when
 //! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
 
 #[cfg(feature = "cuda")]
@@ -50,6 +54,51 @@ pub struct Tuned {
     /// Time of cuBLASLt's first heuristic and of the chosen algorithm, microseconds.
     pub first_us: f64,
     pub best_us: f64,
+}
+
+/// One shape's algorithm: the index of the chosen candidate in cuBLASLt's heuristic list
+/// for the shape (the same list on the same GPU model and cuBLASLt version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    /// D (m × n) = A (m × k) · B (k × n), row-major.
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// A and B as transposed views.
+    pub ta: bool,
+    pub tb: bool,
+    /// "bf16", "tf32" or "f32".
+    pub dtype: String,
+    /// With the add (β = 1).
+    pub add: bool,
+    pub index: usize,
+}
+
+/// The process's GEMM choices so far, sorted by shape (empty without CUDA).
+pub fn choices() -> Vec<Choice> {
+    #[cfg(feature = "cuda")]
+    return lt::choices();
+    #[cfg(not(feature = "cuda"))]
+    Vec::new()
+}
+
+/// Takes `table` as the process's choices: its shapes are not timed again (plans already
+/// made keep theirs). A dtype other than bf16, tf32 and f32 is refused, naming the shape.
+pub fn set_choices(table: &[Choice]) -> Result<()> {
+    #[cfg(feature = "cuda")]
+    lt::set_choices(table)?;
+    #[cfg(not(feature = "cuda"))]
+    let _ = table;
+    Ok(())
+}
+
+/// Where a table of choices holds: the GPU's name and cuBLASLt's version; `None` off CUDA.
+pub fn identity(dev: &candle_core::Device) -> Result<Option<String>> {
+    match dev {
+        #[cfg(feature = "cuda")]
+        candle_core::Device::Cuda(d) => Ok(Some(lt::identity(d)?)),
+        _ => Ok(None),
+    }
 }
 
 /// The shapes tuned so far in this process (empty without CUDA).

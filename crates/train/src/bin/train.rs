@@ -134,6 +134,11 @@ struct Run {
     /// nothing for them, as Megatron skips an iteration); 0: such a step stops the run.
     #[arg(long, default_value_t = 0)]
     skip_nonfinite: u64,
+    /// Compute with another run's GEMM algorithms (its gemm-choices.json; CUDA): the same
+    /// bits as that run for the same configuration. By default a run times them once and
+    /// keeps its table in --out, so that a resumed run computes what the uninterrupted one would.
+    #[arg(long)]
+    gemm_choices: Option<PathBuf>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Start from scratch even if --out holds checkpoints.
@@ -245,6 +250,9 @@ fn run(a: &Run) -> Result<()> {
     if a.keep == 0 {
         bail!("--keep 0: at least the newest checkpoint is kept (--keep 1)");
     }
+    if let Some(f) = a.gemm_choices.as_ref().filter(|f| !f.is_file()) {
+        bail!("--gemm-choices {}: no such file", f.display());
+    }
     let o = RunOpts {
         data: a.data.clone(),
         out: a.out.clone(),
@@ -256,6 +264,7 @@ fn run(a: &Run) -> Result<()> {
         samples: Some(opts(&a.gen)?),
         export_init: a.export_init,
         skip_nonfinite: a.skip_nonfinite,
+        gemm_choices: a.gemm_choices.clone(),
     };
     let existed = a.out.exists();
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev)).inspect_err(
