@@ -127,21 +127,7 @@ fn a_resume_on_other_data_is_refused_naming_both_directories() {
         &out,
         &["--steps", "4", "--ckpt-every", "2", "--stop-after", "2"],
     );
-    let o = Command::new(TRAIN)
-        .args(["run", "--data"])
-        .arg(&other)
-        .arg("--out")
-        .arg(&out)
-        .args([
-            "--model",
-            "nano",
-            "--no-progress",
-            "--global-batch",
-            "4",
-            "--max-new",
-            "4",
-        ])
-        .args(["--steps", "4", "--ckpt-every", "2"])
+    let o = cmd_on(&other, &out, &["--steps", "4", "--ckpt-every", "2"])
         .output()
         .unwrap();
     let e = stderr(&o);
@@ -199,20 +185,7 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
     let e = stderr(&o);
     assert!(!o.status.success() && e.contains(t), "{e}");
     // A start that fails (no data there) leaves no empty --out behind.
-    let o = Command::new(TRAIN)
-        .args(["run", "--data"])
-        .arg(tmp.path().join("no-data"))
-        .arg("--out")
-        .arg(&out)
-        .args([
-            "--model",
-            "nano",
-            "--no-progress",
-            "--max-new",
-            "4",
-            "--steps",
-            "2",
-        ])
+    let o = cmd_on(&tmp.path().join("no-data"), &out, &["--steps", "2"])
         .output()
         .unwrap();
     assert!(!o.status.success());

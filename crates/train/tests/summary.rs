@@ -85,20 +85,7 @@ fn the_summary_states_only_what_was_measured() {
 #[test]
 fn the_run_names_its_device() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(TRAIN)
-        .args(["run", "--data"])
-        .arg(data())
-        .arg("--out")
-        .arg(tmp.path().join("dev"))
-        .args([
-            "--model",
-            "nano",
-            "--no-progress",
-            "--max-new",
-            "4",
-            "--steps",
-            "1",
-        ])
+    let o = common::cli::cmd(&tmp.path().join("dev"), &["--steps", "1"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

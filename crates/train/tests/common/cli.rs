@@ -8,10 +8,17 @@ use std::process::{Command, Output};
 
 pub const TRAIN: &str = env!("CARGO_BIN_EXE_train");
 
+/// `train run` on the shared data into `out`: the `nano` model, 4 windows a step, 4 sampled
+/// tokens, no progress bar, then `args`.
 pub fn cmd(out: &Path, args: &[&str]) -> Command {
+    cmd_on(data(), out, args)
+}
+
+/// [`cmd`] on the data directory `data`.
+pub fn cmd_on(data: &Path, out: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(TRAIN);
     c.args(["run", "--data"])
-        .arg(data())
+        .arg(data)
         .arg("--out")
         .arg(out)
         .args([
