@@ -133,7 +133,7 @@ fn size_flags_are_bounded_naming_the_flag() {
 }
 
 #[test]
-fn duplicates_are_named_on_stderr_and_short_fits_print_no_progress() {
+fn duplicates_are_named_on_stderr_and_a_clean_fit_warns_of_nothing() {
     let text = std::fs::read_to_string(data_file()).expect("data");
     let mut records: Vec<serde_json::Value> = serde_json::from_str(&text).expect("json");
     records.push(records[3].clone());
@@ -164,10 +164,20 @@ fn duplicates_are_named_on_stderr_and_short_fits_print_no_progress() {
     assert!(!out.status.success());
     assert!(err.contains("repeats record 3"), "{err}");
 
-    // A short fit writes nothing on stderr (no progress lines, no warnings).
+    // A clean fit writes no warning on stderr. Progress lines come only when a stage runs
+    // past progress::QUIET_FOR, which a loaded machine can make it do: they are left out
+    // here (when they print is progress.rs's unit test, on a clock it controls).
     let mut cmd = bin();
     cmd.args(["fit", "--resamples", "10"]).arg(data_file());
     let out = run_with_timeout(cmd, 60);
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let progress = |l: &str| {
+        ["approach 3 starts: ", "bootstrap"]
+            .iter()
+            .any(|p| l.starts_with(p))
+            && (l.contains(" s elapsed, ~") || l.contains(" done in "))
+    };
+    let other: Vec<&str> = err.lines().filter(|l| !progress(l)).collect();
+    assert!(other.is_empty(), "{err}");
 }
