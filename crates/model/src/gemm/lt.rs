@@ -1,13 +1,14 @@
 //! cuBLASLt for [`super::matmul`]: one handle and one 32 MiB workspace per stream, one
 //! plan (descriptors and algorithm) per shape, the algorithm timed once among cuBLASLt's
 //! heuristic candidates. The process keeps one choice per shape (the candidate's index in
-//! cuBLASLt's list), which every stream uses and [`super::Choice`] saves and restores.
+//! cuBLASLt's list, `super::choices`), which every stream uses.
 //!
 //! Row-major D (m × n) = A (m × k) · B (k × n) is column-major Dᵀ = Bᵀ · Aᵀ, so cuBLASLt's
 //! first operand is B's buffer and its second A's; a transposed view is the transpose op
 //! on the contiguous matrix under it.
 
-use super::{Choice, Tuned};
+use super::choices::chosen;
+use super::Tuned;
 use candle_core::cuda_backend::cudarc::cublaslt::{result as lt, sys};
 use candle_core::cuda_backend::cudarc::driver::{sys as drv, CudaSlice, CudaStream, DevicePtr};
 use candle_core::cuda_backend::WrapErr;
@@ -58,81 +59,6 @@ unsafe impl Send for Stream {}
 fn streams() -> &'static Mutex<HashMap<usize, Stream>> {
     static S: OnceLock<Mutex<HashMap<usize, Stream>>> = OnceLock::new();
     S.get_or_init(Default::default)
-}
-
-/// The chosen candidate per shape, for every stream of the process: timed once, or set
-/// from a saved table ([`set_choices`]).
-fn chosen() -> &'static Mutex<HashMap<Key, usize>> {
-    static C: OnceLock<Mutex<HashMap<Key, usize>>> = OnceLock::new();
-    C.get_or_init(Default::default)
-}
-
-impl Key {
-    fn dtype(&self) -> &'static str {
-        match (self.bf16, self.tf32) {
-            (true, _) => "bf16",
-            (false, true) => "tf32",
-            (false, false) => "f32",
-        }
-    }
-}
-
-pub fn choices() -> Vec<Choice> {
-    let c = chosen().lock().unwrap_or_else(|e| e.into_inner());
-    let mut v: Vec<Choice> = c
-        .iter()
-        .map(|(k, &index)| Choice {
-            m: k.m,
-            n: k.n,
-            k: k.k,
-            ta: k.ta,
-            tb: k.tb,
-            dtype: k.dtype().into(),
-            add: k.add,
-            index,
-        })
-        .collect();
-    v.sort_by_key(|c| (c.m, c.n, c.k, c.ta, c.tb, c.dtype.clone(), c.add));
-    v
-}
-
-/// Takes `table` as the process's choices; a shape it names is not timed again. Plans made
-/// before keep their algorithm.
-pub fn set_choices(table: &[Choice]) -> candle_core::Result<()> {
-    let mut c = chosen().lock().unwrap_or_else(|e| e.into_inner());
-    for x in table {
-        let (bf16, tf32) = match x.dtype.as_str() {
-            "bf16" => (true, false),
-            "tf32" => (false, true),
-            "f32" => (false, false),
-            d => candle_core::bail!(
-                "GEMM choice {}x{}x{}: dtype {d:?} (bf16, tf32, f32)",
-                x.m,
-                x.n,
-                x.k
-            ),
-        };
-        let key = Key {
-            m: x.m,
-            n: x.n,
-            k: x.k,
-            ta: x.ta,
-            tb: x.tb,
-            bf16,
-            tf32,
-            add: x.add,
-        };
-        c.insert(key, x.index);
-    }
-    Ok(())
-}
-
-/// The GPU's name and cuBLASLt's version: where a table of choices holds.
-pub fn identity(dev: &candle_core::CudaDevice) -> candle_core::Result<String> {
-    let name = dev.cuda_stream().context().name().w()?;
-    // SAFETY: a version query with no arguments.
-    let v = unsafe { sys::cublasLtGetVersion() };
-    Ok(format!("{name}, cuBLASLt {v}"))
 }
 
 pub fn tuned() -> Vec<Tuned> {

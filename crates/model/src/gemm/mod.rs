@@ -30,6 +30,8 @@
 //! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
 
 #[cfg(feature = "cuda")]
+mod choices;
+#[cfg(feature = "cuda")]
 mod lt;
 #[cfg(feature = "cuda")]
 mod op;
@@ -77,7 +79,7 @@ pub struct Choice {
 /// The process's GEMM choices so far, sorted by shape (empty without CUDA).
 pub fn choices() -> Vec<Choice> {
     #[cfg(feature = "cuda")]
-    return lt::choices();
+    return choices::choices();
     #[cfg(not(feature = "cuda"))]
     Vec::new()
 }
@@ -86,7 +88,7 @@ pub fn choices() -> Vec<Choice> {
 /// made keep theirs). A dtype other than bf16, tf32 and f32 is refused, naming the shape.
 pub fn set_choices(table: &[Choice]) -> Result<()> {
     #[cfg(feature = "cuda")]
-    lt::set_choices(table)?;
+    choices::set_choices(table)?;
     #[cfg(not(feature = "cuda"))]
     let _ = table;
     Ok(())
@@ -96,7 +98,7 @@ pub fn set_choices(table: &[Choice]) -> Result<()> {
 pub fn identity(dev: &candle_core::Device) -> Result<Option<String>> {
     match dev {
         #[cfg(feature = "cuda")]
-        candle_core::Device::Cuda(d) => Ok(Some(lt::identity(d)?)),
+        candle_core::Device::Cuda(d) => Ok(Some(choices::identity(d)?)),
         _ => Ok(None),
     }
 }

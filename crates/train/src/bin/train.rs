@@ -134,9 +134,8 @@ struct Run {
     /// nothing for them, as Megatron skips an iteration); 0: such a step stops the run.
     #[arg(long, default_value_t = 0)]
     skip_nonfinite: u64,
-    /// Compute with another run's GEMM algorithms (its gemm-choices.json; CUDA): the same
-    /// bits as that run for the same configuration. By default a run times them once and
-    /// keeps its table in --out, so that a resumed run computes what the uninterrupted one would.
+    /// Compute with another run's GEMM algorithms (its gemm-choices.json; CUDA): that run's
+    /// bits. By default a run keeps its own table in --out, which a resume takes back.
     #[arg(long)]
     gemm_choices: Option<PathBuf>,
     #[arg(long, default_value_t = 0)]
