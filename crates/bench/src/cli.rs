@@ -295,6 +295,19 @@ pub enum Cmd {
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,
+    /// The clipping norm's pass alone: gradients shaped as LM `size`'s parameters, each
+    /// kernel layout timed (GPU 0).
+    Gradnorm {
+        #[arg(long, default_value = "xl")]
+        size: String,
+        #[arg(long, default_value = "bf16")]
+        dtype: single::Precision,
+        #[arg(long, default_value_t = 50, value_parser = steps)]
+        iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
     /// RMSNorm micro-benchmark: fused vs composed vs LayerNorm, 50,000 rows (GPU 0).
     Rmsnorm {
         #[arg(long, default_value_t = 50_000, value_parser = at_least_1)]

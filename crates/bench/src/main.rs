@@ -19,6 +19,7 @@ mod contention;
 mod ddp;
 mod ddp_record;
 mod gemmcheck;
+mod gradnorm;
 mod graphcheck;
 mod group;
 mod memory;
@@ -285,6 +286,12 @@ fn run(mut cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Gradnorm {
+            size,
+            dtype,
+            iters,
+            out,
+        } => gradnorm::main(&size, dtype == single::Precision::Bf16, iters, &out),
         Cmd::Rmsnorm { rows, iters, out } => {
             // The widest case (8192 columns): input, output, gradients, about 5 f32 copies.
             let need = (rows as u64).checked_mul(8192 * 4 * 5);

@@ -157,35 +157,41 @@ pub fn cast_bf16(gpu: &Device) -> Result<usize> {
     Ok(cases)
 }
 
-/// The clipping norm's kernel (`seam::clip` on CUDA: GN_UNROLL loads per thread, 160
-/// tensors a launch) against the host path (f32 per tensor, f64 over tensors): 170
-/// gradients (two launches) of 7 to 2^20 + 5 elements, f32 and bf16, whole and as views
-/// at offsets 1 and 4; the coefficient at clip 0.5. Then an infinite gradient: the
+/// The clipping norm's kernel (`seam::clip` on CUDA: GN_UNROLL loads per thread, 128
+/// tensors a launch), in both its layouts, against the host path (f32 per tensor, f64 over
+/// tensors): 170 gradients (two launches) of 7 to 2^20 + 5 elements, f32, bf16 and the two
+/// mixed, whole and as views at offsets 1 and 4 (unaligned: summed element by element); the
+/// coefficient at clip 0.5. Then an infinite gradient: the
 /// coefficient is NaN and the fused AdamW leaves the parameter as it was (a skipped step).
 /// Returns the worst relative norm error; fails above 1e-5.
 pub fn grad_norm(gpu: &Device) -> Result<f64> {
+    use seam::clip::{norm_and_coef_in, Layout};
     let sizes = [7usize, 1003, 4096, (1 << 20) + 5];
     let mut worst = 0f64;
-    for dtype in [DType::F32, DType::BF16] {
+    for dtype in [Some(DType::F32), Some(DType::BF16), None] {
         for offset in [0usize, 1, 4] {
             let mut on_gpu = Vec::new();
             for k in 0..170 {
                 let n = sizes[k % sizes.len()];
-                let buf = Tensor::randn(0f32, 1.0, n + offset, gpu)?.to_dtype(dtype)?;
+                // None: f32 and bf16 in turn, every 3rd.
+                let dt = dtype.unwrap_or(if k % 3 == 0 { DType::F32 } else { DType::BF16 });
+                let buf = Tensor::randn(0f32, 1.0, n + offset, gpu)?.to_dtype(dt)?;
                 on_gpu.push(Some(buf.narrow(0, offset, n)?));
             }
             let on_cpu: Vec<Option<Tensor>> = on_gpu
                 .iter()
                 .map(|g| g.as_ref().map(|g| g.to_device(&Device::Cpu)).transpose())
                 .collect::<candle_core::Result<_>>()?;
-            let a = seam::clip::norm_and_coef(&on_gpu, 0.5)?.to_vec1::<f32>()?;
             let b = seam::clip::norm_and_coef(&on_cpu, 0.5)?.to_vec1::<f32>()?;
-            let d = ((a[0] - b[0]).abs() / b[0]) as f64;
-            let dc = ((a[1] - b[1]).abs() / b[1]) as f64;
-            if d.max(dc) > 1e-5 {
-                bail!("gradient norm kernel, {dtype:?} at offset {offset}: [norm, coef] {a:?} vs the host's {b:?}");
+            for layout in [Layout::Flat, Layout::Tensorwise] {
+                let a = norm_and_coef_in(Some(layout), &on_gpu, 0.5)?.to_vec1::<f32>()?;
+                let d = ((a[0] - b[0]).abs() / b[0]) as f64;
+                let dc = ((a[1] - b[1]).abs() / b[1]) as f64;
+                if d.max(dc) > 1e-5 {
+                    bail!("gradient norm kernel ({layout:?}), {dtype:?} (None: mixed) at offset {offset}: [norm, coef] {a:?} vs the host's {b:?}");
+                }
+                worst = worst.max(d).max(dc);
             }
-            worst = worst.max(d).max(dc);
         }
     }
     // A non-finite gradient: a NaN coefficient on both paths, and the fused AdamW then

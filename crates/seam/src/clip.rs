@@ -7,9 +7,11 @@
 //! opt.step_params(model.params(), &grads)?;
 //! ```
 //!
-//! On CUDA (`cuda` feature, gradients f32 or bf16) one multi-tensor kernel per 160
+//! On CUDA (`cuda` feature, gradients f32 or bf16) one multi-tensor kernel per 128
 //! gradients (kernels/gradnorm.cu) writes per-block partial sums of squares, and one block
 //! sums them in a fixed order: deterministic, capturable in a CUDA graph, f32 accumulation.
+//! The kernel reads the gradients as one run of 16-byte vectors; `SEAM_GRADNORM=tensorwise`
+//! takes the earlier layout, one tensor after another (for comparisons; `bench gradnorm`).
 //! Elsewhere the sum is taken per tensor in f32 and over tensors in f64 on the host, as
 //! the reference step always did.
 //!
@@ -24,6 +26,16 @@ use candle_core::{DType, Tensor};
 
 /// `[norm, coef]` (f32, on the gradients' device) of the gradients present in `grads`.
 pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
+    norm_and_coef_in(None, grads, clip)
+}
+
+/// [`norm_and_coef`] with the CUDA kernel's layout given (`None`: [`Layout::from_env`]);
+/// the host path has one layout.
+pub fn norm_and_coef_in(
+    layout: Option<Layout>,
+    grads: &[Option<Tensor>],
+    clip: f64,
+) -> Result<Tensor> {
     check(clip, grads.iter().flatten().count())?;
     let present: Vec<&Tensor> = grads.iter().flatten().collect();
     let first = present[0];
@@ -33,8 +45,10 @@ pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
             .iter()
             .all(|g| matches!(g.dtype(), DType::F32 | DType::BF16))
     {
-        return cuda::norm_and_coef(&present, clip as f32);
+        let layout = layout.map_or_else(Layout::from_env, Ok)?;
+        return cuda::norm_and_coef(layout, &present, clip as f32);
     }
+    let _ = layout;
     let mut s = 0f64;
     for t in &present {
         s += t
@@ -51,6 +65,39 @@ pub fn norm_and_coef(grads: &[Option<Tensor>], clip: f64) -> Result<Tensor> {
         (true, false) => 1.0,
     };
     Ok(Tensor::new(&[norm as f32, coef as f32], first.device())?)
+}
+
+/// How the sums-of-squares kernel walks the gradients (kernels/gradnorm.cu).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One run of 16-byte vectors across every tensor of a launch (the default).
+    Flat,
+    /// Tensor after tensor, each grid-strided on its own (the earlier kernel).
+    Tensorwise,
+}
+
+impl Layout {
+    /// `SEAM_GRADNORM` (flat or tensorwise), read once; flat where unset. Anything else
+    /// is an error naming it.
+    pub fn from_env() -> Result<Layout> {
+        static L: std::sync::OnceLock<std::result::Result<Layout, String>> =
+            std::sync::OnceLock::new();
+        L.get_or_init(|| match std::env::var("SEAM_GRADNORM").as_deref() {
+            Err(_) | Ok("flat") => Ok(Layout::Flat),
+            Ok("tensorwise") => Ok(Layout::Tensorwise),
+            Ok(v) => Err(format!("SEAM_GRADNORM={v}: expected flat or tensorwise")),
+        })
+        .clone()
+        .map_err(ModelError::Input)
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn kernel(self) -> &'static str {
+        match self {
+            Layout::Flat => "gradnorm_sumsq",
+            Layout::Tensorwise => "gradnorm_sumsq_tensorwise",
+        }
+    }
 }
 
 /// Refuses a clipping threshold that is not a finite norm >= 0, and a norm of no gradient
@@ -88,6 +135,7 @@ pub fn scale(grads: &[Option<Tensor>], nc: &Tensor) -> Result<Vec<Option<Tensor>
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda {
+    use super::Layout;
     use crate::error::{ModelError, Result};
     use candle_core::backend::BackendStorage;
     use candle_core::cuda_backend::cudarc::driver::{
@@ -99,7 +147,7 @@ pub(crate) mod cuda {
 
     const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/gradnorm.ptx"));
     /// Tensors per launch (GN_MAX in kernels/gradnorm.cu).
-    const MAX: usize = 160;
+    const MAX: usize = 128;
     /// Blocks per launch: fixed, so the sum's order does not depend on the GPU.
     pub const BLOCKS: usize = 264;
     const THREADS: u32 = 512;
@@ -109,8 +157,10 @@ pub(crate) mod cuda {
     struct GradTable {
         ptr: [u64; MAX],
         n: [u64; MAX],
+        vstart: [u64; MAX + 1],
         bf16: [u32; MAX],
         count: u32,
+        ragged: u32,
     }
     // SAFETY: plain old data with the kernel's layout (kernels/gradnorm.cu GradTable).
     unsafe impl DeviceRepr for GradTable {}
@@ -119,13 +169,13 @@ pub(crate) mod cuda {
         ModelError::Input(format!("gradient norm: {what}"))
     }
 
-    pub fn norm_and_coef(grads: &[&Tensor], clip: f32) -> Result<Tensor> {
+    pub fn norm_and_coef(layout: Layout, grads: &[&Tensor], clip: f32) -> Result<Tensor> {
         let Device::Cuda(dev) = grads[0].device() else {
             return Err(cuda_err("not a CUDA tensor"));
         };
         let stream = dev.cuda_stream();
         let partials = Tensor::zeros(slots(grads.len(), BLOCKS), DType::F32, grads[0].device())?;
-        let used = sumsq(&stream, grads, &partials, 0, BLOCKS)?;
+        let used = sumsq_in(layout, &stream, grads, &partials, 0, BLOCKS)?;
         finish(&stream, &partials, used, clip)
     }
 
@@ -143,10 +193,22 @@ pub(crate) mod cuda {
         offset: usize,
         blocks: usize,
     ) -> Result<usize> {
+        sumsq_in(Layout::from_env()?, stream, grads, partials, offset, blocks)
+    }
+
+    /// [`sumsq`] with the kernel's layout given.
+    pub fn sumsq_in(
+        layout: Layout,
+        stream: &Arc<CudaStream>,
+        grads: &[&Tensor],
+        partials: &Tensor,
+        offset: usize,
+        blocks: usize,
+    ) -> Result<usize> {
         let Device::Cuda(dev) = partials.device() else {
             return Err(cuda_err("partials not on CUDA"));
         };
-        let func = dev.get_or_load_custom_func("gradnorm_sumsq", "seam_gradnorm", PTX)?;
+        let func = dev.get_or_load_custom_func(layout.kernel(), "seam_gradnorm", PTX)?;
         let contiguous: Vec<Tensor> = grads
             .iter()
             .map(|g| g.contiguous())
@@ -164,8 +226,10 @@ pub(crate) mod cuda {
             let mut t = GradTable {
                 ptr: [0; MAX],
                 n: [0; MAX],
+                vstart: [0; MAX + 1],
                 bf16: [0; MAX],
                 count: chunk.len() as u32,
+                ragged: 0,
             };
             // The guards keep every gradient's storage borrowed until the launch.
             let guards: Vec<_> = chunk.iter().map(|g| g.storage_and_layout()).collect();
@@ -177,6 +241,15 @@ pub(crate) mod cuda {
                     base_ptr(cs, stream)? + (l.start_offset() * cs.dtype().size_in_bytes()) as u64;
                 t.n[k] = l.shape().elem_count() as u64;
                 t.bf16[k] = u32::from(cs.dtype() == DType::BF16);
+                // Whole 16-byte vectors (none where the start is not 16-byte aligned).
+                let per = 16 / cs.dtype().size_in_bytes() as u64;
+                let vecs = if t.ptr[k].is_multiple_of(16) {
+                    t.n[k] / per
+                } else {
+                    0
+                };
+                t.vstart[k + 1] = t.vstart[k] + vecs;
+                t.ragged |= u32::from(vecs * per != t.n[k]);
             }
             let at = offset + c * blocks;
             let dst = pslice.slice(at..at + blocks);
