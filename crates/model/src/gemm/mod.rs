@@ -59,8 +59,9 @@ pub struct Tuned {
 }
 
 /// One shape's algorithm: the index of the chosen candidate in cuBLASLt's heuristic list
-/// for the shape (the same list on the same GPU model and cuBLASLt version).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// for the shape (the same list on the same GPU model and cuBLASLt version). Serialized
+/// as it is in `train`'s `gemm-choices.json`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Choice {
     /// D (m × n) = A (m × k) · B (k × n), row-major.
     pub m: usize,
