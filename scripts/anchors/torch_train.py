@@ -180,6 +180,9 @@ def main():
     ap.add_argument("--dtype", choices=["fp32", "bf16"], help="default: the config's bf16 field")
     ap.add_argument("--bf16", action="store_true", help="same as --dtype bf16")
     ap.add_argument("--stop-after", type=int, help="stop after this many steps (schedule unchanged)")
+    ap.add_argument("--blas", choices=["default", "cublas", "cublaslt"], default="default",
+                    help="the GEMM library (torch.backends.cuda.preferred_blas_library): the same "
+                         "math through other algorithms, to see how far two runs of one trainer part")
     a = ap.parse_args()
     if not (a.run or (a.config and a.init)):
         ap.error("give --run, or both --config and --init")
@@ -193,6 +196,10 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.set_float32_matmul_precision("highest")
+    if a.blas != "default":
+        torch.backends.cuda.preferred_blas_library(a.blas)
+    if a.device.startswith("cuda"):
+        print(f"torch_train: BLAS {torch.backends.cuda.preferred_blas_library()}", file=sys.stderr)
     dev = torch.device(a.device)
 
     m, V = c["model"], meta["vocab_size"]

@@ -291,7 +291,8 @@ PY
       return $rc ;;
     train-speed)
       # Issue 33's bar: per size:dtype, the step users run, batch 8 x 128 on one GPU, all in
-      # this call: bench single (the step without clipping, then with clipping at 1.0),
+      # this call: bench single on the same model (the data's vocabulary; the step without
+      # clipping, then with clipping at 1.0),
       # `train run` (each strategy of TS_STRATEGIES over NCCL at world 1; clipping at 1.0,
       # the default; the median of steps 6 on from its log), and the PyTorch trainer
       # (anchors/torch_train_best.py, TS_TORCH variants). `train` records go to
@@ -299,11 +300,13 @@ PY
       local p="$RES/train-speed" c size dt rc=0 st v steps="${TS_STEPS:-40}"
       mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
+      # bench single times the model train runs: the data's vocabulary, not the size's.
+      local vocab; vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$p/data/meta.json")" || return 1
       for c in ${CASES:-small:bf16 xl:bf16 xl:fp32}; do
         size="${c%%:*}"; dt="${c##*:}"
-        echo "--- $size $dt: bench single ($(date -u +%T))"
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --out "$RES/results.jsonl" | tail -1 || rc=1
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
+        echo "--- $size $dt: bench single, vocabulary $vocab ($(date -u +%T))"
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" --out "$RES/results.jsonl" | tail -1 || rc=1
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
         for st in ${TS_STRATEGIES:-single bucketed:25}; do
           echo "--- $size $dt: train run --strategy $st ($(date -u +%T))"
           local d="$p/run-$size-$dt-${st%%:*}"; rm -rf "$d"

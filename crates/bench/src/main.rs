@@ -131,7 +131,8 @@ fn run(mut cli: Cli) -> Result<()> {
                     let r = if mode == single::Mode::Step {
                         single_step::run(s, d, warmup, steps, batch, &device, peak, flags)?
                     } else {
-                        single::run(s, d, mode, warmup, steps, batch, &device, peak, flags.graph)?
+                        let (g, v) = (flags.graph, flags.vocab);
+                        single::run(s, d, mode, warmup, steps, batch, &device, peak, g, v)?
                     };
                     println!("{}", single::row(&r));
                     out.append(&r)?;

@@ -46,6 +46,9 @@ pub struct SingleRecord {
     pub dtype: Precision,
     pub mode: Mode,
     pub params: usize,
+    /// The LM's vocabulary (older records: the sizes' default, model::VOCAB).
+    #[serde(default = "default_vocab")]
+    pub vocab: usize,
     pub batch: usize,
     pub seq: usize,
     pub steps: usize,
@@ -90,6 +93,10 @@ pub struct SingleRecord {
     pub gpu: Option<GpuTelemetry>,
 }
 
+fn default_vocab() -> usize {
+    model::VOCAB
+}
+
 /// Training FLOPs of one step: 6·N·tokens for the matmuls with parameters (forward 2,
 /// backward 4) plus attention scores and values (2·2·b·t²·d per layer forward, ×3).
 pub fn step_flops(cfg: &LmConfig, batch: usize, seq: usize) -> f64 {
@@ -99,16 +106,24 @@ pub fn step_flops(cfg: &LmConfig, batch: usize, seq: usize) -> f64 {
     6.0 * matmul_params * tokens + 12.0 * (cfg.layers * batch * seq * seq * cfg.d_model) as f64
 }
 
-/// The LM of `size` in `dtype` on `device` and the benchmarks' fixed batch (token ids from
-/// a multiplicative hash) of `batch` rows on `batch_dev`.
+/// The LM of `size` in `dtype` on `device` (with `vocab` tokens where given, else the
+/// size's) and the benchmarks' fixed batch (token ids from a multiplicative hash) of
+/// `batch` rows on `batch_dev`.
 pub fn setup(
     size: &str,
     dtype: Precision,
     batch: usize,
     device: &Device,
     batch_dev: &Device,
+    vocab: Option<usize>,
 ) -> Result<(LmConfig, TransformerLm, Batch)> {
-    let cfg = crate::ddp::config(size)?;
+    let mut cfg = crate::ddp::config(size)?;
+    if let Some(v) = vocab {
+        if v < 2 {
+            bail!("--vocab {v}: at least 2 tokens");
+        }
+        cfg.vocab = v;
+    }
     let seq = cfg.context;
     let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
     if dtype == Precision::Bf16 {
@@ -135,6 +150,7 @@ pub fn run(
     device: &Device,
     peak_tflops: Option<f64>,
     graph: bool,
+    vocab: Option<usize>,
 ) -> Result<SingleRecord> {
     if mode == Mode::Step {
         bail!("bench single: step mode runs the training step (single_step)");
@@ -142,7 +158,7 @@ pub fn run(
     if steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let (cfg, lm, b) = setup(size, dtype, batch, device, device)?;
+    let (cfg, lm, b) = setup(size, dtype, batch, device, device, vocab)?;
     let seq = cfg.context;
     let (mut fwd, mut bwd, mut optt, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut loss_first, mut loss_last) = (f32::NAN, f32::NAN);
@@ -260,6 +276,7 @@ pub fn run(
         dtype,
         mode,
         params: cfg.param_count(),
+        vocab: cfg.vocab,
         batch,
         seq,
         steps,

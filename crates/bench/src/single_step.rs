@@ -39,6 +39,10 @@ pub struct StepFlags {
     /// then may run inside the backward).
     #[arg(long, default_value_t = 0.0)]
     pub clip: f64,
+    /// The LM's vocabulary (default: the size's, 10,000). run.sh train-speed gives its
+    /// data's, so that `bench single` and `train run` time the same model.
+    #[arg(long)]
+    pub vocab: Option<usize>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -53,7 +57,7 @@ pub fn run(
     f: StepFlags,
 ) -> Result<SingleRecord> {
     // A host batch, as `train` gives it: the step uploads it through pinned memory.
-    let (cfg, lm, b) = crate::single::setup(size, dtype, batch, device, &Device::Cpu)?;
+    let (cfg, lm, b) = crate::single::setup(size, dtype, batch, device, &Device::Cpu, f.vocab)?;
     let seq = cfg.context;
     let b = vec![b];
     let opts = StepOptions {
@@ -92,6 +96,7 @@ pub fn run(
         dtype,
         mode: Mode::Step,
         params: cfg.param_count(),
+        vocab: cfg.vocab,
         batch,
         seq,
         steps,

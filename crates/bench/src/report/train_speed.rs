@@ -28,17 +28,23 @@ pub struct TrainRecord {
     pub adamw: Option<String>,
     #[serde(default)]
     pub norm: Option<String>,
+    /// The data's vocabulary (the model's embedding and head).
+    #[serde(default)]
+    pub vocab: Option<usize>,
 }
 
-/// `bench single`'s step without clipping for `size`/`dtype` (the last such record).
+/// `bench single`'s step without clipping for `size`/`dtype` and the same vocabulary (the
+/// last such record): the same model, or no ratio.
 fn bench_single<'a>(
     singles: &'a [SingleRecord],
     size: &str,
     dtype: &str,
+    vocab: Option<usize>,
 ) -> Option<&'a SingleRecord> {
     singles
         .iter()
         .filter(|s| s.size == size && s.dtype.name() == dtype && !s.tf32)
+        .filter(|s| Some(s.vocab) == vocab)
         .rfind(|s| s.mode == Mode::Step && s.norm.is_none() && s.adamw != AdamwPlace::After)
 }
 
@@ -65,7 +71,8 @@ pub fn section(
         md,
         "## `train run`: what a user's training runs at\n\n\
          The median step of `train run` (steps 6 on; batch {} × {}, clipping at 1.0, the \
-         default), against `bench single`'s step without clipping and the PyTorch trainer \
+         default), against `bench single`'s step without clipping on the same model (its \
+         vocabulary that of `train`'s data) and the PyTorch trainer \
          (`torch_train_best.py`: nanoGPT's loop with SDPA, torch.compile, fused AdamW, \
          clipping, the schedule and the loss read every step; its fastest variant), all \
          from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown.\n\n\
@@ -75,7 +82,7 @@ pub fn section(
     )?;
     let mut bars: Vec<(String, f64)> = Vec::new();
     for r in recs {
-        let single = bench_single(singles, &r.size, &r.dtype);
+        let single = bench_single(singles, &r.size, &r.dtype, r.vocab);
         let torch = trainer(torch, &r.size, &r.dtype);
         let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
         writeln!(

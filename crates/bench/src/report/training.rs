@@ -26,8 +26,10 @@ fn gib(x: Option<f64>) -> String {
 }
 
 /// PyTorch eager (torch_baseline.py: hand-written attention, unfused AdamW) for a record.
+/// The anchors run the sizes' own vocabulary: a record with another has none.
 fn eager<'a>(torch: &'a [TorchStep], r: &SingleRecord) -> Option<&'a TorchStep> {
     super::ddp::torch_for(torch, "single", &r.size, r.dtype.name(), r.tf32)
+        .filter(|_| r.vocab == model::VOCAB)
 }
 
 /// The strongest PyTorch (torch_best.py) for a record: its fastest variant with the same
@@ -40,6 +42,7 @@ fn best<'a>(torch: &'a [TorchStep], r: &SingleRecord) -> Option<&'a TorchStep> {
                 && t.size == r.size
                 && t.dtype == r.dtype.name()
                 && t.tf32 == r.tf32
+                && r.vocab == model::VOCAB
         })
         .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
 }
@@ -81,7 +84,11 @@ pub fn single(
             r.size,
             r.math()
                 + if r.graph { ", CUDA graph" } else { "" }
-                + r.adamw_place(),
+                + r.adamw_place()
+                + &match r.vocab == model::VOCAB {
+                    true => String::new(),
+                    false => format!(", vocabulary {} (`train`'s data)", r.vocab),
+                },
             r.fwd_ms.0,
             r.bwd_ms.0,
             r.opt_ms.0,
