@@ -118,12 +118,7 @@ pub fn setup(
     vocab: Option<usize>,
 ) -> Result<(LmConfig, TransformerLm, Batch)> {
     let mut cfg = crate::ddp::config(size)?;
-    if let Some(v) = vocab {
-        if v < 2 {
-            bail!("--vocab {v}: at least 2 tokens");
-        }
-        cfg.vocab = v;
-    }
+    cfg.vocab = vocab.unwrap_or(cfg.vocab);
     let seq = cfg.context;
     let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
     if dtype == Precision::Bf16 {

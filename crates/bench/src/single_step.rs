@@ -41,7 +41,7 @@ pub struct StepFlags {
     pub clip: f64,
     /// The LM's vocabulary (default: the size's, 10,000). run.sh train-speed gives its
     /// data's, so that `bench single` and `train run` time the same model.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::at_least_1)]
     pub vocab: Option<usize>,
 }
 

@@ -48,6 +48,14 @@ fn bench_single<'a>(
         .rfind(|s| s.mode == Mode::Step && s.norm.is_none() && s.adamw != AdamwPlace::After)
 }
 
+/// ", vocabulary N (`train`'s data)" where a record's model is not the size's own.
+pub fn vocab_note(r: &SingleRecord) -> String {
+    match r.vocab == model::VOCAB {
+        true => String::new(),
+        false => format!(", vocabulary {} (`train`'s data)", r.vocab),
+    }
+}
+
 /// The PyTorch trainer's fastest variant for `size`/`dtype`.
 fn trainer<'a>(torch: &'a [TorchStep], size: &str, dtype: &str) -> Option<&'a TorchStep> {
     torch

@@ -85,10 +85,7 @@ pub fn single(
             r.math()
                 + if r.graph { ", CUDA graph" } else { "" }
                 + r.adamw_place()
-                + &match r.vocab == model::VOCAB {
-                    true => String::new(),
-                    false => format!(", vocabulary {} (`train`'s data)", r.vocab),
-                },
+                + &super::train_speed::vocab_note(r),
             r.fwd_ms.0,
             r.bwd_ms.0,
             r.opt_ms.0,
