@@ -291,8 +291,8 @@ PY
       return $rc ;;
     train-speed)
       # Issue 33's bar: per size:dtype, the step users run, batch 8 x 128 on one GPU, all in
-      # this call: bench single on the same model (the data's vocabulary; the step without
-      # clipping, then with clipping at 1.0),
+      # this call: bench single on the same model (the data's vocabulary, the first train
+      # run's GEMM table; the step without clipping, then with clipping at 1.0),
       # `train run` (each strategy of TS_STRATEGIES over NCCL at world 1; clipping at 1.0,
       # the default; the median of steps 6 on from its log), and the PyTorch trainer
       # (anchors/torch_train_best.py, TS_TORCH variants). `train` records go to
@@ -304,15 +304,17 @@ PY
       local vocab; vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$p/data/meta.json")" || return 1
       for c in ${CASES:-small:bf16 xl:bf16 xl:fp32}; do
         size="${c%%:*}"; dt="${c##*:}"
-        echo "--- $size $dt: bench single, vocabulary $vocab ($(date -u +%T))"
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" --out "$RES/results.jsonl" | tail -1 || rc=1
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
+        # One GEMM table for every process of the case: the first train run times its
+        # GEMMs, and the other runs and bench single compute with its table (each process
+        # timing its own moved xl fp32 by up to 2.7 ms; call 35).
+        local table="$p/gemm-$size-$dt.json" tflag=(); rm -f "$table"
         for st in ${TS_STRATEGIES:-single bucketed:25}; do
           echo "--- $size $dt: train run --strategy $st ($(date -u +%T))"
           local d="$p/run-$size-$dt-${st%%:*}"; rm -rf "$d"
           "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
             --global-batch 8 --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
-            --strategy "$st" --backend nccl --world 1 --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
+            --strategy "$st" --backend nccl --world 1 --fresh --no-progress "${tflag[@]}" > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
+          [ ${#tflag[@]} -eq 0 ] && cp "$d/gemm-choices.json" "$table" && tflag=(--gemm-choices "$table")
           python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" >> "$RES/results.jsonl" <<'PY' || rc=1
 import json, statistics, sys
 d, size, dt, st, txt, meta = sys.argv[1:]
@@ -327,10 +329,14 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
     "validation_graph": "validation: one CUDA graph" in line,
-    "how": line, "loss_last": recs[-1]["loss"]}))
+    "how": line, "loss_last": recs[-1]["loss"],
+    "gemm_table": "own" if "GEMM algorithms:" not in open(txt).read() else "the case's first run's"}))
 PY
           tail -1 "$RES/results.jsonl"; rm -rf "$d"
         done
+        echo "--- $size $dt: bench single, vocabulary $vocab, ${tflag[*]:-own GEMM table} ($(date -u +%T))"
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${tflag[@]}" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
         for v in ${TS_TORCH:-compile-ro}; do
           echo "--- $size $dt: torch_train_best $v ($(date -u +%T))"
           python3 "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" \

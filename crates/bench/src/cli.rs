@@ -170,6 +170,13 @@ pub enum Cmd {
         /// The step's options (graph, AdamW's place, the side stream, clipping).
         #[command(flatten)]
         step: crate::single_step::StepFlags,
+        /// Compute with this GEMM choice table (a `train` run's gemm-choices.json, or one
+        /// --save-gemm-choices wrote); refused where it is not one or holds for another GPU.
+        #[arg(long)]
+        gemm_choices: Option<PathBuf>,
+        /// Write the process's GEMM choice table here at the end (CUDA).
+        #[arg(long)]
+        save_gemm_choices: Option<PathBuf>,
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },

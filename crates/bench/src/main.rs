@@ -107,17 +107,21 @@ fn run(mut cli: Cli) -> Result<()> {
             cpu,
             tf32,
             step: flags,
+            gemm_choices,
+            save_gemm_choices,
             out,
         } => {
             let cpu = cli::on_cpu(cpu);
             budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
             model::tf32::set_tf32(tf32 && !cpu);
-            let out = records::Out::open(&out)?;
             let device = if cpu {
                 Device::Cpu
             } else {
                 comm::nccl::cuda_device(0).context("GPU 0")?
             };
+            let save = save_gemm_choices.as_deref();
+            single_step::gemm_table_in(gemm_choices.as_deref(), save, &device)?;
+            let out = records::Out::open(&out)?;
             println!("{}", single::header());
             for s in &size {
                 for &d in &dtype {
@@ -138,7 +142,7 @@ fn run(mut cli: Cli) -> Result<()> {
                     out.append(&r)?;
                 }
             }
-            Ok(())
+            single_step::gemm_table_out(save, &device)
         }
         Cmd::Ddp {
             backend,

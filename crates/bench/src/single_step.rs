@@ -121,3 +121,44 @@ pub fn run(
         gpu,
     })
 }
+
+/// `--gemm-choices`: the process computes with `path`'s table (refused, naming it, where it
+/// is not one or holds for another GPU or cuBLASLt); `--save-gemm-choices` (`save`) is
+/// refused up front off CUDA.
+pub fn gemm_table_in(
+    path: Option<&std::path::Path>,
+    save: Option<&std::path::Path>,
+    dev: &Device,
+) -> Result<()> {
+    if let (Some(s), None) = (save, model::gemm::identity(dev)?) {
+        anyhow::bail!(
+            "--save-gemm-choices {}: no GEMM table off CUDA",
+            s.display()
+        );
+    }
+    let Some(path) = path else { return Ok(()) };
+    let t = model::gemm::Table::read(path)?;
+    if let Some(why) = t.mismatch(dev)? {
+        anyhow::bail!("--gemm-choices {}: {why}", path.display());
+    }
+    t.apply()?;
+    eprintln!(
+        "bench single: GEMM algorithms: {} shapes from {}",
+        t.choices.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// `--save-gemm-choices`: the process's table written to `path` (off CUDA: refused).
+pub fn gemm_table_out(path: Option<&std::path::Path>, dev: &Device) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    let Some(t) = model::gemm::Table::current(dev)? else {
+        anyhow::bail!(
+            "--save-gemm-choices {}: no GEMM table off CUDA",
+            path.display()
+        );
+    };
+    std::fs::write(path, t.to_json())
+        .map_err(|e| anyhow::anyhow!("--save-gemm-choices {}: {e}", path.display()))
+}

@@ -286,3 +286,44 @@ fn without_a_backend_a_cpu_build_runs_on_the_cpu_saying_why() {
         "{e}"
     );
 }
+
+/// `bench single --gemm-choices`: a missing file, a file that is not a table, and (on the
+/// CPU) any table are refused naming the flag's file, before the run; so is
+/// `--save-gemm-choices` off CUDA.
+#[test]
+fn gemm_tables_that_cannot_be_used_are_refused_naming_them() {
+    let dir = scratch("gemm");
+    let t = dir.join("table.json");
+    let ts = t.to_str().unwrap();
+    let r = dir.join("r.jsonl");
+    let rs = r.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "single", "--cpu", "--size", "tiny", "--warmup", "0", "--steps", "1",
+        ];
+        a.extend_from_slice(&["--out", rs]);
+        a.extend_from_slice(extra);
+        bench(&a, Duration::from_secs(60))
+    };
+    let (ok, _, e, _) = run(&["--gemm-choices", ts]);
+    assert!(!ok && e.contains(ts) && e.contains("reading"), "{e}");
+    std::fs::write(&t, "{}").unwrap();
+    let (ok, _, e, _) = run(&["--gemm-choices", ts]);
+    assert!(
+        !ok && e.contains(ts) && e.contains("not a GEMM choice table"),
+        "{e}"
+    );
+    std::fs::write(
+        &t,
+        r#"{"identity":"NVIDIA H100 80GB HBM3, cuBLASLt 130100","choices":[]}"#,
+    )
+    .unwrap();
+    let (ok, _, e, _) = run(&["--gemm-choices", ts]);
+    assert!(!ok && e.contains(ts) && e.contains("CUDA"), "{e}");
+    assert!(!r.exists(), "a refused table still ran");
+    let saved = dir.join("saved.json");
+    let (ok, _, e, _) = run(&["--save-gemm-choices", saved.to_str().unwrap()]);
+    assert!(!ok && e.contains("--save-gemm-choices"), "{e}");
+    assert!(!r.exists(), "refused, it still ran");
+    std::fs::remove_dir_all(dir).unwrap();
+}

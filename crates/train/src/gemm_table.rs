@@ -10,8 +10,7 @@
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use model::gemm::{self, Choice};
-use serde::{Deserialize, Serialize};
+use model::gemm::{self, Table};
 use std::path::{Path, PathBuf};
 
 /// Rank 0's table's file name in the run directory.
@@ -25,18 +24,11 @@ pub fn path(out: &Path, rank: usize) -> PathBuf {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Table {
-    /// The GPU model and cuBLASLt version the indices are for.
-    identity: String,
-    choices: Vec<Choice>,
-}
-
 /// Where rank `rank`'s table comes from: `--gemm-choices FILE` (it must hold here), else
 /// the rank's own in the run directory (taken where it holds; otherwise said, and the
 /// shapes are timed again). Returns what to say.
 pub fn load(out: &Path, rank: usize, from: Option<&Path>, dev: &Device) -> Result<Option<String>> {
-    let Some(here) = gemm::identity(dev)? else {
+    if gemm::identity(dev)?.is_none() {
         return match from {
             Some(f) => bail!(
                 "--gemm-choices {}: the table is for CUDA's GEMMs; this run is on {dev:?}",
@@ -44,7 +36,7 @@ pub fn load(out: &Path, rank: usize, from: Option<&Path>, dev: &Device) -> Resul
             ),
             None => Ok(None),
         };
-    };
+    }
     let (path, given) = match from {
         Some(f) => (f.to_path_buf(), true),
         None => (path(out, rank), false),
@@ -52,12 +44,9 @@ pub fn load(out: &Path, rank: usize, from: Option<&Path>, dev: &Device) -> Resul
     if !given && !path.exists() {
         return Ok(None);
     }
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let t: Table = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a GEMM choice table", path.display()))?;
-    if t.identity != here {
-        let why = format!("{} is for {}; this is {here}", path.display(), t.identity);
+    let t = Table::read(&path)?;
+    if let Some(why) = t.mismatch(dev)? {
+        let why = format!("{}: {why}", path.display());
         if given {
             bail!("--gemm-choices {why}");
         }
@@ -65,34 +54,27 @@ pub fn load(out: &Path, rank: usize, from: Option<&Path>, dev: &Device) -> Resul
             "warning: {why}: the GEMMs are timed again, and the run will not repeat the earlier steps' bits"
         )));
     }
-    let rows = t.choices;
-    gemm::set_choices(&rows).with_context(|| path.display().to_string())?;
+    t.apply().with_context(|| path.display().to_string())?;
     Ok(Some(format!(
         "GEMM algorithms: {} shapes from {}",
-        rows.len(),
+        t.choices.len(),
         path.display()
     )))
 }
 
 /// Writes the process's table as rank `rank`'s into `out` when it holds more shapes than
-/// `written` (through a temporary file and a rename); returns how many it holds. Nothing
-/// off CUDA.
+/// `written`; returns how many it holds. Nothing off CUDA.
 pub fn save(out: &Path, rank: usize, dev: &Device, written: usize) -> Result<usize> {
-    let Some(identity) = gemm::identity(dev)? else {
+    let Some(t) = Table::current(dev)? else {
         return Ok(0);
     };
-    let all = gemm::choices();
-    if all.len() <= written {
+    let n = t.choices.len();
+    if n <= written {
         return Ok(written);
     }
-    let n = all.len();
-    let t = Table {
-        identity,
-        choices: all,
-    };
     let dest = path(out, rank);
     // Whole or not at all, and durable: temp, fsync, rename, directory fsync.
-    checkpoint::write_atomic(&dest, serde_json::to_string_pretty(&t)?.as_bytes())
+    checkpoint::write_atomic(&dest, t.to_json().as_bytes())
         .with_context(|| format!("writing {}", dest.display()))?;
     Ok(n)
 }
@@ -102,7 +84,7 @@ mod tests {
     use super::*;
 
     /// A table written on an H100 by session 8's build (its own `Row` type, since replaced
-    /// by `model::gemm::Choice`) still reads, and writes back the same JSON.
+    /// by `model::gemm::Table`) still reads, and writes back the same JSON.
     #[test]
     fn tables_written_before_read_and_write_back_the_same() {
         let f = concat!(
@@ -111,6 +93,7 @@ mod tests {
         );
         let text = std::fs::read_to_string(f).unwrap();
         let t: Table = serde_json::from_str(&text).unwrap();
+        assert_eq!(Table::read(std::path::Path::new(f)).unwrap(), t);
         assert!(t.identity.contains("H100"), "{}", t.identity);
         assert!(!t.choices.is_empty());
         assert!(t.choices.iter().all(|c| c.dtype == "bf16"));

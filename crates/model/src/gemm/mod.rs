@@ -35,6 +35,9 @@ mod choices;
 mod lt;
 #[cfg(feature = "cuda")]
 mod op;
+mod table;
+
+pub use table::Table;
 
 use crate::error::Result;
 #[cfg(feature = "cuda")]
@@ -60,7 +63,7 @@ pub struct Tuned {
 
 /// One shape's algorithm: the index of the chosen candidate in cuBLASLt's heuristic list
 /// for the shape (the same list on the same GPU model and cuBLASLt version). Serialized
-/// as it is in `train`'s `gemm-choices.json`.
+/// as it is in a [`Table`]'s file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Choice {
     /// D (m × n) = A (m × k) · B (k × n), row-major.
