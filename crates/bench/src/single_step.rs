@@ -137,11 +137,10 @@ pub fn gemm_table_in(
         );
     }
     let Some(path) = path else { return Ok(()) };
-    let t = model::gemm::Table::read(path)?;
-    if let Some(why) = t.mismatch(dev)? {
-        anyhow::bail!("--gemm-choices {}: {why}", path.display());
-    }
-    t.apply()?;
+    let t = match model::gemm::Table::apply_file(path, dev)? {
+        Ok(t) => t,
+        Err(why) => anyhow::bail!("--gemm-choices {}: {why}", path.display()),
+    };
     eprintln!(
         "bench single: GEMM algorithms: {} shapes from {}",
         t.choices.len(),

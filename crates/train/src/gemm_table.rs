@@ -44,22 +44,18 @@ pub fn load(out: &Path, rank: usize, from: Option<&Path>, dev: &Device) -> Resul
     if !given && !path.exists() {
         return Ok(None);
     }
-    let t = Table::read(&path)?;
-    if let Some(why) = t.mismatch(dev)? {
-        let why = format!("{}: {why}", path.display());
-        if given {
-            bail!("--gemm-choices {why}");
-        }
-        return Ok(Some(format!(
-            "warning: {why}: the GEMMs are timed again, and the run will not repeat the earlier steps' bits"
-        )));
+    match Table::apply_file(&path, dev)? {
+        Ok(t) => Ok(Some(format!(
+            "GEMM algorithms: {} shapes from {}",
+            t.choices.len(),
+            path.display()
+        ))),
+        Err(why) if given => bail!("--gemm-choices {}: {why}", path.display()),
+        Err(why) => Ok(Some(format!(
+            "warning: {}: {why}: the GEMMs are timed again, and the run will not repeat the earlier steps' bits",
+            path.display()
+        ))),
     }
-    t.apply().with_context(|| path.display().to_string())?;
-    Ok(Some(format!(
-        "GEMM algorithms: {} shapes from {}",
-        t.choices.len(),
-        path.display()
-    )))
 }
 
 /// Writes the process's table as rank `rank`'s into `out` when it holds more shapes than

@@ -6,9 +6,10 @@
 //! ```ignore
 //! let t = model::gemm::Table::current(&dev)?;         // None off CUDA
 //! std::fs::write(path, t.unwrap().to_json())?;
-//! let t = model::gemm::Table::read(path)?;            // refuses a file that is not one
-//! t.check(&dev)?;                                     // refuses another GPU or cuBLASLt
-//! t.apply()?;                                         // its shapes are not timed again
+//! match model::gemm::Table::apply_file(path, &dev)? {  // refuses a file that is not one
+//!     Ok(t) => {}      // taken: its t.choices.len() shapes are not timed again
+//!     Err(why) => {}   // for another GPU or cuBLASLt, or off CUDA: nothing taken
+//! }
 //! ```
 
 use super::Choice;
@@ -47,21 +48,26 @@ impl Table {
         serde_json::to_string_pretty(self).expect("a table serializes")
     }
 
-    /// Where this table does not hold on `dev`: why (another GPU model or cuBLASLt
-    /// version, or no CUDA); `None` where it holds.
-    pub fn mismatch(&self, dev: &candle_core::Device) -> Result<Option<String>> {
-        Ok(match super::identity(dev)? {
-            None => Some(format!("the table is for CUDA's GEMMs; this is {dev:?}")),
-            Some(here) if here != self.identity => Some(format!(
-                "the table is for {}; this is {here}",
-                self.identity
-            )),
-            Some(_) => None,
-        })
-    }
-
-    /// Takes the table as the process's choices: its shapes are not timed again.
-    pub fn apply(&self) -> Result<()> {
-        super::set_choices(&self.choices)
+    /// Reads `path` and, where the table holds on `dev`, takes it as the process's choices
+    /// (its shapes are not timed again): the table taken, or why it does not hold here
+    /// (another GPU model or cuBLASLt version, or no CUDA), nothing taken. A file that
+    /// cannot be read or is not a table is an error naming it.
+    pub fn apply_file(
+        path: &Path,
+        dev: &candle_core::Device,
+    ) -> Result<std::result::Result<Table, String>> {
+        let t = Table::read(path)?;
+        let why = match super::identity(dev)? {
+            None => format!("the table is for CUDA's GEMMs; this is {dev:?}"),
+            Some(here) if here != t.identity => {
+                format!("the table is for {}; this is {here}", t.identity)
+            }
+            Some(_) => {
+                super::set_choices(&t.choices)
+                    .map_err(|e| ModelError::Input(format!("{}: {e}", path.display())))?;
+                return Ok(Ok(t));
+            }
+        };
+        Ok(Err(why))
     }
 }
