@@ -18,8 +18,22 @@ pub fn ensure_lm(
     dtypes: &[Precision],
     batch: usize,
 ) -> Result<()> {
+    ensure_lm_vocab(flags, gpu, ranks, sizes, dtypes, batch, None)
+}
+
+/// [`ensure_lm`] for LMs of `vocab` tokens where given (`bench single --vocab`).
+pub fn ensure_lm_vocab(
+    flags: &str,
+    gpu: bool,
+    ranks: usize,
+    sizes: &[String],
+    dtypes: &[Precision],
+    batch: usize,
+    vocab: Option<usize>,
+) -> Result<()> {
     for size in sizes {
-        let cfg = crate::ddp::config(size).map_err(|e| anyhow!("--size {size}: {e}"))?;
+        let cfg =
+            crate::ddp::config_vocab(size, vocab).map_err(|e| anyhow!("--size {size}: {e}"))?;
         for &d in dtypes {
             let flags = format!("{flags} (size {size}, {})", d.name());
             let bf16 = d == Precision::Bf16;

@@ -114,6 +114,13 @@ pub fn config(size: &str) -> Result<LmConfig> {
     })
 }
 
+/// [`config`] with `vocab` tokens where given (`bench single --vocab`), else the size's.
+pub fn config_vocab(size: &str, vocab: Option<usize>) -> Result<LmConfig> {
+    let mut cfg = config(size)?;
+    cfg.vocab = vocab.unwrap_or(cfg.vocab);
+    Ok(cfg)
+}
+
 /// The DDP benchmark on `ranks` ranks (CPU threads, or NCCL: one launched process per
 /// GPU); rank 0 prints and appends the records to `out`.
 pub fn run(

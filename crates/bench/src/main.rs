@@ -112,7 +112,11 @@ fn run(mut cli: Cli) -> Result<()> {
             out,
         } => {
             let cpu = cli::on_cpu(cpu);
-            budget::ensure_lm(&format!("--batch {batch}"), !cpu, 1, &size, &dtype, batch)?;
+            let what = match flags.vocab {
+                Some(v) => format!("--batch {batch} --vocab {v}"),
+                None => format!("--batch {batch}"),
+            };
+            budget::ensure_lm_vocab(&what, !cpu, 1, &size, &dtype, batch, flags.vocab)?;
             model::tf32::set_tf32(tf32 && !cpu);
             let device = if cpu {
                 Device::Cpu

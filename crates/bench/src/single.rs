@@ -117,8 +117,7 @@ pub fn setup(
     batch_dev: &Device,
     vocab: Option<usize>,
 ) -> Result<(LmConfig, TransformerLm, Batch)> {
-    let mut cfg = crate::ddp::config(size)?;
-    cfg.vocab = vocab.unwrap_or(cfg.vocab);
+    let cfg = crate::ddp::config_vocab(size, vocab)?;
     let seq = cfg.context;
     let mut lm = TransformerLm::new(cfg.clone(), 0, device)?;
     if dtype == Precision::Bf16 {

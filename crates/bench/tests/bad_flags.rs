@@ -167,6 +167,11 @@ fn sizes_that_cannot_fit_are_refused_naming_the_flag() {
             &["zero1", "--ranks", "2", "--batch", "100000000"],
             "--ranks 2 × --batch 100000000",
         ),
+        (
+            &["single", "--cpu", "--size", "tiny", "--vocab", "1000000000"],
+            "--vocab 1000000000",
+        ),
+        (&["single", "--cpu", "--vocab", "0"], "--vocab"),
         (&["single", "--cpu", "--steps", "0"], "--steps"),
         (&["ddp", "--warmup", "1000000000000"], "--warmup"),
         (&["zero1", "--steps", "1000000000000"], "--steps"),
