@@ -21,6 +21,10 @@ pub struct Row {
 
 /// `bench gradnorm`: the table, and a JSON line per layout appended to `out`.
 pub fn main(size: &str, bf16: bool, iters: usize, out: &std::path::Path) -> Result<()> {
+    // The model's f32 parameters (built for their shapes), then the gradients.
+    let cfg = crate::ddp::config(size).map_err(|e| anyhow::anyhow!("--size {size}: {e}"))?;
+    let need = (cfg.param_count() as u64).checked_mul(if bf16 { 4 + 2 } else { 4 + 4 });
+    crate::budget::ensure(&format!("--size {size}"), need, crate::budget::Mem::Gpu)?;
     let out = crate::records::Out::open(out)?;
     let dtype = if bf16 { "bf16" } else { "fp32" };
     println!(
