@@ -329,6 +329,7 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
     "validation_graph": "validation: one CUDA graph" in line,
+    "graph_kernels": int(line.split(" kernels")[0].split()[-1]) if " kernels;" in line else None,
     "how": line, "loss_last": recs[-1]["loss"],
     "gemm_table": "own" if "GEMM algorithms:" not in open(txt).read() else "the case's first run's"}))
 PY
@@ -352,13 +353,14 @@ for f in sys.argv[1:]:
         for l in open(f):
             if l.startswith("{"): rows.append(json.loads(l))
     except OSError: pass
-print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'adamw':>12} {'norm':>12}")
+print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'kernels':>7} {'adamw':>12} {'norm':>12}")
+k = lambda r: str(r.get("graph_kernels") or "-")
 for r in rows:
     if r.get("bench") == "single" and r.get("mode") == "step":
         w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
-        print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {r['adamw']:>12} {str(r.get('norm')):>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {w:34} {r['step_ms'][0]:9.2f} {str(r['graph']):>5} {k(r):>7} {r['adamw']:>12} {str(r.get('norm')):>12}")
     elif r.get("bench") == "train":
-        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {k(r):>7} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
     elif r.get("mode") == "train-best":
         print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r['step_ms']:9.2f}")
 PY

@@ -4,7 +4,8 @@
 //! one rank and DDP on one rank; for ZeRO-1 on one rank within 1e-6 (after the backward it
 //! sums its shards in bucket order, not parameter order: the last bit of a norm moves). The step reports where it took the norm: in
 //! the backward where the gradients are final there, after it where they are not (two
-//! ranks, accumulated micro-batches, an f32 gradient sent as bf16).
+//! ranks, accumulated micro-batches, an f32 gradient sent as bf16). On one rank a bf16
+//! wire sends nothing and casts nothing: DDP and ZeRO-1 equal one process.
 
 mod common;
 
@@ -71,6 +72,13 @@ fn bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
     o.grad_dtype = Some(DType::BF16);
     Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
 }
+fn zero1_bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+    let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+    o.grad_dtype = Some(DType::BF16);
+    let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
+    z.set_gather_ahead(true);
+    Sync::Zero1(Box::new(z))
+}
 fn zero1(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
     let s = Strategy::Bucketed { bucket_mb: 0.01 };
     let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
@@ -113,9 +121,30 @@ fn the_norm_is_taken_after_the_backward_where_gradients_are_not_final_there() {
         ("zero1, 2 ranks", 2, 1, zero1),
         ("single, 2 micro-batches", 1, 2, local),
         ("ddp, 2 micro-batches", 1, 2, bucketed),
-        ("ddp, f32 gradients sent as bf16", 1, 1, bf16_wire),
+        ("ddp, f32 gradients sent as bf16", 2, 1, bf16_wire),
     ] {
         let r = run(world, accum, NormPlace::InBackward, sync);
         assert_eq!(r.taken, Some(NormPlace::After), "{what}");
+    }
+}
+
+/// On one rank nothing is sent: a bf16 wire casts no gradient, and DDP and ZeRO-1 train as
+/// one process does (ZeRO-1's norm sums its shards in bucket order: within 1e-6), with the
+/// norm taken in the backward.
+#[test]
+fn on_one_rank_a_bf16_wire_changes_nothing() {
+    let single = run(1, 1, NormPlace::After, local);
+    for (what, sync, tol) in [
+        ("ddp", bf16_wire as MakeSync, 0.0),
+        ("zero1", zero1_bf16_wire, 1e-6),
+    ] {
+        let r = run(1, 1, NormPlace::After, sync);
+        for (s, (a, b)) in r.norms.iter().zip(&single.norms).enumerate() {
+            assert!((a - b).abs() <= tol * b, "{what}, step {s}: norm {a} vs {b}");
+        }
+        let d = max_diff(&r.weights, &single.weights);
+        assert!(d <= tol as f32, "{what}: weights differ by {d:e} from one process");
+        let inside = run(1, 1, NormPlace::InBackward, sync);
+        assert_eq!(inside.taken, Some(NormPlace::InBackward), "{what}");
     }
 }

@@ -130,15 +130,22 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
                 )));
             }
         };
+        // On one rank nothing is sent (the collective is the identity): a gradient reduced
+        // alone keeps its own dtype, so no cast runs and the step computes what one
+        // process computes.
+        let alone = match ddp.comm.world_size() {
+            1 => g.dtype(),
+            _ => dtype,
+        };
         if ddp.opts.reduce_scatter {
             match ddp.shards_in_place(i) {
                 // Sharded where it lies (converted first where it is not in the wire dtype).
-                true => in_place_grads.push((i, g.flatten_all()?.to_dtype(dtype)?.contiguous()?)),
+                true => in_place_grads.push((i, g.flatten_all()?.to_dtype(alone)?.contiguous()?)),
                 false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
             }
             continue;
         }
-        let in_place = g.dtype() == dtype && ddp.goes_alone(g.elem_count()) && g.is_contiguous();
+        let in_place = g.dtype() == alone && ddp.goes_alone(g.elem_count()) && g.is_contiguous();
         match in_place {
             true => in_place_grads.push((i, g)),
             false => parts.push(g.flatten_all()?.to_dtype(dtype)?),

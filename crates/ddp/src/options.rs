@@ -8,7 +8,9 @@ use candle_core::DType;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DdpOptions {
     pub strategy: Strategy,
-    /// Communicate gradients in this dtype (e.g. bf16); `None` keeps them f32.
+    /// Communicate gradients in this dtype (e.g. bf16); `None` keeps them f32. On one rank
+    /// nothing is sent, and a gradient keeps its own dtype (no cast: the step computes
+    /// what one process computes).
     pub grad_dtype: Option<DType>,
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,

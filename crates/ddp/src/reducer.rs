@@ -223,8 +223,13 @@ impl Ddp {
             if let Some(h) = hook.as_mut() {
                 h(s)?;
             }
-            // f32 on the wire holds every gradient dtype exactly; another only its own.
-            observing &= wire == DType::F32 || grads.iter().flatten().all(|g| g.dtype() == wire);
+            // f32 on the wire holds every gradient dtype exactly; another only its own. On
+            // one rank a contiguous gradient is reduced as it is (launch::prepare).
+            observing &= wire == DType::F32
+                || grads
+                    .iter()
+                    .flatten()
+                    .all(|g| g.dtype() == wire || g.is_contiguous());
             if observing {
                 observe(s, grads)?;
             }

@@ -110,9 +110,10 @@ impl Engine {
 
     /// How the step runs: "graph" or "eager (why)", and where AdamW runs.
     pub fn describe(&self) -> String {
-        let g = match self.step.graph_status() {
-            Ok(()) => "one CUDA graph".to_string(),
-            Err(why) => format!("eager ({why})"),
+        let g = match (self.step.graph_status(), self.step.graph_kernels()) {
+            (Ok(()), Some(k)) => format!("one CUDA graph of {k} kernels"),
+            (Ok(()), None) => "one CUDA graph".to_string(),
+            (Err(why), _) => format!("eager ({why})"),
         };
         let eval = match self.step.eval_graph_status() {
             Some(Ok(())) => "; validation: one CUDA graph".to_string(),
