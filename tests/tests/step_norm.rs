@@ -139,10 +139,16 @@ fn on_one_rank_a_bf16_wire_changes_nothing() {
     ] {
         let r = run(1, 1, NormPlace::After, sync);
         for (s, (a, b)) in r.norms.iter().zip(&single.norms).enumerate() {
-            assert!((a - b).abs() <= tol * b, "{what}, step {s}: norm {a} vs {b}");
+            assert!(
+                (a - b).abs() <= tol * b,
+                "{what}, step {s}: norm {a} vs {b}"
+            );
         }
         let d = max_diff(&r.weights, &single.weights);
-        assert!(d <= tol as f32, "{what}: weights differ by {d:e} from one process");
+        assert!(
+            d <= tol as f32,
+            "{what}: weights differ by {d:e} from one process"
+        );
         let inside = run(1, 1, NormPlace::InBackward, sync);
         assert_eq!(inside.taken, Some(NormPlace::InBackward), "{what}");
     }

@@ -12,8 +12,10 @@
 //! Memory (CUDA pool, GiB), from an eager step: in use after initialisation, directly
 //! before and after the optimizer update of a steady-state step (`TrainStep::set_probe`),
 //! and the peak of that step; the analytic persistent part (f32 parameters, gradients,
-//! moments; not a bf16 model's weight copies) beside it. Step time: `step_timing::time_steps` (the step captured as one CUDA graph
-//! where it can be: `graph`), the slowest rank's mean.
+//! moments; not a bf16 model's weight copies) beside it. Step time: `step_timing::time_steps`
+//! (the step captured as one CUDA graph where it can be: `graph`), the slowest rank's mean,
+//! beside `single_ms`, `bench single`'s step on the same model in the same run (the own
+//! 1-GPU step, as `bench ddp` has it).
 
 use crate::memory;
 use crate::single::Precision;
@@ -58,6 +60,13 @@ pub struct ZeroRecord {
     /// The timed steps ran as one CUDA graph.
     #[serde(default)]
     pub graph: bool,
+    /// Kernel launches in one replay of that graph.
+    #[serde(default)]
+    pub graph_kernels: Option<usize>,
+    /// This GPU alone on the same model: `bench single`'s step (`Sync::Local`, one CUDA
+    /// graph, AdamW where it runs fastest), timed in the same run; the slowest rank's mean.
+    #[serde(default)]
+    pub single_ms: Option<f64>,
     /// Analytic, this rank: parameters, gradients and AdamW moments (f32).
     pub params_gib: f64,
     pub grads_gib: f64,
@@ -184,6 +193,8 @@ pub fn run_rank(
     let c = comm.as_ref();
     let w = c.world_size();
     let lr = adamw_cfg().lr;
+    // bench single's step per dtype (the model is the same in every mode).
+    let mut singles: Vec<(Precision, f64)> = Vec::new();
     let runs = cfg
         .dtypes
         .iter()
@@ -239,9 +250,21 @@ pub fn run_rank(
         )?;
         let run = crate::step_timing::time_steps(&mut st, &lm, &micro, lr, (warmup, steps), dev)?;
         let graph = st.graph_status().is_ok();
+        let graph_kernels = st.graph_kernels();
         drop(st);
+        let single_ms = match singles.iter().find(|(p, _)| *p == prec) {
+            Some(&(_, ms)) => ms,
+            None => {
+                let mut st = TrainStep::new(&lm, Sync::Local, adamw_cfg(), timed)?;
+                let single =
+                    crate::step_timing::time_steps(&mut st, &lm, &micro, lr, (warmup, steps), dev)?;
+                let ms = crate::timer::mean_std(&single.ms).0;
+                singles.push((prec, ms));
+                ms
+            }
+        };
         let (m, sd) = crate::timer::mean_std(&run.ms);
-        let t = Tensor::new(&[m, sd, comm_ms], dev)?;
+        let t = Tensor::new(&[m, sd, comm_ms, single_ms], dev)?;
         c.all_reduce(&t, ReduceOp::Max)?;
         let v: Vec<f64> = t.to_device(&Device::Cpu)?.to_vec1()?;
         let gib = |e: usize| e as f64 * 4.0 / (1u64 << 30) as f64;
@@ -265,6 +288,8 @@ pub fn run_rank(
             coalesce: cfg.coalesce,
             peak_gib: peak,
             graph,
+            graph_kernels,
+            single_ms: Some(v[3]),
             params_gib: gib(n),
             grads_gib: gib(n),
             state_gib: gib(2 * state_elems),
@@ -327,13 +352,15 @@ fn comm_only(
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>2} {:>13} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:>5} {:>5} {:>2} {:>13} {:>9} {:>6} {:>9} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "size",
         "dtype",
         "w",
         "mode",
         "step(ms)",
         "±",
+        "1gpu(ms)",
+        "÷1gpu",
         "comm(ms)",
         "init",
         "before",
@@ -350,13 +377,15 @@ pub fn row(r: &ZeroRecord) -> String {
         false => r.mode.clone(),
     };
     format!(
-        "{:>5} {:>5} {:>2} {:>13} {:>9.1} {:>6.1} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
+        "{:>5} {:>5} {:>2} {:>13} {:>9.2} {:>6.2} {:>9} {:>7} {:>9.1} {:>8} {:>8} {:>8} {:>8} {:>9.1}",
         r.size,
         r.dtype.name(),
         r.world,
         mode,
         r.step_ms,
         r.step_std_ms,
+        r.single_ms.map_or("-".into(), |v| format!("{v:.2}")),
+        r.single_ms.map_or("-".into(), |v| format!("{:.3}", r.step_ms / v)),
         r.comm_ms,
         g(r.after_init_gib),
         g(r.before_step_gib),

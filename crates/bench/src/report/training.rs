@@ -1,7 +1,6 @@
 //! The training sections of the report: the single-GPU step against the strongest PyTorch
-//! and PyTorch eager, ZeRO
-//! memory and time against PyTorch's ZeroRedundancyOptimizer, and the per-component
-//! profile (with its flame graph). Each: a table, a plot, and generated sentences.
+//! and PyTorch eager, ZeRO memory and time against PyTorch's ZeroRedundancyOptimizer, and
+//! the per-component profile (with its flame graph). Each: a table, a plot, sentences.
 
 use super::plot;
 use crate::profile::ProfileRecord;
@@ -22,7 +21,7 @@ fn size(g: f64) -> String {
 }
 
 fn gib(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+    x.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
 /// PyTorch eager (torch_baseline.py: hand-written attention, unfused AdamW) for a record.
@@ -155,12 +154,10 @@ pub fn single(
         .min_by_key(|r| r.dtype == Precision::Fp32)
         .copied()
         .expect("non-empty");
+    let (f, b, o) = (big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0);
     let parts = match big.graph {
         true => "one CUDA graph".to_string(),
-        false => format!(
-            "{:.1} forward, {:.1} backward, {:.1} AdamW",
-            big.fwd_ms.0, big.bwd_ms.0, big.opt_ms.0
-        ),
+        false => format!("{f:.1} forward, {b:.1} backward, {o:.1} AdamW"),
     };
     write!(
         md,
@@ -213,12 +210,13 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
         md.push_str("No ZeRO results in this run.\n\n");
         return Ok(());
     }
-    md.push_str("Every mode runs the step `train` runs (`step::TrainStep`, no clipping): `zero1` is ZeRO-1 with one bucket reduce-scattered after the backward, `zero1-overlap` through DDP's buckets during it, `zero1-ahead` with its all-gathers overlapping the next forward. Memory is read in eager steps; step time is of the step captured as one CUDA graph where the record says `graph`.\n\n");
-    md.push_str("| size | dtype | ranks | mode | bucket (MB) | step (ms) | comm alone (ms) | after init | before step | after step | peak (GiB) | f32 params + grads + moments (GiB) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("Every mode runs the step `train` runs (`step::TrainStep`, no clipping): `zero1` is ZeRO-1 with one bucket reduce-scattered after the backward, `zero1-overlap` through DDP's buckets during it, `zero1-ahead` with its all-gathers overlapping the next forward. Memory is read in eager steps; step time is of the step captured as one CUDA graph where the record says `graph`. The own 1-GPU step is `bench single`'s (`Sync::Local`, one CUDA graph, AdamW where it runs fastest) on the same model, timed in the same run.\n\n");
+    md.push_str("| size | dtype | ranks | mode | bucket (MB) | step (ms) | own 1-GPU (ms) | ÷ 1-GPU | comm alone (ms) | after init | before step | after step | peak (GiB) | f32 params + grads + moments (GiB) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in recs {
+        let one = |f: fn(f64, f64) -> String| r.single_ms.map_or("-".into(), |s| f(r.step_ms, s));
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {:.1} ± {:.1} | {:.1} | {} | {} | {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.1} ± {:.1} | {} | {} | {:.1} | {} | {} | {} | {} | {:.2} |",
             r.size,
             r.dtype.name(),
             r.world,
@@ -226,6 +224,8 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
             r.bucket_mb,
             r.step_ms,
             r.step_std_ms,
+            one(|_, s| format!("{s:.1}")),
+            one(|m, s| format!("{:.3}", m / s)),
             r.comm_ms,
             gib(r.after_init_gib),
             gib(r.before_step_gib),
@@ -237,7 +237,7 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
     for t in torch.iter().filter(|t| t.mode == "zero") {
         writeln!(
             md,
-            "| {} | {} | {} | PyTorch {} | | {:.1} | | | | | {:.2} | |",
+            "| {} | {} | {} | PyTorch {} | | {:.1} | | | | | | | {:.2} | |",
             t.size,
             t.dtype,
             t.world.unwrap_or(0),
