@@ -3,8 +3,9 @@
 //! one users run (`step::TrainStep`, timed by [`crate::step_timing`]):
 //!   - `single_ms`: this GPU alone, `bench single`'s step (the "own 1-GPU step": one CUDA
 //!     graph, AdamW where it runs fastest);
-//!   - `compute_ms`: the same step with AdamW after the backward, as DDP runs it, without
-//!     communication;
+//!   - `compute_ms`: the DDP step's compute without communication. DDP runs AdamW where
+//!     one GPU does (inside the backward without clipping: each bucket's update once its
+//!     all-reduce is collected; after the norm with clipping), so this is `single_ms`;
 //!   - `step_ms`: the DDP step (`Sync::Ddp`: forward, staged backward with the strategy's
 //!     collectives, AdamW; one CUDA graph with its collectives on NCCL);
 //!   - `comm_ms`: the strategy's collectives alone on the same gradients;
@@ -222,9 +223,10 @@ pub fn run_rank(
                 let mut st = TrainStep::new(&lm, Sync::Local, adamw_cfg(), o)?;
                 time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)
             };
+            // The DDP step runs AdamW where one GPU does (inside the backward without
+            // clipping, after the norm with it): its compute alone is bench single's step.
             let single = plain(AdamwPlace::Auto)?;
-            let compute = plain(AdamwPlace::After)?;
-            let (single_ms, compute_ms) = (mean_std(&single.ms).0, mean_std(&compute.ms).0);
+            let (single_ms, compute_ms) = (mean_std(&single.ms).0, mean_std(&single.ms).0);
             let runs = cfg.strategies.iter().flat_map(|&s| {
                 let carve = cfg.sm_carveouts.iter();
                 carve.flat_map(move |&c| cfg.coalesce.iter().map(move |&g| (s, c, g)))
@@ -241,6 +243,7 @@ pub fn run_rank(
                 let mut st = TrainStep::new(&lm, Sync::Ddp(Box::new(d)), adamw_cfg(), so)?;
                 let steps = time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)?;
                 let graph = st.graph_status().err();
+                let adamw = st.adamw_place().name().to_string();
                 let peak = memory::gib(steps.peak_bytes);
                 let Sync::Ddp(d) = st.sync_mut() else {
                     unreachable!("built with Sync::Ddp")
@@ -319,6 +322,7 @@ pub fn run_rank(
                     host_ms: None,
                     graph: Some(graph.is_none()),
                     graph_fallback: graph,
+                    adamw: Some(adamw),
                     gpu: steps.telemetry,
                     single_gpu: single.telemetry,
                     nccl_env: (c.backend() == "nccl")

@@ -62,6 +62,10 @@ pub struct DdpRecord {
     pub graph: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_fallback: Option<String>,
+    /// Where the DDP step ran AdamW ("after", "in-backward", "side-stream"; absent in
+    /// records before session 10, which ran it after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adamw: Option<String>,
 }
 
 pub fn header() -> String {

@@ -2,7 +2,8 @@
 //! (`step::TrainStep`, alone, under DDP or ZeRO-1 over a one-rank NCCL group): ten steps
 //! of the tiny LM, each on its own batch and learning rate,
 //! eager against one eager step and nine replays of the captured whole step (forward,
-//! backward, the norm and clipping where AdamW runs after the backward, AdamW). The
+//! backward, the norm and clipping where AdamW runs after the backward, AdamW; inside the
+//! backward with DDP, each bucket's update after its all-reduce). The
 //! weights must agree within 1e-6 relative (fp32); bf16 within 1e-2. The device must not
 //! track per-allocation events (comm's `cuda_device`), as for every captured step.
 
@@ -123,6 +124,13 @@ fn train(
         st.step(&lm, &[batch(s)?], 1e-3 * (1.0 + s as f64 / 10.0))?;
     }
     st.flush()?;
+    if st.adamw_place() != place {
+        bail!(
+            "{:?}: AdamW {place:?} asked for, {:?} ran",
+            over.0,
+            st.adamw_place()
+        );
+    }
     match (graph, st.graph_status()) {
         (true, Err(why)) => bail!("{dtype:?}, AdamW {place:?}, {:?}: no graph: {why}", over.0),
         (false, Ok(())) => bail!("{dtype:?}: the eager reference ran a graph"),
@@ -211,6 +219,8 @@ pub fn print_all() -> Result<()> {
         (Over::Local, P::InBackward),
         (Over::Local, P::SideStream),
         (Over::Ddp, P::After),
+        (Over::Ddp, P::InBackward),
+        (Over::Ddp, P::SideStream),
         (Over::Zero1, P::After),
     ] {
         for dtype in [DType::F32, DType::BF16] {

@@ -1,8 +1,8 @@
 //! How [`crate::Ddp`] launches its buckets: [`prepare`] copies (and casts) a bucket's
 //! gradients into one flat buffer in the communication dtype, except large ones already in
-//! that dtype, which are reduced where they lie ([`IN_PLACE_MIN`]); [`launch_all`] launches the buckets that
-//! became ready together, one collective each or, with `DdpOptions::coalesce`, one
-//! coalesced launch; [`InFlight`] keeps them until they are collected.
+//! that dtype, which are reduced where they lie ([`IN_PLACE_MIN`]); [`launch_all`] launches
+//! the buckets that became ready together, one collective each or, with `DdpOptions::coalesce`, one
+//! coalesced launch; [`InFlight`] keeps them until they are collected ([`InFlight::collect`]).
 
 use crate::error::{DdpError, Result};
 use crate::reducer::Ddp;
@@ -36,17 +36,61 @@ impl Prepared {
     }
 }
 
-/// One launch in flight: its buckets (one, or several coalesced) and their handle.
+/// Stages of backward between launching a bucket and making the compute stream wait for
+/// its reduce ([`Ddp::forward_backward_reduced`]): time for the collective to finish.
+pub const REDUCE_LAG: usize = 2;
+
+/// Adds one launch to the step's counters.
+pub(crate) fn count(stats: &mut crate::reducer::SyncStats, f: &InFlight) {
+    stats.collectives += f.buckets.len();
+    stats.launches += 1;
+    stats.bytes += (f.buckets.iter().flat_map(|p| p.bufs()))
+        .map(|b| b.elem_count() * b.dtype().size_in_bytes())
+        .sum::<usize>();
+}
+
+/// One launch in flight: its buckets (one, or several coalesced), their handle, and the
+/// backward stage that launched them (`None`: after the backward).
 pub(crate) struct InFlight {
     pub(crate) buckets: Vec<Prepared>,
     pub(crate) work: Work,
+    pub(crate) stage: Option<usize>,
 }
 
-/// Launches buckets `bs` (ready together): one launch each, or with
-/// [`DdpOptions::coalesce`] one coalesced launch for all; appends them to `launched`.
+impl InFlight {
+    /// Waits for the launch (the compute stream waits; the host does not block on the
+    /// GPU) and returns its buckets' averaged gradients by parameter index, in the
+    /// communication dtype (views of the flat buffers), times `scale` where given.
+    pub(crate) fn collect(self, ddp: &Ddp, scale: Option<f64>) -> Result<Vec<(usize, Tensor)>> {
+        self.work.wait()?;
+        let mut out = Vec::new();
+        for p in self.buckets {
+            let alone: Vec<usize> = p.in_place.iter().map(|(i, _)| *i).collect();
+            for (i, g) in p.in_place {
+                out.push((i, crate::reducer::scaled(g, scale)?));
+            }
+            let Some(buf) = p.buf else { continue };
+            let buf = crate::reducer::scaled(buf, scale)?;
+            let mut off = 0;
+            for &i in ddp.buckets[p.bucket]
+                .params
+                .iter()
+                .filter(|i| !alone.contains(i))
+            {
+                let n = ddp.shapes[i].elem_count();
+                out.push((i, buf.narrow(0, off, n)?.reshape(ddp.shapes[i].clone())?));
+                off += n;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Launches buckets `bs` (ready together, at backward stage `stage`): one launch each, or
+/// with [`DdpOptions::coalesce`] one coalesced launch for all; appends them to `launched`.
 pub(crate) fn launch_all(
     ddp: &Ddp,
-    bs: &[usize],
+    (bs, stage): (&[usize], Option<usize>),
     grads: &mut Grads,
     acc: Option<&Grads>,
     launched: &mut Vec<InFlight>,
@@ -56,10 +100,10 @@ pub(crate) fn launch_all(
         .map(|&b| prepare(ddp, b, grads, acc))
         .collect::<Result<Vec<_>>>()?;
     if ddp.opts.coalesce && prepared.len() > 1 {
-        launched.push(launch(ddp, prepared)?);
+        launched.push(launch(ddp, prepared, stage)?);
     } else {
         for p in prepared {
-            launched.push(launch(ddp, vec![p])?);
+            launched.push(launch(ddp, vec![p], stage)?);
         }
     }
     Ok(())
@@ -67,7 +111,7 @@ pub(crate) fn launch_all(
 
 /// Launches the buckets' all-reduces (average), or reduce-scatters in that mode: one
 /// collective for one bucket, a coalesced one for several.
-fn launch(ddp: &Ddp, buckets: Vec<Prepared>) -> Result<InFlight> {
+fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
     let work = if ddp.opts.reduce_scatter {
         let mut pairs = Vec::new();
@@ -91,7 +135,11 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>) -> Result<InFlight> {
             _ => c.all_reduce_coalesced_async(&bufs, ReduceOp::Avg)?,
         }
     };
-    Ok(InFlight { buckets, work })
+    Ok(InFlight {
+        buckets,
+        work,
+        stage,
+    })
 }
 
 fn flat(p: &Prepared) -> Result<&Tensor> {

@@ -18,7 +18,8 @@
 use crate::buckets::{self, Bucket, ParamInfo};
 use crate::consistency;
 use crate::error::{DdpError, Result};
-use crate::launch::{launch_all, InFlight};
+pub use crate::launch::REDUCE_LAG;
+use crate::launch::{count, launch_all, InFlight};
 pub use crate::options::DdpOptions;
 use candle_core::{DType, Device, Shape, Tensor};
 use comm::Communicator;
@@ -200,13 +201,49 @@ impl Ddp {
         model: &dyn StagedModel,
         batch: &Batch,
         before_stage: impl FnMut(usize) -> Result<()>,
+        observe: impl FnMut(usize, &Grads) -> Result<()>,
+    ) -> Result<(Tensor, bool)> {
+        self.run(model, batch, before_stage, observe, None)
+    }
+
+    /// [`Self::forward_backward`] for an optimizer inside the backward (PyTorch's
+    /// optimizer-in-backward behind DDP's communication hook): `reduced(grads)` gets each
+    /// launch's averaged gradients, by parameter index, each parameter once and final, as
+    /// soon as the compute stream is made to wait for them: [`REDUCE_LAG`] stages after the
+    /// launch (at once on one rank, where nothing is sent), the rest after the backward.
+    /// Nothing is left for [`Self::finish_gradient_synchronization`]. Not in
+    /// reduce-scatter mode.
+    pub fn forward_backward_reduced(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        mut reduced: impl FnMut(Vec<(usize, Tensor)>) -> Result<()>,
+    ) -> Result<Tensor> {
+        if self.opts.reduce_scatter {
+            return Err(DdpError::Input(
+                "forward_backward_reduced: this Ddp reduce-scatters (ZeRO-1 steps its shards)"
+                    .into(),
+            ));
+        }
+        let observe = |_: usize, _: &Grads| Ok(());
+        let r = self.run(model, batch, |_| Ok(()), observe, Some(&mut reduced));
+        self.scale = None;
+        Ok(r?.0)
+    }
+
+    fn run(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        before_stage: impl FnMut(usize) -> Result<()>,
         mut observe: impl FnMut(usize, &Grads) -> Result<()>,
+        mut reduced: Option<&mut dyn FnMut(Vec<(usize, Tensor)>) -> Result<()>>,
     ) -> Result<(Tensor, bool)> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
         let eager = self.opts.strategy.eager();
-        let mut launched: Vec<InFlight> = Vec::new();
-        let mut stats = SyncStats::default();
+        let (mut launched, mut stats, mut during) =
+            (Vec::<InFlight>::new(), SyncStats::default(), 0);
         let tape = seam::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
         let acc = self.accumulated.take();
@@ -214,11 +251,32 @@ impl Ddp {
         self.scale = (micro > 1 && !self.opts.sum_micro_batches).then(|| 1.0 / micro as f64);
         let wire = self.opts.grad_dtype.unwrap_or(DType::F32);
         let mut observing = self.comm.world_size() == 1 && acc.is_none() && micro == 1;
+        let lag = if self.comm.world_size() == 1 {
+            0
+        } else {
+            REDUCE_LAG
+        };
         let mut hook = self.stage_hook.take();
         let carve = if eager { self.opts.gemm_sm_carveout } else { 0 };
         if carve > 0 {
             seam::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
         }
+        let this = &*self;
+        // Collects (and hands to `reduced`) the launches made at stage `s + lag` or before.
+        let mut drain = |launched: &mut Vec<InFlight>, s: Option<usize>| -> Result<()> {
+            let Some(f) = reduced.as_mut() else {
+                return Ok(());
+            };
+            let due = |l: &InFlight| match (s, l.stage) {
+                (Some(s), Some(t)) => t >= s + lag,
+                _ => true,
+            };
+            while let Some(k) = launched.iter().position(due) {
+                count(&mut stats, &launched[k]);
+                f(launched.remove(k).collect(this, this.scale)?)?;
+            }
+            Ok(())
+        };
         let result = tape.backward(|s, grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
                 h(s)?;
@@ -234,30 +292,29 @@ impl Ddp {
                 observe(s, grads)?;
             }
             if eager {
-                let ready: Vec<usize> = (0..self.buckets.len())
-                    .filter(|&b| self.buckets[b].ready_stage == s)
+                let ready: Vec<usize> = (0..this.buckets.len())
+                    .filter(|&b| this.buckets[b].ready_stage == s)
                     .collect();
-                stats.launched_during_backward += ready.len();
-                launch_all(self, &ready, grads, acc.as_ref(), &mut launched)?;
+                during += ready.len();
+                launch_all(this, (&ready, Some(s)), grads, acc.as_ref(), &mut launched)?;
+                drain(&mut launched, Some(s))?;
             }
             Ok(())
         });
-        self.stage_hook = hook;
         if carve > 0 {
             seam::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
         }
         let mut grads = result?;
         if !eager {
             let all: Vec<usize> = (0..self.buckets.len()).collect();
-            launch_all(self, &all, &mut grads, acc.as_ref(), &mut launched)?;
+            launch_all(this, (&all, None), &mut grads, acc.as_ref(), &mut launched)?;
         }
-        let prepared = || launched.iter().flat_map(|f| &f.buckets);
-        stats.collectives = prepared().count();
-        stats.launches = launched.len();
-        stats.bytes = prepared()
-            .flat_map(|p| p.bufs())
-            .map(|b| b.elem_count() * b.dtype().size_in_bytes())
-            .sum();
+        drain(&mut launched, None)?;
+        for f in &launched {
+            count(&mut stats, f);
+        }
+        stats.launched_during_backward = during;
+        self.stage_hook = hook;
         self.stats = stats;
         self.in_flight = launched;
         Ok((loss, observing))
@@ -290,7 +347,7 @@ impl Ddp {
         let mut launched = Vec::with_capacity(self.buckets.len());
         let mut grads = grads.clone();
         let all: Vec<usize> = (0..self.buckets.len()).collect();
-        launch_all(self, &all, &mut grads, None, &mut launched)?;
+        launch_all(self, (&all, None), &mut grads, None, &mut launched)?;
         self.in_flight = launched;
         self.finish_gradient_synchronization()
     }
@@ -314,24 +371,8 @@ impl Ddp {
         let mut out: Grads = vec![None; self.shapes.len()];
         let scale = self.scale.take();
         for f in std::mem::take(&mut self.in_flight) {
-            f.work.wait()?;
-            for p in f.buckets {
-                for (i, g) in p.in_place {
-                    out[i] = Some(scaled(g, scale)?);
-                }
-                if let Some(buf) = p.buf {
-                    let buf = scaled(buf, scale)?;
-                    let mut off = 0;
-                    for &i in &self.buckets[p.bucket].params {
-                        if out[i].is_some() {
-                            continue; // reduced in place
-                        }
-                        let n = self.shapes[i].elem_count();
-                        let g = buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
-                        out[i] = Some(g);
-                        off += n;
-                    }
-                }
+            for (i, g) in f.collect(self, scale)? {
+                out[i] = Some(g);
             }
         }
         Ok(out)

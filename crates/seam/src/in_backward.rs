@@ -14,8 +14,9 @@
 //! ```
 //! The parameters end bit-identical to `opt.step_params(params, &grads)` after the
 //! backward: the same kernels with the same scalars, each parameter updated once. What it
-//! cannot do: clip by the global gradient norm (known only after the last stage) or
-//! average gradients across ranks first (DDP's reduce would have to finish per stage).
+//! cannot do: clip by the global gradient norm (known only after the last stage). With
+//! DDP, `stage` takes each bucket's gradients once its reduce is done
+//! (`ddp::Ddp::forward_backward_reduced`, as `step::TrainStep` runs it).
 //!
 //! The second stream ([`SideStream`]) is ordered by hand, with events:
 //! - fork: the stage's updates wait for everything queued on the compute stream so far

@@ -56,8 +56,14 @@ impl Core {
                  are broadcast); use ZeRO-1 (Sync::Zero1)"
             );
         }
-        let exact = o.clip == 0.0 && !o.skip_nonfinite && matches!(sync, Sync::Local);
-        let place = o.adamw.resolve(exact, device.is_cuda() && o.fp32_simt);
+        // Inside the backward is exact without clipping: on one process, and with DDP once
+        // each bucket is reduced (ZeRO-1 steps shards after its reduce-scatters).
+        let exact =
+            o.clip == 0.0 && !o.skip_nonfinite && matches!(sync, Sync::Local | Sync::Ddp(_));
+        let place = o
+            .adamw
+            .or_env()?
+            .resolve(exact, device.is_cuda() && o.fp32_simt);
         let side = if place == AdamwPlace::SideStream {
             let s = SideStream::new(device).map_err(|e| anyhow!("--adamw side-stream: {e}"))?;
             Some(s.with_max_blocks(Some(o.side_blocks)).with_lag(o.side_lag))
@@ -178,6 +184,23 @@ impl Core {
                 let loss = tape.loss().clone();
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
                 tape.backward(|s, g| ib.stage(&model.stage_params(s), g))?;
+                ib.finish()?;
+                (loss, None, false)
+            }
+            Sync::Ddp(d) if self.place != AdamwPlace::After => {
+                let n = model.params().len();
+                let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
+                let loss = summed(batches, |b, last| match last {
+                    false => Ok(d.forward_backward_no_sync(model, b)?),
+                    true => Ok(d.forward_backward_reduced(model, b, |reduced| {
+                        let idx: Vec<usize> = reduced.iter().map(|(i, _)| *i).collect();
+                        let mut g: Grads = vec![None; n];
+                        for (i, t) in reduced {
+                            g[i] = Some(t);
+                        }
+                        Ok(ib.stage(&idx, &mut g)?)
+                    })?),
+                })?;
                 ib.finish()?;
                 (loss, None, false)
             }

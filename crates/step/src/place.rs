@@ -12,8 +12,8 @@ pub enum AdamwPlace {
     /// After the backward (and the clipping norm), over all gradients.
     #[default]
     After,
-    /// Inside the backward where that is exact (no clipping, one micro-batch, no
-    /// cross-rank reduce), else after it. Inside: `side-stream` for fp32 on CUDA without
+    /// Inside the backward where that is exact (no clipping; on one process one
+    /// micro-batch; with DDP each bucket's update after its reduce), else after it. Inside: `side-stream` for fp32 on CUDA without
     /// TF32, `in-backward` otherwise (what measured fastest on nvidia-h200, runs 28-31 of
     /// docs/results/single-gpu-h200.md). Records name the place that ran.
     Auto,
@@ -25,7 +25,7 @@ pub enum AdamwPlace {
 
 impl AdamwPlace {
     /// The place that runs: `exact` says whether an update inside the backward equals one
-    /// after it (no clipping, one micro-batch, no cross-rank reduce); `fp32_simt`: fp32 GEMMs
+    /// after it (no clipping; one micro-batch, or DDP's reduced buckets); `fp32_simt`: fp32 GEMMs
     /// without TF32 on CUDA.
     pub fn resolve(self, exact: bool, fp32_simt: bool) -> AdamwPlace {
         match (self, exact) {
@@ -33,6 +33,18 @@ impl AdamwPlace {
             (AdamwPlace::Auto, true) if fp32_simt => AdamwPlace::SideStream,
             (AdamwPlace::Auto, true) => AdamwPlace::InBackward,
             (p, true) => p,
+        }
+    }
+
+    /// `STEP_ADAMW` (after, auto, in-backward, side-stream) where set, for comparisons
+    /// without a flag in every binary (as `STEP_NORM`); else `self`. Anything else is an
+    /// error naming it.
+    pub fn or_env(self) -> anyhow::Result<Self> {
+        match std::env::var("STEP_ADAMW") {
+            Err(_) => Ok(self),
+            Ok(v) => <Self as clap::ValueEnum>::from_str(&v, true).map_err(|_| {
+                anyhow::anyhow!("STEP_ADAMW={v}: expected after, auto, in-backward or side-stream")
+            }),
         }
     }
 

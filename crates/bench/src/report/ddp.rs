@@ -90,7 +90,7 @@ pub fn section(
         md.push_str("No DDP results in this run.\n\n");
         return Ok(());
     }
-    md.push_str("Per rank: batch of sequences as below, context 128. `1-GPU` = this GPU alone (plain backward + AdamW); `compute` = the staged backward with no communication; `comm` = the strategy's collectives alone; `exposed` = step − compute; `hidden` = 1 − exposed / comm; `overlap` = compute time during communication ÷ communication time on one traced step (CUDA events on both streams; Holistic Trace Analysis' ratio; Chrome traces beside this report). Times in ms, slowest rank, CUDA events.\n\n");
+    md.push_str("Per rank: batch of sequences as below, context 128. `1-GPU` = this GPU alone (plain backward + AdamW); `compute` = the step with no communication (older records: the staged backward with AdamW after it; since session 10 DDP runs AdamW where one GPU does, and `compute` is the 1-GPU step); `comm` = the strategy's collectives alone; `exposed` = step − compute; `hidden` = 1 − exposed / comm; `overlap` = compute time during communication ÷ communication time on one traced step (CUDA events on both streams; Holistic Trace Analysis' ratio; Chrome traces beside this report). Times in ms, slowest rank, CUDA events.\n\n");
     let mut keys: Vec<(usize, String, String, String)> = recs
         .iter()
         .map(|r| {
@@ -157,13 +157,13 @@ pub fn section(
         let cut = (first.compute_ms / first.single_ms - 1.0) * 100.0;
         writeln!(
             md,
-            "\nOwn 1-GPU step {:.1} ms, staged compute {:.1} ms ({}). Best strategy: **{}** at {:.1} ms, {:.3}× the own 1-GPU step{}.",
+            "\nOwn 1-GPU step {:.1} ms{}. Best strategy: **{}** at {:.1} ms, {:.3}× the own 1-GPU step{}.",
             first.single_ms,
-            first.compute_ms,
-            if cut.abs() < 0.05 {
-                "the stage cut costs nothing measurable".to_string()
-            } else {
-                format!("the stage cut costs {cut:+.1}%")
+            // Records since session 10 time the compute as the 1-GPU step itself.
+            match (first.compute_ms == first.single_ms, cut.abs() < 0.05) {
+                (true, _) => String::new(),
+                (false, true) => format!(", staged compute {:.1} ms (the stage cut costs nothing measurable)", first.compute_ms),
+                (false, false) => format!(", staged compute {:.1} ms (the stage cut costs {cut:+.1}%)", first.compute_ms),
             },
             label(best),
             best.step_ms,
@@ -317,6 +317,7 @@ mod tests {
             single_gpu: None,
             graph: None,
             graph_fallback: None,
+            adamw: None,
         }
     }
 
