@@ -67,10 +67,10 @@ impl InFlight {
         for p in self.buckets {
             let alone: Vec<usize> = p.in_place.iter().map(|(i, _)| *i).collect();
             for (i, g) in p.in_place {
-                out.push((i, crate::reducer::scaled(g, scale)?));
+                out.push((i, scaled(g, scale)?));
             }
             let Some(buf) = p.buf else { continue };
-            let buf = crate::reducer::scaled(buf, scale)?;
+            let buf = scaled(buf, scale)?;
             let mut off = 0;
             for &i in ddp.buckets[p.bucket]
                 .params
@@ -220,5 +220,13 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
         buf,
         in_place: in_place_grads,
         shard,
+    })
+}
+
+/// `t` times the micro-batch averaging factor, if any (as it is without one).
+pub(crate) fn scaled(t: Tensor, scale: Option<f64>) -> Result<Tensor> {
+    Ok(match scale {
+        Some(s) => (t * s)?,
+        None => t,
     })
 }

@@ -7,9 +7,10 @@
 //! launch every bucket after backward. A bucket's large gradients already in the
 //! communication dtype are reduced in place (one group of collectives per bucket); the
 //! others are first copied (and cast) into one flat buffer; a bf16 model's bf16 gradients
-//! need no cast. Gradients come back as views of those
-//! buffers, in that dtype, from [`Ddp::finish_gradient_synchronization`]. A launched
-//! bucket's gradients are taken out of the backward's gradient list, so each lives once.
+//! need no cast. Gradients come back as views of those buffers, in that dtype, from
+//! [`Ddp::finish_gradient_synchronization`], or bucket by bucket inside the backward
+//! ([`Ddp::forward_backward_reduced`], for AdamW there). A launched bucket's gradients are
+//! taken out of the backward's gradient list, so each lives once.
 //!
 //! With `reduce_scatter` (ZeRO-1, the zero1 crate) every bucket is zero-padded to a multiple
 //! of the world size and reduce-scattered instead: rank r receives the averaged r-th slice
@@ -62,6 +63,9 @@ pub struct Ddp {
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
 }
+
+/// Takes a launch's averaged gradients by parameter index ([`Ddp::forward_backward_reduced`]).
+type Reduced<'a> = dyn FnMut(Vec<(usize, Tensor)>) -> Result<()> + 'a;
 
 /// Called with each stage's index as soon as its backward has been queued, before the
 /// stage's buckets are launched (a profiler's place to mark the compute stream).
@@ -237,7 +241,7 @@ impl Ddp {
         batch: &Batch,
         before_stage: impl FnMut(usize) -> Result<()>,
         mut observe: impl FnMut(usize, &Grads) -> Result<()>,
-        mut reduced: Option<&mut dyn FnMut(Vec<(usize, Tensor)>) -> Result<()>>,
+        mut reduced: Option<&mut Reduced<'_>>,
     ) -> Result<(Tensor, bool)> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
@@ -387,12 +391,4 @@ impl Ddp {
             )))
         }
     }
-}
-
-/// `t` times the micro-batch averaging factor, if any (as it is without one).
-pub(crate) fn scaled(t: Tensor, scale: Option<f64>) -> Result<Tensor> {
-    Ok(match scale {
-        Some(s) => (t * s)?,
-        None => t,
-    })
 }

@@ -2,7 +2,8 @@
 //! bucket, and which parameters are sharded where they lie.
 
 use crate::error::{DdpError, Result};
-use crate::reducer::{scaled, BucketShard, Ddp};
+use crate::launch::scaled;
+use crate::reducer::{BucketShard, Ddp};
 use candle_core::{DType, Tensor};
 
 impl Ddp {
