@@ -308,17 +308,19 @@ impl Ddp {
         if carve > 0 {
             seam::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
         }
-        let mut grads = result?;
-        if !eager {
-            let all: Vec<usize> = (0..self.buckets.len()).collect();
-            launch_all(this, (&all, None), &mut grads, acc.as_ref(), &mut launched)?;
-        }
-        drain(&mut launched, None)?;
+        let rest = result.and_then(|mut grads| {
+            if !eager {
+                let all: Vec<usize> = (0..this.buckets.len()).collect();
+                launch_all(this, (&all, None), &mut grads, acc.as_ref(), &mut launched)?;
+            }
+            drain(&mut launched, None)
+        });
+        self.stage_hook = hook;
+        rest?;
         for f in &launched {
             count(&mut stats, f);
         }
         stats.launched_during_backward = during;
-        self.stage_hook = hook;
         self.stats = stats;
         self.in_flight = launched;
         Ok((loss, observing))
