@@ -1,8 +1,9 @@
 //! How [`crate::Ddp`] launches its buckets: [`prepare`] copies (and casts) a bucket's
 //! gradients into one flat buffer in the communication dtype, except large ones already in
 //! that dtype, which are reduced where they lie ([`IN_PLACE_MIN`]); [`launch_all`] launches
-//! the buckets that became ready together, one collective each or, with `DdpOptions::coalesce`, one
-//! coalesced launch; [`InFlight`] keeps them until they are collected ([`InFlight::collect`]).
+//! the buckets that became ready together, one collective each or, with
+//! `DdpOptions::coalesce`, one coalesced launch; [`InFlight`] keeps them until they are
+//! collected ([`InFlight::collect`]).
 
 use crate::error::{DdpError, Result};
 use crate::reducer::Ddp;
