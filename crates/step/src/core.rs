@@ -335,26 +335,22 @@ fn zero1_step(
     Ok(Some(nc))
 }
 
-/// `[norm, coef]` of every rank's slices: their sums of squares all-reduced. On one rank,
-/// where every gradient is its own whole shard, the norm of the gradients in parameter
-/// order: the bits one process computes.
+/// `[norm, coef]` of every rank's slices: their sums of squares all-reduced. On one rank
+/// its slices are every gradient (in parameter order: `Zero1Overlap::shard_grads`), and
+/// their `[norm, coef]` is the global one, with one process's bits.
 fn global_norm_and_coef(
     z: &Zero1Overlap,
     shards: &[ddp::BucketShard],
     clip: f64,
 ) -> Result<Tensor> {
+    let grads = Zero1Overlap::shard_grads(shards);
     let comm = z.ddp().comm();
-    if comm.world_size() == 1 && shards.iter().all(|s| s.flat.is_none()) {
-        let mut whole: Vec<&(usize, Tensor)> = shards.iter().flat_map(|s| &s.params).collect();
-        whole.sort_by_key(|(i, _)| *i);
-        let grads: Vec<Option<Tensor>> = whole.iter().map(|(_, g)| Some(g.clone())).collect();
+    if comm.world_size() == 1 {
         return Ok(seam::clip::norm_and_coef(&grads, clip)?);
     }
-    let mine = seam::clip::norm_and_coef(&Zero1Overlap::shard_grads(shards), 0.0)?;
+    let mine = seam::clip::norm_and_coef(&grads, 0.0)?;
     let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
-    if comm.world_size() > 1 {
-        comm.all_reduce(&sumsq, ReduceOp::Sum)?;
-    }
+    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
     let norm = sumsq.sqrt()?;
     // clip / (norm + 1e-6), at most 1, as seam::clip takes it (1 without clipping) ...
     let coef = match clip > 0.0 {

@@ -216,14 +216,17 @@ impl Zero1Overlap {
         Ok(self.ddp.finish_reduce_scatter()?)
     }
 
-    /// Every gradient of `shards`, in no particular order (for a norm).
+    /// Every gradient of `shards` (for a norm): the flat parts' slices, then the chunks of
+    /// the parameters sharded in place in parameter order. On one rank, where every
+    /// parameter is its own shard, that is the gradients in the order one process holds
+    /// them, so a norm over them has the bits of one process's.
     pub fn shard_grads(shards: &[BucketShard]) -> Vec<Option<Tensor>> {
-        let mut out = Vec::new();
-        for s in shards {
-            out.extend(s.flat.iter().cloned().map(Some));
-            out.extend(s.params.iter().map(|(_, g)| Some(g.clone())));
-        }
-        out
+        let mut chunks: Vec<&(usize, Tensor)> = shards.iter().flat_map(|s| &s.params).collect();
+        chunks.sort_by_key(|(i, _)| *i);
+        let flat = shards.iter().flat_map(|s| s.flat.iter().cloned());
+        flat.chain(chunks.into_iter().map(|(_, g)| g.clone()))
+            .map(Some)
+            .collect()
     }
 
     /// [`Self::step`]'s second half, on the parts of [`Self::reduced_shards`]. `shadows`:
