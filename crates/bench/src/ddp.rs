@@ -15,7 +15,7 @@
 
 use crate::memory;
 use crate::single::Precision;
-use crate::step_timing::{time_steps, StepRun};
+use crate::step_timing::{time_local, time_steps};
 use crate::timer::{mean_std, timed};
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
@@ -23,7 +23,7 @@ use comm::{Communicator, NcclComm, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 use std::path::PathBuf;
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{StepOptions, Sync, TrainStep};
 
 pub use crate::ddp_record::{header, row, DdpRecord};
 use std::sync::Arc;
@@ -218,15 +218,12 @@ pub fn run_rank(
                 fp32_simt: prec == Precision::Fp32 && !model::tf32::tf32(),
                 ..StepOptions::default()
             };
-            let plain = |place: AdamwPlace| -> Result<StepRun> {
-                let o = StepOptions { adamw: place, ..so };
-                let mut st = TrainStep::new(&lm, Sync::Local, adamw_cfg(), o)?;
-                time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)
-            };
             // The DDP step runs AdamW where one GPU does (inside the backward without
-            // clipping, after the norm with it): its compute alone is bench single's step.
-            let single = plain(AdamwPlace::Auto)?;
-            let (single_ms, compute_ms) = (mean_std(&single.ms).0, mean_std(&single.ms).0);
+            // clipping, after the norm with it): its compute alone is bench single's step,
+            // and the records' compute_ms is single_ms.
+            let counts = (cfg.warmup, cfg.steps);
+            let single = time_local(&lm, micro, (adamw_cfg(), so, LR), counts, dev)?;
+            let single_ms = mean_std(&single.ms).0;
             let runs = cfg.strategies.iter().flat_map(|&s| {
                 let carve = cfg.sm_carveouts.iter();
                 carve.flat_map(move |&c| cfg.coalesce.iter().map(move |&g| (s, c, g)))
@@ -279,13 +276,7 @@ pub fn run_rank(
                 let m = max_over_ranks(
                     c,
                     dev,
-                    &[
-                        single_ms,
-                        compute_ms,
-                        step,
-                        step_std,
-                        mean_std(&comm_only.gpu).0,
-                    ],
+                    &[single_ms, step, step_std, mean_std(&comm_only.gpu).0],
                 )?;
                 let rec = DdpRecord {
                     bench: "ddp".into(),
@@ -307,11 +298,11 @@ pub fn run_rank(
                     collectives: stats.collectives,
                     comm_bytes: stats.bytes,
                     single_ms: m[0],
-                    compute_ms: m[1],
-                    step_ms: m[2],
-                    step_std_ms: m[3],
-                    comm_ms: m[4],
-                    exposed_ms: (m[2] - m[1]).max(0.0),
+                    compute_ms: m[0],
+                    step_ms: m[1],
+                    step_std_ms: m[2],
+                    comm_ms: m[3],
+                    exposed_ms: (m[1] - m[0]).max(0.0),
                     peak_gib: peak,
                     loss_last: steps.losses.last().copied().unwrap_or(f32::NAN),
                     overlap_ratio: traced.map(|t| t.0),

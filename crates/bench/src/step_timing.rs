@@ -1,4 +1,5 @@
-//! The one timing loop for `step::TrainStep` (bench single's step mode, the DDP benchmark):
+//! The one timing loop for `step::TrainStep` (bench single's step mode, the DDP and ZeRO
+//! benchmarks; [`time_local`]: their own 1-GPU step):
 //! steps queued back to back as a training loop queues them, a CUDA event between steps
 //! read once at the end, the loss read one step late as `train` reads it.
 
@@ -8,7 +9,7 @@ use crate::timer::Marks;
 use anyhow::Result;
 use candle_core::Device;
 use seam::{Batch, StagedModel};
-use step::TrainStep;
+use step::{StepOptions, Sync, TrainStep};
 
 /// What timing a step gave.
 pub struct StepRun {
@@ -68,4 +69,17 @@ pub fn time_steps(
         telemetry,
         peak_bytes: memory::peak(device).map(|p| p + graph_pool),
     })
+}
+
+/// This GPU alone on `model`: `bench single`'s step (`Sync::Local` with `opts`, AdamW of
+/// `cfg`), timed by [`time_steps`]; the DDP and ZeRO benchmarks' own 1-GPU column.
+pub fn time_local(
+    model: &dyn StagedModel,
+    micro: &[Batch],
+    (cfg, opts, lr): (seam::AdamWConfig, StepOptions, f64),
+    counts: (usize, usize),
+    device: &Device,
+) -> Result<StepRun> {
+    let mut st = TrainStep::new(model, Sync::Local, cfg, opts)?;
+    time_steps(&mut st, model, micro, lr, counts, device)
 }

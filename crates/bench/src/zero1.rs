@@ -258,9 +258,8 @@ pub fn run_rank(
         let single_ms = match singles.iter().find(|(p, _)| *p == prec) {
             Some(&(_, ms)) => ms,
             None => {
-                let mut st = TrainStep::new(&lm, Sync::Local, adamw_cfg(), timed)?;
-                let single =
-                    crate::step_timing::time_steps(&mut st, &lm, &micro, lr, (warmup, steps), dev)?;
+                let (how, counts) = ((adamw_cfg(), timed, lr), (warmup, steps));
+                let single = crate::step_timing::time_local(&lm, &micro, how, counts, dev)?;
                 let ms = crate::timer::mean_std(&single.ms).0;
                 singles.push((prec, ms));
                 ms

@@ -13,8 +13,8 @@ pub enum AdamwPlace {
     #[default]
     After,
     /// Inside the backward where that is exact (no clipping; on one process one
-    /// micro-batch; with DDP each bucket's update after its reduce), else after it. Inside: `side-stream` for fp32 on CUDA without
-    /// TF32, `in-backward` otherwise (what measured fastest on nvidia-h200, runs 28-31 of
+    /// micro-batch; with DDP each bucket's update after its reduce), else after it.
+    /// Inside: `side-stream` for fp32 on CUDA without TF32, `in-backward` otherwise (what measured fastest on nvidia-h200, runs 28-31 of
     /// docs/results/single-gpu-h200.md). Records name the place that ran.
     Auto,
     /// Stage by stage inside the backward, on the compute stream.
@@ -25,8 +25,8 @@ pub enum AdamwPlace {
 
 impl AdamwPlace {
     /// The place that runs: `exact` says whether an update inside the backward equals one
-    /// after it (no clipping; one micro-batch, or DDP's reduced buckets); `fp32_simt`: fp32 GEMMs
-    /// without TF32 on CUDA.
+    /// after it (no clipping; one micro-batch, or DDP's reduced buckets); `fp32_simt`: fp32
+    /// GEMMs without TF32 on CUDA.
     pub fn resolve(self, exact: bool, fp32_simt: bool) -> AdamwPlace {
         match (self, exact) {
             (_, false) => AdamwPlace::After,
@@ -40,12 +40,11 @@ impl AdamwPlace {
     /// without a flag in every binary (as `STEP_NORM`); else `self`. Anything else is an
     /// error naming it.
     pub fn or_env(self) -> anyhow::Result<Self> {
-        match std::env::var("STEP_ADAMW") {
-            Err(_) => Ok(self),
-            Ok(v) => <Self as clap::ValueEnum>::from_str(&v, true).map_err(|_| {
-                anyhow::anyhow!("STEP_ADAMW={v}: expected after, auto, in-backward or side-stream")
-            }),
-        }
+        or_env(
+            "STEP_ADAMW",
+            self,
+            "after, auto, in-backward or side-stream",
+        )
     }
 
     /// The name records use ("after", "in-backward", "side-stream").
@@ -91,11 +90,17 @@ impl NormPlace {
     /// `STEP_NORM` (after, in-backward, side-stream) where set, for comparisons without a
     /// flag in every binary; else `self`. Anything else is an error naming it.
     pub fn or_env(self) -> anyhow::Result<Self> {
-        match std::env::var("STEP_NORM") {
-            Err(_) => Ok(self),
-            Ok(v) => <Self as clap::ValueEnum>::from_str(&v, true).map_err(|_| {
-                anyhow::anyhow!("STEP_NORM={v}: expected after, in-backward or side-stream")
-            }),
+        or_env("STEP_NORM", self, "after, in-backward or side-stream")
+    }
+}
+
+/// `var`'s value where set (one of `expected`, case-insensitive), else `default`; anything
+/// else is an error naming the variable and its value.
+fn or_env<T: clap::ValueEnum>(var: &str, default: T, expected: &str) -> anyhow::Result<T> {
+    match std::env::var(var) {
+        Err(_) => Ok(default),
+        Ok(v) => {
+            T::from_str(&v, true).map_err(|_| anyhow::anyhow!("{var}={v}: expected {expected}"))
         }
     }
 }
