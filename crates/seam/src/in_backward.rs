@@ -187,17 +187,31 @@ impl<'a> InBackward<'a> {
     /// Updates the parameters `idx` (a stage's) from their gradients in `grads`, which it
     /// takes; parameters without a gradient are skipped, as in [`AdamW::step`].
     pub fn stage(&mut self, idx: &[usize], grads: &mut Grads) -> Result<()> {
-        let vars = self.params.vars();
-        let shadows = Some(self.params.bf16_shadows()).filter(|s| s.enabled());
         let mut taken = Vec::new();
         for &i in idx {
+            let n = self.params.vars().len();
             let g = grads.get_mut(i).ok_or_else(|| {
-                ModelError::Input(format!("stage parameter {i} of {} has no slot", vars.len()))
+                ModelError::Input(format!("stage parameter {i} of {n} has no slot"))
             })?;
             if let Some(g) = g.take() {
                 taken.push((i, g));
             }
         }
+        self.update(taken)
+    }
+
+    /// Updates the parameters of `taken` (parameter index, its final gradient), each
+    /// gradient freed once its update no longer needs it: a stage's, or with DDP a
+    /// bucket's once its reduce is done (`ddp::Ddp::forward_backward_reduced`).
+    pub fn update(&mut self, taken: Vec<(usize, Tensor)>) -> Result<()> {
+        let vars = self.params.vars();
+        if let Some((i, _)) = taken.iter().find(|(i, _)| *i >= vars.len()) {
+            return Err(ModelError::Input(format!(
+                "parameter {i} of {}: no such parameter",
+                vars.len()
+            )));
+        }
+        let shadows = Some(self.params.bf16_shadows()).filter(|s| s.enabled());
         let Some(side) = self.side else {
             // Same stream: each gradient is freed after its update, in stream order.
             for (i, g) in &taken {

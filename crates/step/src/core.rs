@@ -188,18 +188,10 @@ impl Core {
                 (loss, None, false)
             }
             Sync::Ddp(d) if self.place != AdamwPlace::After => {
-                let n = model.params().len();
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
                 let loss = summed(batches, |b, last| match last {
                     false => Ok(d.forward_backward_no_sync(model, b)?),
-                    true => Ok(d.forward_backward_reduced(model, b, |reduced| {
-                        let idx: Vec<usize> = reduced.iter().map(|(i, _)| *i).collect();
-                        let mut g: Grads = vec![None; n];
-                        for (i, t) in reduced {
-                            g[i] = Some(t);
-                        }
-                        Ok(ib.stage(&idx, &mut g)?)
-                    })?),
+                    true => Ok(d.forward_backward_reduced(model, b, |g| Ok(ib.update(g)?))?),
                 })?;
                 ib.finish()?;
                 (loss, None, false)
