@@ -71,3 +71,52 @@ fn ddp_adamw_in_the_backward_equals_adamw_after_it() {
         );
     }
 }
+
+/// The probe (`TrainStep::set_probe`, `bench zero1`'s "before step" memory) fires right
+/// before the optimizer update, so not at all where AdamW ran inside the backward: there it
+/// would read after the update and report it as before.
+#[test]
+fn the_probe_fires_only_where_adamw_runs_after_the_backward() {
+    for (adamw, local) in [
+        (AdamwPlace::After, true),
+        (AdamwPlace::Auto, true),
+        (AdamwPlace::After, false),
+        (AdamwPlace::Auto, false),
+    ] {
+        let calls = on_ranks(1, move |_, comm| {
+            let m = build(Kind::Lm, 0);
+            let sync = match local {
+                true => Sync::Local,
+                false => {
+                    let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+                    Sync::Ddp(Box::new(Ddp::new(comm, m.as_ref(), o).unwrap()))
+                }
+            };
+            let opts = StepOptions {
+                adamw,
+                graph: false,
+                ..StepOptions::default()
+            };
+            let mut st = TrainStep::new(m.as_ref(), sync, AdamWConfig::default(), opts).unwrap();
+            let n = std::rc::Rc::new(std::cell::Cell::new(0));
+            let seen = n.clone();
+            st.set_probe(Some(Box::new(move || seen.set(seen.get() + 1))));
+            for s in 0..3 {
+                st.step(m.as_ref(), &[global_batch(Kind::Lm, s)], 1e-3)
+                    .unwrap();
+            }
+            st.flush().unwrap();
+            (n.get(), st.adamw_place())
+        })
+        .swap_remove(0);
+        let want = match calls.1 {
+            AdamwPlace::After => 3,
+            _ => 0,
+        };
+        assert_eq!(
+            calls.0, want,
+            "{adamw:?}, local {local}: AdamW ran {:?}",
+            calls.1
+        );
+    }
+}

@@ -48,9 +48,8 @@ pub struct ZeroRecord {
     /// The mode's collectives alone (gradient sync and parameter exchange).
     pub comm_ms: f64,
     pub after_init_gib: Option<f64>,
-    /// Read by the step's probe right before the optimizer update; where AdamW runs inside
-    /// the backward (the `ddp` mode without clipping, since session 10) there is no such
-    /// point, and the probe reads after the updates.
+    /// Read by the step's probe right before the optimizer update; `None` where AdamW runs
+    /// inside the backward (the `ddp` mode without clipping), which has no such point.
     pub before_step_gib: Option<f64>,
     pub after_step_gib: Option<f64>,
     /// SMs the backward's GEMMs left to NCCL (`--sm-carveout`; 0: none).

@@ -41,7 +41,8 @@ pub struct Core {
     /// Where the last step took the norm (`None`: it took none).
     pub norm_taken: Option<NormPlace>,
     /// Called in an eager step right before the optimizer update (a benchmark reads the
-    /// memory in use there).
+    /// memory in use there); not called where AdamW ran inside the backward, which has no
+    /// such point.
     pub probe: Option<Box<dyn FnMut()>>,
 }
 
@@ -168,6 +169,13 @@ impl Core {
         capturing: bool,
     ) -> Result<Tensor> {
         let k = batches.len();
+        // AdamW runs inside the backward (the first two arms below).
+        let in_backward = self.place != AdamwPlace::After
+            && match &self.sync {
+                Sync::Local => k == 1,
+                Sync::Ddp(_) => true,
+                _ => false,
+            };
         // The norm summed inside the backward, where the gradients are final there (else
         // dropped below, and taken after).
         let mut staged = match self.takes_norm() && k == 1 && self.norm != NormPlace::After {
@@ -260,7 +268,7 @@ impl Core {
         // Where no norm is taken, NaN stands in (made on the device: a host upload cannot
         // be captured).
         let no_norm = || loss.affine(0.0, f64::NAN);
-        if let Some(p) = self.probe.as_mut().filter(|_| !capturing) {
+        if let Some(p) = self.probe.as_mut().filter(|_| !capturing && !in_backward) {
             p();
         }
         let clip = self.takes_norm().then_some(self.clip);
