@@ -123,7 +123,19 @@ struct Cfg {
   static constexpr int TN = decltype(size<1>(Tile{}))::value;
 };
 
-// 64 bytes of partial sums per block, one pass of 16-byte loads (as seam's gradnorm kernel).
+// The block's sum of s (valid in thread 0).
+__device__ float block_sum(float s) {
+  __shared__ float sh[32];
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.f;
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
+  }
+  return s;
+}
+// One partial sum per block, one pass of 16-byte loads (as seam's gradnorm kernel).
 __global__ void sumsq_bf16(const uint4* p, size_t n16, float* out) {
   float s = 0.f;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
@@ -132,28 +144,14 @@ __global__ void sumsq_bf16(const uint4* p, size_t n16, float* out) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) { float2 f = __bfloat1622float2(h[j]); s += f.x * f.x + f.y * f.y; }
   }
-  __shared__ float sh[32];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-    if (threadIdx.x == 0) out[blockIdx.x] = s;
-  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 __global__ void sum_f32(const float* p, size_t n, float* out) {
   float s = 0.f;
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) s += p[i];
-  __shared__ float sh[32];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < blockDim.x / 32 ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(~0u, s, o);
-    if (threadIdx.x == 0) *out = s;
-  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) *out = s;
 }
 __global__ void fill(bf16* p, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
