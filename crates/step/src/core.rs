@@ -169,7 +169,8 @@ impl Core {
         capturing: bool,
     ) -> Result<Tensor> {
         let k = batches.len();
-        // AdamW runs inside the backward (the first two arms below).
+        // AdamW runs inside the backward: on one process with one micro-batch, and with DDP
+        // once each bucket is reduced (the first two arms below).
         let in_backward = self.place != AdamwPlace::After
             && match &self.sync {
                 Sync::Local => k == 1,
@@ -187,7 +188,7 @@ impl Core {
             None => Ok(()),
         };
         let (loss, grads, seen) = match &mut self.sync {
-            Sync::Local if self.place != AdamwPlace::After && k == 1 => {
+            Sync::Local if in_backward => {
                 let tape = seam::forward(model, &batches[0])?;
                 let loss = tape.loss().clone();
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
@@ -195,7 +196,7 @@ impl Core {
                 ib.finish()?;
                 (loss, None, false)
             }
-            Sync::Ddp(d) if self.place != AdamwPlace::After => {
+            Sync::Ddp(d) if in_backward => {
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
                 let loss = summed(batches, |b, last| match last {
                     false => Ok(d.forward_backward_no_sync(model, b)?),
