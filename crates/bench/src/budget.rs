@@ -8,21 +8,10 @@ use crate::single::Precision;
 use anyhow::{anyhow, Result};
 
 /// Checks `ranks` ranks of a training-step benchmark at `batch` sequences per rank, for
-/// every size and precision asked for: CPU ranks share the host's memory; a GPU rank has
-/// its GPU, and its token ids still pass through the host.
+/// every size and precision asked for, of `vocab` tokens where given (`bench single
+/// --vocab`; else the size's): CPU ranks share the host's memory; a GPU rank has its GPU,
+/// and its token ids still pass through the host.
 pub fn ensure_lm(
-    flags: &str,
-    gpu: bool,
-    ranks: usize,
-    sizes: &[String],
-    dtypes: &[Precision],
-    batch: usize,
-) -> Result<()> {
-    ensure_lm_vocab(flags, gpu, ranks, sizes, dtypes, batch, None)
-}
-
-/// [`ensure_lm`] for LMs of `vocab` tokens where given (`bench single --vocab`).
-pub fn ensure_lm_vocab(
     flags: &str,
     gpu: bool,
     ranks: usize,

@@ -116,7 +116,7 @@ fn run(mut cli: Cli) -> Result<()> {
                 Some(v) => format!("--batch {batch} --vocab {v}"),
                 None => format!("--batch {batch}"),
             };
-            budget::ensure_lm_vocab(&what, !cpu, 1, &size, &dtype, batch, flags.vocab)?;
+            budget::ensure_lm(&what, !cpu, 1, &size, &dtype, batch, flags.vocab)?;
             model::tf32::set_tf32(tf32 && !cpu);
             let device = if cpu {
                 Device::Cpu
@@ -171,7 +171,7 @@ fn run(mut cli: Cli) -> Result<()> {
                 bail!("--trace-dir: tracing needs CUDA events (--backend nccl)");
             }
             let flags = format!("--ranks {ranks} × --batch {batch}");
-            budget::ensure_lm(&flags, nccl, ranks, &size, &dtype, batch)?;
+            budget::ensure_lm(&flags, nccl, ranks, &size, &dtype, batch, None)?;
             let out = records::Out::open(&out)?;
             if let Some(d) = &trace_dir {
                 records::ensure_dir(d, "--trace-dir")?;
@@ -216,6 +216,7 @@ fn run(mut cli: Cli) -> Result<()> {
                 std::slice::from_ref(&size),
                 &dtype,
                 batch,
+                None,
             )?;
             let out = records::Out::open(&out)?;
             let cfg = zero1::ZeroBenchConfig {
@@ -333,7 +334,15 @@ fn run(mut cli: Cli) -> Result<()> {
             batch,
             out,
         } => {
-            budget::ensure_lm(&format!("--batch {batch}"), true, 1, &size, &dtype, batch)?;
+            budget::ensure_lm(
+                &format!("--batch {batch}"),
+                true,
+                1,
+                &size,
+                &dtype,
+                batch,
+                None,
+            )?;
             let out = records::Out::open(&out)?;
             let device = comm::nccl::cuda_device(0).context("GPU 0")?;
             println!("{}", contention::header());
