@@ -57,6 +57,10 @@ pub struct SingleRecord {
     pub opt_ms: (f64, f64),
     /// Whole step, mean and standard deviation.
     pub step_ms: (f64, f64),
+    /// Whole step, the median of the timed steps: the statistic `train run`'s step is
+    /// (run.sh train-speed); `None` in records before it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_median_ms: Option<f64>,
     pub tokens_per_s: f64,
     pub mfu: Option<f64>,
     pub peak_fwd_gib: Option<f64>,
@@ -278,6 +282,7 @@ pub fn run(
         bwd_ms: mean_std(&bwd),
         opt_ms: mean_std(&optt),
         step_ms,
+        step_median_ms: Some(crate::timer::median(&total)),
         tokens_per_s: (batch * seq) as f64 / (step_ms.0 / 1e3),
         mfu: peak_tflops.map(|p| flops / (step_ms.0 / 1e3) / (p * 1e12)),
         peak_fwd_gib: memory::gib(peak_fwd),

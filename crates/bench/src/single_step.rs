@@ -104,6 +104,7 @@ pub fn run(
         bwd_ms: mean_std(&zero),
         opt_ms: mean_std(&zero),
         step_ms,
+        step_median_ms: Some(crate::timer::median(&total)),
         tokens_per_s: (batch * seq) as f64 / (step_ms.0 / 1e3),
         mfu: peak_tflops.map(|p| step_flops(&cfg, batch, seq) / (step_ms.0 / 1e3) / (p * 1e12)),
         peak_fwd_gib: None,

@@ -60,6 +60,17 @@ pub fn mean_std(v: &[f64]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
+/// The median (the mean of the two middle values for an even count); NaN for no values.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 /// What [`timed`] measured over the timed calls.
 pub struct Timed {
     /// Milliseconds per call until the device finished its work.
@@ -137,5 +148,15 @@ impl Marks {
             .windows(2)
             .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_even_and_no_values() {
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(super::median(&[]).is_nan());
     }
 }

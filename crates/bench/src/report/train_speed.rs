@@ -80,7 +80,9 @@ pub fn section(
         "## `train run`: what a user's training runs at\n\n\
          The median step of `train run` (steps 6 on; batch {} × {}, clipping at 1.0, the \
          default), against `bench single`'s step without clipping on the same model (its \
-         vocabulary that of `train`'s data) and the PyTorch trainer \
+         vocabulary that of `train`'s data; the median over the same window, 5 warm-up \
+         steps then as many as `train run` times, where its record has a median, else its \
+         mean) and the PyTorch trainer \
          (`torch_train_best.py`: nanoGPT's loop with SDPA, torch.compile, fused AdamW, \
          clipping, the schedule and the loss read every step; its fastest variant), all \
          from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown.\n\n\
@@ -101,7 +103,7 @@ pub fn section(
             r.strategy,
             r.world,
             r.step_ms,
-            ratio(single.map(|s| s.step_ms.0)),
+            ratio(single.map(|s| s.step_median_ms.unwrap_or(s.step_ms.0))),
             torch.map_or("-".into(), |t| format!("{:.2}", t.step_ms)),
             ratio(torch.map(|t| t.step_ms)),
             if r.graph { "yes" } else { "no" },
@@ -127,4 +129,37 @@ pub fn section(
         writeln!(md, "![train run against the PyTorch trainer]({svg})\n")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(extra: &str) -> SingleRecord {
+        let base = r#"{"bench":"single","size":"xl","dtype":"bf16","mode":"step","params":2000000000,"vocab":683,"batch":8,"seq":128,"steps":35,"fwd_ms":[40.0,0.5],"bwd_ms":[0.0,0.0],"opt_ms":[0.0,0.0],"step_ms":[40.0,0.5],"tokens_per_s":25600.0,"mfu":null,"peak_fwd_gib":null,"peak_step_gib":29.1,"loss_first":9.2,"loss_last":9.1,"graph":true,"adamw":"in-backward""#;
+        serde_json::from_str(&format!("{base}{extra}}}")).unwrap()
+    }
+
+    fn train() -> TrainRecord {
+        serde_json::from_str(
+            r#"{"size":"xl","dtype":"bf16","strategy":"single","world":1,"batch":8,"seq":128,"step_ms":41.6,"graph":true,"vocab":683}"#,
+        )
+        .unwrap()
+    }
+
+    fn table(s: &SingleRecord) -> String {
+        let (mut md, dir) = (String::new(), std::env::temp_dir());
+        section(&mut md, &[train()], std::slice::from_ref(s), &[], &dir).unwrap();
+        md
+    }
+
+    #[test]
+    fn the_ratio_takes_bench_singles_median_as_train_runs_step_is() {
+        // 41.6 / 41.0 (the median), not 41.6 / 40.0 (the mean).
+        let md = table(&single(r#","step_median_ms":41.0"#));
+        assert!(md.contains("| 41.60 | 1.015 |"), "{md}");
+        // Records written before the median: the mean.
+        let md = table(&single(""));
+        assert!(md.contains("| 41.60 | 1.040 |"), "{md}");
+    }
 }
