@@ -1,9 +1,11 @@
 //! What the GPU's clocks and power did while a benchmark ran, read through NVML: did the
 //! step run at full SM clock, or was it held back by the power or thermal limit?
 //!
-//!   let s = telemetry::Sampler::start(&device);   // None: CPU, no `cuda`, or no NVML
-//!   ... timed steps ...
-//!   let t: Option<GpuTelemetry> = s.and_then(|s| s.stop());
+//! ```ignore
+//! let s = telemetry::Sampler::start(&device);   // None: CPU, no `cuda`, or no NVML
+//! // ... timed steps ...
+//! let t: Option<GpuTelemetry> = s.and_then(|s| s.stop());
+//! ```
 //!
 //! A thread samples the SM clock, power draw and clock-event ("throttle") reasons every
 //! [`PERIOD`]; the mean power is the energy counter's difference over the window, so it

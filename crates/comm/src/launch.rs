@@ -6,7 +6,7 @@
 //!
 //! SIGINT, SIGTERM and SIGHUP to the launcher are forwarded to every rank's process group;
 //! groups still alive after [`LaunchSpec::grace`] get SIGKILL, and the launch fails naming
-//! the signal. If the launcher itself dies, even by SIGKILL, the ranks die too ([`reaper`]).
+//! the signal. If the launcher itself dies, even by SIGKILL, the ranks die too (`reaper`).
 
 mod reaper;
 pub mod signals;

@@ -44,7 +44,7 @@ impl Ddp {
     /// Whether reduce-scatter mode shards parameter `i` in place (its gradient's chunk
     /// reduced where it lies, its chunk of the parameter updated and all-gathered in
     /// place): a multiple of the world size, and large enough to go alone
-    /// ([`Self::goes_alone`]). The others go through their bucket's flat buffer.
+    /// (`goes_alone`). The others go through their bucket's flat buffer.
     pub fn shards_in_place(&self, i: usize) -> bool {
         let n = self.shapes[i].elem_count();
         self.opts.reduce_scatter && self.goes_alone(n) && n.is_multiple_of(self.comm.world_size())

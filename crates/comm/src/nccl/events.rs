@@ -87,7 +87,7 @@ impl EventLog {
 
 impl super::NcclComm {
     /// Starts recording a [`Timeline`]: from now on every collective's span on the
-    /// communication stream, and every [`NcclComm::mark`] on the compute stream, in
+    /// communication stream, and every [`mark`](Self::mark) on the compute stream, in
     /// milliseconds since this call's point on the compute stream. Costs two events per
     /// collective; restarting discards what was recorded.
     pub fn start_timeline(&self) -> Result<()> {

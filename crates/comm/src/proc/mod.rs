@@ -1,6 +1,6 @@
 //! The multi-process CPU backend (the Gloo of this project): one process per rank, ranks
 //! in a ring of TCP connections (loopback within a host), every collective of
-//! [`Communicator`] as a pipelined ring algorithm ([`plan`], [`ring`]).
+//! [`Communicator`] as a pipelined ring algorithm (`plan`, `ring`).
 //!
 //! Setup: each rank listens on a free port, meets the others through the same TCP store
 //! as NCCL ([`crate::store::rendezvous_addrs`], torchrun / Slurm / comm-launch environment),
