@@ -57,8 +57,7 @@ pub struct SingleRecord {
     pub opt_ms: (f64, f64),
     /// Whole step, mean and standard deviation.
     pub step_ms: (f64, f64),
-    /// Whole step, the median of the timed steps: the statistic `train run`'s step is
-    /// (run.sh train-speed); `None` in records before it was written.
+    /// Whole step, median of the timed steps (`train run`'s statistic; older records: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_median_ms: Option<f64>,
     pub tokens_per_s: f64,
