@@ -334,15 +334,8 @@ fn run(mut cli: Cli) -> Result<()> {
             batch,
             out,
         } => {
-            budget::ensure_lm(
-                &format!("--batch {batch}"),
-                true,
-                1,
-                &size,
-                &dtype,
-                batch,
-                None,
-            )?;
+            let flags = format!("--batch {batch}");
+            budget::ensure_lm(&flags, true, 1, &size, &dtype, batch, None)?;
             let out = records::Out::open(&out)?;
             let device = comm::nccl::cuda_device(0).context("GPU 0")?;
             println!("{}", contention::header());

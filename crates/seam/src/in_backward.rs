@@ -189,8 +189,8 @@ impl<'a> InBackward<'a> {
     pub fn stage(&mut self, idx: &[usize], grads: &mut Grads) -> Result<()> {
         let mut taken = Vec::new();
         for &i in idx {
-            let n = self.params.vars().len();
             let g = grads.get_mut(i).ok_or_else(|| {
+                let n = self.params.vars().len();
                 ModelError::Input(format!("stage parameter {i} of {n} has no slot"))
             })?;
             if let Some(g) = g.take() {

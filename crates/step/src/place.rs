@@ -14,8 +14,9 @@ pub enum AdamwPlace {
     After,
     /// Inside the backward where that is exact (no clipping; on one process one
     /// micro-batch; with DDP each bucket's update after its reduce), else after it.
-    /// Inside: `side-stream` for fp32 on CUDA without TF32, `in-backward` otherwise (what measured fastest on nvidia-h200, runs 28-31 of
-    /// docs/results/single-gpu-h200.md). Records name the place that ran.
+    /// Inside: `side-stream` for fp32 on CUDA without TF32, `in-backward` otherwise (what
+    /// measured fastest on nvidia-h200, runs 28-31 of docs/results/single-gpu-h200.md).
+    /// Records name the place that ran.
     Auto,
     /// Stage by stage inside the backward, on the compute stream.
     InBackward,
