@@ -290,14 +290,17 @@ for dt in sys.argv[2:]:
 PY
       return $rc ;;
     train-speed)
-      # Issue 33's bar: per size:dtype, the step users run, batch 8 x 128 on one GPU, all in
+      # Issue 33's bar: per size:dtype, the step users run, batch 8 x 128 per GPU, all in
       # this call: bench single on the same model (the data's vocabulary, the first train
       # run's GEMM table; the step without clipping, then with clipping at 1.0),
-      # `train run` (each strategy of TS_STRATEGIES over NCCL at world 1; clipping at 1.0,
-      # the default; the median of steps 6 on from its log), and the PyTorch trainer
-      # (anchors/torch_train_best.py, TS_TORCH variants). `train` records go to
-      # results.jsonl as {"bench":"train",...}; a table last.
-      local p="$RES/train-speed" c size dt rc=0 st v steps="${TS_STEPS:-40}"
+      # `train run` (each strategy of TS_STRATEGIES over NCCL at each world size of
+      # TS_WORLDS, default 1; above 1 under comm-launch, every strategy but single;
+      # clipping at 1.0, the default; the median of steps 6 on from its log), and the
+      # PyTorch trainer (anchors/torch_train_best.py, TS_TORCH variants; above world 1 DDP
+      # under torchrun). `train` records go to results.jsonl as {"bench":"train",...}; a
+      # table last.
+      local p="$RES/train-speed" c size dt rc=0 st v w steps="${TS_STEPS:-40}" ngpu
+      ngpu="$(nvidia-smi -L | wc -l)"
       mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
       # bench single times the model train runs: the data's vocabulary, not the size's.
@@ -308,23 +311,32 @@ PY
         # GEMMs, and the other runs and bench single compute with its table (each process
         # timing its own moved xl fp32 by up to 2.7 ms; call 35).
         local table="$p/gemm-$size-$dt.json" tflag=(); rm -f "$table"
-        for st in ${TS_STRATEGIES:-single bucketed:25}; do
-          echo "--- $size $dt: train run --strategy $st ($(date -u +%T))"
-          local d="$p/run-$size-$dt-${st%%:*}"; rm -rf "$d"
-          "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
-            --global-batch 8 --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
-            --strategy "$st" --backend nccl --world 1 --fresh --no-progress "${tflag[@]}" > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
-          [ ${#tflag[@]} -eq 0 ] && cp "$d/gemm-choices.json" "$table" && tflag=(--gemm-choices "$table")
-          python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" >> "$RES/results.jsonl" <<'PY' || rc=1
-import json, statistics, sys
-d, size, dt, st, txt, meta = sys.argv[1:]
+        for w in ${TS_WORLDS:-1}; do
+          [ "$w" -gt "$ngpu" ] && { echo "train-speed: world $w asked for, $ngpu GPUs here"; rc=1; continue; }
+          # One process is one GPU without a launcher; more run under comm-launch.
+          local launch=() one=(--world 1)
+          [ "$w" -gt 1 ] && launch=("$BIN/comm-launch" --nproc-per-node "$w" --) && one=()
+          for st in ${TS_STRATEGIES:-single bucketed:25}; do
+            [ "$w" -gt 1 ] && [ "$st" = single ] && continue
+            echo "--- $size $dt: train run --strategy $st, world $w ($(date -u +%T))"
+            local d="$p/run-$size-$dt-${st%%:*}-w$w"; rm -rf "$d"
+            "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
+              --global-batch $((8 * w)) --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
+              --strategy "$st" --backend nccl "${one[@]}" --fresh --no-progress "${tflag[@]}" > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
+            [ ${#tflag[@]} -eq 0 ] && cp "$d/gemm-choices.json" "$table" && tflag=(--gemm-choices "$table")
+            python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" "$w" >> "$RES/results.jsonl" <<'PY' || rc=1
+import json, re, statistics, sys
+d, size, dt, st, txt, meta, w = sys.argv[1:]
+w = int(w)
 recs = [json.loads(l) for l in open(d + "/log.jsonl") if '"train"' in l]
+# tokens_per_s counts the global batch: 8 windows of 128 tokens per rank.
 tps = [r["tokens_per_s"] for r in recs if r["step"] >= 6]
-how = [l.strip() for l in open(txt) if l.startswith("train: step:")]
+# Under comm-launch each line carries a "[rank r] " prefix; rank 0's is the run's.
+how = [l.strip() for l in (re.sub(r"^\[rank 0\] ", "", l) for l in open(txt)) if l.startswith("train: step:")]
 line = how[0] if how else ""
-print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": 1,
-    "batch": 8, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
-    "step_ms": 8 * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
+print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": w,
+    "batch": 8, "global_batch": 8 * w, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
+    "step_ms": 8 * w * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
     "graph": line.startswith("train: step: one CUDA graph"),
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
@@ -333,7 +345,8 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "how": line, "loss_last": recs[-1]["loss"],
     "gemm_table": "own" if "GEMM algorithms:" not in open(txt).read() else "the case's first run's"}))
 PY
-          tail -1 "$RES/results.jsonl"; rm -rf "$d"
+            tail -1 "$RES/results.jsonl"; rm -rf "$d"
+          done
         done
         # bench single times the window train run's median covers: 5 warm-up steps, then
         # steps 6 on. Shorter windows (its default, 10 after 3) end before a power-capped
@@ -342,10 +355,14 @@ PY
         echo "--- $size $dt: bench single, vocabulary $vocab, ${win[*]}, ${tflag[*]:-own GEMM table} ($(date -u +%T))"
         "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1
         "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
-        for v in ${TS_TORCH:-compile-ro}; do
-          echo "--- $size $dt: torch_train_best $v ($(date -u +%T))"
-          python3 "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" \
-            --steps 60 2> "$p/torch-$size-$dt-$v.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v.err"; rc=1; }
+        for w in ${TS_WORLDS:-1}; do
+          [ "$w" -gt "$ngpu" ] && continue
+          local py=(python3); [ "$w" -gt 1 ] && py=(python3 -m torch.distributed.run --standalone --nproc_per_node "$w")
+          for v in ${TS_TORCH:-compile-ro}; do
+            echo "--- $size $dt: torch_train_best $v, world $w ($(date -u +%T))"
+            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --global-batch $((8 * w)) \
+              --steps 60 2> "$p/torch-$size-$dt-$v-w$w.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-w$w.err"; rc=1; }
+          done
         done
       done
       rm -rf "$p/data"
@@ -357,24 +374,25 @@ for f in sys.argv[1:]:
         for l in open(f):
             if l.startswith("{"): rows.append(json.loads(l))
     except OSError: pass
-print(f"{'size':6} {'dtype':5} {'what':34} {'step ms':>9} {'graph':>5} {'kernels':>7} {'adamw':>12} {'norm':>12}")
+print(f"{'size':6} {'dtype':5} {'what':34} {'world':>5} {'step ms':>9} {'graph':>5} {'kernels':>7} {'adamw':>12} {'norm':>12}")
 k = lambda r: str(r.get("graph_kernels") or "-")
 for r in rows:
     if r.get("bench") == "single" and r.get("mode") == "step":
         w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
         ms = r.get("step_median_ms") or r["step_ms"][0]  # the median, as train run's
-        print(f"{r['size']:6} {r['dtype']:5} {w:34} {ms:9.2f} {str(r['graph']):>5} {k(r):>7} {r['adamw']:>12} {str(r.get('norm')):>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {w:34} {1:>5} {ms:9.2f} {str(r['graph']):>5} {k(r):>7} {r['adamw']:>12} {str(r.get('norm')):>12}")
     elif r.get("bench") == "train":
-        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['step_ms']:9.2f} {str(r['graph']):>5} {k(r):>7} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
+        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['world']:>5} {r['step_ms']:9.2f} {str(r['graph']):>5} {k(r):>7} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
     elif r.get("mode") == "train-best":
-        print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r['step_ms']:9.2f}")
+        print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r.get('world', 1):>5} {r['step_ms']:9.2f}")
 PY
       return $rc ;;
     full)
       # `cargo xtask bench --gpus N` for this machine: every run xtask would make (the list
       # gpu-pack wrote for N GPUs), the PyTorch anchors, `train run`'s speed beside the
-      # PyTorch trainer (train-speed), then the report (report.tgz). On one GPU there is no
-      # all-reduce (the report says why). FULL_CASES: train-speed's cases ("xl:bf16").
+      # PyTorch trainer (train-speed: at world 1, and at world N on N GPUs), then the report
+      # (report.tgz). On one GPU there is no all-reduce (the report says why). FULL_CASES:
+      # train-speed's cases ("xl:bf16").
       local n rc=0 line parts; n="$(nvidia-smi -L | wc -l)"
       [ -f "$HERE/bench-runs-$n.tsv" ] || { echo "no bench-runs-$n.tsv: packed for 1, 2, 4, 8 GPUs"; return 2; }
       while IFS= read -r line; do
@@ -385,7 +403,8 @@ PY
       parts="allreduce single best ddp zero"; [ "$n" -eq 1 ] && parts="single best ddp zero"
       # shellcheck disable=SC2086
       SIZES=xl VARIANTS=compile-ro anchor $parts > /dev/null || rc=1
-      CASES="${FULL_CASES:-xl:bf16}" TS_STRATEGIES="single bucketed:25 zero1" job train-speed || rc=1
+      local worlds=1; [ "$n" -gt 1 ] && worlds="1 $n"
+      CASES="${FULL_CASES:-xl:bf16}" TS_WORLDS="$worlds" TS_STRATEGIES="single bucketed:25 zero1" job train-speed || rc=1
       local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
       "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} \
         --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1

@@ -135,7 +135,11 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
             );
         }
         // `train run`'s speed beside the PyTorch trainer: run.sh's train-speed job, from
-        // the repository's binaries and anchors.
+        // the repository's binaries and anchors; on one GPU, and on all of them.
+        let worlds = match gpus {
+            1 => "1".to_string(),
+            n => format!("1 {n}"),
+        };
         run(Command::new("bash")
             .arg(root().join("scripts/gpu/run.sh"))
             .arg("train-speed")
@@ -143,6 +147,7 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
             .env("ANCHORS", root().join("scripts/anchors"))
             .env("OUT", &out_dir)
             .env("CASES", "xl:bf16")
+            .env("TS_WORLDS", worlds)
             .env("TS_STRATEGIES", "single bucketed:25 zero1")
             .env("TS_TORCH", if has_torch { "compile-ro" } else { " " }))?;
     }

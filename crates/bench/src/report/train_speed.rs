@@ -56,11 +56,18 @@ pub fn vocab_note(r: &SingleRecord) -> String {
     }
 }
 
-/// The PyTorch trainer's fastest variant for `size`/`dtype`.
-fn trainer<'a>(torch: &'a [TorchStep], size: &str, dtype: &str) -> Option<&'a TorchStep> {
+/// The PyTorch trainer's fastest variant for `size`/`dtype` at `world` (DDP under torchrun
+/// above 1; a line without a world size is one GPU's).
+fn trainer<'a>(
+    torch: &'a [TorchStep],
+    size: &str,
+    dtype: &str,
+    world: usize,
+) -> Option<&'a TorchStep> {
     torch
         .iter()
         .filter(|t| t.mode == "train-best" && t.size == size && t.dtype == dtype)
+        .filter(|t| t.world.unwrap_or(1) == world)
         .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
 }
 
@@ -85,7 +92,10 @@ pub fn section(
          mean) and the PyTorch trainer \
          (`torch_train_best.py`: nanoGPT's loop with SDPA, torch.compile, fused AdamW, \
          clipping, the schedule and the loss read every step; its fastest variant), all \
-         from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown.\n\n\
+         from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown, with \
+         the batch above per GPU: above world 1, × `bench single` is the step against one \
+         GPU's (what the ranks' communication costs), and the PyTorch trainer is DDP at \
+         the same world size under torchrun.\n\n\
          | size | dtype | strategy | world | step ms | × `bench single` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm |\n\
          |---|---|---|---:|---:|---:|---:|---:|---|---|---|",
         first.batch, first.seq
@@ -93,7 +103,7 @@ pub fn section(
     let mut bars: Vec<(String, f64)> = Vec::new();
     for r in recs {
         let single = bench_single(singles, &r.size, &r.dtype, r.vocab);
-        let torch = trainer(torch, &r.size, &r.dtype);
+        let torch = trainer(torch, &r.size, &r.dtype, r.world);
         let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
         writeln!(
             md,
@@ -111,8 +121,12 @@ pub fn section(
             r.norm.as_deref().unwrap_or("-"),
         )?;
         if let Some(t) = torch {
+            let world = match r.world {
+                1 => String::new(),
+                w => format!(", world {w}"),
+            };
             bars.push((
-                format!("{} {} {}", r.size, r.dtype, r.strategy),
+                format!("{} {} {}{world}", r.size, r.dtype, r.strategy),
                 r.step_ms / t.step_ms,
             ));
         }
@@ -153,6 +167,14 @@ mod tests {
         md
     }
 
+    fn torch(world: Option<usize>, step_ms: f64) -> TorchStep {
+        let w = world.map_or(String::new(), |w| format!(r#""world":{w},"#));
+        serde_json::from_str(&format!(
+            r#"{{"mode":"train-best",{w}"variant":"compile-ro","size":"xl","dtype":"bf16","step_ms":{step_ms},"peak_GiB":30.0}}"#
+        ))
+        .unwrap()
+    }
+
     #[test]
     fn the_ratio_takes_bench_singles_median_as_train_runs_step_is() {
         // 41.6 / 41.0 (the median), not 41.6 / 40.0 (the mean).
@@ -161,5 +183,29 @@ mod tests {
         // Records written before the median: the mean.
         let md = table(&single(""));
         assert!(md.contains("| 41.60 | 1.040 |"), "{md}");
+    }
+
+    #[test]
+    fn each_world_size_is_set_beside_the_pytorch_trainer_of_its_own() {
+        let at2 = TrainRecord {
+            strategy: "bucketed:25".into(),
+            world: 2,
+            step_ms: 45.0,
+            ..train()
+        };
+        // One GPU's trainer is the faster line, but world 2 is set beside DDP's (50 ms), and
+        // world 1 beside one GPU's (a line without a world size is one GPU's).
+        let t = [torch(Some(2), 50.0), torch(None, 40.0)];
+        let dir = tempfile::tempdir().unwrap(); // the bars' plot is written there
+        let mut md = String::new();
+        section(&mut md, &[train(), at2], &[single("")], &t, dir.path()).unwrap();
+        assert!(
+            md.contains("| xl | bf16 | bucketed:25 | 2 | 45.00 | 1.125 | 50.00 | 0.900 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| xl | bf16 | single | 1 | 41.60 | 1.040 | 40.00 | 1.040 |"),
+            "{md}"
+        );
     }
 }
