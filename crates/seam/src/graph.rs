@@ -33,6 +33,9 @@
 //!   `to_vec`) inside the closure fail the capture, naming the copy.
 //! - Events: the compute stream must not record cudarc's per-allocation events (comm's
 //!   `cuda_device` turns them off), and nothing inside may synchronise.
+//! - Each captured node keeps the priority of the stream it was captured from (instantiated
+//!   with use-node-priority): NCCL's high-priority stream stays ahead of the compute
+//!   stream's kernels inside a replay, as it is in eager steps.
 //! - cuBLAS GEMMs are capturable once each shape has run eagerly (workspace allocated).
 //! - Kernel arguments are frozen at capture: anything that changes per step must be read
 //!   from device memory. The fused AdamW reads its step scalars from a device buffer;
@@ -169,7 +172,12 @@ pub fn capture<T>(
         // An error cudarc recorded inside the capture (a drop's free, say) would make
         // end_capture return it before ending the capture: take it first, and fail with it.
         let recorded = stream.context().check_err();
-        let flags = sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+        // Each node runs at the priority of the stream it was captured from (NCCL's
+        // stream may rank above the compute stream), not at the launching stream's.
+        let flags = sys::CUgraphInstantiate_flags(
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0
+                | sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0,
+        );
         let ended = stream.end_capture(flags);
         let reason = match (out, ended) {
             (Ok(_), _) if recorded.is_err() => format!(

@@ -62,7 +62,7 @@ impl NcclComm {
         let device = super::cuda_device(device_ordinal)?;
         let compute = device.as_cuda_device()?.cuda_stream();
         let ctx = compute.context().clone();
-        let stream = ctx.new_stream().map_err(drv("cuStreamCreate"))?;
+        let stream = super::device::comm_stream(&ctx)?;
         let id = store::rendezvous(env, opts.timeout, || Ok(unique_id()?.to_vec()))?;
         let id: [u8; 128] = id.try_into().map_err(|v: Vec<u8>| CommError::Store {
             addr: format!("{}:{}", env.master_addr, env.master_port),
