@@ -29,6 +29,7 @@ mod records;
 mod report;
 mod rmsnorm;
 mod single;
+mod single_record;
 mod single_step;
 mod slowdown;
 mod step_timing;
