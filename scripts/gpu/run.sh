@@ -301,6 +301,9 @@ PY
       # table last.
       local p="$RES/train-speed" c size dt rc=0 st v w steps="${TS_STEPS:-40}" ngpu
       ngpu="$(nvidia-smi -L | wc -l)"
+      for w in ${TS_WORLDS:-1}; do
+        case "$w" in ''|0*|*[!0-9]*) echo "train-speed: TS_WORLDS: '$w' is not a world size (1, 2, ...)"; return 2 ;; esac
+      done
       mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
       # bench single times the model train runs: the data's vocabulary, not the size's.
@@ -331,12 +334,13 @@ w = int(w)
 recs = [json.loads(l) for l in open(d + "/log.jsonl") if '"train"' in l]
 # tokens_per_s counts the global batch: 8 windows of 128 tokens per rank.
 tps = [r["tokens_per_s"] for r in recs if r["step"] >= 6]
+m = statistics.median(tps)
 # Under comm-launch each line carries a "[rank r] " prefix; rank 0's is the run's.
 how = [l.strip() for l in (re.sub(r"^\[rank 0\] ", "", l) for l in open(txt)) if l.startswith("train: step:")]
 line = how[0] if how else ""
 print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": w,
     "batch": 8, "global_batch": 8 * w, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
-    "step_ms": 8 * w * 128 / statistics.median(tps) * 1e3, "tokens_per_s": statistics.median(tps),
+    "step_ms": 8 * w * 128 / m * 1e3, "tokens_per_s": m,
     "graph": line.startswith("train: step: one CUDA graph"),
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
