@@ -5,5 +5,5 @@
 mod cuda_ptx;
 
 fn main() {
-    cuda_ptx::compile(&["adamw", "gradnorm"]);
+    cuda_ptx::compile(&["adamw", "gradnorm", "accum"]);
 }

@@ -14,7 +14,8 @@
 # CPU_RANKS (2,4) and CPU_MIB (1,10,100): the allreduce-cpu-proc and gloo jobs' sweep.
 # train-parity: DTYPES (fp32 bf16), PARITY_STEPS (2000), PARITY_ARGS (train run flags).
 # train-speed: CASES ("small:bf16 xl:bf16 xl:fp32"), TS_STEPS (40), TS_STRATEGIES
-#   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both).
+#   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both),
+#   TS_WORLDS ("1"), TS_ACCUM ("1"; "1 4": also 4 micro-batches of 8 per GPU, --accum 4).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # BIN and ANCHORS: the packed folder's, unless set (`cargo xtask bench` runs train-speed
@@ -321,26 +322,27 @@ PY
           [ "$w" -gt 1 ] && launch=("$BIN/comm-launch" --nproc-per-node "$w" --) && one=()
           for st in ${TS_STRATEGIES:-single bucketed:25}; do
             [ "$w" -gt 1 ] && [ "$st" = single ] && continue
-            echo "--- $size $dt: train run --strategy $st, world $w ($(date -u +%T))"
-            local d="$p/run-$size-$dt-${st%%:*}-w$w"; rm -rf "$d"
+            for a in ${TS_ACCUM:-1}; do
+            echo "--- $size $dt: train run --strategy $st, world $w, accum $a ($(date -u +%T))"
+            local d="$p/run-$size-$dt-${st%%:*}-w$w-a$a"; rm -rf "$d"
             "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
-              --global-batch $((8 * w)) --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
+              --global-batch $((8 * w * a)) --accum "$a" --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
               --strategy "$st" --backend nccl "${one[@]}" --fresh --no-progress "${tflag[@]}" > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
             [ ${#tflag[@]} -eq 0 ] && cp "$d/gemm-choices.json" "$table" && tflag=(--gemm-choices "$table")
-            python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" "$w" >> "$RES/results.jsonl" <<'PY' || rc=1
+            python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" "$w" "$a" >> "$RES/results.jsonl" <<'PY' || rc=1
 import json, re, statistics, sys
-d, size, dt, st, txt, meta, w = sys.argv[1:]
-w = int(w)
+d, size, dt, st, txt, meta, w, a = sys.argv[1:]
+w, a = int(w), int(a)
 recs = [json.loads(l) for l in open(d + "/log.jsonl") if '"train"' in l]
-# tokens_per_s counts the global batch: 8 windows of 128 tokens per rank.
+# tokens_per_s counts the global batch: 8 windows of 128 tokens per rank and micro-batch.
 tps = [r["tokens_per_s"] for r in recs if r["step"] >= 6]
 m = statistics.median(tps)
 # Under comm-launch each line carries a "[rank r] " prefix; rank 0's is the run's.
 how = [l.strip() for l in (re.sub(r"^\[rank 0\] ", "", l) for l in open(txt)) if l.startswith("train: step:")]
 line = how[0] if how else ""
 print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": w,
-    "batch": 8, "global_batch": 8 * w, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
-    "step_ms": 8 * w * 128 / m * 1e3, "tokens_per_s": m,
+    "batch": 8, "accum": a, "global_batch": 8 * w * a, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
+    "step_ms": 8 * w * a * 128 / m * 1e3, "tokens_per_s": m,
     "graph": line.startswith("train: step: one CUDA graph"),
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
@@ -350,6 +352,7 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "gemm_table": "own" if "GEMM algorithms:" not in open(txt).read() else "the case's first run's"}))
 PY
             tail -1 "$RES/results.jsonl"; rm -rf "$d"
+            done
           done
         done
         # bench single times the window train run's median covers: 5 warm-up steps, then
@@ -359,13 +362,18 @@ PY
         echo "--- $size $dt: bench single, vocabulary $vocab, ${win[*]}, ${tflag[*]:-own GEMM table} ($(date -u +%T))"
         "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1
         "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
+        # Accumulation's bar (issue 48): a forward and backward alone, for k x (step - AdamW) + AdamW.
+        [ -n "$(for a in ${TS_ACCUM:-1}; do [ "$a" -gt 1 ] && echo y; done)" ] && \
+          { "$BIN/bench" single --size "$size" --dtype "$dt" --mode fwd-bwd --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1; }
         for w in ${TS_WORLDS:-1}; do
           [ "$w" -gt "$ngpu" ] && continue
           local py=(python3); [ "$w" -gt 1 ] && py=(python3 -m torch.distributed.run --standalone --nproc_per_node "$w")
           for v in ${TS_TORCH:-compile-ro}; do
-            echo "--- $size $dt: torch_train_best $v, world $w ($(date -u +%T))"
-            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --global-batch $((8 * w)) \
-              --steps 60 2> "$p/torch-$size-$dt-$v-w$w.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-w$w.err"; rc=1; }
+            for a in ${TS_ACCUM:-1}; do
+            echo "--- $size $dt: torch_train_best $v, world $w, accum $a ($(date -u +%T))"
+            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --global-batch $((8 * w * a)) --accum "$a" \
+              --steps 60 2> "$p/torch-$size-$dt-$v-w$w-a$a.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-w$w-a$a.err"; rc=1; }
+            done
           done
         done
       done
@@ -380,15 +388,27 @@ for f in sys.argv[1:]:
     except OSError: pass
 print(f"{'size':6} {'dtype':5} {'what':34} {'world':>5} {'step ms':>9} {'graph':>5} {'kernels':>7} {'adamw':>12} {'norm':>12}")
 k = lambda r: str(r.get("graph_kernels") or "-")
+med = lambda r: r.get("step_median_ms") or r["step_ms"][0]
+# Accumulation's bar: k micro-batches cost k forward-backwards and one AdamW (with the
+# clipping norm): k x fb + (clipped step - fb), fb = bench single --mode fwd-bwd.
+fb = {(r["size"], r["dtype"]): med(r) for r in rows if r.get("bench") == "single" and r.get("mode") == "fwd-bwd"}
+clip = {(r["size"], r["dtype"]): med(r) for r in rows if r.get("bench") == "single" and r.get("mode") == "step" and r.get("adamw") == "after"}
 for r in rows:
-    if r.get("bench") == "single" and r.get("mode") == "step":
-        w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "")
-        ms = r.get("step_median_ms") or r["step_ms"][0]  # the median, as train run's
+    if r.get("bench") == "single" and r.get("mode") in ("step", "fwd-bwd"):
+        w = "bench single" + (" (clip)" if r.get("adamw") == "after" else "") + (" fwd-bwd" if r["mode"] == "fwd-bwd" else "")
+        ms = med(r)  # the median, as train run's
         print(f"{r['size']:6} {r['dtype']:5} {w:34} {1:>5} {ms:9.2f} {str(r['graph']):>5} {k(r):>7} {r['adamw']:>12} {str(r.get('norm')):>12}")
     elif r.get("bench") == "train":
-        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy']:34} {r['world']:>5} {r['step_ms']:9.2f} {str(r['graph']):>5} {k(r):>7} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
+        a = r.get("accum", 1); acc = f" accum {a}" if a > 1 else ""
+        print(f"{r['size']:6} {r['dtype']:5} {'train run ' + r['strategy'] + acc:34} {r['world']:>5} {r['step_ms']:9.2f} {str(r['graph']):>5} {k(r):>7} {str(r['adamw']):>12} {str(r.get('norm')):>12}")
+        key = (r["size"], r["dtype"])
+        if a > 1 and key in fb and key in clip:
+            ideal = a * fb[key] + (clip[key] - fb[key])
+            print(f"{'':12} accum bar: {a} x fwd-bwd {fb[key]:.2f} + (clipped step {clip[key]:.2f} - {fb[key]:.2f}) = {ideal:.2f} ms;"
+                  f" train run / it = {r['step_ms'] / ideal:.3f} (bar 1.10)")
     elif r.get("mode") == "train-best":
-        print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant']:34} {r.get('world', 1):>5} {r['step_ms']:9.2f}")
+        acc = f" accum {r.get('accum', 1)}" if r.get("accum", 1) > 1 else ""
+        print(f"{r['size']:6} {r['dtype']:5} {'torch_train_best ' + r['variant'] + acc:34} {r.get('world', 1):>5} {r['step_ms']:9.2f}")
 PY
       return $rc ;;
     full)

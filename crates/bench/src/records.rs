@@ -232,6 +232,11 @@ mod tests {
     }
 }
 
+/// Serde's default for a count that older records do not carry.
+pub(crate) fn one() -> usize {
+    1
+}
+
 /// The PyTorch anchor's training-step lines (`torch_baseline.py single|ddp|zero`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct TorchStep {
@@ -246,6 +251,9 @@ pub struct TorchStep {
     pub opt: Option<String>,
     #[serde(default)]
     pub world: Option<usize>,
+    /// Micro-batches per step (torch_train_best.py's `--accum`; 1 where absent).
+    #[serde(default = "one")]
+    pub accum: usize,
     /// torch_best.py's variant: eager, compile, compile-ro (torch.compile's CUDA graphs).
     #[serde(default)]
     pub variant: Option<String>,

@@ -166,7 +166,11 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
     let mut in_place_grads = Vec::new();
     for &i in &bucket.params {
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
-            (Some(g), Some(a)) => (g.to_dtype(DType::F32)? + a)?,
+            // The accumulated sum is this step's own buffer: added to in place.
+            (Some(g), Some(a)) => {
+                seam::accum::accumulate(a, &g, None)?;
+                a.clone()
+            }
             (Some(g), None) => g,
             (None, Some(a)) => a.clone(),
             (None, None) if ddp.opts.find_unused_parameters => {

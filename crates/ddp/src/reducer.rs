@@ -336,12 +336,14 @@ impl Ddp {
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
         let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
-        // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute dtype.
-        let grads = seam::staged::grads_f32(grads)?;
-        self.accumulated = Some(match self.accumulated.take() {
-            None => grads,
-            Some(acc) => seam::staged::add_grads(acc, grads)?,
-        });
+        // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute
+        // dtype, in place (seam::accum: one pass per micro-batch).
+        let mut acc = match self.accumulated.take() {
+            Some(sums) => seam::accum::Accumulator::with_sums(sums),
+            None => seam::accum::Accumulator::default(),
+        };
+        acc.add(grads, None)?;
+        self.accumulated = Some(acc.take());
         self.micro_batches += 1;
         Ok(loss)
     }

@@ -119,12 +119,25 @@ impl TransformerLm {
         let cuda = self.params.var(0).device().is_cuda();
         self.params
             .enable_bf16_shadows(cuda && dtype == DType::BF16);
+        self.declare_copy_only();
     }
 
     /// Chooses the blocks' backward in the staged path ([`crate::forward_backward`]): the
     /// hand-written one (default; used on CUDA, and on the CPU in f32) or candle's autograd.
     pub fn set_hand_written_backward(&mut self, on: bool) {
         self.hand_written = on;
+        self.declare_copy_only();
+    }
+
+    /// The hand-written bf16 stages read every weight but the embedding table (read in
+    /// f32 by its kernel) through `compute_weight`: the copy, or a cast of the master.
+    /// Candle's autograd path casts the masters (`w`), so then none is copy-only.
+    fn declare_copy_only(&mut self) {
+        let on = self.hand_written && self.params.bf16_shadows().enabled();
+        let mask = (0..self.params.len())
+            .map(|i| on && i != self.emb)
+            .collect();
+        self.params.set_bf16_copy_only(mask);
     }
 
     /// Logits (batch, seq, vocab) in f32 for token ids `input` (batch, seq): every stage

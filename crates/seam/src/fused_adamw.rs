@@ -131,7 +131,9 @@ struct Launch<'a> {
     moments: RefCell<&'a mut DeviceMoments>,
     s: &'a CudaSlice<f32>,
     /// Where to write the updated parameter in bf16 (model::shadow), if anywhere.
-    copy: Option<&'a CudaSlice<half::bf16>>,
+    copy: Option<candle_core::cuda_backend::cudarc::driver::CudaView<'a, half::bf16>>,
+    /// The copy's start offset is a multiple of 4 elements (its 8-byte stores are aligned).
+    copy_vec4: bool,
     /// The stream to launch on (the parameter's, candle's compute stream, when `None`)
     /// and at most how many blocks to launch there.
     on: Option<(&'a std::sync::Arc<CudaStream>, Option<u32>)>,
@@ -177,7 +179,7 @@ impl InplaceOp2 for Launch<'_> {
         let (po, go) = (pl.start_offset(), gl.start_offset());
         // m and v are whole allocations (aligned); 16-byte loads need p's and g's start
         // offsets to be multiples of 4 elements too (a view into a bucket may not be).
-        let vec4 = po.is_multiple_of(4) && go.is_multiple_of(4);
+        let vec4 = po.is_multiple_of(4) && go.is_multiple_of(4) && self.copy_vec4;
         let kernel = match (g.dtype(), vec4) {
             (DType::F32, false) => "adamw_f32",
             (DType::F32, true) => "adamw_f32_v4",
@@ -221,7 +223,7 @@ impl InplaceOp2 for Launch<'_> {
         }
         b.arg(m).arg(v).arg(&n64).arg(self.s);
         let null = 0u64;
-        match self.copy {
+        match &self.copy {
             Some(c) if c.len() == n => b.arg(c),
             Some(c) => candle_core::bail!(
                 "fused AdamW: a bf16 copy of {} elements for a parameter of {n}",
@@ -245,7 +247,8 @@ impl InplaceOp2 for Launch<'_> {
 /// One fused step of parameter `p` (a whole parameter or a contiguous view of one: a
 /// [`crate::Span`]) with gradient `g` (f32 or bf16, read as it is; other
 /// dtypes are cast to f32 first), with the scalars last uploaded to `s`; also writes the
-/// updated `p` in bf16 into `copy` (a whole contiguous bf16 CUDA tensor) if given.
+/// updated `p` in bf16 into `copy` (a contiguous bf16 CUDA tensor or view of as many elements) if
+/// given.
 /// `on`: launch on this stream instead of the parameter's, with at most this many blocks
 /// (the kernel loops over the elements; fewer blocks leave SMs to the GEMMs that run
 /// beside it, see [`crate::in_backward`]); the caller orders it after
@@ -270,6 +273,9 @@ pub fn step(
     }
     let g = kernel_grad(g)?;
     let guard = copy.map(|c| c.storage_and_layout());
+    let copy_vec4 = guard
+        .as_ref()
+        .is_none_or(|(_, l)| l.start_offset().is_multiple_of(4));
     let copy = match &guard {
         None => None,
         Some((st, l)) => {
@@ -278,12 +284,13 @@ pub fn step(
                     "fused AdamW: the bf16 copy is not on CUDA".into(),
                 ));
             };
-            if !l.is_contiguous() || l.start_offset() != 0 {
+            if !l.is_contiguous() {
                 return Err(ModelError::Input(
-                    "fused AdamW: the bf16 copy must be a whole contiguous tensor".into(),
+                    "fused AdamW: the bf16 copy must be contiguous".into(),
                 ));
             }
-            Some(cs.as_cuda_slice::<half::bf16>()?)
+            let (o, n) = (l.start_offset(), l.shape().elem_count());
+            Some(cs.as_cuda_slice::<half::bf16>()?.slice(o..o + n))
         }
     };
     let sguard = scale.map(|t| t.storage_and_layout());
@@ -310,6 +317,7 @@ pub fn step(
             moments: RefCell::new(moments),
             s: &s.dev,
             copy,
+            copy_vec4,
             on,
             scale,
         },

@@ -9,10 +9,11 @@
 //! candle-nn modules or closures, the loss a closure outside it), [`adamw`] (AdamW as torch.optim.AdamW; on
 //! CUDA one fused kernel per parameter, `fused_adamw`), [`shadow`] (the bf16 weight copies
 //! AdamW writes for a bf16 forward), [`span`] (AdamW on part of a parameter, in place: ZeRO-1's shards), [`in_backward`] (AdamW stage by stage inside the
-//! backward, optionally on a second CUDA stream), [`staged_norm`] (the clipping norm summed
+//! backward, optionally on a second CUDA stream), [`accum`] (gradient accumulation in place), [`staged_norm`] (the clipping norm summed
 //! stage by stage inside the backward), [`gemm_sms`] (how many SMs cuBLAS
 //! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
 
+pub mod accum;
 pub mod adamw;
 mod adopt;
 pub mod batch;

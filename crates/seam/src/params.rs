@@ -91,6 +91,11 @@ impl ParamSet {
     pub fn enable_bf16_shadows(&mut self, on: bool) {
         self.bf16.set_enabled(on);
     }
+    /// Declares the parameters the model's forward reads only through their bf16 copies
+    /// ([`crate::shadow::Bf16Shadows::set_copy_only`]).
+    pub fn set_bf16_copy_only(&mut self, on: Vec<bool>) {
+        self.bf16.set_copy_only(on);
+    }
     /// Total number of elements.
     pub fn numel(&self) -> usize {
         self.vars.iter().map(|v| v.elem_count()).sum()

@@ -29,6 +29,10 @@ use std::sync::Mutex;
 struct Slot {
     copy: Option<Tensor>,
     fresh: bool,
+    /// The copy is the parameter's value and its master is stale outside this rank's
+    /// part (a ZeRO-1 rank all-gathered the copies, not the masters): every forward takes
+    /// the copy until [`Bf16Shadows::release`] (the masters gathered too) or a master write.
+    held: bool,
 }
 
 /// The bf16 copies of a [`crate::ParamSet`]'s parameters (none until enabled).
@@ -36,6 +40,9 @@ struct Slot {
 pub struct Bf16Shadows {
     enabled: bool,
     slots: Mutex<Vec<Slot>>,
+    /// Per parameter: the model's forward reads it only through its copy (never the
+    /// master), so a distributed optimizer may keep only the copy whole between steps.
+    copy_only: Vec<bool>,
 }
 
 impl Bf16Shadows {
@@ -48,6 +55,68 @@ impl Bf16Shadows {
         self.enabled = on;
         if !on {
             self.slots_mut().clear();
+            self.copy_only.clear();
+        }
+    }
+
+    /// Declares which parameters the model's forward reads only through their copies
+    /// (`on[i]`), as a bf16 model whose forward takes [`Self::take_fresh`] or else casts
+    /// does: for those, a ZeRO-1 rank may update and all-gather the copies alone
+    /// ([`Self::gatherable`]). A parameter the forward reads as the f32 master (an
+    /// embedding table read in f32) must not be declared. Ignored while disabled.
+    pub fn set_copy_only(&mut self, on: Vec<bool>) {
+        if self.enabled {
+            self.copy_only = on;
+        }
+    }
+
+    /// Whether parameter `i`'s copy alone may carry its value between steps
+    /// ([`Self::set_copy_only`]).
+    pub fn gatherable(&self, i: usize) -> bool {
+        self.enabled && self.copy_only.get(i).copied().unwrap_or(false)
+    }
+
+    /// Parameter `i`'s copy, whole, is its value from now on (gathered from every rank's
+    /// part; the gather is queued before any forward that reads it): forwards take it,
+    /// not the master, until [`Self::release`] or a master write ([`Self::invalidate`]).
+    pub fn hold(&self, i: usize) {
+        if let Some(s) = self.slots_mut().get_mut(i) {
+            s.held = true;
+            s.fresh = true;
+        }
+    }
+
+    /// Parameter `i`'s copy buffer as it is (fresh or not; `None` before it was written).
+    pub fn copy(&self, i: usize) -> Option<Tensor> {
+        self.slots_mut().get(i).and_then(|s| s.copy.clone())
+    }
+
+    /// Whether any copy is held ([`Self::hold`]): some master is stale.
+    pub fn any_held(&self) -> bool {
+        self.slots_mut().iter().any(|s| s.held)
+    }
+
+    /// Parameter `i`'s master is whole again and equals its copy (the masters were
+    /// gathered too): the copy is fresh, no longer held.
+    pub fn release(&self, i: usize) {
+        if let Some(s) = self.slots_mut().get_mut(i) {
+            s.fresh = s.held || s.fresh;
+            s.held = false;
+        }
+    }
+
+    /// Which copies are fresh or held now (for [`Self::restore_fresh`]).
+    pub fn fresh_mask(&self) -> Vec<bool> {
+        self.slots_mut().iter().map(|s| s.fresh || s.held).collect()
+    }
+
+    /// Marks fresh again the copies of `mask` ([`Self::fresh_mask`]). Right only while no
+    /// master and no copy has been written since the mask was taken: the micro-batches of
+    /// one step, whose forwards then all read the copies AdamW wrote once, instead of
+    /// casting every weight again per micro-batch.
+    pub fn restore_fresh(&self, mask: &[bool]) {
+        for (s, &m) in self.slots_mut().iter_mut().zip(mask) {
+            s.fresh |= m && s.copy.is_some();
         }
     }
 
@@ -61,7 +130,7 @@ impl Bf16Shadows {
     pub fn take_fresh(&self, i: usize) -> Option<Tensor> {
         let mut slots = self.slots_mut();
         let slot = slots.get_mut(i)?;
-        if !std::mem::take(&mut slot.fresh) {
+        if !std::mem::take(&mut slot.fresh) && !slot.held {
             return None;
         }
         slot.copy.clone()
@@ -99,6 +168,7 @@ impl Bf16Shadows {
     pub fn invalidate(&self) {
         for s in self.slots_mut().iter_mut() {
             s.fresh = false;
+            s.held = false;
         }
     }
 
@@ -112,6 +182,7 @@ impl Bf16Shadows {
         }
         let slot = &mut slots[i];
         slot.fresh = false;
+        slot.held = false;
         let ok = matches!(&slot.copy, Some(c) if c.dims() == master.dims()
             && c.device().same_device(master.device()));
         if !ok {
@@ -132,6 +203,7 @@ impl Bf16Shadows {
     pub(crate) fn mark_stale(&self, i: usize) {
         if let Some(s) = self.slots_mut().get_mut(i) {
             s.fresh = false;
+            s.held = false;
         }
     }
 }

@@ -165,16 +165,27 @@ impl AdamW {
             let s = self.scalars.as_ref().ok_or_else(|| {
                 ModelError::Input("fused AdamW: step scalars not uploaded".into())
             })?;
-            let whole = shadow.filter(|_| span.is_whole());
-            let copy = whole
-                .map(|(sh, j)| sh.target(j, span.var.as_tensor()))
-                .transpose()?;
+            // The whole copy where the span is the whole parameter; the span's part of it
+            // where the copy alone may carry the value (a ZeRO-1 rank then all-gathers the
+            // copy and holds it: Bf16Shadows::hold).
+            let writes = shadow.filter(|&(sh, j)| span.is_whole() || sh.gatherable(j));
+            let copy = match writes {
+                Some((sh, j)) => {
+                    let c = sh.target(j, span.var.as_tensor())?;
+                    Some(match span.is_whole() {
+                        true => c,
+                        false => c.flatten_all()?.narrow(0, span.start, span.len)?,
+                    })
+                }
+                None => None,
+            };
             let on = on.map(|side| (side.stream(), side.max_blocks()));
             let scale = self.grad_scale.as_ref();
             crate::fused_adamw::step(&p, g, &mut mom, s, copy.as_ref(), on, scale)?;
             self.state[i] = Some(Moments::Device(mom));
-            match (whole, shadow) {
-                (Some((sh, j)), _) => sh.mark_fresh(j),
+            match (writes, shadow) {
+                (Some((sh, j)), _) if span.is_whole() => sh.mark_fresh(j),
+                (Some(_), _) => {} // stale (target) until gathered and held
                 (None, Some((sh, j))) => sh.mark_stale(j),
                 _ => {}
             }

@@ -57,6 +57,9 @@ impl TrainStep {
         self.recapture();
         let group = dir.join(GROUP);
         let sharded = group.is_dir();
+        // The masters are rewritten: no bf16 copy written before (fresh, or held by a
+        // ZeRO-1 step that gathered copies) stands for them any more.
+        model.params().bf16_shadows().invalidate();
         let (sync, opt) = self.core.sync_and_adamw_mut();
         Ok(match (sync, sharded) {
             (Sync::Local, false) => ddp::checkpoint::resume(comm.as_ref(), dir, model, opt)?,

@@ -7,7 +7,6 @@ use anyhow::{anyhow, Result};
 use candle_core::{DType, Device, Tensor};
 use comm::ReduceOp;
 use ddp::Ddp;
-use seam::staged::{add_grads, grads_f32};
 use seam::{AdamW, Batch, Grads, InBackward, SideStream, StagedModel, StagedNorm};
 use zero1::{ShardedOptimizer, Zero1Overlap};
 
@@ -187,6 +186,9 @@ impl Core {
             Some(n) => n.stage(s, g),
             None => Ok(()),
         };
+        // The bf16 copies fresh now are fresh for every micro-batch: nothing writes a
+        // master before AdamW, so later forwards read them instead of casting again.
+        let shadows = model.params().bf16_shadows();
         let (loss, grads, seen) = match &mut self.sync {
             Sync::Local if in_backward => {
                 let tape = seam::forward(model, &batches[0])?;
@@ -198,7 +200,7 @@ impl Core {
             }
             Sync::Ddp(d) if in_backward => {
                 let mut ib = InBackward::begin(&mut self.opt, model.params(), self.side.as_ref())?;
-                let loss = summed(batches, |b, last| match last {
+                let loss = summed(batches, shadows, |b, last| match last {
                     false => Ok(d.forward_backward_no_sync(model, b)?),
                     true => Ok(d.forward_backward_reduced(model, b, |g| Ok(ib.update(g)?))?),
                 })?;
@@ -206,29 +208,22 @@ impl Core {
                 (loss, None, false)
             }
             Sync::Local => {
-                let mut sum: Option<Grads> = None;
-                let loss = summed(batches, |b, _| {
+                // One micro-batch: its gradients as they are (AdamW reads bf16). More: f32
+                // sums in place, the last one averaging (seam::accum).
+                let (mut one, mut sum) = (None, seam::accum::Accumulator::default());
+                let loss = summed(batches, shadows, |b, last| {
                     let (l, g) = seam::forward_backward(model, b, |s, g| observe(s, g))?;
-                    sum = Some(match sum.take() {
-                        // One micro-batch: its gradients as they are (AdamW reads bf16).
-                        None if k == 1 => g,
-                        None => grads_f32(g)?,
-                        Some(s) => add_grads(s, grads_f32(g)?)?,
-                    });
+                    match k {
+                        1 => one = Some(g),
+                        _ => sum.add(g, last.then_some(1.0 / k as f64))?,
+                    }
                     Ok(l)
                 })?;
-                let mut g = sum.unwrap_or_default();
-                if k > 1 {
-                    g = g
-                        .into_iter()
-                        .map(|g| g.map(|g| g.affine(1.0 / k as f64, 0.0)).transpose())
-                        .collect::<candle_core::Result<_>>()?;
-                }
-                (loss, Some(g), true)
+                (loss, Some(one.unwrap_or_else(|| sum.take())), true)
             }
             Sync::Zero1(z) => {
                 let mut seen = false;
-                let loss = summed(batches, |b, last| match last {
+                let loss = summed(batches, shadows, |b, last| match last {
                     false => Ok(z.forward_backward_no_sync(model, b)?),
                     true => {
                         let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
@@ -241,7 +236,7 @@ impl Core {
             }
             Sync::Ddp(d) | Sync::Sharded(d, _) => {
                 let mut seen = false;
-                let loss = summed(batches, |b, last| match last {
+                let loss = summed(batches, shadows, |b, last| match last {
                     false => Ok(d.forward_backward_no_sync(model, b)?),
                     true => {
                         let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
@@ -276,7 +271,7 @@ impl Core {
         if let Sync::Zero1(z) = &mut self.sync {
             let nc = zero1_step(z, clip, staged, model.params().bf16_shadows())?;
             if capturing {
-                z.sync_params()?;
+                z.complete_gathers()?;
             }
             let norm = nc.map_or_else(no_norm, |nc| nc.narrow(0, 0, 1))?;
             return Ok(Tensor::cat(&[&loss, &norm], 0)?);
@@ -369,10 +364,22 @@ fn global_norm_and_coef(
 }
 
 /// The losses of `f` on every micro-batch, summed on the device; `f(b, last)` is told
-/// whether `b` is the last (the one whose backward synchronises).
-fn summed(batches: &[Batch], mut f: impl FnMut(&Batch, bool) -> Result<Tensor>) -> Result<Tensor> {
+/// whether `b` is the last (the one whose backward synchronises). The bf16 copies fresh
+/// before the first are fresh again before each later one (`shadows`: the model's).
+fn summed(
+    batches: &[Batch],
+    shadows: &seam::shadow::Bf16Shadows,
+    mut f: impl FnMut(&Batch, bool) -> Result<Tensor>,
+) -> Result<Tensor> {
     let mut loss: Option<Tensor> = None;
+    let fresh = match batches.len() {
+        1 => Vec::new(),
+        _ => shadows.fresh_mask(),
+    };
     for (i, b) in batches.iter().enumerate() {
+        if i > 0 {
+            shadows.restore_fresh(&fresh);
+        }
         let l = f(b, i + 1 == batches.len())?;
         loss = Some(match loss {
             None => l,

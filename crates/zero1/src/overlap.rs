@@ -53,6 +53,13 @@ pub struct Zero1Overlap {
     pub(crate) opt: AdamW,
     gathers: Gathers,
     gather_ahead: bool,
+    /// All-gather the bf16 copies of the parameters sharded in place, not their f32
+    /// masters, where the model reads them only through the copies (on by default;
+    /// `ZERO1_GATHER=f32` turns it off).
+    bf16_gather: bool,
+    /// Spans whose masters are stale outside this rank's part (their copies were gathered
+    /// instead): [`Self::sync_params`] gathers the masters too.
+    stale_masters: Vec<usize>,
 }
 
 /// Bucket `b`'s parameters flattened in bucket order and zero-padded to a multiple of `w`.
@@ -129,7 +136,19 @@ impl Zero1Overlap {
             opt: AdamW::new(cfg)?,
             gathers,
             gather_ahead: false,
+            bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
+            stale_masters: Vec::new(),
         })
+    }
+
+    /// With `true` (the default unless `ZERO1_GATHER=f32`), a step all-gathers the bf16
+    /// copies AdamW writes of every parameter sharded in place that the model's forward
+    /// reads only through its copy (`seam::shadow::Bf16Shadows::gatherable`): half the
+    /// bytes of the f32 masters, and no cast in the next forward (Megatron-Core's
+    /// distributed optimizer gathers its bf16 parameter buffer so). The f32 masters outside
+    /// this rank's part are then stale until [`Self::sync_params`].
+    pub fn set_bf16_gather(&mut self, on: bool) {
+        self.bf16_gather = on;
     }
 
     /// With `true`, [`Self::step`] leaves its all-gathers in flight for the next forward to
@@ -157,8 +176,21 @@ impl Zero1Overlap {
     }
 
     /// Completes every all-gather still in flight into the parameters (the compute stream
-    /// waits; the host does not block on the GPU).
+    /// waits; the host does not block on the GPU) and makes every f32 master whole (where
+    /// a step gathered bf16 copies instead: one f32 all-gather of each such part, for a
+    /// checkpoint, an export or a forward that reads masters).
     pub fn sync_params(&mut self) -> Result<()> {
+        self.complete_gathers()?;
+        for k in std::mem::take(&mut self.stale_masters) {
+            let whole = self.spans[k].var.as_tensor().flatten_all()?;
+            self.comm.all_gather(&self.spans[k].view()?, &whole)?;
+        }
+        Ok(())
+    }
+
+    /// Completes the all-gathers in flight: what a forward reads (the bf16 copies, or
+    /// the masters) is then whole; masters whose copies were gathered stay stale.
+    pub fn complete_gathers(&mut self) -> Result<()> {
         Ok(self.gathers.complete(&self.params)?)
     }
 
@@ -186,7 +218,7 @@ impl Zero1Overlap {
             |s| gathers.before_stage(s, params),
             observe,
         )?;
-        self.sync_params()?;
+        self.complete_gathers()?;
         Ok(out)
     }
 
@@ -197,7 +229,7 @@ impl Zero1Overlap {
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
-        self.sync_params()?;
+        self.complete_gathers()?;
         Ok(self.ddp.forward_backward_no_sync(model, batch)?)
     }
 
@@ -212,7 +244,7 @@ impl Zero1Overlap {
     /// [`Self::step`]'s first half: this rank's averaged part of every bucket (zero in the
     /// flat part's padding). A caller that clips takes their norm here.
     pub fn reduced_shards(&mut self) -> Result<Vec<BucketShard>> {
-        self.sync_params()?;
+        self.complete_gathers()?;
         Ok(self.ddp.finish_reduce_scatter()?)
     }
 
@@ -258,12 +290,32 @@ impl Zero1Overlap {
             (&self.comm, &self.spans, &self.owner, &mut self.gathers);
         let (w, params) = (comm.world_size(), &self.params);
         let index: Vec<Option<usize>> = owner.iter().map(|o| o.1).collect();
+        // The parts whose bf16 copies AdamW writes (seam::Span) and this step gathers.
+        let copies = shadows.filter(|s| self.bf16_gather && w > 1 && s.enabled());
+        let stale = &mut self.stale_masters;
         self.opt.step_spans_in(
             spans,
             &grads,
             (0..spans.len()).rev(),
             |k| -> Result<()> {
                 let (b, who) = owner[k];
+                let copy = who
+                    .zip(copies)
+                    .filter(|(i, s)| s.gatherable(*i) && spans[k].var.device().is_cuda());
+                if let Some((i, sh)) = copy {
+                    let c = sh.copy(i).ok_or_else(|| {
+                        Zero1Error::Input(format!("parameter {i}: AdamW wrote no bf16 copy"))
+                    })?;
+                    let whole = c.flatten_all()?;
+                    let part = whole.narrow(0, spans[k].start, spans[k].len)?;
+                    let work = comm.all_gather_async(&part, &whole)?;
+                    gathers.launched_in_place(b, work);
+                    sh.hold(i);
+                    if !stale.contains(&k) {
+                        stale.push(k);
+                    }
+                    return Ok(());
+                }
                 if who.is_some() {
                     let whole = spans[k].var.as_tensor().flatten_all()?;
                     let work = comm.all_gather_async(&spans[k].view()?, &whole)?;

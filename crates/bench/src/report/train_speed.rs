@@ -19,6 +19,9 @@ pub struct TrainRecord {
     pub dtype: String,
     pub strategy: String,
     pub world: usize,
+    /// Micro-batches per step (`--accum`; 1 where absent).
+    #[serde(default = "crate::records::one")]
+    pub accum: usize,
     pub batch: usize,
     pub seq: usize,
     pub step_ms: f64,
@@ -57,17 +60,17 @@ pub fn vocab_note(r: &SingleRecord) -> String {
 }
 
 /// The PyTorch trainer's fastest variant for `size`/`dtype` at `world` (DDP under torchrun
-/// above 1; a line without a world size is one GPU's).
+/// above 1; a line without a world size is one GPU's) with `accum` micro-batches.
 fn trainer<'a>(
     torch: &'a [TorchStep],
     size: &str,
     dtype: &str,
-    world: usize,
+    (world, accum): (usize, usize),
 ) -> Option<&'a TorchStep> {
     torch
         .iter()
         .filter(|t| t.mode == "train-best" && t.size == size && t.dtype == dtype)
-        .filter(|t| t.world.unwrap_or(1) == world)
+        .filter(|t| t.world.unwrap_or(1) == world && t.accum == accum)
         .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
 }
 
@@ -102,15 +105,20 @@ pub fn section(
     )?;
     let mut bars: Vec<(String, f64)> = Vec::new();
     for r in recs {
-        let single = bench_single(singles, &r.size, &r.dtype, r.vocab);
-        let torch = trainer(torch, &r.size, &r.dtype, r.world);
+        // One micro-batch's step is no measure of several: no ratio to bench single there.
+        let single = bench_single(singles, &r.size, &r.dtype, r.vocab).filter(|_| r.accum == 1);
+        let torch = trainer(torch, &r.size, &r.dtype, (r.world, r.accum));
+        let strategy = match r.accum {
+            1 => r.strategy.clone(),
+            a => format!("{}, --accum {a}", r.strategy),
+        };
         let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
         writeln!(
             md,
             "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
             r.size,
             r.dtype,
-            r.strategy,
+            strategy,
             r.world,
             r.step_ms,
             ratio(single.map(|s| s.step_median_ms.unwrap_or(s.step_ms.0))),
@@ -126,7 +134,7 @@ pub fn section(
                 w => format!(", world {w}"),
             };
             bars.push((
-                format!("{} {} {}{world}", r.size, r.dtype, r.strategy),
+                format!("{} {} {strategy}{world}", r.size, r.dtype),
                 r.step_ms / t.step_ms,
             ));
         }
@@ -205,6 +213,30 @@ mod tests {
         );
         assert!(
             md.contains("| xl | bf16 | single | 1 | 41.60 | 1.040 | 40.00 | 1.040 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn accumulation_is_set_beside_the_pytorch_trainer_that_accumulates_as_much() {
+        let acc = TrainRecord {
+            accum: 4,
+            step_ms: 150.0,
+            ..train()
+        };
+        let mut t4 = torch(None, 200.0);
+        t4.accum = 4;
+        let dir = tempfile::tempdir().unwrap();
+        let mut md = String::new();
+        let t = [torch(None, 40.0), t4];
+        section(&mut md, &[train(), acc], &[single("")], &t, dir.path()).unwrap();
+        // Not against bench single's one micro-batch, nor the trainer without accumulation.
+        assert!(
+            md.contains("| xl | bf16 | single, --accum 4 | 1 | 150.00 | - | 200.00 | 0.750 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| single | 1 | 41.60 | 1.040 | 40.00 | 1.040 |"),
             "{md}"
         );
     }
