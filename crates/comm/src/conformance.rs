@@ -172,9 +172,27 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
             .collect();
         expect(&format!("reduce_scatter_coalesced #{k}"), out, &want)?;
     }
+    // All-gathers as one launch: one into a separate buffer, one in place (the input is
+    // this rank's chunk of the output), in two dtypes.
+    let mut host = vec![0f32; 2 * n];
+    host[2 * c.rank()..2 * c.rank() + 2].copy_from_slice(&[r, r + 0.5]);
+    let whole = Tensor::new(host.as_slice(), dev)?.to_dtype(DType::BF16)?;
+    let mine = whole.narrow(0, 2 * c.rank(), 2)?;
+    let pairs = [
+        (
+            Tensor::new(&[10.0 * r], dev)?,
+            Tensor::zeros(n, DType::F32, dev)?,
+        ),
+        (mine, whole.clone()),
+    ];
+    c.all_gather_coalesced_async(&pairs)?.wait()?;
+    let want: Vec<f32> = ranks().map(|k| 10.0 * k).collect();
+    expect("all_gather_coalesced (separate)", &pairs[0].1, &want)?;
+    let want: Vec<f32> = ranks().flat_map(|k| [k, k + 0.5]).collect();
+    expect("all_gather_coalesced (in place, bf16)", &whole, &want)?;
     c.all_reduce_coalesced_async(&[], ReduceOp::Sum)?
         .synchronize()?;
-    checks += 3;
+    checks += 4;
 
     // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;

@@ -181,6 +181,21 @@ pub trait Communicator: Send + Sync {
         Ok(Work::all(works))
     }
 
+    /// Several all-gathers, each (input, output) as in [`Self::all_gather_async`], queued
+    /// as one launch with one handle (NCCL: one group); the default checks every pair,
+    /// then queues them one after another.
+    fn all_gather_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
+        for (input, output) in pairs {
+            let (r, w) = (self.rank(), self.world_size());
+            validate::check_pair("all_gather_coalesced", r, w, input, output)?;
+        }
+        let works = pairs
+            .iter()
+            .map(|(i, o)| self.all_gather_async(i, o))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Work::all(works))
+    }
+
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {
         self.all_reduce_async(buf, op)?.wait()
     }

@@ -93,7 +93,7 @@ pub(crate) fn launch_all(
     ddp: &Ddp,
     (bs, stage): (&[usize], Option<usize>),
     grads: &mut Grads,
-    acc: Option<&Grads>,
+    acc: Option<(&Grads, Option<f64>)>,
     launched: &mut Vec<InFlight>,
 ) -> Result<()> {
     let prepared = bs
@@ -155,10 +155,26 @@ fn shard(p: &Prepared) -> Result<&Tensor> {
         .ok_or_else(|| DdpError::Input("reduce-scatter bucket without a shard buffer".into()))
 }
 
-/// Gathers bucket `b`'s gradients (plus accumulated ones; taken out of `grads`) into one
-/// buffer in the communication dtype (and, in reduce-scatter mode, zero-pads it to a
-/// multiple of the world size and allocates this rank's slice).
-fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Result<Prepared> {
+/// Gathers bucket `b`'s gradients (plus accumulated ones, times their averaging factor
+/// where given, in the same pass; taken out of `grads`) into one buffer in the
+/// communication dtype (and, in reduce-scatter mode, zero-pads it to a multiple of the
+/// world size and allocates this rank's slice).
+fn prepare(
+    ddp: &Ddp,
+    b: usize,
+    grads: &mut Grads,
+    acc: Option<(&Grads, Option<f64>)>,
+) -> Result<Prepared> {
+    let (acc, fold) = match acc {
+        Some((a, s)) => (Some(a), s),
+        None => (None, None),
+    };
+    let times = |t: Tensor| -> Result<Tensor> {
+        Ok(match fold {
+            Some(s) => t.to_dtype(DType::F32)?.affine(s, 0.0)?,
+            None => t,
+        })
+    };
     let bucket = &ddp.buckets[b];
     let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
     let dev = ddp.device.clone();
@@ -168,11 +184,11 @@ fn prepare(ddp: &Ddp, b: usize, grads: &mut Grads, acc: Option<&Grads>) -> Resul
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
             // The accumulated sum is this step's own buffer: added to in place.
             (Some(g), Some(a)) => {
-                seam::accum::accumulate(a, &g, None)?;
+                seam::accum::accumulate(a, &g, fold)?;
                 a.clone()
             }
-            (Some(g), None) => g,
-            (None, Some(a)) => a.clone(),
+            (Some(g), None) => times(g)?,
+            (None, Some(a)) => times(a.clone())?,
             (None, None) if ddp.opts.find_unused_parameters => {
                 Tensor::zeros(ddp.shapes[i].clone(), DType::F32, &dev)?
             }

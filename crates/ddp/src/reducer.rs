@@ -54,7 +54,8 @@ pub struct Ddp {
     /// Each parameter's name and the stage DDP expects its gradient from (for errors).
     pub(crate) names: Vec<(String, usize)>,
     /// Local gradients summed over `forward_backward_no_sync` calls, and how many.
-    accumulated: Option<Grads>,
+    /// The no_sync micro-batches' gradients (seam::accum: f32 sums, made in place).
+    accumulated: seam::accum::Accumulator,
     micro_batches: usize,
     /// What the gradients in flight are multiplied by when collected (1/micro-batches).
     pub(crate) scale: Option<f64>,
@@ -132,7 +133,7 @@ impl Ddp {
                 .collect(),
             comm,
             opts,
-            accumulated: None,
+            accumulated: Default::default(),
             micro_batches: 0,
             scale: None,
             in_flight: Vec::new(),
@@ -250,9 +251,16 @@ impl Ddp {
             (Vec::<InFlight>::new(), SyncStats::default(), 0);
         let tape = seam::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
-        let acc = self.accumulated.take();
+        let acc = Some(self.accumulated.take()?).filter(|a| !a.is_empty());
         let micro = std::mem::take(&mut self.micro_batches) + 1;
         self.scale = (micro > 1 && !self.opts.sum_micro_batches).then(|| 1.0 / micro as f64);
+        // With accumulated micro-batches the averaging factor goes into the pass that adds
+        // the last one (seam::accum), not into a pass over the reduced gradients.
+        let fold = match acc {
+            Some(_) => self.scale.take(),
+            None => None,
+        };
+        let acc = acc.as_ref().map(|a| (a, fold));
         let wire = self.opts.grad_dtype.unwrap_or(DType::F32);
         let mut observing = self.comm.world_size() == 1 && acc.is_none() && micro == 1;
         let lag = if self.comm.world_size() == 1 {
@@ -300,7 +308,7 @@ impl Ddp {
                     .filter(|&b| this.buckets[b].ready_stage == s)
                     .collect();
                 during += ready.len();
-                launch_all(this, (&ready, Some(s)), grads, acc.as_ref(), &mut launched)?;
+                launch_all(this, (&ready, Some(s)), grads, acc, &mut launched)?;
                 drain(&mut launched, Some(s))?;
             }
             Ok(())
@@ -311,7 +319,7 @@ impl Ddp {
         let rest = result.and_then(|mut grads| {
             if !eager {
                 let all: Vec<usize> = (0..this.buckets.len()).collect();
-                launch_all(this, (&all, None), &mut grads, acc.as_ref(), &mut launched)?;
+                launch_all(this, (&all, None), &mut grads, acc, &mut launched)?;
             }
             drain(&mut launched, None)
         });
@@ -338,12 +346,7 @@ impl Ddp {
         let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute
         // dtype, in place (seam::accum: one pass per micro-batch).
-        let mut acc = match self.accumulated.take() {
-            Some(sums) => seam::accum::Accumulator::with_sums(sums),
-            None => seam::accum::Accumulator::default(),
-        };
-        acc.add(grads, None)?;
-        self.accumulated = Some(acc.take());
+        self.accumulated.add(grads, None)?;
         self.micro_batches += 1;
         Ok(loss)
     }

@@ -1,30 +1,67 @@
-// Gradient accumulation in place: acc <- (acc + g) * s, acc f32, g f32 or bf16, s read as
-// an argument (1 for a plain sum). One pass: read acc and g, write acc (10 bytes per
-// element for a bf16 gradient), instead of a cast, an add into a new buffer and a scale.
-// The sum and the product round separately (no fused multiply-add), so the bits equal
-// candle's add followed by its affine.
+// Gradient accumulation: out <- (x + y) * s in f32, x and y f32 or bf16, out f32 (out may be
+// x itself: the sum in place). `scale` 0: no product. The first two micro-batches' bf16
+// gradients are summed into a new f32 buffer in one pass (8 bytes per element), each later
+// one added in place (10 bytes). The sum and the product round separately (no fused
+// multiply-add), so the bits equal casting to f32, adding, then scaling.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float to_f(float g) { return g; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 g) { return __bfloat162float(g); }
 
-template <typename G>
-__device__ void accum(float *__restrict__ acc, const G *__restrict__ g,
-                      const unsigned long long n, const float s, const int scale) {
-  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-       i += (unsigned long long)blockDim.x * gridDim.x) {
-    const float t = __fadd_rn(acc[i], to_f(g[i]));
-    acc[i] = scale ? __fmul_rn(t, s) : t;
-  }
+__device__ __forceinline__ float4 load4(const float *p, unsigned long long i) {
+  return reinterpret_cast<const float4 *>(p)[i];
+}
+__device__ __forceinline__ float4 load4(const __nv_bfloat16 *p, unsigned long long i) {
+  const uint2 raw = reinterpret_cast<const uint2 *>(p)[i];
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&raw.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&raw.y));
+  return make_float4(a.x, a.y, b.x, b.y);
 }
 
-extern "C" __global__ void accum_f32(float *__restrict__ acc, const float *__restrict__ g,
-                                     const unsigned long long n, const float s, const int scale) {
-  accum(acc, g, n, s, scale);
+__device__ __forceinline__ float one(float x, float y, float s, int scale) {
+  const float t = __fadd_rn(x, y);
+  return scale ? __fmul_rn(t, s) : t;
 }
-extern "C" __global__ void accum_bf16(float *__restrict__ acc,
-                                      const __nv_bfloat16 *__restrict__ g,
-                                      const unsigned long long n, const float s,
-                                      const int scale) {
-  accum(acc, g, n, s, scale);
+
+// Four elements per thread where every start is 16-byte aligned (vec4), then the rest.
+template <typename X, typename Y>
+__device__ void accum(float *out, const X *x, const Y *y, const unsigned long long n,
+                      const float s, const int scale, const int vec4) {
+  const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+  unsigned long long done = 0;
+  if (vec4) {
+    const unsigned long long n4 = n / 4;
+    for (unsigned long long i = first; i < n4; i += stride) {
+      const float4 a = load4(x, i), b = load4(y, i);
+      reinterpret_cast<float4 *>(out)[i] = make_float4(
+          one(a.x, b.x, s, scale), one(a.y, b.y, s, scale), one(a.z, b.z, s, scale),
+          one(a.w, b.w, s, scale));
+    }
+    done = 4 * n4;
+  }
+  for (unsigned long long i = done + first; i < n; i += stride)
+    out[i] = one(to_f(x[i]), to_f(y[i]), s, scale);
 }
+
+#define ACCUM(name, X, Y)                                                                      \
+  extern "C" __global__ void name(float *out, const X *x, const Y *y,                          \
+                                  const unsigned long long n, const float s, const int scale,  \
+                                  const int vec4) {                                            \
+    accum(out, x, y, n, s, scale, vec4);                                                       \
+  }
+
+ACCUM(accum_f32_f32, float, float)
+ACCUM(accum_f32_bf16, float, __nv_bfloat16)
+ACCUM(accum_bf16_f32, __nv_bfloat16, float)
+ACCUM(accum_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+
+// In place: out <- (out + y) * s.
+#define ACCUM_IN_PLACE(name, Y)                                                                \
+  extern "C" __global__ void name(float *out, const Y *y, const unsigned long long n,           \
+                                  const float s, const int scale, const int vec4) {             \
+    accum(out, (const float *)out, y, n, s, scale, vec4);                                       \
+  }
+
+ACCUM_IN_PLACE(accum_in_place_f32, float)
+ACCUM_IN_PLACE(accum_in_place_bf16, __nv_bfloat16)

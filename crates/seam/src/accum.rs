@@ -11,75 +11,91 @@
 //! let mut acc = seam::accum::Accumulator::default();
 //! acc.add(vec![Some(g.clone())], None)?;
 //! acc.add(vec![Some(g)], Some(0.5))?; // the last micro-batch: the mean of two
-//! assert_eq!(acc.take()[0].as_ref().unwrap().to_vec1::<f32>()?, [1.0, 2.0]);
+//! assert_eq!(acc.take().unwrap()[0].as_ref().unwrap().to_vec1::<f32>()?, [1.0, 2.0]);
 //! # Ok(()) }
 //! ```
 
 use crate::error::{ModelError, Result};
 use crate::Grads;
-use candle_core::{CpuStorage, DType, InplaceOp2, Layout, Tensor};
+use candle_core::{CpuStorage, CustomOp2, DType, InplaceOp2, Layout, Shape, Tensor};
 
-/// Sums of gradients in f32, parameter by parameter, each its own buffer.
+/// A step's gradients across micro-batches: the first as it came, then f32 sums of their
+/// own (the first two summed into new buffers in one pass, each later one added in place).
 #[derive(Default)]
 pub struct Accumulator {
-    sums: Option<Grads>,
+    state: State,
+}
+
+#[derive(Default)]
+enum State {
+    #[default]
+    Empty,
+    /// One micro-batch's gradients, as they came (any float dtype, not ours to write).
+    One(Grads),
+    /// f32 sums, buffers of their own.
+    Sums(Grads),
 }
 
 impl Accumulator {
-    /// Goes on from `sums` that [`Self::take`] returned (f32 buffers of their own, not
-    /// copied again).
-    pub fn with_sums(sums: Grads) -> Self {
-        Self { sums: Some(sums) }
-    }
-
-    /// Adds one micro-batch's gradients (any float dtype) and multiplies by `scale` if
-    /// given (1/k on the last of k micro-batches). The first micro-batch's become the sums
-    /// (cast, or copied where already f32: the sums never alias a gradient).
+    /// Adds one micro-batch's gradients (any float dtype) and multiplies the sums by
+    /// `scale` if given (1/k on the last of k micro-batches).
     pub fn add(&mut self, grads: Grads, scale: Option<f64>) -> Result<()> {
-        let sums = match self.sums.take() {
-            None => grads
-                .into_iter()
-                .map(|g| g.map(|g| own_f32(&g, scale)).transpose())
-                .collect::<Result<Grads>>()?,
-            Some(mut sums) => {
-                if sums.len() < grads.len() {
-                    sums.resize(grads.len(), None);
+        self.state = match (std::mem::take(&mut self.state), scale) {
+            (State::Empty, None) => State::One(grads),
+            (State::Empty, Some(_)) => State::Sums(owned(grads, scale)?),
+            (State::One(first), _) => State::Sums(zip(first, grads, |a, g| match (a, g) {
+                (Some(a), Some(g)) => Ok(Some(sum_new(&a, &g, scale)?)),
+                (a, g) => a.or(g).map(|t| own_f32(&t, scale)).transpose(),
+            })?),
+            (State::Sums(sums), _) => State::Sums(zip(sums, grads, |a, g| match (a, g) {
+                (Some(a), Some(g)) => {
+                    accumulate(&a, &g, scale)?;
+                    Ok(Some(a))
                 }
-                for (s, g) in sums.iter_mut().zip(grads) {
-                    *s = match (s.take(), g) {
-                        (Some(a), Some(g)) => {
-                            accumulate(&a, &g, scale)?;
-                            Some(a)
-                        }
-                        (Some(a), None) => Some(match scale {
-                            Some(k) => a.affine(k, 0.0)?,
-                            None => a,
-                        }),
-                        (None, Some(g)) => Some(own_f32(&g, scale)?),
-                        (None, None) => None,
-                    };
-                }
-                sums
-            }
+                (Some(a), None) => Ok(Some(match scale {
+                    Some(k) => a.affine(k, 0.0)?,
+                    None => a,
+                })),
+                (None, g) => g.map(|g| own_f32(&g, scale)).transpose(),
+            })?),
         };
-        self.sums = Some(sums);
         Ok(())
     }
 
     /// Whether nothing has been added since the last [`Self::take`].
     pub fn is_empty(&self) -> bool {
-        self.sums.is_none()
+        matches!(self.state, State::Empty)
     }
 
-    /// The sums (empty when nothing was added), leaving the accumulator empty.
-    pub fn take(&mut self) -> Grads {
-        self.sums.take().unwrap_or_default()
+    /// The f32 sums, buffers of their own (empty when nothing was added), leaving the
+    /// accumulator empty.
+    pub fn take(&mut self) -> Result<Grads> {
+        Ok(match std::mem::take(&mut self.state) {
+            State::Empty => Grads::new(),
+            State::One(first) => owned(first, None)?,
+            State::Sums(sums) => sums,
+        })
     }
+}
 
-    /// Parameter `i`'s sum so far, taken out (`None`: none).
-    pub fn take_one(&mut self, i: usize) -> Option<Tensor> {
-        self.sums.as_mut()?.get_mut(i)?.take()
-    }
+/// `f` over the pairs of `a` and `b`, parameter by parameter (the longer's length).
+fn zip(
+    a: Grads,
+    b: Grads,
+    mut f: impl FnMut(Option<Tensor>, Option<Tensor>) -> Result<Option<Tensor>>,
+) -> Result<Grads> {
+    let n = a.len().max(b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    (0..n)
+        .map(|_| f(a.next().flatten(), b.next().flatten()))
+        .collect()
+}
+
+fn owned(grads: Grads, scale: Option<f64>) -> Result<Grads> {
+    grads
+        .into_iter()
+        .map(|g| g.map(|g| own_f32(&g, scale)).transpose())
+        .collect()
 }
 
 /// `g` in a new f32 buffer of its own, times `scale` if given.
@@ -94,6 +110,25 @@ fn own_f32(g: &Tensor, scale: Option<f64>) -> Result<Tensor> {
     })
 }
 
+/// f32 or bf16, contiguous (others cast to f32 first).
+fn operand(g: &Tensor) -> Result<Tensor> {
+    Ok(match g.dtype() {
+        DType::F32 | DType::BF16 => g.contiguous()?,
+        _ => g.to_dtype(DType::F32)?,
+    })
+}
+
+fn same_size(a: &Tensor, g: &Tensor) -> Result<()> {
+    if a.elem_count() != g.elem_count() {
+        return Err(ModelError::Input(format!(
+            "accumulate: a gradient of {} elements into a sum of {}",
+            g.elem_count(),
+            a.elem_count()
+        )));
+    }
+    Ok(())
+}
+
 /// `acc ← (acc + g)·scale` in place (`acc`: contiguous f32 of its own; `g`: as many
 /// elements, f32 or bf16, other dtypes cast first).
 pub fn accumulate(acc: &Tensor, g: &Tensor, scale: Option<f64>) -> Result<()> {
@@ -103,23 +138,57 @@ pub fn accumulate(acc: &Tensor, g: &Tensor, scale: Option<f64>) -> Result<()> {
             acc.dtype()
         )));
     }
-    if acc.elem_count() != g.elem_count() {
-        return Err(ModelError::Input(format!(
-            "accumulate: a gradient of {} elements into a sum of {}",
-            g.elem_count(),
-            acc.elem_count()
-        )));
-    }
-    let g = match g.dtype() {
-        DType::F32 | DType::BF16 => g.contiguous()?,
-        _ => g.to_dtype(DType::F32)?,
-    };
-    acc.inplace_op2(&g, &Accum { scale })?;
+    same_size(acc, g)?;
+    acc.inplace_op2(&operand(g)?, &Accum { scale })?;
     Ok(())
+}
+
+/// `(a + b)·scale` in a new f32 buffer (a and b: as many elements, any float dtype), one
+/// pass.
+pub fn sum_new(a: &Tensor, b: &Tensor, scale: Option<f64>) -> Result<Tensor> {
+    same_size(a, b)?;
+    let shape = a.shape().clone();
+    let a = operand(a)?.flatten_all()?;
+    let b = operand(b)?.flatten_all()?;
+    Ok(a.apply_op2_no_bwd(&b, &Accum { scale })?.reshape(shape)?)
 }
 
 struct Accum {
     scale: Option<f64>,
+}
+
+impl Accum {
+    /// `out[i] = (x[i] + y[i])·s` on the host (`x` None: `out` itself).
+    fn host(
+        &self,
+        out: &mut [f32],
+        x: Option<&CpuStorage>,
+        xo: usize,
+        y: &CpuStorage,
+        yo: usize,
+    ) -> candle_core::Result<()> {
+        let n = out.len();
+        let s = self.scale.map(|s| s as f32);
+        let f = |t: f32| s.map_or(t, |s| t * s);
+        let at = |st: &CpuStorage, o: usize| -> candle_core::Result<Vec<f32>> {
+            Ok(match st {
+                CpuStorage::F32(v) => v[o..o + n].to_vec(),
+                CpuStorage::BF16(v) => v[o..o + n].iter().map(|x| x.to_f32()).collect(),
+                _ => candle_core::bail!("accumulate: f32 or bf16 gradients"),
+            })
+        };
+        let y = at(y, yo)?;
+        match x {
+            None => out.iter_mut().zip(&y).for_each(|(o, &b)| *o = f(*o + b)),
+            Some(x) => {
+                let x = at(x, xo)?;
+                out.iter_mut()
+                    .zip(x.iter().zip(&y))
+                    .for_each(|(o, (&a, &b))| *o = f(a + b));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl InplaceOp2 for Accum {
@@ -137,26 +206,8 @@ impl InplaceOp2 for Accum {
         let CpuStorage::F32(a) = a else {
             candle_core::bail!("accumulate: the sum must be f32");
         };
-        let n = al.shape().elem_count();
-        let a = &mut a[al.start_offset()..al.start_offset() + n];
-        let go = gl.start_offset();
-        let s = self.scale.map(|s| s as f32);
-        let put = |x: &mut f32, y: f32| {
-            let t = *x + y;
-            *x = s.map_or(t, |s| t * s);
-        };
-        match g {
-            CpuStorage::F32(g) => a
-                .iter_mut()
-                .zip(&g[go..go + n])
-                .for_each(|(x, &y)| put(x, y)),
-            CpuStorage::BF16(g) => a
-                .iter_mut()
-                .zip(&g[go..go + n])
-                .for_each(|(x, y)| put(x, y.to_f32())),
-            _ => candle_core::bail!("accumulate: an f32 or bf16 gradient"),
-        }
-        Ok(())
+        let (o, n) = (al.start_offset(), al.shape().elem_count());
+        self.host(&mut a[o..o + n], None, 0, g, gl.start_offset())
     }
 
     #[cfg(feature = "cuda")]
@@ -167,43 +218,130 @@ impl InplaceOp2 for Accum {
         g: &candle_core::CudaStorage,
         gl: &Layout,
     ) -> candle_core::Result<()> {
-        use candle_core::backend::BackendStorage;
-        use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
-        use candle_core::cuda_backend::WrapErr;
-        const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/accum.ptx"));
         let n = al.shape().elem_count();
         let (ao, go) = (al.start_offset(), gl.start_offset());
-        let kernel = match g.dtype() {
-            DType::F32 => "accum_f32",
-            DType::BF16 => "accum_bf16",
+        let dev = a.device.clone();
+        let mut out = a.as_cuda_slice_mut::<f32>()?.slice_mut(ao..ao + n);
+        cuda::launch(&dev, &mut out, None, (g, go), n, self.scale, ao % 4 == 0)
+    }
+}
+
+impl CustomOp2 for Accum {
+    fn name(&self) -> &'static str {
+        "accumulate-new"
+    }
+
+    fn cpu_fwd(
+        &self,
+        a: &CpuStorage,
+        al: &Layout,
+        b: &CpuStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let n = al.shape().elem_count();
+        let mut out = vec![0f32; n];
+        self.host(&mut out, Some(a), al.start_offset(), b, bl.start_offset())?;
+        Ok((CpuStorage::F32(out), Shape::from(n)))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        a: &candle_core::CudaStorage,
+        al: &Layout,
+        b: &candle_core::CudaStorage,
+        bl: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        let n = al.shape().elem_count();
+        let dev = a.device.clone();
+        // SAFETY: every element is written by the kernel below before anything reads it.
+        let mut out = unsafe { dev.alloc::<f32>(n)? };
+        let mut view = out.slice_mut(0..n);
+        cuda::launch(
+            &dev,
+            &mut view,
+            Some((a, al.start_offset())),
+            (b, bl.start_offset()),
+            n,
+            self.scale,
+            true,
+        )?;
+        drop(view);
+        Ok((
+            candle_core::CudaStorage::wrap_cuda_slice(out, dev),
+            Shape::from(n),
+        ))
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::{CudaViewMut, LaunchConfig, PushKernelArg};
+    use candle_core::cuda_backend::{CudaDevice, CudaStorage, WrapErr};
+    use candle_core::DType;
+
+    const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/accum.ptx"));
+
+    fn tag(d: DType) -> candle_core::Result<&'static str> {
+        Ok(match d {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
             d => candle_core::bail!("accumulate: {d:?} gradient (f32 or bf16)"),
+        })
+    }
+
+    /// `out ← (x + y)·s` (`x` None: out itself), n elements from each start offset; 16-byte
+    /// accesses where every start allows them.
+    pub(super) fn launch(
+        dev: &CudaDevice,
+        out: &mut CudaViewMut<'_, f32>,
+        x: Option<(&CudaStorage, usize)>,
+        (y, yo): (&CudaStorage, usize),
+        n: usize,
+        scale: Option<f64>,
+        out_aligned: bool,
+    ) -> candle_core::Result<()> {
+        let kernel = match x {
+            None => format!("accum_in_place_{}", tag(y.dtype())?),
+            Some((x, _)) => format!("accum_{}_{}", tag(x.dtype())?, tag(y.dtype())?),
         };
-        let func = a
-            .device
-            .get_or_load_custom_func(kernel, "seam_accum", PTX)?;
-        let mut ad = a.as_cuda_slice_mut::<f32>()?.slice_mut(ao..ao + n);
+        let func = dev.get_or_load_custom_func(&kernel, "seam_accum", PTX)?;
+        let vec4 = out_aligned && yo % 4 == 0 && x.is_none_or(|(_, xo)| xo % 4 == 0);
+        let per = if vec4 { 4 } else { 1 };
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(256).min(132 * 16) as u32, 1, 1),
+            grid_dim: (n.div_ceil(256 * per).clamp(1, 132 * 8) as u32, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (n64, s, on) = (
+        let (n64, s, on, v4) = (
             n as u64,
-            self.scale.unwrap_or(1.0) as f32,
-            i32::from(self.scale.is_some()),
+            scale.unwrap_or(1.0) as f32,
+            i32::from(scale.is_some()),
+            i32::from(vec4),
         );
-        let (gf, gb);
+        let (xf, xb, yf, yb);
         let mut b = func.builder();
-        b.arg(&mut ad);
-        if g.dtype() == DType::F32 {
-            gf = g.as_cuda_slice::<f32>()?.slice(go..go + n);
-            b.arg(&gf);
-        } else {
-            gb = g.as_cuda_slice::<half::bf16>()?.slice(go..go + n);
-            b.arg(&gb);
+        b.arg(out);
+        if let Some((x, xo)) = x {
+            if x.dtype() == DType::F32 {
+                xf = x.as_cuda_slice::<f32>()?.slice(xo..xo + n);
+                b.arg(&xf);
+            } else {
+                xb = x.as_cuda_slice::<half::bf16>()?.slice(xo..xo + n);
+                b.arg(&xb);
+            }
         }
-        b.arg(&n64).arg(&s).arg(&on);
-        // SAFETY: the kernel's signature matches: acc n f32, g n elements of its type.
+        if y.dtype() == DType::F32 {
+            yf = y.as_cuda_slice::<f32>()?.slice(yo..yo + n);
+            b.arg(&yf);
+        } else {
+            yb = y.as_cuda_slice::<half::bf16>()?.slice(yo..yo + n);
+            b.arg(&yb);
+        }
+        b.arg(&n64).arg(&s).arg(&on).arg(&v4);
+        // SAFETY: the kernel's signature matches: out n f32, x and y n elements of their
+        // types (x absent: the in-place kernel).
         unsafe { b.launch(cfg) }.w()?;
         Ok(())
     }
@@ -229,7 +367,7 @@ mod tests {
             .unwrap();
         acc.add(vec![Some(c.clone()), None], Some(1.0 / 3.0))
             .unwrap();
-        let got = acc.take();
+        let got = acc.take().unwrap();
         let want = ((((a + b.to_dtype(DType::F32).unwrap()).unwrap() + &c).unwrap())
             .affine(1.0 / 3.0, 0.0))
         .unwrap();
@@ -250,7 +388,11 @@ mod tests {
         acc.add(vec![Some(g.clone())], None).unwrap();
         assert_eq!(g.to_vec1::<f32>().unwrap(), [1.0, 2.0]);
         assert_eq!(
-            acc.take()[0].as_ref().unwrap().to_vec1::<f32>().unwrap(),
+            acc.take().unwrap()[0]
+                .as_ref()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap(),
             [2.0, 4.0]
         );
     }

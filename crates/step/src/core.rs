@@ -132,7 +132,10 @@ impl Core {
 
     pub fn advance_for_replay(&mut self) -> Result<()> {
         match &mut self.sync {
-            Sync::Zero1(z) => z.optimizer_mut().advance_for_replay()?,
+            Sync::Zero1(z) => {
+                z.optimizer_mut().advance_for_replay()?;
+                z.replayed(); // the replay's AdamW leaves stale what its host code would mark
+            }
             _ => self.opt.advance_for_replay()?,
         }
         Ok(())
@@ -219,7 +222,11 @@ impl Core {
                     }
                     Ok(l)
                 })?;
-                (loss, Some(one.unwrap_or_else(|| sum.take())), true)
+                let g = match one {
+                    Some(g) => g,
+                    None => sum.take()?,
+                };
+                (loss, Some(g), true)
             }
             Sync::Zero1(z) => {
                 let mut seen = false;

@@ -57,9 +57,11 @@ pub struct Zero1Overlap {
     /// masters, where the model reads them only through the copies (on by default;
     /// `ZERO1_GATHER=f32` turns it off).
     bf16_gather: bool,
-    /// Spans whose masters are stale outside this rank's part (their copies were gathered
-    /// instead): [`Self::sync_params`] gathers the masters too.
-    stale_masters: Vec<usize>,
+    /// Spans whose copies a step gathers instead of their masters, and whether a step
+    /// (eager, or a graph replay: [`Self::replayed`]) has left those masters stale since
+    /// [`Self::sync_params`] last gathered them.
+    copy_gathered: Vec<usize>,
+    masters_stale: bool,
 }
 
 /// Bucket `b`'s parameters flattened in bucket order and zero-padded to a multiple of `w`.
@@ -137,7 +139,8 @@ impl Zero1Overlap {
             gathers,
             gather_ahead: false,
             bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
-            stale_masters: Vec::new(),
+            copy_gathered: Vec::new(),
+            masters_stale: false,
         })
     }
 
@@ -181,11 +184,20 @@ impl Zero1Overlap {
     /// checkpoint, an export or a forward that reads masters).
     pub fn sync_params(&mut self) -> Result<()> {
         self.complete_gathers()?;
-        for k in std::mem::take(&mut self.stale_masters) {
-            let whole = self.spans[k].var.as_tensor().flatten_all()?;
-            self.comm.all_gather(&self.spans[k].view()?, &whole)?;
+        if std::mem::take(&mut self.masters_stale) {
+            for &k in &self.copy_gathered {
+                let whole = self.spans[k].var.as_tensor().flatten_all()?;
+                self.comm.all_gather(&self.spans[k].view()?, &whole)?;
+            }
         }
         Ok(())
+    }
+
+    /// A captured step was replayed (its host code, which marks the masters stale, did not
+    /// run): the masters of the parts gathered as copies are stale until
+    /// [`Self::sync_params`].
+    pub fn replayed(&mut self) {
+        self.masters_stale |= !self.copy_gathered.is_empty();
     }
 
     /// Completes the all-gathers in flight: what a forward reads (the bf16 copies, or
@@ -292,7 +304,8 @@ impl Zero1Overlap {
         let index: Vec<Option<usize>> = owner.iter().map(|o| o.1).collect();
         // The parts whose bf16 copies AdamW writes (seam::Span) and this step gathers.
         let copies = shadows.filter(|s| self.bf16_gather && w > 1 && s.enabled());
-        let stale = &mut self.stale_masters;
+        let gathered = &mut self.copy_gathered;
+        let mut any = false;
         self.opt.step_spans_in(
             spans,
             &grads,
@@ -311,8 +324,9 @@ impl Zero1Overlap {
                     let work = comm.all_gather_async(&part, &whole)?;
                     gathers.launched_in_place(b, work);
                     sh.hold(i);
-                    if !stale.contains(&k) {
-                        stale.push(k);
+                    any = true;
+                    if !gathered.contains(&k) {
+                        gathered.push(k);
                     }
                     return Ok(());
                 }
@@ -331,6 +345,7 @@ impl Zero1Overlap {
             shadows.map(|s| (s, &index[..])),
         )?;
         drop((grads, shards));
+        self.masters_stale |= any;
         if !self.gather_ahead {
             self.sync_params()?;
         }

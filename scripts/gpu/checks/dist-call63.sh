@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs from the packed folder: copy this file into .gpu/, then on the device
 # `bash .gpu/dist-call63.sh`. Results: $OUT/call63.tgz.
-# Session 14, call 63 (nvidia-h100-x4), xl bf16, batch 8 x 128 per GPU and micro-batch.
+# Session 14, call 63 (asked for nvidia-h100-x4; not lent then: run on nvidia-h100-x2, TS_WORLDS="1 2"), xl bf16, batch 8 x 128 per GPU and micro-batch.
 # What it measures (issues 47 and 48):
 # 1. ZeRO-1 all-gathers the bf16 copies AdamW writes instead of the f32 masters (half the
 #    bytes, no cast in the next forward). Expected: the losses bit-identical to the f32
@@ -46,7 +46,7 @@ rm -rf "$D"
 timeout 90 bin/bench model-check > "$R/model-check.txt" 2>&1; echo "model-check rc $?"; grep -c ": OK" "$R/model-check.txt"
 grep -v ": OK" "$R/model-check.txt" | grep -i "fail\|error" | head -5
 echo "=== train-speed ($(date -u +%T))"
-OUT="$R" CASES=xl:bf16 TS_WORLDS="1 4" TS_STRATEGIES="single bucketed:25 zero1" TS_ACCUM="1 4" TS_TORCH=" " TS_STEPS=30 \
+OUT="$R" CASES=xl:bf16 TS_WORLDS="${WORLDS:-1 2}" TS_STRATEGIES="single bucketed:25 zero1" TS_ACCUM="1 4" TS_TORCH=" " TS_STEPS=30 \
   bash ./run.sh train-speed 2>&1 | tail -40
 tar czf "${OUT:-/tmp/out}/$C.tgz" -C "$(dirname "$R")" "$C"
 echo "=== end ($(date -u +%T))"

@@ -325,17 +325,28 @@ impl Communicator for NcclComm {
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
-        check_pair("all_gather", self.rank, self.world, input, output)?;
-        self.check_cuda("all_gather", input)?;
-        self.agree("all_gather", 3, input.elem_count(), input.dtype(), 0)?;
-        match in_place("all_gather", self.rank, input, output)? {
-            true => {
-                let (small, at) = (input.elem_count(), self.rank * input.elem_count());
-                let call = Call::AllGatherInPlace { small, at };
-                self.launch("all_gather", call, output, None)
-            }
-            false => self.launch("all_gather", Call::AllGather, output, Some(input)),
+        self.all_gather_coalesced_async(&[(input.clone(), output.clone())])
+    }
+
+    fn all_gather_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
+        let name = match pairs.len() {
+            1 => "all_gather",
+            _ => "all_gather_coalesced",
+        };
+        let mut calls = Vec::with_capacity(pairs.len());
+        for (input, output) in pairs {
+            check_pair(name, self.rank, self.world, input, output)?;
+            self.check_cuda(name, input)?;
+            self.agree(name, 3, input.elem_count(), input.dtype(), 0)?;
+            calls.push(match in_place(name, self.rank, input, output)? {
+                true => {
+                    let (small, at) = (input.elem_count(), self.rank * input.elem_count());
+                    (Call::AllGatherInPlace { small, at }, output, None)
+                }
+                false => (Call::AllGather, output, Some(input)),
+            });
         }
+        self.launch_all(name, &calls)
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
