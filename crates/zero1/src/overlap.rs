@@ -40,6 +40,10 @@ use seam::shadow::Bf16Shadows;
 use seam::{AdamW, AdamWConfig, Batch, Span, StagedModel};
 use std::sync::Arc;
 
+/// A bucket whose all-gathers are being collected: its index, its (input, output) pairs,
+/// and where its flat part is gathered ([`Gathers::target`]).
+type OpenBucket = (usize, Vec<(Tensor, Tensor)>, Option<(Tensor, bool)>);
+
 pub struct Zero1Overlap {
     pub(crate) comm: Arc<dyn Communicator>,
     pub(crate) ddp: Ddp,
@@ -295,9 +299,9 @@ impl Zero1Overlap {
                     .map(|(_, g)| g.clone()),
             });
         }
-        // Each bucket's all-gathers are launched as soon as its AdamW updates are queued,
-        // so they overlap the updates after them; the last buckets (the first stages) go
-        // first.
+        // Each bucket's all-gathers are launched as one group as soon as its AdamW updates
+        // are queued, so they overlap the updates after them; the last buckets (the first
+        // stages) go first.
         let (comm, spans, owner, gathers) =
             (&self.comm, &self.spans, &self.owner, &mut self.gathers);
         let (w, params) = (comm.world_size(), &self.params);
@@ -306,12 +310,28 @@ impl Zero1Overlap {
         let copies = shadows.filter(|s| self.bf16_gather && w > 1 && s.enabled());
         let gathered = &mut self.copy_gathered;
         let mut any = false;
+        // The bucket being updated: its (input, output) pairs, and its flat part's target.
+        let mut open: Option<OpenBucket> = None;
+        let launch = |open: &mut Option<OpenBucket>, gathers: &mut Gathers| -> Result<()> {
+            if let Some((b, pairs, target)) = open.take() {
+                let work = comm.all_gather_coalesced_async(&pairs)?;
+                match target {
+                    Some(t) => gathers.launched(b, t, work),
+                    None => gathers.launched_in_place(b, work),
+                }
+            }
+            Ok(())
+        };
         self.opt.step_spans_in(
             spans,
             &grads,
             (0..spans.len()).rev(),
             |k| -> Result<()> {
                 let (b, who) = owner[k];
+                if open.as_ref().is_some_and(|o| o.0 != b) {
+                    launch(&mut open, gathers)?;
+                }
+                let (_, pairs, target) = open.get_or_insert_with(|| (b, Vec::new(), None));
                 let copy = who
                     .zip(copies)
                     .filter(|(i, s)| s.gatherable(*i) && spans[k].var.device().is_cuda());
@@ -320,30 +340,30 @@ impl Zero1Overlap {
                         Zero1Error::Input(format!("parameter {i}: AdamW wrote no bf16 copy"))
                     })?;
                     let whole = c.flatten_all()?;
-                    let part = whole.narrow(0, spans[k].start, spans[k].len)?;
-                    let work = comm.all_gather_async(&part, &whole)?;
-                    gathers.launched_in_place(b, work);
+                    pairs.push((whole.narrow(0, spans[k].start, spans[k].len)?, whole));
                     sh.hold(i);
                     any = true;
                     if !gathered.contains(&k) {
                         gathered.push(k);
                     }
-                    return Ok(());
-                }
-                if who.is_some() {
+                } else if who.is_some() {
                     let whole = spans[k].var.as_tensor().flatten_all()?;
-                    let work = comm.all_gather_async(&spans[k].view()?, &whole)?;
-                    gathers.launched_in_place(b, work);
-                    return Ok(());
+                    pairs.push((spans[k].view()?, whole));
+                } else {
+                    let m = spans[k].var.as_tensor();
+                    let t = gathers.target(b, m.elem_count() * w, params)?;
+                    pairs.push((m.clone(), t.0.clone()));
+                    *target = Some(t);
                 }
-                let m = spans[k].var.as_tensor();
-                let target = gathers.target(b, m.elem_count() * w, params)?;
-                let work = comm.all_gather_async(m, &target.0)?;
-                gathers.launched(b, target, work);
+                // A bucket's spans are consecutive: the last of its (in this order) closes it.
+                if k == 0 || owner[k - 1].0 != b {
+                    launch(&mut open, gathers)?;
+                }
                 Ok(())
             },
             shadows.map(|s| (s, &index[..])),
         )?;
+        launch(&mut open, gathers)?;
         drop((grads, shards));
         self.masters_stale |= any;
         if !self.gather_ahead {
