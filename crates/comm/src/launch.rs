@@ -35,7 +35,15 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// After forwarding SIGINT/SIGTERM/SIGHUP, how long ranks get before SIGKILL.
     pub grace: Duration,
+    /// How many times a failed job is started again (torchrun's `--max-restarts`; one
+    /// node only). See [`run`] for what is retried.
+    pub max_restarts: usize,
 }
+
+/// The exit code by which a rank says its failure is the user's (bad flags, input it
+/// refuses, a checkpoint it will not resume): clap's usage code. The launcher does not
+/// restart a job one of whose ranks exited with it.
+pub const USER_ERROR_EXIT: i32 = 2;
 
 impl LaunchSpec {
     pub fn local(nproc: usize, program: impl Into<String>, args: Vec<String>) -> Self {
@@ -49,6 +57,7 @@ impl LaunchSpec {
             args,
             env: Vec::new(),
             grace: DEFAULT_GRACE,
+            max_restarts: 0,
         }
     }
 }
@@ -103,30 +112,79 @@ fn pipe_lines(
     })
 }
 
+/// How one start of the job ended, when it failed.
+enum Failed {
+    /// A rank failed; `retry`: not by the user's fault ([`USER_ERROR_EXIT`]).
+    Rank { err: CommError, retry: bool },
+    /// Anything else (the launcher was signalled, could not start a rank): final.
+    Final(CommError),
+}
+
 /// Runs all ranks of this node to completion. Fails (after killing the others) as soon
-/// as one rank fails.
+/// as one rank fails; with [`LaunchSpec::max_restarts`] N, the job is started again, up to
+/// N times, after a rank died by a signal or exited non-zero, unless one exited with
+/// [`USER_ERROR_EXIT`] (the user's failure, which a restart would repeat). Each restart is
+/// printed naming the rank, its status and the attempt; the ranks see the attempt in
+/// `COMM_RESTART_COUNT` (and torchrun's `TORCHELASTIC_RESTART_COUNT`). A clean exit and
+/// a signal to the launcher are never retried.
 pub fn run(spec: &LaunchSpec) -> Result<()> {
-    if spec.nproc_per_node == 0 || spec.nnodes == 0 {
-        return Err(bad("nproc-per-node and nnodes must be at least 1".into()));
-    }
-    if spec.node_rank >= spec.nnodes {
+    if spec.max_restarts > 0 && spec.nnodes > 1 {
         return Err(bad(format!(
-            "node-rank {} is not below nnodes {}",
-            spec.node_rank, spec.nnodes
+            "--max-restarts with {} nodes: each node's launcher would restart its own ranks alone; restart the whole job from the scheduler (Slurm --requeue) instead",
+            spec.nnodes
         )));
     }
+    let mut attempt = 0;
+    loop {
+        match run_once(spec, attempt) {
+            Ok(()) => return Ok(()),
+            Err(Failed::Rank { err, retry: true }) if attempt < spec.max_restarts => {
+                attempt += 1;
+                eprintln!(
+                    "comm-launch: {err}; restart {attempt} of {} (the program resumes from its newest checkpoint)",
+                    spec.max_restarts
+                );
+            }
+            Err(Failed::Rank { err, retry }) => {
+                return Err(match (retry, spec.max_restarts) {
+                    (_, 0) => err,
+                    (false, _) => bad(format!(
+                        "{err}; not restarted: a rank exited with code {USER_ERROR_EXIT}, the user's failure"
+                    )),
+                    (true, n) => bad(format!("{err}; no restart left ({n} made)")),
+                })
+            }
+            Err(Failed::Final(e)) => return Err(e),
+        }
+    }
+}
+
+fn run_once(spec: &LaunchSpec, attempt: usize) -> std::result::Result<(), Failed> {
+    let fin = Failed::Final;
+    if spec.nproc_per_node == 0 || spec.nnodes == 0 {
+        return Err(fin(bad(
+            "nproc-per-node and nnodes must be at least 1".into()
+        )));
+    }
+    if spec.node_rank >= spec.nnodes {
+        return Err(fin(bad(format!(
+            "node-rank {} is not below nnodes {}",
+            spec.node_rank, spec.nnodes
+        ))));
+    }
+    // One node without a port given: a new free port for every start.
     let port = match spec.master_port {
         Some(p) if p != 0 => p,
-        _ if spec.nnodes == 1 => free_port()?,
+        _ if spec.nnodes == 1 => free_port().map_err(fin)?,
         Some(_) => {
-            return Err(bad(
+            return Err(fin(bad(
                 "--master-port 0 with several nodes: the nodes must agree on one port, give it explicitly".into(),
-            ))
+            )))
         }
-        None => return Err(bad("a multi-node launch needs --master-port".into())),
+        None => return Err(fin(bad("a multi-node launch needs --master-port".into()))),
     };
     // Before the first fork: a signal from now on is forwarded, not fatal.
-    let _handlers = signals::install()?;
+    let _handlers = signals::install().map_err(|e| fin(e.into()))?;
     let world = spec.nproc_per_node * spec.nnodes;
     let mut children: Vec<(usize, Child)> = Vec::new();
     let mut pipes = Vec::new();
@@ -141,6 +199,8 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
             .env("LOCAL_WORLD_SIZE", spec.nproc_per_node.to_string())
             .env("MASTER_ADDR", &spec.master_addr)
             .env("MASTER_PORT", port.to_string())
+            .env("COMM_RESTART_COUNT", attempt.to_string())
+            .env("TORCHELASTIC_RESTART_COUNT", attempt.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group, so that stopping a rank stops what it started too.
@@ -151,7 +211,7 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
             Ok(c) => c,
             Err(e) => {
                 kill_all(&mut children);
-                return Err(bad(format!("cannot start {:?}: {e}", spec.program)));
+                return Err(fin(bad(format!("cannot start {:?}: {e}", spec.program))));
             }
         };
         pipes.push(pipe_lines(child.stdout.take().expect("piped"), rank, false));
@@ -163,7 +223,7 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
         Ok(w) => w,
         Err(e) => {
             kill_all(&mut children);
-            return Err(bad(format!("cannot start the watchdog process: {e}")));
+            return Err(fin(bad(format!("cannot start the watchdog process: {e}"))));
         }
     };
     let outcome = supervise(&mut children, spec.grace);
@@ -174,17 +234,17 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
     outcome
 }
 
-fn supervise(children: &mut [(usize, Child)], grace: Duration) -> Result<()> {
+fn supervise(children: &mut [(usize, Child)], grace: Duration) -> std::result::Result<(), Failed> {
     let mut running = children.len();
     while running > 0 {
         std::thread::sleep(Duration::from_millis(20));
         if let Some(sig) = signals::pending() {
-            return Err(stop(children, sig, grace));
+            return Err(Failed::Final(stop(children, sig, grace)));
         }
         running = 0;
         let mut failed: Vec<(usize, ExitStatus)> = Vec::new();
         for (rank, child) in children.iter_mut() {
-            match child.try_wait()? {
+            match child.try_wait().map_err(|e| Failed::Final(e.into()))? {
                 None => running += 1,
                 Some(st) if !st.success() => failed.push((*rank, st)),
                 Some(_) => {}
@@ -205,9 +265,13 @@ fn supervise(children: &mut [(usize, Child)], grace: Duration) -> Result<()> {
             } else {
                 format!("; also failed: {}", also.join(", "))
             };
-            return Err(bad(format!(
+            let retry = !failed
+                .iter()
+                .any(|(_, s)| s.code() == Some(USER_ERROR_EXIT));
+            let err = bad(format!(
                 "rank {rank} failed ({st}){also}; stopped the other ranks"
-            )));
+            ));
+            return Err(Failed::Rank { err, retry });
         }
     }
     Ok(())
@@ -300,6 +364,30 @@ mod tests {
         s.nnodes = 2;
         let err = run(&s).unwrap_err().to_string();
         assert!(err.contains("--master-port 0"), "{err}");
+    }
+
+    #[test]
+    fn max_restarts_starts_a_failed_job_again_until_it_passes_or_none_is_left() {
+        let mut s = LaunchSpec::local(
+            2,
+            "sh",
+            vec![
+                "-c".into(),
+                "test \"$RANK\" = 0 || test \"$COMM_RESTART_COUNT\" -ge 2 || kill -9 $$".into(),
+            ],
+        );
+        s.max_restarts = 2;
+        run(&s).unwrap(); // rank 1 killed in attempts 0 and 1, passes in 2
+        s.max_restarts = 1;
+        let e = run(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("rank 1 failed (signal: 9") && e.contains("no restart left (1 made)"),
+            "{e}"
+        );
+        s.nnodes = 2;
+        s.master_port = Some(29_999);
+        let e = run(&s).unwrap_err().to_string();
+        assert!(e.contains("--max-restarts with 2 nodes"), "{e}");
     }
 
     #[test]

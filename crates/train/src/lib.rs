@@ -14,6 +14,7 @@ pub mod corpus;
 pub mod data;
 pub mod engine;
 pub mod export;
+pub mod fault;
 pub mod gemm_table;
 pub mod generate;
 pub mod launch;
@@ -27,3 +28,22 @@ pub mod state;
 pub mod tokenizer;
 pub mod tokens;
 pub mod trainer;
+
+/// Marks an error as the user's: bad flags or input, or a checkpoint this run will not
+/// resume. `train` exits with code 2 for it (`comm::launch::USER_ERROR_EXIT`), so that a
+/// launcher with `--max-restarts` does not start the job again only to fail the same way.
+#[derive(Debug)]
+pub struct UserError(pub String);
+
+impl std::fmt::Display for UserError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UserError {}
+
+/// `r` with its error marked as the user's ([`UserError`]).
+pub fn users<T>(r: anyhow::Result<T>) -> anyhow::Result<T> {
+    r.map_err(|e| UserError(format!("{e:#}")).into())
+}

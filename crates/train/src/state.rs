@@ -14,6 +14,14 @@ use checkpoint::Checkpoint;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// `bail!` with the error marked as the user's (crate::UserError: exit code 2, not retried
+/// by a restarting launcher).
+macro_rules! user {
+    ($($t:tt)*) => {
+        return Err(crate::UserError(format!($($t)*)).into())
+    };
+}
+
 pub const STATE_FILE: &str = "train.safetensors";
 const VERSION: f64 = 1.0;
 
@@ -26,7 +34,7 @@ pub fn step_dir(root: &Path, step: u64) -> PathBuf {
 pub fn check_names(root: &Path) -> Result<()> {
     for (_, p) in list(root)? {
         if !p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            bail!(
+            user!(
                 "{}: not a checkpoint directory, yet named like one; the run would fail when it saves that step: move it away",
                 p.display()
             );
@@ -245,7 +253,7 @@ pub fn resume(
         return Ok((0, None));
     };
     if let Some(theirs) = read_data(&dir)?.filter(|d| d.id != data.id) {
-        bail!(
+        user!(
             "checkpoint {} was trained on the data in {} (identity {}); --data {} holds other data (identity {}): resume with --data {}, or start afresh with --fresh",
             dir.display(),
             theirs.dir,
@@ -257,7 +265,7 @@ pub fn resume(
     }
     let diff = saved.differences(cfg);
     if !diff.is_empty() {
-        bail!(
+        user!(
             "checkpoint {} was written by another configuration: {}",
             dir.display(),
             diff.join("; ")

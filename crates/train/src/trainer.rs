@@ -104,7 +104,7 @@ pub fn run_rank(
     dev: Device,
 ) -> Result<Summary> {
     let (rank, world) = (comm.rank(), comm.world_size());
-    c.validate(world)?;
+    crate::users(c.validate(world))?;
     // Rank 0 owns the directory for the run: one run at a time; --fresh moves the last
     // one aside first.
     let _lock = match rank {
@@ -120,11 +120,12 @@ pub fn run_rank(
             );
         }
     }
-    let ds = Dataset::open(&o.data)?;
+    // Data the run cannot use, or a run that cannot fit: the user's to change.
+    let ds = crate::users(Dataset::open(&o.data))?;
     let data_id = state::DataId::of(&ds)?;
-    let sampler = Sampler::new(&ds.train, c.model.context, c.seed)?;
-    let val = eval_batches(&ds, c, rank, world, &dev)?;
-    fits(c, ds.meta.vocab_size, world, &dev)?;
+    let sampler = crate::users(Sampler::new(&ds.train, c.model.context, c.seed))?;
+    let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
+    crate::users(fits(c, ds.meta.vocab_size, world, &dev))?;
     let from = o.gemm_choices.as_deref();
     if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
         if rank == 0 {
@@ -157,6 +158,12 @@ pub fn run_rank(
         );
     }
     if rank == 0 {
+        // What a crash can cost, before anything is at stake (a launcher with
+        // --max-restarts resumes from the newest checkpoint).
+        let every = o.ckpt_every.min(c.steps.max(1));
+        eprintln!(
+            "train: a checkpoint every {every} steps (--ckpt-every) and at the end: a failure loses at most the {every} steps since the last one"
+        );
         for w in c.warnings() {
             eprintln!("train: warning: {w}");
         }
@@ -259,6 +266,7 @@ pub fn run_rank(
             .collect::<Result<Vec<_>>>()?;
         let prev = e.step(&micro, lr)?;
         let done = step + 1;
+        crate::fault::kill_if_asked(rank, done);
         if step == start + 1 && rank == 0 {
             // After the second step: the first is eager, the second captured (or not).
             bar.suspend(|| eprintln!("train: {}", e.describe()));

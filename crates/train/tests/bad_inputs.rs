@@ -320,7 +320,8 @@ fn the_binary_exits_with_an_error_naming_the_file() {
     for (args, file, says) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, err) = train_bin(&args);
-        assert_eq!(code, Some(1), "train {args:?}: {err}");
+        // The user's failure: the code a restarting launcher does not retry.
+        assert_eq!(code, Some(2), "train {args:?}: {err}");
         // The line naming the device the run took may come first; then only the error.
         let err: String = err
             .lines()

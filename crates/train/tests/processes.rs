@@ -90,3 +90,70 @@ fn ddp_as_2_processes_equals_ddp_as_2_threads_bit_for_bit() {
     }
     assert!(weights(&procs, steps) == weights(&threads, steps));
 }
+
+/// Two processes of `train` under the launcher, `ckpt_every` apart, with `env` added.
+fn launch(
+    c: &TrainConfig,
+    out: &Path,
+    restarts: usize,
+    env: &[(&str, &str)],
+) -> Result<(), String> {
+    let mut spec = LaunchSpec::local(2, TRAIN, args(c, out, 5));
+    spec.env.push(("COMM_TIMEOUT_S".into(), "60".into()));
+    spec.env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    spec.max_restarts = restarts;
+    spec.grace = Duration::from_secs(5);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(run(&spec).map_err(|e| e.to_string())));
+    rx.recv_timeout(Duration::from_secs(300))
+        .expect("the launch did not finish within 300 s")
+}
+
+#[test]
+fn max_restarts_survives_two_kill_9s_with_the_bits_of_a_run_never_killed() {
+    let _one = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let steps = 24;
+    let c = tiny("zero1", steps);
+    let clean = tmp.path().join("clean");
+    launch(&c, &clean, 0, &[]).unwrap();
+    // Rank 1 dies at step 8 (3 steps past the checkpoint of step 5), then rank 0 at step 17
+    // of the restarted job (2 past step 15's).
+    let kills = [("TRAIN_FAULT_KILL", "1:8:0,0:17:1")];
+    let without = tmp.path().join("without");
+    let e = launch(&c, &without, 0, &kills).unwrap_err();
+    assert!(e.contains("rank 1 failed (signal: 9"), "{e}");
+    let killed = tmp.path().join("killed");
+    launch(&c, &killed, 3, &kills).unwrap_or_else(|e| panic!("restarted job: {e}"));
+    let (t, want) = (trajectory(&killed), trajectory(&clean));
+    assert_eq!(t.len(), want.len(), "every step logged once");
+    for (a, b) in t.iter().zip(&want) {
+        assert_eq!(
+            a, b,
+            "killed twice and restarted (left) against never killed (right)"
+        );
+    }
+    assert!(weights(&killed, steps) == weights(&clean, steps));
+}
+
+#[test]
+fn a_users_failure_is_not_restarted() {
+    let _one = one_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let c = tiny("zero1", 10);
+    let out = tmp.path().join("run");
+    launch(&c, &out, 0, &[]).unwrap();
+    // The same directory with another configuration: the resume is refused, exit code 2.
+    let other = TrainConfig {
+        lr: c.lr * 2.0,
+        ..c.clone()
+    };
+    let t0 = std::time::Instant::now();
+    let e = launch(&other, &out, 3, &[]).unwrap_err();
+    assert!(
+        e.contains("not restarted") && e.contains("exit status: 2"),
+        "{e}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(60), "retried: {e}");
+}

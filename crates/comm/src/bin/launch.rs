@@ -6,6 +6,8 @@
 //!
 //! SIGINT/SIGTERM/SIGHUP are forwarded to every rank; ranks still running `--grace-s`
 //! seconds later are killed, and comm-launch exits with 128 + the signal's number.
+//! `--max-restarts N` starts a failed job again, up to N times (a rank killed or exiting
+//! non-zero; not one exiting with 2, the user's failure).
 
 use clap::Parser;
 use comm::launch::{run, LaunchSpec};
@@ -33,6 +35,11 @@ struct Args {
     /// Seconds ranks get to exit after a forwarded SIGINT/SIGTERM/SIGHUP before SIGKILL.
     #[arg(long, default_value = "10", value_parser = parse_grace)]
     grace_s: Duration,
+    /// Start the job again, up to this many times, when a rank dies or fails (not by the
+    /// user's fault: exit code 2 is not retried); the program resumes from its newest
+    /// checkpoint (`train run` does). One node only.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    max_restarts: u32,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -61,6 +68,7 @@ fn main() {
         args: a.command[1..].to_vec(),
         env: Vec::new(),
         grace: a.grace_s,
+        max_restarts: a.max_restarts as usize,
     };
     match run(&spec) {
         Ok(()) => {}

@@ -211,7 +211,9 @@ fn prepare(p: &Prep) -> Result<()> {
     Ok(())
 }
 
-fn run(a: &Run) -> Result<()> {
+/// The run's configuration and options from its flags (and the data prepared where asked
+/// and missing); every error here is the user's.
+fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
     if a.prepare && !a.data.join("meta.json").exists() {
         prepare(&Prep {
             data: a.data.clone(),
@@ -265,6 +267,11 @@ fn run(a: &Run) -> Result<()> {
         skip_nonfinite: a.skip_nonfinite,
         gemm_choices: a.gemm_choices.clone(),
     };
+    Ok((c, o))
+}
+
+fn run(a: &Run) -> Result<()> {
+    let (c, o) = train::users(run_config(a))?;
     let existed = a.out.exists();
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev)).inspect_err(
         |_| {
@@ -363,14 +370,21 @@ fn compare(a: &Compare) -> Result<()> {
 
 fn main() {
     let r = match Cli::parse().cmd {
-        Cmd::Prepare(p) => prepare(&p),
+        Cmd::Prepare(p) => train::users(prepare(&p)),
         Cmd::Run(a) => run(&a),
         Cmd::Sample(s) => sample(&s),
         Cmd::Compare(c) => compare(&c),
     };
     if let Err(e) = r {
         eprintln!("train: error: {e:#}");
-        std::process::exit(1);
+        // The user's failure (flags, input, a refused resume): the code a restarting
+        // launcher does not retry. Anything else (a dead peer, a device error): 1.
+        let users = e.chain().any(|c| c.is::<train::UserError>());
+        std::process::exit(if users {
+            comm::launch::USER_ERROR_EXIT
+        } else {
+            1
+        });
     }
 }
 
