@@ -48,7 +48,7 @@ impl TrainStep {
         for b in batches {
             model.check_batch(b)?;
             let on = matches!(e.graph, Graph::On(_));
-            let fixed = e.slots.upload(std::slice::from_ref(b), on)?;
+            let fixed = e.slots.upload(std::slice::from_ref(b), on, &[])?;
             let l = match &e.graph {
                 Graph::On(c) => {
                     c.replay()?;

@@ -34,6 +34,7 @@ mod core;
 mod eval;
 pub mod place;
 pub mod slots;
+mod stop;
 
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
@@ -87,6 +88,9 @@ pub struct StepOut {
     /// Global gradient norm before clipping; `None` where AdamW ran inside the backward
     /// (no norm is taken there).
     pub grad_norm: Option<f64>,
+    /// Some rank asked to stop by this step ([`TrainStep::request_stop`]): every rank
+    /// reads the same value from the same step.
+    pub stop: bool,
 }
 
 pub(crate) enum Graph {
@@ -122,6 +126,8 @@ pub struct TrainStep {
     no_graph: Option<String>,
     /// Validation's slots and its captured forward (made on the first).
     eval: Option<eval::Eval>,
+    /// The ranks' agreement to stop ([`Self::enable_stop`]).
+    stop: Option<stop::Stop>,
     // Last: the cache outlives the graphs (drop order is declaration order).
     _cache: Option<seam::graph::HtodCache>,
 }
@@ -163,6 +169,7 @@ impl TrainStep {
             eager_steps: 0,
             no_graph,
             eval: None,
+            stop: None,
             _cache: cache,
         })
     }
@@ -186,9 +193,15 @@ impl TrainStep {
             model.check_batch(b)?;
         }
         self.core.set_lr(lr);
+        let host = self.stop.as_ref().map(|s| s.host()).transpose()?;
+        let flag = match (self.stop.as_mut(), &host) {
+            (Some(s), Some(h)) => Some((h, s.flag(h)?.clone())),
+            _ => None,
+        };
+        let extra: Vec<(&Tensor, &Tensor)> = flag.iter().map(|(h, d)| (*h, d)).collect();
         let batches = self
             .slots
-            .upload(micro, matches!(self.graph, Graph::On(_)))?;
+            .upload(micro, matches!(self.graph, Graph::On(_)), &extra)?;
         if matches!(self.graph, Graph::Wanted) && self.eager_steps > 0 {
             self.core.settle()?;
             let (core, b) = (&mut self.core, batches.clone());
@@ -216,6 +229,10 @@ impl TrainStep {
                 self.eager_steps += 1;
                 self.core.compute(model, &batches, false)?
             }
+        };
+        let out = match &self.stop {
+            Some(s) => s.append(&out, self.core.comm())?,
+            None => out,
         };
         let ticket = self.slots.download(&out)?;
         let prev = self.pending.replace(ticket);
@@ -256,6 +273,7 @@ impl TrainStep {
         Ok(StepOut {
             loss: v[0] as f64,
             grad_norm: self.core.takes_norm().then_some(v[1] as f64),
+            stop: v.get(2).is_some_and(|&f| f > 0.0),
         })
     }
 
@@ -314,6 +332,23 @@ impl TrainStep {
 }
 
 impl TrainStep {
+    /// Lets ranks stop together: from now on each step carries this rank's
+    /// [`Self::request_stop`] to every rank, and [`StepOut::stop`] says whether any rank
+    /// asked by that step. Every rank must call it, before the same step.
+    pub fn enable_stop(&mut self) -> Result<()> {
+        self.stop = Some(stop::Stop::new(&self.device)?);
+        Ok(())
+    }
+
+    /// Asks every rank to stop (needs [`Self::enable_stop`]): the next step's
+    /// [`StepOut::stop`] is true on every rank.
+    pub fn request_stop(&mut self) -> Result<()> {
+        match self.stop.as_mut() {
+            Some(s) => Ok(s.ask()),
+            None => bail!("request_stop: enable_stop was not called"),
+        }
+    }
+
     /// Drops a captured graph: the next step runs eager and captures again.
     fn recapture(&mut self) {
         if matches!(self.graph, Graph::On(_)) {

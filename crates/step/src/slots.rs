@@ -60,8 +60,14 @@ impl Slots {
     }
 
     /// The batches as the step reads them. `fixed`: a captured step reads the fixed
-    /// tensors, so their number and shapes may not change.
-    pub fn upload(&mut self, micro: &[Batch], fixed: bool) -> Result<Vec<Batch>> {
+    /// tensors, so their number and shapes may not change. `extra`: (host tensor, device
+    /// tensor of its shape) pairs copied in with the batches (CUDA; ignored elsewhere).
+    pub fn upload(
+        &mut self,
+        micro: &[Batch],
+        fixed: bool,
+        extra: &[(&Tensor, &Tensor)],
+    ) -> Result<Vec<Batch>> {
         if !self.device.is_cuda() {
             return micro
                 .iter()
@@ -86,15 +92,18 @@ impl Slots {
                 .map(|b| b.map(|t| Tensor::zeros(t.shape(), t.dtype(), &self.device)))
                 .collect::<candle_core::Result<_>>()?;
         }
-        self.copy_in(micro)?;
+        self.copy_in(micro, extra)?;
         Ok(self.fixed.clone())
     }
 
     #[cfg(feature = "cuda")]
-    fn copy_in(&mut self, micro: &[Batch]) -> Result<()> {
+    fn copy_in(&mut self, micro: &[Batch], extra: &[(&Tensor, &Tensor)]) -> Result<()> {
         use seam::pinned::{device_ptr, host_bytes, stream};
         let s = stream(&self.device)?;
         let mut parts = Vec::new();
+        for (h, d) in extra {
+            parts.push((host_bytes(h)?, device_ptr(d, &s)?));
+        }
         for (b, f) in micro.iter().zip(&self.fixed) {
             for ((_, t), (_, slot)) in b.tensors().zip(f.tensors()) {
                 if t.device().is_cuda() {
@@ -114,7 +123,7 @@ impl Slots {
     }
 
     #[cfg(not(feature = "cuda"))]
-    fn copy_in(&mut self, _: &[Batch]) -> Result<()> {
+    fn copy_in(&mut self, _: &[Batch], _: &[(&Tensor, &Tensor)]) -> Result<()> {
         bail!("built without the cuda feature")
     }
 

@@ -88,7 +88,9 @@ impl Engine {
             skip_nonfinite,
             ..StepOptions::default()
         };
-        let step = TrainStep::new(&model, sync, adamw_cfg(c), opts)?;
+        let mut step = TrainStep::new(&model, sync, adamw_cfg(c), opts)?;
+        // A signal on any rank stops every rank after the same step (a checkpoint first).
+        step.enable_stop()?;
         Ok(Self {
             comm,
             dev,
@@ -101,6 +103,11 @@ impl Engine {
     /// tensors) and returns the previous step's loss and norm (read while this one runs).
     pub fn step(&mut self, micro: &[Batch], lr: f64) -> Result<Option<StepOut>> {
         self.step.step(&self.model, micro, lr)
+    }
+
+    /// Asks every rank to stop: a later step's values say so on every rank.
+    pub fn request_stop(&mut self) -> Result<()> {
+        self.step.request_stop()
     }
 
     /// The last queued step's values (waits for the device).

@@ -47,3 +47,24 @@ impl std::error::Error for UserError {}
 pub fn users<T>(r: anyhow::Result<T>) -> anyhow::Result<T> {
     r.map_err(|e| UserError(format!("{e:#}")).into())
 }
+
+/// The run stopped on a signal (a preemption notice) after writing a checkpoint of `step`;
+/// `train` exits with 128 + the signal's number, as a process killed by it would.
+#[derive(Debug)]
+pub struct Stopped {
+    pub signal: i32,
+    pub step: u64,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "stopped by {} after step {}: its checkpoint is written; run the same command to resume",
+            comm::launch::signals::name(self.signal),
+            self.step
+        )
+    }
+}
+
+impl std::error::Error for Stopped {}

@@ -251,7 +251,14 @@ pub fn run_rank(
         bar.set_position(done);
         Ok(())
     };
+    let mut asked = false;
     for step in start..end {
+        // SIGTERM/SIGINT/SIGHUP (a preemption notice, forwarded by the launcher): asked
+        // here, agreed by every rank through the steps' values.
+        if !asked && comm::launch::signals::pending().is_some() {
+            e.request_stop()?;
+            asked = true;
+        }
         let lr = schedule::lr(c, step);
         // Host tensors: the step uploads them through pinned memory.
         let micro = (0..c.accum)
@@ -271,11 +278,13 @@ pub fn run_rank(
             // After the second step: the first is eager, the second captured (or not).
             bar.suspend(|| eprintln!("train: {}", e.describe()));
         }
+        // Every rank reads the same step's flag here: all stop after step `done`.
+        let stop_now = prev.as_ref().is_some_and(|o| o.stop);
         if let (Some(out), Some(q)) = (prev, queued.replace((done, lr))) {
             emit(&mut log, &mut s, &mut tick, q, out)?;
         }
-        let eval_now = done % c.eval_every == 0 || done == c.steps;
-        let ckpt_now = done % o.ckpt_every == 0 || done == c.steps;
+        let eval_now = !stop_now && (done % c.eval_every == 0 || done == c.steps);
+        let ckpt_now = stop_now || done % o.ckpt_every == 0 || done == c.steps;
         if eval_now || ckpt_now || done == end {
             if let (Some(out), Some(q)) = (e.flush()?, queued.take()) {
                 emit(&mut log, &mut s, &mut tick, q, out)?;
@@ -303,6 +312,11 @@ pub fn run_rank(
         if ckpt_now {
             gemm_saved = crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
             state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
+        }
+        if stop_now {
+            bar.finish_and_clear();
+            let signal = comm::launch::signals::pending().unwrap_or(15);
+            return Err(crate::Stopped { signal, step: done }.into());
         }
         if eval_now || ckpt_now {
             tick = Instant::now();

@@ -1,5 +1,6 @@
-//! The launcher's own signals: SIGINT, SIGTERM and SIGHUP are caught (not fatal) while
-//! ranks run, so that the launcher can forward them to every rank and stop the job.
+//! SIGINT, SIGTERM and SIGHUP caught (not fatal): the launcher's while ranks run, so that
+//! it can forward them to every rank and stop the job; a program's (`train run`), so that
+//! it can write a checkpoint before it exits.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -15,12 +16,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// Caught signals' previous dispositions; restored on drop.
-pub(crate) struct Handlers {
+pub struct Handlers {
     old: Vec<(libc::c_int, libc::sigaction)>,
 }
 
 /// Installs the handlers. A signal already ignored (`nohup` ignores SIGHUP) stays ignored.
-pub(crate) fn install() -> std::io::Result<Handlers> {
+pub fn install() -> std::io::Result<Handlers> {
     PENDING.store(0, Ordering::SeqCst);
     let mut old = Vec::new();
     for sig in CAUGHT {
@@ -57,7 +58,7 @@ impl Drop for Handlers {
 }
 
 /// The signal caught since `install`, if any.
-pub(crate) fn pending() -> Option<libc::c_int> {
+pub fn pending() -> Option<libc::c_int> {
     match PENDING.load(Ordering::SeqCst) {
         0 => None,
         s => Some(s),

@@ -272,6 +272,9 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
 
 fn run(a: &Run) -> Result<()> {
     let (c, o) = train::users(run_config(a))?;
+    // SIGTERM/SIGINT/SIGHUP from now on stop every rank after a checkpoint (the ranks
+    // agree on the step), instead of killing the process mid-step.
+    let _signals = comm::launch::signals::install()?;
     let existed = a.out.exists();
     let s = launch::run(a.backend, a.world, |comm, dev| run_rank(&c, &o, comm, dev)).inspect_err(
         |_| {
@@ -380,10 +383,11 @@ fn main() {
         // The user's failure (flags, input, a refused resume): the code a restarting
         // launcher does not retry. Anything else (a dead peer, a device error): 1.
         let users = e.chain().any(|c| c.is::<train::UserError>());
-        std::process::exit(if users {
-            comm::launch::USER_ERROR_EXIT
-        } else {
-            1
+        let stopped = e.chain().find_map(|c| c.downcast_ref::<train::Stopped>());
+        std::process::exit(match (stopped, users) {
+            (Some(s), _) => 128 + s.signal,
+            (None, true) => comm::launch::USER_ERROR_EXIT,
+            (None, false) => 1,
         });
     }
 }
