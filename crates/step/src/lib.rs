@@ -343,10 +343,11 @@ impl TrainStep {
     /// Asks every rank to stop (needs [`Self::enable_stop`]): the next step's
     /// [`StepOut::stop`] is true on every rank.
     pub fn request_stop(&mut self) -> Result<()> {
-        match self.stop.as_mut() {
-            Some(s) => Ok(s.ask()),
-            None => bail!("request_stop: enable_stop was not called"),
-        }
+        let Some(s) = self.stop.as_mut() else {
+            bail!("request_stop: enable_stop was not called");
+        };
+        s.ask();
+        Ok(())
     }
 
     /// Drops a captured graph: the next step runs eager and captures again.
