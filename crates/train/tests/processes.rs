@@ -71,13 +71,7 @@ fn ddp_as_2_processes_equals_ddp_as_2_threads_bit_for_bit() {
     let threads = tmp.path().join("threads");
     train_with(&c, 2, &opts(&threads, steps, None));
     let procs = tmp.path().join("processes");
-    let mut spec = LaunchSpec::local(2, TRAIN, args(&c, &procs, steps));
-    spec.env.push(("COMM_TIMEOUT_S".into(), "60".into()));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || tx.send(run(&spec).map_err(|e| e.to_string())));
-    rx.recv_timeout(Duration::from_secs(180))
-        .expect("the 2 processes did not finish within 180 s")
-        .unwrap_or_else(|e| panic!("2 processes: {e}"));
+    launch(&c, &procs, (steps, 0), &[]).unwrap_or_else(|e| panic!("2 processes: {e}"));
     // The binary ran the same configuration (it is in the checkpoint) ...
     let (_, saved) =
         train::state::read(&train::state::step_dir(&procs.join("checkpoints"), steps)).unwrap();
@@ -91,14 +85,15 @@ fn ddp_as_2_processes_equals_ddp_as_2_threads_bit_for_bit() {
     assert!(weights(&procs, steps) == weights(&threads, steps));
 }
 
-/// Two processes of `train` under the launcher, `ckpt_every` apart, with `env` added.
+/// Two processes of `train` under the launcher (checkpoints `ckpt_every` steps apart, up
+/// to `restarts` restarts), with `env` added.
 fn launch(
     c: &TrainConfig,
     out: &Path,
-    restarts: usize,
+    (ckpt_every, restarts): (u64, usize),
     env: &[(&str, &str)],
 ) -> Result<(), String> {
-    let mut spec = LaunchSpec::local(2, TRAIN, args(c, out, 5));
+    let mut spec = LaunchSpec::local(2, TRAIN, args(c, out, ckpt_every));
     spec.env.push(("COMM_TIMEOUT_S".into(), "60".into()));
     spec.env
         .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -117,15 +112,15 @@ fn max_restarts_survives_two_kill_9s_with_the_bits_of_a_run_never_killed() {
     let steps = 24;
     let c = tiny("zero1", steps);
     let clean = tmp.path().join("clean");
-    launch(&c, &clean, 0, &[]).unwrap();
+    launch(&c, &clean, (5, 0), &[]).unwrap();
     // Rank 1 dies at step 8 (3 steps past the checkpoint of step 5), then rank 0 at step 17
     // of the restarted job (2 past step 15's).
     let kills = [("TRAIN_FAULT_KILL", "1:8:0,0:17:1")];
     let without = tmp.path().join("without");
-    let e = launch(&c, &without, 0, &kills).unwrap_err();
+    let e = launch(&c, &without, (5, 0), &kills).unwrap_err();
     assert!(e.contains("rank 1 failed (signal: 9"), "{e}");
     let killed = tmp.path().join("killed");
-    launch(&c, &killed, 3, &kills).unwrap_or_else(|e| panic!("restarted job: {e}"));
+    launch(&c, &killed, (5, 3), &kills).unwrap_or_else(|e| panic!("restarted job: {e}"));
     let (t, want) = (trajectory(&killed), trajectory(&clean));
     assert_eq!(t.len(), want.len(), "every step logged once");
     for (a, b) in t.iter().zip(&want) {
@@ -143,14 +138,14 @@ fn a_users_failure_is_not_restarted() {
     let tmp = tempfile::tempdir().unwrap();
     let c = tiny("zero1", 10);
     let out = tmp.path().join("run");
-    launch(&c, &out, 0, &[]).unwrap();
+    launch(&c, &out, (5, 0), &[]).unwrap();
     // The same directory with another configuration: the resume is refused, exit code 2.
     let other = TrainConfig {
         lr: c.lr * 2.0,
         ..c.clone()
     };
     let t0 = std::time::Instant::now();
-    let e = launch(&other, &out, 3, &[]).unwrap_err();
+    let e = launch(&other, &out, (5, 3), &[]).unwrap_err();
     assert!(
         e.contains("not restarted") && e.contains("exit status: 2"),
         "{e}"
