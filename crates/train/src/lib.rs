@@ -25,6 +25,7 @@ pub mod rundir;
 pub mod sampler;
 pub mod schedule;
 pub mod state;
+mod summary;
 pub mod tokenizer;
 pub mod tokens;
 pub mod trainer;

@@ -285,7 +285,7 @@ fn run(a: &Run) -> Result<()> {
         },
     )?;
     if let Some(s) = s {
-        println!("{}", summary_line(&s));
+        println!("{}", s.line());
         for (p, t) in &s.samples {
             println!("--- {p}{t}");
         }
@@ -390,29 +390,4 @@ fn main() {
             (None, false) => 1,
         });
     }
-}
-
-/// What the run measured, and nothing it did not.
-fn summary_line(s: &train::trainer::Summary) -> String {
-    if s.steps == s.resumed_from {
-        return format!(
-            "no step trained: the run is at step {} (resumed), the stop or the end is not past it",
-            s.resumed_from
-        );
-    }
-    let mut line = format!(
-        "trained steps {}..{} in {:.1} s ({:.0} tokens/s)",
-        s.resumed_from, s.steps, s.seconds, s.tokens_per_s
-    );
-    if let Some(l) = s.final_train_loss {
-        line += &format!(": train loss {l:.4}");
-    }
-    match s.final_val {
-        Some((step, v)) => line += &format!(", validation loss {v:.4} (at step {step})"),
-        None => line += ", no validation in this run",
-    }
-    if s.skipped > 0 {
-        line += &format!(", {} steps skipped (non-finite)", s.skipped);
-    }
-    line + &format!(", unigram entropy {:.4} nats/token", s.unigram_entropy)
 }
