@@ -53,8 +53,8 @@ pub struct Ddp {
     pub(crate) shapes: Vec<Shape>,
     /// Each parameter's name and the stage DDP expects its gradient from (for errors).
     pub(crate) names: Vec<(String, usize)>,
-    /// Local gradients summed over `forward_backward_no_sync` calls, and how many.
-    /// The no_sync micro-batches' gradients (seam::accum: f32 sums, made in place).
+    /// Local gradients summed over `forward_backward_no_sync` calls (seam::accum: f32
+    /// sums, made in place), and how many.
     accumulated: seam::accum::Accumulator,
     micro_batches: usize,
     /// What the gradients in flight are multiplied by when collected (1/micro-batches).
@@ -256,10 +256,7 @@ impl Ddp {
         self.scale = (micro > 1 && !self.opts.sum_micro_batches).then(|| 1.0 / micro as f64);
         // With accumulated micro-batches the averaging factor goes into the pass that adds
         // the last one (seam::accum), not into a pass over the reduced gradients.
-        let fold = match acc {
-            Some(_) => self.scale.take(),
-            None => None,
-        };
+        let fold = acc.is_some().then(|| self.scale.take()).flatten();
         let acc = acc.as_ref().map(|a| (a, fold));
         let wire = self.opts.grad_dtype.unwrap_or(DType::F32);
         let mut observing = self.comm.world_size() == 1 && acc.is_none() && micro == 1;

@@ -29,9 +29,9 @@ use std::sync::Mutex;
 struct Slot {
     copy: Option<Tensor>,
     fresh: bool,
-    /// The copy is the parameter's value and its master is stale outside this rank's
+    /// The copy is the parameter's value and its master may be stale outside this rank's
     /// part (a ZeRO-1 rank all-gathered the copies, not the masters): every forward takes
-    /// the copy until [`Bf16Shadows::release`] (the masters gathered too) or a master write.
+    /// the copy until AdamW writes it again or a master is written ([`Bf16Shadows::invalidate`]).
     held: bool,
 }
 
@@ -78,7 +78,8 @@ impl Bf16Shadows {
 
     /// Parameter `i`'s copy, whole, is its value from now on (gathered from every rank's
     /// part; the gather is queued before any forward that reads it): forwards take it,
-    /// not the master, until [`Self::release`] or a master write ([`Self::invalidate`]).
+    /// not the master, until AdamW writes it again or a master write ([`Self::invalidate`]).
+    /// Gathering the masters as well leaves it held: the copy is then their rounding.
     pub fn hold(&self, i: usize) {
         if let Some(s) = self.slots_mut().get_mut(i) {
             s.held = true;
@@ -89,20 +90,6 @@ impl Bf16Shadows {
     /// Parameter `i`'s copy buffer as it is (fresh or not; `None` before it was written).
     pub fn copy(&self, i: usize) -> Option<Tensor> {
         self.slots_mut().get(i).and_then(|s| s.copy.clone())
-    }
-
-    /// Whether any copy is held ([`Self::hold`]): some master is stale.
-    pub fn any_held(&self) -> bool {
-        self.slots_mut().iter().any(|s| s.held)
-    }
-
-    /// Parameter `i`'s master is whole again and equals its copy (the masters were
-    /// gathered too): the copy is fresh, no longer held.
-    pub fn release(&self, i: usize) {
-        if let Some(s) = self.slots_mut().get_mut(i) {
-            s.fresh = s.held || s.fresh;
-            s.held = false;
-        }
     }
 
     /// Which copies are fresh or held now (for [`Self::restore_fresh`]).

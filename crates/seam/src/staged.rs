@@ -81,24 +81,6 @@ pub fn final_stages(model: &dyn StagedModel) -> Vec<Option<usize>> {
     first
 }
 
-pub fn grads_f32(g: Grads) -> Result<Grads> {
-    Ok(g.into_iter()
-        .map(|g| g.map(|g| g.to_dtype(DType::F32)).transpose())
-        .collect::<candle_core::Result<_>>()?)
-}
-
-/// The sum of two gradient lists, parameter by parameter (one side's where the other has
-/// none).
-pub fn add_grads(a: Grads, b: Grads) -> Result<Grads> {
-    Ok(a.into_iter()
-        .zip(b)
-        .map(|(x, y)| match (x, y) {
-            (Some(x), Some(y)) => Ok(Some((x + y)?)),
-            (x, y) => Ok(x.or(y)),
-        })
-        .collect::<candle_core::Result<_>>()?)
-}
-
 /// One recorded stage.
 enum Record {
     /// Under autograd: its cut input (none for stage 0) and its output.

@@ -193,12 +193,8 @@ impl TrainStep {
             model.check_batch(b)?;
         }
         self.core.set_lr(lr);
-        let host = self.stop.as_ref().map(|s| s.host()).transpose()?;
-        let flag = match (self.stop.as_mut(), &host) {
-            (Some(s), Some(h)) => Some((h, s.flag(h)?.clone())),
-            _ => None,
-        };
-        let extra: Vec<(&Tensor, &Tensor)> = flag.iter().map(|(h, d)| (*h, d)).collect();
+        let flag = self.stop.as_mut().map(|s| s.upload_pair()).transpose()?;
+        let extra: Vec<(&Tensor, &Tensor)> = flag.iter().map(|(h, d)| (h, d)).collect();
         let batches = self
             .slots
             .upload(micro, matches!(self.graph, Graph::On(_)), &extra)?;

@@ -26,20 +26,14 @@ impl Stop {
         self.asked = true;
     }
 
-    /// This rank's request now, on the host.
-    pub(crate) fn host(&self) -> Result<Tensor> {
-        Ok(Tensor::new(
-            &[f32::from(u8::from(self.asked))],
-            &Device::Cpu,
-        )?)
-    }
-
-    /// The device flag the upload writes (CUDA), or the host value moved there.
-    pub(crate) fn flag(&mut self, host: &Tensor) -> Result<&Tensor> {
+    /// (this rank's request on the host, the device flag the step reads): on CUDA the
+    /// batch's upload copies the first into the second; elsewhere the flag is the value.
+    pub(crate) fn upload_pair(&mut self) -> Result<(Tensor, Tensor)> {
+        let host = Tensor::new(&[f32::from(u8::from(self.asked))], &Device::Cpu)?;
         if !self.flag.device().is_cuda() {
             self.flag = host.to_device(self.flag.device())?;
         }
-        Ok(&self.flag)
+        Ok((host, self.flag.clone()))
     }
 
     /// `out` with the flag agreed over the ranks (max) appended.

@@ -184,15 +184,22 @@ impl Zero1Overlap {
 
     /// Completes every all-gather still in flight into the parameters (the compute stream
     /// waits; the host does not block on the GPU) and makes every f32 master whole (where
-    /// a step gathered bf16 copies instead: one f32 all-gather of each such part, for a
+    /// a step gathered bf16 copies instead: the f32 parts all-gathered as one group, for a
     /// checkpoint, an export or a forward that reads masters).
     pub fn sync_params(&mut self) -> Result<()> {
         self.complete_gathers()?;
         if std::mem::take(&mut self.masters_stale) {
-            for &k in &self.copy_gathered {
-                let whole = self.spans[k].var.as_tensor().flatten_all()?;
-                self.comm.all_gather(&self.spans[k].view()?, &whole)?;
-            }
+            let pairs = self
+                .copy_gathered
+                .iter()
+                .map(|&k| {
+                    Ok((
+                        self.spans[k].view()?,
+                        self.spans[k].var.as_tensor().flatten_all()?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            self.comm.all_gather_coalesced_async(&pairs)?.wait()?;
         }
         Ok(())
     }
