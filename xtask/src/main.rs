@@ -7,11 +7,13 @@
 //!   cargo xtask launch --gpus N -- PROGRAM ARGS   start N ranks (comm-launch)
 //!   cargo xtask train [--gpus N] -- ARGS  build train (with CUDA where a GPU is) and run it
 //!   cargo xtask plan [--config F] [--json] ...  memory/communication accounting calculator
+//!   cargo xtask plan --model 6.7B --world 4 --batch 8 --bf16   the memory plan per strategy
 
 mod cmd;
 mod gpu;
 mod plan;
 mod plan_math;
+mod plan_model;
 mod plan_render;
 mod train;
 
@@ -65,7 +67,8 @@ enum Cmd {
         args: Vec<String>,
     },
     /// Memory and communication accounting of a Transformer (CS336 assignment 2): parameters,
-    /// FP32 state, activations, GPUs needed, N_FSDP, compute-bound mesh batch, DDP buckets.
+    /// FP32 state, activations, GPUs needed, N_FSDP, compute-bound mesh batch, DDP buckets;
+    /// with --model SIZE, the per-GPU memory plan of each data-parallel strategy (`train`'s).
     Plan(Box<plan::PlanArgs>),
 }
 

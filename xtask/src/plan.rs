@@ -1,5 +1,6 @@
 //! `cargo xtask plan`: the communication/memory accounting calculator (CS336 assignment 2,
-//! "communication_accounting"). Reads the model from flags or `--config file.json`
+//! "communication_accounting"); with `--model SIZE`, the memory plan per data-parallel
+//! strategy of the project's LM instead (`plan_model`). Reads the model from flags or `--config file.json`
 //! (defaults: the seeds' XXL), validates every input naming the flag or field at fault,
 //! and prints each formula with its numbers (`plan_render`), or one JSON object (`--json`).
 
@@ -64,6 +65,8 @@ pub struct PlanArgs {
     /// Print all results as one JSON object.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub lm: crate::plan_model::LmArgs,
 }
 
 /// Validated inputs.
@@ -244,6 +247,16 @@ impl PlanArgs {
 
 /// `cargo xtask plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
+    if let Some((i, free)) = args.lm.resolve()? {
+        match args.json {
+            true => println!(
+                "{}",
+                serde_json::to_string_pretty(&crate::plan_model::json(&i, free))?
+            ),
+            false => print!("{}", crate::plan_model::text(&i, free)),
+        }
+        return Ok(());
+    }
     let inputs = args.resolve()?;
     if args.json {
         let v = crate::plan_render::json(&inputs);

@@ -146,7 +146,7 @@ pub enum Cmd {
     },
     /// Single-GPU training step of the LM: forward, backward, AdamW timed separately.
     Single {
-        /// Model sizes, comma-separated (small, medium, large, xl, 2.7B).
+        /// Model sizes, comma-separated (small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, value_delimiter = ',', default_value = "small")]
         size: Vec<String>,
         #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]

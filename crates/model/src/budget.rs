@@ -3,12 +3,19 @@
 //! the bytes needed against the bytes there are, instead of an abort, an OOM kill or a
 //! "capacity overflow" panic halfway through.
 //!
-//! The needs are lower bounds (what the run certainly holds at once), so a refusal is
-//! sure; the memory is the CPU's `MemAvailable` (/proc/meminfo) or, for GPU runs, the
-//! smallest GPU's total memory (`nvidia-smi`; not checked when that cannot be read).
+//! Two kinds of need. [`lm_step`] is a lower bound (what a step certainly holds at once),
+//! so a refusal on it is sure (bench, ddp-train, and `train` on CPU ranks). [`ensure_plan`]
+//! checks a GPU rank of `train` against the memory plan of its strategy
+//! ([`crate::plan`], the `memplan` crate): an estimate of the step's real peak, so a
+//! refusal says it is the plan's estimate and names the strategies and world sizes that
+//! would fit. The memory is the CPU's `MemAvailable` (/proc/meminfo) or, for GPU runs, the
+//! memory *free* on the GPU: the rank's own device where candle has it (cuMemGetInfo,
+//! `cuda` builds), else the smallest `memory.free` of the GPUs `CUDA_VISIBLE_DEVICES`
+//! lets the run see (`nvidia-smi`); not checked when neither can be read.
 
 use crate::config::LmConfig;
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
+use candle_core::Device;
 use std::process::Command;
 /// Where a run's big buffers live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,23 +24,48 @@ pub enum Mem {
     Gpu,
 }
 
-/// The bytes `mem` offers and where that figure comes from; `None` when unknown.
-pub fn available(mem: Mem) -> Option<(u64, &'static str)> {
+/// The bytes `mem` offers and where that figure comes from; `None` when unknown. For the
+/// GPU: the memory free on the smallest visible GPU (nvidia-smi).
+pub fn available(mem: Mem) -> Option<(u64, String)> {
     match mem {
         Mem::Host => std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|t| mem_available(&t))
-            .map(|b| (b, "MemAvailable in /proc/meminfo")),
+            .map(|b| (b, "MemAvailable in /proc/meminfo".to_string())),
         Mem::Gpu => {
             let out = Command::new("nvidia-smi")
-                .args(["--query-gpu=memory.total", "--format=csv,noheader,nounits"])
+                .args([
+                    "--query-gpu=index,uuid,memory.free",
+                    "--format=csv,noheader,nounits",
+                ])
                 .output()
                 .ok()
                 .filter(|o| o.status.success())?;
-            smallest_gpu(&String::from_utf8_lossy(&out.stdout))
-                .map(|b| (b, "the smallest GPU's total memory (nvidia-smi)"))
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            smallest_free(&String::from_utf8_lossy(&out.stdout), visible.as_deref())
         }
     }
+}
+
+/// The memory free on `dev`'s GPU: cuMemGetInfo on the device itself (`cuda` builds), else
+/// [`available`]`(Mem::Gpu)`; `None` for the CPU or when unknown.
+pub fn free_on(dev: &Device) -> Option<(u64, String)> {
+    if !dev.is_cuda() {
+        return None;
+    }
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(d) = dev {
+        let ctx = d.cuda_stream().context().clone();
+        if let Ok((free, total)) = ctx.mem_get_info() {
+            let at = format!(
+                "free on GPU {} (cuMemGetInfo, of {} total)",
+                ctx.ordinal(),
+                gib(total as u64)
+            );
+            return Some((free as u64, at));
+        }
+    }
+    available(Mem::Gpu)
 }
 
 /// `MemAvailable:  23737488 kB` → bytes.
@@ -43,12 +75,45 @@ fn mem_available(meminfo: &str) -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-/// nvidia-smi's `memory.total` lines (MiB) → the smallest, in bytes.
-fn smallest_gpu(csv: &str) -> Option<u64> {
-    csv.lines()
-        .filter_map(|l| l.trim().parse::<u64>().ok())
-        .min()
-        .map(|mib| mib << 20)
+/// nvidia-smi's `index, uuid, memory.free` lines (MiB) → the smallest free memory, in
+/// bytes, of the GPUs `visible` names (CUDA_VISIBLE_DEVICES: indices or UUIDs, or their
+/// prefixes; the list ends at the first entry that names no GPU, as CUDA reads it; every
+/// GPU when unset), and which GPU that is.
+fn smallest_free(csv: &str, visible: Option<&str>) -> Option<(u64, String)> {
+    let gpus: Vec<(&str, &str, u64)> = csv
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').map(str::trim).collect();
+            match f[..] {
+                [i, id, mib] => Some((i, id, mib.parse::<u64>().ok()?.checked_mul(1 << 20)?)),
+                _ => None,
+            }
+        })
+        .collect();
+    let seen: Vec<&(&str, &str, u64)> = match visible {
+        None => gpus.iter().collect(),
+        Some(v) => v
+            .split(',')
+            .map(str::trim)
+            .map_while(|e| {
+                let uuid = e.starts_with("GPU-");
+                gpus.iter()
+                    .find(|g| g.0 == e || (uuid && g.1.starts_with(e)))
+            })
+            .collect(),
+    };
+    let low = seen.iter().min_by_key(|g| g.2)?;
+    let which = match visible {
+        Some(v) => format!("CUDA_VISIBLE_DEVICES={v}"),
+        None => "every GPU".to_string(),
+    };
+    Some((
+        low.2,
+        format!(
+            "free on GPU {} (nvidia-smi memory.free, the least of {which})",
+            low.0
+        ),
+    ))
 }
 
 pub fn gib(b: u64) -> String {
@@ -58,7 +123,13 @@ pub fn gib(b: u64) -> String {
 /// Fails, naming `flags`, when `need` bytes (`None`: more than a u64 holds) exceed what
 /// `mem` offers.
 pub fn ensure(flags: &str, need: Option<u64>, mem: Mem) -> Result<()> {
-    check(flags, need, mem, available(mem))
+    let avail = available(mem);
+    check(
+        flags,
+        need,
+        mem,
+        avail.as_ref().map(|(b, s)| (*b, s.as_str())),
+    )
 }
 
 fn check(flags: &str, need: Option<u64>, mem: Mem, avail: Option<(u64, &str)>) -> Result<()> {
@@ -134,6 +205,29 @@ pub fn ranks_in_this_process(world: usize) -> usize {
     }
 }
 
+/// Checks one GPU rank of an LM training step against its strategy's memory plan
+/// ([`crate::plan`]: `chosen`, as `train --strategy` spells it) and the memory free on
+/// `dev` ([`free_on`]; not checked when unknown). A refusal shows the plan's row and names
+/// the built strategies and world sizes of 1, 2, 4, 8 that would fit (`rows_at(w)`: the
+/// sequences a micro-batch at world w, `None` where the batch does not split).
+pub fn ensure_plan(
+    flags: &str,
+    plan: &crate::plan::Input,
+    chosen: &str,
+    dev: &Device,
+    rows_at: &dyn Fn(usize) -> Option<usize>,
+) -> Result<()> {
+    let s = crate::plan::Strategy::of_train(chosen)
+        .ok_or_else(|| anyhow!("{flags}: --strategy {chosen}: no memory plan for it"))?;
+    match free_on(dev) {
+        Some((free, source)) => {
+            crate::plan::check(flags, plan, (s, chosen), (free, &source), rows_at)
+                .map_err(|e| anyhow!(e))
+        }
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,8 +237,58 @@ mod tests {
         let t = "MemTotal:       32000000 kB\nMemAvailable:   23737488 kB\n";
         assert_eq!(mem_available(t), Some(23737488 * 1024));
         assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
-        assert_eq!(smallest_gpu("81559\n143771\n"), Some(81559 << 20));
-        assert_eq!(smallest_gpu(""), None);
+        let smi = "0, GPU-aaaa1111, 81000\n1, GPU-bbbb2222, 9000\n2, GPU-cccc3333, 40000\n";
+        let (b, at) = smallest_free(smi, None).unwrap();
+        assert_eq!(b, 9000 << 20);
+        assert!(
+            at.starts_with("free on GPU 1 (nvidia-smi memory.free"),
+            "{at}"
+        );
+        assert_eq!(smallest_free(smi, Some("0,2")).unwrap().0, 40000 << 20);
+        assert_eq!(smallest_free(smi, Some("GPU-aaaa")).unwrap().0, 81000 << 20);
+        // CUDA stops at the first entry that names no GPU: GPU 1 is not visible.
+        assert_eq!(smallest_free(smi, Some("0,7,1")).unwrap().0, 81000 << 20);
+        assert_eq!(smallest_free(smi, Some("")), None);
+        assert_eq!(smallest_free("", None), None);
+        assert_eq!(
+            smallest_free("81559\n", None),
+            None,
+            "not the queried columns"
+        );
+    }
+
+    #[test]
+    fn a_run_that_fits_the_total_but_not_the_free_memory_is_refused_naming_the_free_figure() {
+        // An 80 GB GPU (81,559 MiB total) with 70 GiB taken by another process.
+        let smi = format!("0, GPU-aaaa1111, {}\n", 81559 - 70 * 1024);
+        let free = smallest_free(&smi, Some("0")).unwrap();
+        let xl = LmConfig::by_name("xl").unwrap();
+        let need = lm_step(&xl, 8, true);
+        assert!(need.unwrap() < 81559 << 20, "fits the total");
+        let e = check("--model xl", need, Mem::Gpu, Some((free.0, &free.1)));
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("9.6 GiB") && msg.contains("free on GPU 0"),
+            "{msg}"
+        );
+        // The plan's check reads the same figure.
+        let plan = crate::plan::Input {
+            shape: xl.shape(),
+            world: 1,
+            rows: 8,
+            accum: 1,
+            bf16: true,
+            clip: true,
+        };
+        let single = (crate::plan::Strategy::Single, "single");
+        let rows = |w: usize| (w == 1).then_some(8);
+        let e = crate::plan::check("--model xl", &plan, single, (free.0, &free.1), &rows);
+        let msg = e.unwrap_err();
+        assert!(
+            msg.contains("9.6 GiB") && msg.contains("free on GPU 0"),
+            "{msg}"
+        );
+        assert!(msg.contains("no built strategy fits"), "{msg}");
     }
 
     #[test]

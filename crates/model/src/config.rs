@@ -18,14 +18,10 @@ pub struct LmConfig {
     pub norm_eps: f64,
 }
 
-/// The named sizes: (name, d_model, d_ff, layers, heads).
-pub const SIZES: &[(&str, usize, usize, usize, usize)] = &[
-    ("small", 768, 3072, 12, 12),
-    ("medium", 1024, 4096, 24, 16),
-    ("large", 1280, 5120, 36, 20),
-    ("xl", 1600, 6400, 48, 25),
-    ("2.7B", 2560, 10240, 32, 32),
-];
+/// The named sizes: (name, d_model, d_ff, layers, heads): small … xl, 2.7B, and the
+/// Llama-shaped 6.7B and 13B (head width 128). The table lives in `memplan` (which xtask
+/// reads without building candle).
+pub use memplan::SIZES;
 
 impl LmConfig {
     pub fn new(d_model: usize, d_ff: usize, layers: usize, heads: usize) -> Result<Self> {
@@ -43,16 +39,15 @@ impl LmConfig {
         Ok(c)
     }
 
-    /// One of small, medium, large, xl, 2.7B.
+    /// One of [`SIZES`]: small, medium, large, xl, 2.7B, 6.7B, 13B.
     pub fn by_name(name: &str) -> Result<Self> {
         let (_, d, f, l, h) = SIZES
             .iter()
             .find(|s| s.0.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
-                let names: Vec<&str> = SIZES.iter().map(|s| s.0).collect();
                 ModelError::Config(format!(
                     "unknown model size {name:?}; known sizes: {}",
-                    names.join(", ")
+                    memplan::size_names()
                 ))
             })?;
         Self::new(*d, *f, *l, *h)
@@ -102,18 +97,26 @@ impl LmConfig {
         self.d_model / self.heads
     }
 
-    /// Parameters of one block: two norms, qkv, output projection, SwiGLU (w1, w3, w2).
-    pub fn block_params(&self) -> usize {
-        let (d, f) = (self.d_model, self.d_ff);
-        2 * d + 3 * d * d + d * d + 3 * d * f
+    /// The shape the memory plan ([`crate::plan`]) and the parameter counts work on.
+    pub fn shape(&self) -> memplan::Shape {
+        memplan::Shape {
+            vocab: self.vocab,
+            context: self.context,
+            d_model: self.d_model,
+            d_ff: self.d_ff,
+            layers: self.layers,
+            heads: self.heads,
+        }
     }
 
-    /// Embedding + blocks + final norm + untied head.
+    /// Parameters of one block: two norms, qkv, output projection, SwiGLU (w1, w3, w2).
+    pub fn block_params(&self) -> usize {
+        usize::try_from(self.shape().block_params()).unwrap_or(usize::MAX)
+    }
+
+    /// Embedding + blocks + final norm + untied head (saturating: never overflows).
     pub fn param_count(&self) -> usize {
-        self.vocab * self.d_model
-            + self.layers * self.block_params()
-            + self.d_model
-            + self.vocab * self.d_model
+        usize::try_from(self.shape().params()).unwrap_or(usize::MAX)
     }
 }
 
@@ -129,12 +132,22 @@ mod tests {
         assert_eq!(n("large"), 969_411_840);
         assert_eq!(n("xl"), 1_998_235_200);
         assert_eq!(n("2.7B"), 3_406_809_600);
+        // Llama-shaped, as torch_best.py's "6.7B" and "13B": head width 128.
+        assert_eq!(n("6.7B"), 6_558_191_616);
+        assert_eq!(n("13B"), 12_790_584_320);
+        for name in ["6.7B", "13b"] {
+            let c = LmConfig::by_name(name).unwrap();
+            assert_eq!((c.head_dim(), c.vocab, c.context), (128, VOCAB, CONTEXT));
+        }
     }
 
     #[test]
     fn unknown_size_is_named() {
         let e = LmConfig::by_name("huge").unwrap_err().to_string();
-        assert!(e.contains("\"huge\"") && e.contains("xl"), "{e}");
+        assert!(
+            e.contains("\"huge\"") && e.contains("xl, 2.7B, 6.7B, 13B"),
+            "{e}"
+        );
         assert!(LmConfig::new(100, 10, 1, 3)
             .unwrap_err()
             .to_string()

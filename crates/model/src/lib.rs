@@ -16,7 +16,8 @@
 //! # let _ = loss; Ok(()) }
 //! ```
 //!
-//! Layout: [`config`] (sizes, parameter counts), [`params`] (named parameters, seeded
+//! Layout: [`config`] (sizes, parameter counts), [`plan`] (the per-GPU memory plan of each
+//! data-parallel strategy, the `memplan` crate), [`budget`] (checks before allocating), [`params`] (named parameters, seeded
 //! init), [`layers`] (differentiable building blocks), [`lm`] (the Transformer LM),
 //! [`kernels`] (fused ops with backward), [`gemm`] (the block's GEMMs, cuBLASLt tuned on CUDA), [`rmsnorm`], [`toy`] (the ToyModel), [`staged`] (the
 //! stage seam DDP uses), [`adamw`], [`gemm_sms`] (how many SMs cuBLAS plans GEMMs for), [`tf32`] (TF32
@@ -49,4 +50,7 @@ pub use seam::{
 
 pub use config::{LmConfig, CONTEXT, SIZES, VOCAB};
 pub use lm::TransformerLm;
+/// The memory plan per strategy and the sizes table (the `memplan` crate, which xtask
+/// reads without building candle).
+pub use memplan as plan;
 pub use toy::ToyModel;

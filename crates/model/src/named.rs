@@ -15,7 +15,7 @@ pub fn lm_config(name: &str) -> crate::Result<Option<LmConfig>> {
     })
 }
 
-/// "toy", "tiny", or an LM size (small, medium, large, xl, 2.7B), from `seed`.
+/// "toy", "tiny", or an LM size (small, medium, large, xl, 2.7B, 6.7B, 13B), from `seed`.
 pub fn build(name: &str, seed: u64, dev: &Device) -> crate::Result<Box<dyn StagedModel>> {
     Ok(match name {
         "toy" => Box::new(ToyModel::new(16, 8, seed, dev)?),

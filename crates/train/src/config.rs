@@ -16,8 +16,8 @@ pub struct ModelShape {
     pub context: usize,
 }
 
-/// Sizes for CPUs (`nano`, `micro`, `mini`), then the seeds' table (`small` … `2.7B`,
-/// context 128 unless given).
+/// Sizes for CPUs (`nano`, `micro`, `mini`), then the seeds' table (`small` … `2.7B`, and
+/// the Llama-shaped `6.7B` and `13B`; context 128 unless given).
 pub fn shape_by_name(name: &str, context: Option<usize>) -> Result<ModelShape> {
     let cpu: &[(&str, usize, usize, usize, usize, usize)] = &[
         ("nano", 64, 2, 4, 192, 64),

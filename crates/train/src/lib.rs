@@ -3,7 +3,8 @@
 //! maps ([`tokens`], [`data`]), seeded batch windows that are the same whatever the world
 //! size ([`sampler`]); the run's configuration ([`config`]), the learning-rate schedule
 //! ([`schedule`]), one rank's model and optimizer with gradient clipping ([`engine`]),
-//! checkpoints with the training state ([`state`]), the loop ([`trainer`]), where ranks
+//! checkpoints with the training state ([`state`]), the memory check before the model is
+//! built ([`preflight`]), the loop ([`trainer`]), where ranks
 //! run ([`launch`]), the log and loss curve ([`log`]), sampling ([`generate`], [`load`]);
 //! for parity with another trainer, the configuration and initial weights ([`export`]) and
 //! two logs compared ([`compare`]).
@@ -20,6 +21,7 @@ pub mod generate;
 pub mod launch;
 pub mod load;
 pub mod log;
+pub mod preflight;
 pub mod rng;
 pub mod rundir;
 pub mod sampler;

@@ -125,7 +125,7 @@ pub fn run_rank(
     let data_id = state::DataId::of(&ds)?;
     let sampler = crate::users(Sampler::new(&ds.train, c.model.context, c.seed))?;
     let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
-    crate::users(fits(c, ds.meta.vocab_size, world, &dev))?;
+    crate::users(crate::preflight::fits(c, ds.meta.vocab_size, world, &dev))?;
     let from = o.gemm_choices.as_deref();
     if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
         if rank == 0 {
@@ -378,20 +378,4 @@ fn diverged(ckpts: &std::path::Path, step: u64, what: &str, v: f64) -> Result<()
         "step {step}: the {what} is {v}: training diverged; nothing from step {step} on was logged or saved ({}). Lower --lr and start again with --fresh",
         newest.map_or("no checkpoint yet".to_string(), |d| format!("the newest checkpoint is {d}"))
     )
-}
-
-/// Refuses, before the model is built, a run that certainly cannot fit: weights, gradients,
-/// AdamW moments and the logits of one micro-batch (`model::budget`, a lower bound)
-/// against the GPU's memory, or the host's for CPU ranks (all of this process's).
-fn fits(c: &TrainConfig, vocab: usize, world: usize, dev: &Device) -> Result<()> {
-    use model::budget::{ensure_lm_step, ranks_in_this_process};
-    let lm = c.model.lm_config(vocab)?;
-    let rows = c.global_batch / (world * c.accum);
-    let flags = format!(
-        "the model ({:.2} B parameters) at {rows} sequences of {} tokens a micro-batch",
-        lm.param_count() as f64 / 1e9,
-        lm.context
-    );
-    let here = ranks_in_this_process(world);
-    ensure_lm_step(&flags, &lm, rows, c.bf16, dev.is_cuda(), here)
 }

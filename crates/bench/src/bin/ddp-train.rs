@@ -55,7 +55,7 @@ struct Args {
     /// processes, for cpu as for nccl.
     #[arg(long, default_value_t = 2, value_parser = parse_world)]
     world: usize,
-    /// toy, tiny, or an LM size (small, medium, large, xl, 2.7B).
+    /// toy, tiny, or an LM size (small, medium, large, xl, 2.7B, 6.7B, 13B).
     #[arg(long, default_value = "toy")]
     model: String,
     /// naive, flat, overlap, bucketed:MB.

@@ -159,12 +159,14 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
     }
 
     if dev.is_cuda() && dtype == DType::BF16 {
-        // The LM's shapes (t 128; e 64, and 80 for 2.7B), e past a shorter t, the widest e.
+        // The LM's shapes (t 128; e 64, 80 for 2.7B, 128 for 6.7B and 13B), e past a shorter
+        // t, the widest e.
         for (op, shape) in [
             ("attention", [2usize, 3, 128, 64]),
             ("attention e80", [1, 2, 128, 80]),
             ("attention t64 e80", [2, 2, 64, 80]),
             ("attention t32 e128", [1, 2, 32, 128]),
+            ("attention e128", [1, 2, 128, 128]),
         ] {
             out.push(attention(op, shape, dev)?);
         }

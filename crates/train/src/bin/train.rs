@@ -79,7 +79,7 @@ struct Run {
     prepare: bool,
     #[arg(long, default_value = "runs/default")]
     out: PathBuf,
-    /// nano, micro, mini, or small … 2.7B.
+    /// nano, micro, mini (for CPUs), or small, medium, large, xl, 2.7B, 6.7B, 13B.
     #[arg(long, default_value = "nano")]
     model: String,
     /// A JSON model shape {d_model, layers, heads, d_ff, context} instead of --model.

@@ -1,0 +1,342 @@
+//! The bytes each data-parallel strategy holds per GPU at the peak of a training step,
+//! worked out from what the code allocates, not from the ZeRO paper's formulas (kept for
+//! comparison: [`paper`]). Ψ parameters, N ranks, n tokens a micro-batch, compute element
+//! size e (2 in bf16, 4 in fp32):
+//!
+//! - f32 masters 4Ψ on every rank (`seam::ParamSet`; ZeRO-1 keeps them whole too and adds
+//!   f32 masters of its slices of the bucket flat parts). bf16 copies 2Ψ (`seam::shadow`,
+//!   written by AdamW for every parameter); `sharded` writes none, so its forward casts
+//!   each weight and the block keeps the cast until its backward.
+//! - Gradients as the backward makes them: GEMM weights (head included) in the compute
+//!   dtype, norms and the embedding table in f32. On N > 1 ranks a gradient of 64 Ki
+//!   elements or more (and, for ZeRO-1, a multiple of N) is reduced where it lies, cast to
+//!   the wire dtype first where it is not in it (the embedding's in bf16); smaller ones are
+//!   copied into the buckets' flat buffers (communication buffers). The wire dtype is the
+//!   compute dtype, except `sharded`'s (f32: `train` builds its Ddp without one). ZeRO-1
+//!   keeps every gradient whole until its step (its slices are views). With --accum > 1
+//!   the f32 sums (4Ψ) come on top of one micro-batch's gradients.
+//! - AdamW moments 8Ψ (DDP), of this rank's parameters (`sharded`: whole parameters,
+//!   largest first to the least loaded rank) or slices (ZeRO-1: Ψ/N).
+//! - Activations the hand-written backward keeps per block (`model::block`): x, h1, qkv
+//!   (3d), y, x2, h2, the SwiGLU's a, b, s (3·d_ff) and the probabilities (heads·t) per
+//!   token; the head's input and norm (2d) and the logits with their gradient (2·vocab).
+//!   A block's backward adds its own temporaries.
+//! - `sharded`'s step with clipping scales a f32 copy of every gradient (`seam::clip::scale`)
+//!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
+//!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]).
+//!
+//! The peak is the largest of five moments of the step ([`Phase`]); a row lists what is
+//! held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
+//! per stream, allocator rounding. It is an estimate of the peak, not a bound.
+
+use crate::shape::{mul, u, Kind, Shape};
+pub use crate::strategy::Strategy;
+
+/// Gradients this large are reduced where they lie (`ddp::launch::IN_PLACE_MIN`).
+pub const IN_PLACE_MIN: u64 = 1 << 16;
+/// Stages between a bucket's launch and its use (`ddp::REDUCE_LAG`).
+pub const REDUCE_LAG: u64 = 2;
+/// NCCL's own buffers per rank above one rank: an estimate (channels × peers ×
+/// NCCL_BUFFSIZE), not yet measured.
+pub const NCCL_RESERVE: u64 = 512 << 20;
+/// The world sizes a refusal considers.
+pub const WORLDS: [usize; 4] = [1, 2, 4, 8];
+
+/// One rank's training step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub shape: Shape,
+    pub world: usize,
+    /// Sequences (of `shape.context` tokens) in one micro-batch on one GPU.
+    pub rows: usize,
+    pub accum: usize,
+    pub bf16: bool,
+    /// Clipping by the global norm (`--clip` > 0): AdamW then runs after the backward.
+    pub clip: bool,
+}
+
+/// The moments of a step at which memory can peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Head,
+    LastBlock,
+    FirstBlock,
+    Embedding,
+    Optimizer,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Head => "head's backward",
+            Phase::LastBlock => "last block's backward",
+            Phase::FirstBlock => "first block's backward",
+            Phase::Embedding => "embedding's backward",
+            Phase::Optimizer => "optimizer step",
+        }
+    }
+}
+
+/// What one GPU holds at one moment, by component.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bytes {
+    pub masters: u64,
+    pub copies: u64,
+    pub grads: u64,
+    pub optimizer: u64,
+    pub activations: u64,
+    pub comm: u64,
+}
+
+impl Bytes {
+    pub fn total(&self) -> u64 {
+        [
+            self.masters,
+            self.copies,
+            self.grads,
+            self.optimizer,
+            self.activations,
+            self.comm,
+        ]
+        .iter()
+        .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// One strategy's plan: what is held at its peak, and where that is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub strategy: Strategy,
+    pub world: usize,
+    pub bytes: Bytes,
+    pub at: Phase,
+}
+
+impl Row {
+    pub fn peak(&self) -> u64 {
+        self.bytes.total()
+    }
+}
+
+fn sum(xs: impl IntoIterator<Item = u64>) -> u64 {
+    xs.into_iter().fold(0, u64::saturating_add)
+}
+
+/// The largest rank load of `zero1::partition::assign` (largest first, each to the least
+/// loaded rank).
+fn max_load(sizes: &[u64], w: u64) -> u64 {
+    if w >= u(sizes.len()) {
+        return sizes.iter().copied().max().unwrap_or(0);
+    }
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let mut loads = vec![0u64; w as usize];
+    for s in sorted {
+        if let Some(min) = loads.iter_mut().min() {
+            *min = min.saturating_add(s);
+        }
+    }
+    loads.into_iter().max().unwrap_or(0)
+}
+
+/// The ZeRO paper's bytes per GPU (K = 12 bytes of optimizer state, no activations).
+pub fn paper(i: &Input, s: Strategy) -> u64 {
+    let (p, n) = (i.shape.params(), u(i.world.max(1)));
+    let n = if s == Strategy::Single { 1 } else { n };
+    match s {
+        Strategy::Single | Strategy::Ddp => mul(p, 16),
+        Strategy::Sharded | Strategy::Zero1 => mul(p, 4).saturating_add(mul(p, 12) / n),
+        Strategy::Zero2 => mul(p, 2).saturating_add(mul(p, 14) / n),
+        Strategy::Fsdp => mul(p, 16) / n,
+    }
+}
+
+/// Strategy `s`'s plan for `i` (`single` at world 1 whatever `i.world`).
+pub fn plan(i: &Input, s: Strategy) -> Row {
+    use Strategy::*;
+    let world = if s == Single { 1 } else { i.world.max(1) };
+    let (w, multi) = (u(world), world > 1);
+    let sh = &i.shape;
+    let e: u64 = if i.bf16 { 2 } else { 4 };
+    let psi = sh.params();
+    let (l, d, f, v) = (u(sh.layers), u(sh.d_model), u(sh.d_ff), u(sh.vocab));
+    let (h, t, hd) = (u(sh.heads), u(sh.context), u(sh.head_dim()));
+    let table = mul(v, d);
+    let scattered = matches!(s, Zero1 | Zero2 | Fsdp);
+    let split = matches!(s, Zero2 | Fsdp);
+    let wire = if s == Sharded { 4 } else { e };
+    let own = |k: Kind| if k == Kind::Linear { e } else { 4 };
+    let flat = |n: u64| multi && (n < IN_PLACE_MIN || (scattered && !n.is_multiple_of(w)));
+    // One tensor's synchronised gradient: (held as a gradient, held in a flat buffer).
+    let grad = |&(n, k): &(u64, Kind)| match (multi, flat(n)) {
+        (false, _) => (mul(n, own(k)), 0),
+        (true, true) => (0, mul(n, wire)),
+        (true, false) => (mul(n, wire), 0),
+    };
+    let group = |ts: &[(u64, Kind)]| {
+        let g: Vec<(u64, u64)> = ts.iter().map(grad).collect();
+        (sum(g.iter().map(|x| x.0)), sum(g.iter().map(|x| x.1)))
+    };
+    let (g_blk, c_blk) = group(&sh.block_tensors());
+    let (g_head, c_head) = group(&[(d, Kind::Norm), (table, Kind::Linear)]);
+    let (g_emb, c_emb) = group(&[(table, Kind::Embedding)]);
+    let g_all = sum([g_emb, mul(l, g_blk), g_head]);
+    let c_flat = sum([c_emb, mul(l, c_blk), c_head]);
+    // ZeRO-2 and FSDP keep only this rank's part of each gradient once it is scattered.
+    let part = |x: u64| if split { x.div_ceil(w) } else { x };
+    let tensors = sh.tensors();
+    let flat_elems = sum(tensors.iter().filter(|t| flat(t.0)).map(|t| t.0));
+    let flat_part = flat_elems.div_ceil(w);
+    let masters = match s {
+        Zero1 | Zero2 => sum([mul(psi, 4), mul(flat_part, 4)]),
+        Fsdp => mul(psi.div_ceil(w), 4),
+        _ => mul(psi, 4),
+    };
+    let optimizer = match s {
+        Single | Ddp => mul(psi, 8),
+        Sharded => mul(
+            max_load(&tensors.iter().map(|t| t.0).collect::<Vec<_>>(), w),
+            8,
+        ),
+        Zero1 | Zero2 => {
+            let mine = sum(tensors.iter().filter(|t| !flat(t.0)).map(|t| t.0 / w));
+            mul(sum([mine, flat_part]), 8)
+        }
+        Fsdp => mul(psi.div_ceil(w), 8),
+    };
+    // Activations: per block, per token (8d + 3f + heads·t) elements kept; a backward's
+    // temporaries (3f + 9d with the one-kernel bf16 attention, else 3f + 13d + 2·heads·t).
+    let n = mul(u(i.rows), t);
+    let a_b = mul(mul(n, e), sum([mul(8, d), mul(3, f), mul(h, t)]));
+    let fused = i.bf16
+        && t.is_multiple_of(32)
+        && t <= 128
+        && hd.is_multiple_of(16)
+        && (16..=128).contains(&hd);
+    let tmp = match fused {
+        true => sum([mul(3, f), mul(9, d)]),
+        false => sum([mul(3, f), mul(13, d), mul(2, mul(h, t))]),
+    };
+    let t_b = mul(mul(n, e), tmp);
+    let head_act = sum([mul(mul(n, d), 2 * e), mul(mul(n, v), 2 * e)]);
+    // The f32 embedding gradient while its wire copy is made.
+    let emb_cast = if multi && wire == 2 { mul(table, 4) } else { 0 };
+    let acc = if i.accum > 1 { mul(psi, 4) } else { 0 };
+    let in_backward = !i.clip && ((s == Single && i.accum == 1) || s == Ddp);
+    let window = |stages: u64| mul(l.min(stages), g_blk);
+    // bf16 weights: AdamW's copies, or (sharded) casts held from the forward to each
+    // block's backward; FSDP: its part plus two gathered units (this one and the next).
+    let copies = |p: Phase| -> u64 {
+        if !i.bf16 && s != Fsdp {
+            return 0;
+        }
+        match s {
+            Sharded => match p {
+                Phase::Head => mul(psi.saturating_sub(table), 2),
+                Phase::LastBlock => mul(psi.saturating_sub(sum([mul(table, 2), d])), 2),
+                Phase::FirstBlock => mul(sh.block_params(), 2),
+                _ => 0,
+            },
+            Fsdp => {
+                let unit = if multi {
+                    sh.block_params().max(table)
+                } else {
+                    0
+                };
+                let mine = if i.bf16 { mul(psi.div_ceil(w), 2) } else { 0 };
+                sum([mine, mul(mul(unit, 2), e)])
+            }
+            _ => mul(psi, 2),
+        }
+    };
+    let nccl = if multi { NCCL_RESERVE } else { 0 };
+    // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).
+    let in_flight = match split && multi {
+        true => mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)),
+        false => 0,
+    };
+    let comm = |c: u64| sum([nccl, c, in_flight]);
+    let step_extra = match s {
+        Sharded => mul(
+            max_load(&tensors.iter().map(|t| t.0).collect::<Vec<_>>(), w),
+            4,
+        ),
+        Zero1 if multi => mul(mul(flat_part, w), 4),
+        _ => 0,
+    };
+    let scaled = if s == Sharded && i.clip {
+        mul(psi, 4)
+    } else {
+        0
+    };
+    let at = |p: Phase, grads: u64, activations: u64, c: u64| Bytes {
+        masters,
+        copies: copies(p),
+        grads: sum([grads, acc]),
+        optimizer,
+        activations,
+        comm: comm(c),
+    };
+    let mut phases = vec![
+        (
+            Phase::Head,
+            at(
+                Phase::Head,
+                part(g_head),
+                sum([mul(l, a_b), head_act]),
+                c_head,
+            ),
+        ),
+        (
+            Phase::LastBlock,
+            at(
+                Phase::LastBlock,
+                part(sum([g_head, g_blk])),
+                sum([mul(l, a_b), t_b]),
+                sum([c_head, c_blk]),
+            ),
+        ),
+    ];
+    let (first, emb) = match in_backward {
+        true => (
+            window(1 + REDUCE_LAG),
+            sum([window(REDUCE_LAG), g_emb, emb_cast]),
+        ),
+        false => (
+            part(sum([g_head, mul(l, g_blk)])),
+            sum([part(g_all), emb_cast]),
+        ),
+    };
+    let c_first = sum([c_head, mul(l, c_blk)]);
+    phases.push((
+        Phase::FirstBlock,
+        at(Phase::FirstBlock, first, sum([a_b, t_b]), c_first),
+    ));
+    let upstream = mul(mul(n, d), e);
+    phases.push((
+        Phase::Embedding,
+        at(Phase::Embedding, emb, upstream, c_flat),
+    ));
+    if !in_backward {
+        let g = sum([part(g_all), scaled]);
+        let c = sum([c_flat, step_extra]);
+        phases.push((Phase::Optimizer, at(Phase::Optimizer, g, 0, c)));
+    }
+    let (at, bytes) = phases
+        .into_iter()
+        .fold(None::<(Phase, Bytes)>, |best, (p, b)| match best {
+            Some((_, m)) if m.total() >= b.total() => best,
+            _ => Some((p, b)),
+        })
+        .expect("at least one phase");
+    Row {
+        strategy: s,
+        world,
+        bytes,
+        at,
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

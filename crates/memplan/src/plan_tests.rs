@@ -1,0 +1,182 @@
+use super::*;
+use crate::report::{check, fitting};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
+    Input {
+        shape: Shape::by_name(name, 10_000, 128).unwrap(),
+        world,
+        rows,
+        accum: 1,
+        bf16,
+        clip: true,
+    }
+}
+
+fn no_comm(b: Bytes) -> Bytes {
+    Bytes { comm: 0, ..b }
+}
+
+#[test]
+fn zero1_keeps_one_nth_of_ddps_optimizer_state() {
+    for name in ["xl", "6.7B"] {
+        for world in [2, 4, 8] {
+            let i = input(name, world, 8, true);
+            let (ddp, z) = (plan(&i, Strategy::Ddp), plan(&i, Strategy::Zero1));
+            assert_eq!(
+                z.bytes.optimizer * world as u64,
+                ddp.bytes.optimizer,
+                "{name} {world}"
+            );
+            assert_eq!(ddp.bytes.optimizer, 8 * i.shape.params());
+            // Masters, copies and gradients stay whole (plus f32 masters of the norms' slices).
+            assert!(z.bytes.masters >= ddp.bytes.masters);
+            assert!(z.peak() < ddp.peak());
+        }
+    }
+}
+
+#[test]
+fn at_world_1_every_strategy_is_single_up_to_communication_buffers() {
+    for bf16 in [false, true] {
+        let i = input("xl", 1, 8, bf16);
+        let single = plan(&i, Strategy::Single);
+        for s in [
+            Strategy::Ddp,
+            Strategy::Zero1,
+            Strategy::Zero2,
+            Strategy::Fsdp,
+        ] {
+            let r = plan(&i, s);
+            assert_eq!(no_comm(r.bytes), no_comm(single.bytes), "{s:?} bf16 {bf16}");
+            assert_eq!((r.at, r.bytes.comm), (single.at, 0), "{s:?}");
+        }
+        // sharded at world 1 still copies every parameter into one flat f32 buffer for its
+        // (identity) broadcast, and with clipping scales a f32 copy of every gradient.
+        let mut off = i.clone();
+        off.clip = false;
+        let (r, one) = (plan(&off, Strategy::Sharded), plan(&off, Strategy::Single));
+        if !bf16 {
+            assert_eq!(r.bytes.comm, 4 * i.shape.params());
+            assert!(r.peak() > one.peak());
+        }
+        let clipped = plan(&i, Strategy::Sharded);
+        assert_eq!(clipped.at, Phase::Optimizer);
+        assert!(clipped.bytes.grads >= 4 * i.shape.params());
+    }
+}
+
+#[test]
+fn large_models_do_not_fit_80_gib_under_ddp_and_the_refusal_names_what_would() {
+    let i = input("6.7B", 4, 8, true);
+    let free = 80u64 << 30;
+    let ddp = plan(&i, Strategy::Ddp);
+    assert!(ddp.peak() > free, "{}", ddp.peak() as f64 / GIB);
+    // Train's global batch of 32 sequences, split over w ranks.
+    let rows_at = |w: usize| (32 % w == 0).then(|| 32 / w);
+    let e = check(
+        "--model 6.7B",
+        &i,
+        (Strategy::Ddp, "bucketed:25"),
+        (free, "free on GPU 0 (test)"),
+        &rows_at,
+    )
+    .unwrap_err();
+    assert!(
+        e.starts_with("--model 6.7B: --strategy bucketed:25 at world 4"),
+        "{e}"
+    );
+    assert!(
+        e.contains("80.0 GiB") && e.contains("free on GPU 0 (test)"),
+        "{e}"
+    );
+    assert!(e.contains("zero1 at world 2, 4, 8"), "{e}");
+    assert!(
+        !e.contains("zero2") && !e.contains("fsdp"),
+        "never suggested: {e}"
+    );
+    let fits = fitting(&i, free, &rows_at);
+    assert!(fits.iter().all(|(s, _)| s.built()));
+    assert!(check("x", &i, (Strategy::Zero1, "zero1"), (free, "t"), &rows_at).is_ok());
+    // Nothing fits a tiny GPU: the message says so and what to change.
+    let e = check(
+        "x",
+        &i,
+        (Strategy::Zero1, "zero1"),
+        (1 << 30, "t"),
+        &rows_at,
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("no built strategy fits") && e.contains("not built yet"),
+        "{e}"
+    );
+    // 13B bf16 fits zero1 at world 8 on 80 GiB only without its activations: not at all.
+    let big = input("13B", 8, 64, true);
+    let e = check("x", &big, (Strategy::Zero1, "zero1"), (free, "t"), &|_| {
+        Some(64)
+    });
+    assert!(e.unwrap_err().contains("no built strategy fits"));
+    // xl bf16 at 64 sequences a micro-batch on 24 GiB: smaller micro-batches would fit.
+    let xl = input("xl", 8, 64, true);
+    let e = check(
+        "x",
+        &xl,
+        (Strategy::Zero1, "zero1"),
+        (24 << 30, "t"),
+        &|_| Some(64),
+    );
+    assert!(e.unwrap_err().contains("a larger --accum"));
+}
+
+#[test]
+fn the_plan_is_within_10_percent_of_measured_peaks() {
+    // bench single, batch 8 × 128 (pool high-water + graph memory): xl bf16 vocab 683,
+    // docs/results/dist-x2/ (AdamW after 29.76 GiB, inside the backward 29.07); vocab
+    // 10,000, train-speed-h100x1/call42-bench.jsonl (30.18, 29.46); xl fp32 on H200, call 43
+    // (30.61 after, 29.18 inside).
+    let cases = [
+        (683, true, true, 29.76),
+        (683, true, false, 29.07),
+        (10_000, true, true, 30.18),
+        (10_000, true, false, 29.46),
+        (10_000, false, true, 30.61),
+        (10_000, false, false, 29.18),
+    ];
+    for (vocab, bf16, clip, measured) in cases {
+        let i = Input {
+            shape: Shape::by_name("xl", vocab, 128).unwrap(),
+            clip,
+            ..input("xl", 1, 8, bf16)
+        };
+        let p = plan(&i, Strategy::Single).peak() as f64 / GIB;
+        assert!(
+            (p / measured - 1.0).abs() < 0.10,
+            "vocab {vocab} bf16 {bf16} clip {clip}: plan {p:.2} GiB, measured {measured}"
+        );
+    }
+}
+
+#[test]
+fn absurd_inputs_saturate_instead_of_panicking() {
+    let mut i = input("13B", usize::MAX, usize::MAX, true);
+    for s in Strategy::ALL {
+        assert!(plan(&i, s).peak() > 1 << 40);
+    }
+    i.shape.heads = 0;
+    i.world = 0;
+    for s in Strategy::ALL {
+        let _ = plan(&i, s);
+        let _ = paper(&i, s);
+    }
+}
+
+#[test]
+fn train_strategy_names_map_to_plans() {
+    assert_eq!(Strategy::of_train("bucketed:25"), Some(Strategy::Ddp));
+    assert_eq!(Strategy::of_train("flat"), Some(Strategy::Ddp));
+    assert_eq!(Strategy::of_train("zero1"), Some(Strategy::Zero1));
+    assert_eq!(Strategy::of_train("zero2"), None);
+    assert!(!Strategy::Fsdp.built() && Strategy::Sharded.built());
+}
