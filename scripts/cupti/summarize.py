@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Reads trace-<pid>.csv files written by scripts/cupti/trace.c and prints, per process,
+where one replay of the training step's CUDA graph spends its time (the median over the
+replays after --skip), as one JSON line each and a short table:
+
+- period: start of one replay to the start of the next (the step as the device sees it);
+- span: first kernel start to last kernel end of the replay;
+- compute: the union of the non-NCCL kernels' intervals; comm: the union of NCCL's;
+- overlap: where both run; comm_alone: NCCL running with no compute kernel (exposed
+  communication); idle: inside the span, nothing running at all;
+- per category (gemm, attention, adamw, norm, nccl, other) the summed kernel time, and the
+  top kernels by time. Comparing the categories of a world-2 trace with a world-1 trace of
+  the same model shows what communication costs the kernels beside it.
+
+Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline]
+(--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms.)
+"""
+import csv
+import glob
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def category(name):
+    n = name.lower()
+    if "nccl" in n:
+        return "nccl"
+    if any(s in n for s in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "cublas")):
+        return "gemm"
+    if "attn" in n or "softmax" in n:
+        return "attention"
+    if "adamw" in n:
+        return "adamw"
+    if "norm" in n:
+        return "norm"
+    if "accum" in n or "sum_new" in n:
+        return "accumulate"
+    return "other"
+
+
+def union(iv):
+    """Merged, sorted intervals."""
+    out = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def length(iv):
+    return sum(e - s for s, e in iv)
+
+
+def intersect(a, b):
+    i = j = 0
+    total = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if s < e:
+            total += e - s
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def replays(rows):
+    """The step graph's replays: among graph kernels, the graph id whose launches run the
+    most kernels; each launch (correlation id) one replay, in time order."""
+    by_graph = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r["kind"] == "K" and int(r["graph_id"]) != 0:
+            by_graph[r["graph_id"]][r["correlation"]].append(r)
+    if not by_graph:
+        return []
+    gid = max(by_graph, key=lambda g: max(len(v) for v in by_graph[g].values()) * len(by_graph[g]))
+    launches = list(by_graph[gid].values())
+    launches.sort(key=lambda ks: min(int(k["start_ns"]) for k in ks))
+    return launches
+
+
+def one_replay(ks, next_start):
+    iv = lambda sel: union([(int(k["start_ns"]), int(k["end_ns"])) for k in ks if sel(k)])
+    comp = iv(lambda k: category(k["name"]) != "nccl")
+    comm = iv(lambda k: category(k["name"]) == "nccl")
+    alls = union(comp + comm)
+    start, end = alls[0][0], alls[-1][1]
+    ov = intersect(comp, comm)
+    cats = defaultdict(int)
+    names = defaultdict(int)
+    for k in ks:
+        d = int(k["end_ns"]) - int(k["start_ns"])
+        cats[category(k["name"])] += d
+        names[k["name"]] += d
+    return {
+        "period": (next_start - start) if next_start else None,
+        "span": end - start,
+        "compute": length(comp),
+        "comm": length(comm),
+        "overlap": ov,
+        "comm_alone": length(comm) - ov,
+        "idle": (end - start) - length(alls),
+        "kernels": len(ks),
+        "cats": dict(cats),
+        "names": dict(names),
+    }
+
+
+def timeline(ks, gap_ns=50_000):
+    """One replay as lines: each NCCL kernel (start, length, name) and each gap in the
+    compute kernels longer than gap_ns (start, length), in ms from the replay's start."""
+    t0 = min(int(k["start_ns"]) for k in ks)
+    ms = lambda ns: round(ns / 1e6, 3)
+    lines = [["nccl", ms(int(k["start_ns"]) - t0), ms(int(k["end_ns"]) - int(k["start_ns"])), k["name"][:40]]
+             for k in ks if category(k["name"]) == "nccl"]
+    comp = union([(int(k["start_ns"]), int(k["end_ns"])) for k in ks if category(k["name"]) != "nccl"])
+    for (s0, e0), (s1, _) in zip(comp, comp[1:]):
+        if s1 - e0 > gap_ns:
+            lines.append(["gap", ms(e0 - t0), ms(s1 - e0), ""])
+    return sorted(lines, key=lambda l: l[1])
+
+
+def median_ms(xs):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs) / 1e6, 3) if xs else None
+
+
+def summarize(path, skip, top, label, dump):
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    reps = replays(rows)
+    if len(reps) <= skip + 1:
+        return None
+    starts = [min(int(k["start_ns"]) for k in ks) for ks in reps]
+    stats = [one_replay(ks, starts[i + 1] if i + 1 < len(reps) else None)
+             for i, ks in enumerate(reps)][skip:]
+    out = {"bench": "cupti", "label": label, "file": os.path.basename(path),
+           "replays": len(stats)}
+    for key in ("period", "span", "compute", "comm", "overlap", "comm_alone", "idle"):
+        out[key + "_ms"] = median_ms([s[key] for s in stats])
+    out["kernels"] = statistics.median(s["kernels"] for s in stats)
+    cats = {c for s in stats for c in s["cats"]}
+    out["category_ms"] = {c: median_ms([s["cats"].get(c, 0) for s in stats]) for c in sorted(cats)}
+    names = defaultdict(list)
+    for s in stats:
+        for n, d in s["names"].items():
+            names[n].append(d)
+    tops = sorted(names.items(), key=lambda kv: -statistics.median(kv[1]))[:top]
+    out["top"] = [[n[:90], median_ms(v), len(v) and round(len(v) / len(stats), 2)] for n, v in tops]
+    if dump:
+        out["timeline"] = timeline(reps[skip + len(stats) // 2])
+    dropped = sum(1 for r in rows if r["kind"] == "D")
+    if dropped:
+        out["dropped_buffers"] = dropped
+    return out
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    d = args[0]
+    opt = lambda name, default: (args[args.index(name) + 1] if name in args else default)
+    skip, top, label = int(opt("--skip", 5)), int(opt("--top", 12)), opt("--label", d)
+    dump = "--timeline" in args
+    res = []
+    for p in sorted(glob.glob(os.path.join(d, "trace-*.csv"))):
+        s = summarize(p, skip, top, label, dump)
+        if s:
+            res.append(s)
+            print(json.dumps(s))
+    print(f"{'trace':<22}{'period':>8}{'span':>8}{'compute':>9}{'comm':>7}{'overlap':>8}"
+          f"{'alone':>7}{'idle':>7}  categories (ms)")
+    for s in res:
+        cats = " ".join(f"{c}={v}" for c, v in s["category_ms"].items())
+        print(f"{s['label'][-12:] + ':' + s['file'][6:-4]:<22}{s['period_ms'] or 0:>8}{s['span_ms']:>8}"
+              f"{s['compute_ms']:>9}{s['comm_ms']:>7}{s['overlap_ms']:>8}{s['comm_alone_ms']:>7}"
+              f"{s['idle_ms']:>7}  {cats}")
+
+
+if __name__ == "__main__":
+    main()
