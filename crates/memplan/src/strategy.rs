@@ -54,7 +54,7 @@ impl Strategy {
         Some(match s {
             "single" => Strategy::Single,
             "sharded" => Strategy::Sharded,
-            "zero1" => Strategy::Zero1,
+            s if s == "zero1" || s.starts_with("zero1:") => Strategy::Zero1,
             "naive" | "flat" | "overlap" => Strategy::Ddp,
             s if s.starts_with("bucketed:") => Strategy::Ddp,
             _ => return None,

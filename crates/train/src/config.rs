@@ -82,7 +82,8 @@ impl ModelShape {
 pub struct TrainConfig {
     pub model: ModelShape,
     pub bf16: bool,
-    /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` (ZeRO-1)
+    /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` or
+    /// `zero1:MB` (ZeRO-1, buckets of MB; 200 MB alone)
     /// or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
     pub strategy: String,
     pub steps: u64,
@@ -139,7 +140,9 @@ impl TrainConfig {
         if !(self.clip >= 0.0 && self.clip.is_finite()) {
             bail!("clip {} must be a finite number >= 0", self.clip);
         }
-        if !["single", "zero1", "sharded"].contains(&self.strategy.as_str()) {
+        if let Some(mb) = self.strategy.strip_prefix("zero1:") {
+            zero1_bucket(mb)?;
+        } else if !["single", "zero1", "sharded"].contains(&self.strategy.as_str()) {
             self.strategy.parse::<ddp::Strategy>()?;
         }
         if self.strategy == "single" && world != 1 {
@@ -209,3 +212,12 @@ pub const MAY_CHANGE: [(&str, &str); 5] = [
     ("eval_batches", "how much to evaluate only"),
     ("accum", "the same global batch in other micro-batches"),
 ];
+
+/// `zero1:MB`'s bucket size (the same buckets reduce-scatter the gradients and
+/// all-gather the parameters); `zero1` alone is 200 MB (`engine::ZERO1_BUCKET`).
+pub fn zero1_bucket(mb: &str) -> Result<ddp::Strategy> {
+    match format!("bucketed:{mb}").parse::<ddp::Strategy>() {
+        Ok(s) => Ok(s),
+        Err(e) => bail!("--strategy zero1:{mb}: {e}"),
+    }
+}

@@ -132,4 +132,17 @@ mod tests {
             .to_string();
         assert!(e.contains("13B") && e.contains("of memory"), "{e}");
     }
+
+    #[test]
+    fn zero1_takes_a_bucket_size_and_names_a_bad_one() {
+        assert!(config("xl", "zero1:200", 16).validate(2).is_ok());
+        assert!(config("xl", "zero1", 16).validate(2).is_ok());
+        let e = config("xl", "zero1:lots", 16).validate(2).unwrap_err();
+        assert!(format!("{e:#}").contains("zero1:lots"), "{e:#}");
+        let xl = config("xl", "zero1:200", 16).model.lm_config(683).unwrap();
+        let (input, _) = plan_input(&config("xl", "zero1:200", 16), &xl, 2);
+        let z = plan::plan(&input, plan::Strategy::Zero1).peak();
+        let of = plan::Strategy::of_train("zero1:200").unwrap();
+        assert_eq!(plan::plan(&input, of).peak(), z, "zero1:MB plans as zero1");
+    }
 }

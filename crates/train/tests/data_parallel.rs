@@ -92,7 +92,7 @@ fn ddp_and_zero1_equal_single_process_training_over_200_steps() {
     let (t1, w1) = (trajectory(&single), weights(&single, steps));
     assert_eq!(t1.len(), 200 + 5, "200 train records and 5 validations");
     let mut runs = Vec::new();
-    for strategy in ["bucketed:0.02", "flat", "sharded"] {
+    for strategy in ["bucketed:0.02", "flat", "sharded", "zero1:0.02"] {
         let out = tmp.path().join(strategy.replace(':', "-"));
         train_with(&tiny(strategy, steps), 2, &opts(&out, steps, None));
         runs.push((strategy, out));

@@ -89,8 +89,9 @@ struct Run {
     context: Option<usize>,
     #[arg(long)]
     bf16: bool,
-    /// single, naive, flat, overlap, bucketed:MB, zero1 (ZeRO-1: reduce-scatter, sharded
-    /// AdamW, all-gather), sharded (all-reduce, then the broadcast sharded optimizer).
+    /// single, naive, flat, overlap, bucketed:MB, zero1 or zero1:MB (ZeRO-1: reduce-scatter,
+    /// sharded AdamW, all-gather; buckets of MB, 200 by default), sharded (all-reduce, then
+    /// the broadcast sharded optimizer).
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
     /// auto: the GPU (NCCL) where built with CUDA and one is visible, else the CPU; cpu;
