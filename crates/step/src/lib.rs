@@ -91,6 +91,9 @@ pub struct StepOut {
     /// Some rank asked to stop by this step ([`TrainStep::request_stop`]): every rank
     /// reads the same value from the same step.
     pub stop: bool,
+    /// Some rank asked for a checkpoint by this step ([`TrainStep::request_checkpoint`]),
+    /// or to stop: every rank reads the same value from the same step.
+    pub checkpoint: bool,
 }
 
 pub(crate) enum Graph {
@@ -269,7 +272,8 @@ impl TrainStep {
         Ok(StepOut {
             loss: v[0] as f64,
             grad_norm: self.core.takes_norm().then_some(v[1] as f64),
-            stop: v.get(2).is_some_and(|&f| f > 0.0),
+            stop: v.get(2).is_some_and(|&f| f >= stop::STOP),
+            checkpoint: v.get(2).is_some_and(|&f| f >= stop::CHECKPOINT),
         })
     }
 
@@ -344,6 +348,24 @@ impl TrainStep {
         };
         s.ask();
         Ok(())
+    }
+
+    /// Asks every rank to checkpoint at the same step (needs [`Self::enable_stop`]): a later
+    /// step's [`StepOut::checkpoint`] is true on every rank. The request stays up until
+    /// [`Self::checkpoint_done`].
+    pub fn request_checkpoint(&mut self) -> Result<()> {
+        let Some(s) = self.stop.as_mut() else {
+            bail!("request_checkpoint: enable_stop was not called");
+        };
+        s.ask_checkpoint();
+        Ok(())
+    }
+
+    /// This rank's checkpoint is written: its request (if any) is taken down.
+    pub fn checkpoint_done(&mut self) {
+        if let Some(s) = self.stop.as_mut() {
+            s.checkpoint_done();
+        }
     }
 
     /// Drops a captured graph: the next step runs eager and captures again.

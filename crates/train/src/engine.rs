@@ -120,6 +120,15 @@ impl Engine {
         self.step.request_stop()
     }
 
+    /// Asks every rank to checkpoint at the same step (`StepOut::checkpoint`).
+    pub fn request_checkpoint(&mut self) -> Result<()> {
+        self.step.request_checkpoint()
+    }
+
+    pub fn checkpoint_done(&mut self) {
+        self.step.checkpoint_done()
+    }
+
     /// The last queued step's values (waits for the device).
     pub fn flush(&mut self) -> Result<Option<StepOut>> {
         self.step.flush()

@@ -9,6 +9,7 @@
 //! for parity with another trainer, the configuration and initial weights ([`export`]) and
 //! two logs compared ([`compare`]).
 
+pub mod cadence;
 pub mod compare;
 pub mod config;
 pub mod corpus;

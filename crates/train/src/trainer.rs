@@ -26,7 +26,7 @@ const EVAL_SEED: u64 = 0x5EED_E7A1;
 pub struct RunOpts {
     pub data: PathBuf,
     pub out: PathBuf,
-    pub ckpt_every: u64,
+    pub ckpt_every: crate::cadence::Cadence,
     pub keep: usize,
     /// Resume from the newest complete checkpoint in `out/checkpoints` if there is one.
     pub resume: bool,
@@ -160,10 +160,7 @@ pub fn run_rank(
     if rank == 0 {
         // What a crash can cost, before anything is at stake (a launcher with
         // --max-restarts resumes from the newest checkpoint).
-        let every = o.ckpt_every.min(c.steps.max(1));
-        eprintln!(
-            "train: a checkpoint every {every} steps (--ckpt-every) and at the end: a failure loses at most the {every} steps since the last one"
-        );
+        eprintln!("train: {}", o.ckpt_every.describe(c.steps));
         for w in c.warnings() {
             eprintln!("train: warning: {w}");
         }
@@ -252,12 +249,16 @@ pub fn run_rank(
         Ok(())
     };
     let mut asked = false;
+    let mut clock = crate::cadence::Clock::new(o.ckpt_every);
     for step in start..end {
         // SIGTERM/SIGINT/SIGHUP (a preemption notice, forwarded by the launcher): asked
         // here, agreed by every rank through the steps' values.
         if !asked && comm::launch::signals::pending().is_some() {
             e.request_stop()?;
             asked = true;
+        }
+        if clock.due() {
+            e.request_checkpoint()?; // every rank checkpoints at the agreed step
         }
         let lr = schedule::lr(c, step);
         // Host tensors: the step uploads them through pinned memory.
@@ -280,11 +281,12 @@ pub fn run_rank(
         }
         // Every rank reads the same step's flag here: all stop after step `done`.
         let stop_now = prev.as_ref().is_some_and(|o| o.stop);
+        let agreed = prev.as_ref().is_some_and(|o| o.checkpoint);
         if let (Some(out), Some(q)) = (prev, queued.replace((done, lr))) {
             emit(&mut log, &mut s, &mut tick, q, out)?;
         }
         let eval_now = !stop_now && (done % c.eval_every == 0 || done == c.steps);
-        let ckpt_now = stop_now || done % o.ckpt_every == 0 || done == c.steps;
+        let ckpt_now = agreed || o.ckpt_every.by_steps(done) || done == c.steps;
         if eval_now || ckpt_now || done == end {
             if let (Some(out), Some(q)) = (e.flush()?, queued.take()) {
                 emit(&mut log, &mut s, &mut tick, q, out)?;
@@ -312,6 +314,8 @@ pub fn run_rank(
         if ckpt_now {
             gemm_saved = crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
             state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
+            clock.saved();
+            e.checkpoint_done();
         }
         if stop_now {
             bar.finish_and_clear();

@@ -81,7 +81,7 @@ fn a_damaged_newest_checkpoint_is_skipped_naming_the_file() {
     let o = RunOpts {
         data: data().to_path_buf(),
         out: out2.clone(),
-        ckpt_every: 5,
+        ckpt_every: train::cadence::Cadence::Steps(5),
         keep: 3,
         resume: true,
         stop_after: None,

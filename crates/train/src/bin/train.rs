@@ -126,8 +126,10 @@ struct Run {
     eval_every: u64,
     #[arg(long, default_value_t = 8)]
     eval_batches: usize,
-    #[arg(long, default_value_t = 200)]
-    ckpt_every: u64,
+    /// A checkpoint every N steps, or every so many minutes of training (30m; also 90s,
+    /// 2h), the step agreed by every rank.
+    #[arg(long, default_value = "200")]
+    ckpt_every: train::cadence::Cadence,
     /// Checkpoints kept (the newest).
     #[arg(long, default_value_t = 3)]
     keep: usize,
@@ -246,9 +248,6 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
         eval_batches: a.eval_batches,
         seed: a.seed,
     };
-    if a.ckpt_every == 0 {
-        bail!("--ckpt-every must be positive");
-    }
     if a.keep == 0 {
         bail!("--keep 0: at least the newest checkpoint is kept (--keep 1)");
     }

@@ -81,7 +81,7 @@ pub fn opts(out: &Path, ckpt_every: u64, stop_after: Option<u64>) -> RunOpts {
     RunOpts {
         data: data().to_path_buf(),
         out: out.to_path_buf(),
-        ckpt_every,
+        ckpt_every: train::cadence::Cadence::Steps(ckpt_every),
         keep: 10,
         resume: true,
         stop_after,
