@@ -83,7 +83,7 @@ pub struct TrainConfig {
     pub model: ModelShape,
     pub bf16: bool,
     /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` or
-    /// `zero1:MB` (ZeRO-1, buckets of MB; 200 MB alone)
+    /// `zero1:MB` (ZeRO-1, buckets of MB; 400 MB alone)
     /// or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
     pub strategy: String,
     pub steps: u64,
@@ -214,7 +214,7 @@ pub const MAY_CHANGE: [(&str, &str); 5] = [
 ];
 
 /// `zero1:MB`'s bucket size (the same buckets reduce-scatter the gradients and
-/// all-gather the parameters); `zero1` alone is 200 MB (`engine::ZERO1_BUCKET`).
+/// all-gather the parameters); `zero1` alone is 400 MB (`engine::ZERO1_BUCKET`).
 pub fn zero1_bucket(mb: &str) -> Result<ddp::Strategy> {
     match format!("bucketed:{mb}").parse::<ddp::Strategy>() {
         Ok(s) => Ok(s),

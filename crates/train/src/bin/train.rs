@@ -90,7 +90,7 @@ struct Run {
     #[arg(long)]
     bf16: bool,
     /// single, naive, flat, overlap, bucketed:MB, zero1 or zero1:MB (ZeRO-1: reduce-scatter,
-    /// sharded AdamW, all-gather; buckets of MB, 200 by default), sharded (all-reduce, then
+    /// sharded AdamW, all-gather; buckets of MB, 400 by default), sharded (all-reduce, then
     /// the broadcast sharded optimizer).
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
