@@ -253,6 +253,14 @@ pub fn run(args: &PlanArgs) -> Result<()> {
                 "{}",
                 serde_json::to_string_pretty(&crate::plan_model::json(&i, free))?
             ),
+            false if args.lm.project => print!(
+                "{}",
+                memplan::time::table(
+                    &memplan::time::Rates::default(),
+                    &i.shape,
+                    i.rows * i.shape.context
+                )
+            ),
             false => print!("{}", crate::plan_model::text(&i, free)),
         }
         return Ok(());

@@ -40,6 +40,11 @@ pub struct LmArgs {
     /// With --model: GiB free on each GPU, what the plans are checked against [default: 80].
     #[arg(long, allow_negative_numbers = true)]
     pub free_gib: Option<f64>,
+    /// With --model: the step time per GPU on paper instead (memplan::time: DDP and ZeRO-1
+    /// at 1 to 64 GPUs, from one and two H100s' measured rates; --batch × --context tokens
+    /// a GPU, bf16).
+    #[arg(long)]
+    pub project: bool,
 }
 
 fn positive(flag: &str, v: Option<i64>, default: i64, max: i64) -> Result<usize> {
@@ -64,6 +69,7 @@ impl LmArgs {
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
+                ("--project", self.project),
             ];
             if let Some((flag, _)) = given.iter().find(|g| g.1) {
                 bail!("{flag} belongs to the memory plan: give --model SIZE too");

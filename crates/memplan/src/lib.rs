@@ -3,7 +3,8 @@
 //! optimizer state, activations and communication buffers at a step's peak, as the code
 //! allocates them. The one owner of this arithmetic: `model` re-exports it (its sizes
 //! table, `train`'s pre-flight check), `cargo xtask plan --model` prints it. No
-//! dependencies, so that xtask need not build candle.
+//! dependencies, so that xtask need not build candle. [`time`]: a step's time per GPU on
+//! paper, each strategy at any world size, from measured rates.
 //!
 //! ```
 //! use memplan::{plan, Input, Shape, Strategy};
@@ -18,6 +19,7 @@ pub mod plan;
 pub mod report;
 pub mod shape;
 pub mod strategy;
+pub mod time;
 
 pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};

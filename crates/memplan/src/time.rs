@@ -1,0 +1,242 @@
+//! A step's time per GPU on paper: each strategy at any world size, from measured compute
+//! and collective rates ([`Rates`]; the defaults are one H100's and two H100s' figures,
+//! each named by its device call). A projection, not a measurement: it exists to say
+//! where 8, 16 and 64 GPUs would land, and it is shown beside what was measured at 2 and
+//! 4 GPUs (docs/results/projection.md). Per GPU, N ranks, S the gradient bytes:
+//!
+//! - forward and backward: 6·Ψ·tokens at the measured FLOP rate; the backward is 2/3 of it;
+//! - AdamW: 28 bytes a parameter (bf16 gradients and copies, f32 masters and moments) at
+//!   the measured HBM rate, over Ψ (single, DDP) or Ψ/N (ZeRO-1);
+//! - a collective on a bucket's m bytes at bus bandwidth B·m/(m + m½): B the link's (the
+//!   network's above one node: a ring crosses it), m½ where half of B is reached;
+//! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; ZeRO-1: a
+//!   reduce-scatter of S beside the backward, an all-gather of the bf16 copies beside
+//!   AdamW, which slows it `beside_adamw` times (both memory-bound) and is slowed by it;
+//!   what outlasts the work beside it is exposed, and the backward beside a collective
+//!   loses `contention` × the collective's time (fitted to DDP at world 2).
+
+use crate::shape::Shape;
+
+/// Measured rates, and the network's, which are assumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates {
+    /// Forward + backward, FLOP/s achieved (bf16): xl at 8 × 128 tokens in 27.60 ms on
+    /// an H100 (call 64) is 6 · 2.01e9 · 1024 / 27.60 ms.
+    pub flops: f64,
+    /// AdamW's bytes/s: xl's 28 bytes a parameter in 19.96 ms (call 67, traced).
+    pub adamw_bps: f64,
+    /// The rest of a clipped step (the norm, the loss read back, gaps): 47.96 − 27.60 −
+    /// 19.96 ms (calls 72, 64, 67).
+    pub rest_s: f64,
+    /// NCCL bus bandwidth inside a node, large messages: 354.6 GB/s, a 1 GiB all-reduce
+    /// on 4 H100s (issue 47's call); 324.5 on 2 H200s (docs/results/allreduce-h200x2.md).
+    pub link_bps: f64,
+    /// Where a collective reaches half of `link_bps`: `bucketed:25`'s and `zero1:25`'s
+    /// buckets hold 20.8 MB of bf16 on average (xl's 4.0 GB in 192), and one's all-gather
+    /// took 0.058 ms alone on 2 H100s (call 68): 179 GB/s of bus bandwidth.
+    pub half_bytes: f64,
+    /// Between nodes, per GPU: a 400 Gb/s NIC each, 90 % of its 50 GB/s (assumed).
+    pub net_bps: f64,
+    pub gpus_per_node: usize,
+    /// Time the backward loses per second of a collective beside it: fitted so that
+    /// `bucketed:25` at world 2 projects what call 72 measured (56.97 ms against one
+    /// GPU's 47.96). Beside the GEMMs a collective runs at its own speed.
+    pub contention: f64,
+    /// Beside AdamW (memory-bound) a collective runs this many times slower: a 25 MB
+    /// bucket's all-gather took 0.058 ms alone and about 0.2 ms beside AdamW (call 68).
+    pub beside_adamw: f64,
+    /// And AdamW runs this much longer: 11.29 ms beside ZeRO-1's all-gathers at world 2
+    /// against 9.98, half of one GPU's 19.96 (call 67).
+    pub adamw_slowdown: f64,
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
+        let psi = xl.params() as f64;
+        let mut r = Self {
+            flops: 6.0 * psi * 1024.0 / 27.60e-3,
+            adamw_bps: 28.0 * psi / 19.96e-3,
+            rest_s: (47.96 - 27.60 - 19.96) * 1e-3,
+            link_bps: 354.6e9,
+            half_bytes: 20.8e6 * (354.6 / 179.0 - 1.0),
+            net_bps: 0.9 * 50e9,
+            gpus_per_node: 8,
+            contention: 0.0,
+            beside_adamw: 0.2 / 0.058,
+            adamw_slowdown: 11.29 / 9.98 - 1.0,
+        };
+        let p = r.project(&xl, 1024, Sync::Ddp { bucket_mb: 25.0 }, 2);
+        r.contention = ((56.97 - 47.96) * 1e-3 - p.exposed) / p.hidden;
+        r
+    }
+}
+
+/// The strategies a projection covers: `train`'s DDP (`bucketed:MB`) and ZeRO-1 (`zero1:MB`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sync {
+    Single,
+    Ddp { bucket_mb: f64 },
+    Zero1 { bucket_mb: f64 },
+}
+
+/// One projected step, seconds per GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Projection {
+    pub compute: f64,
+    pub optimizer: f64,
+    /// The collectives' own time (as if alone).
+    pub comm: f64,
+    /// Of it, what nothing hides.
+    pub exposed: f64,
+    /// Of it, what runs beside other work.
+    pub hidden: f64,
+    /// What the work beside the collectives loses.
+    pub slowdown: f64,
+    pub step: f64,
+}
+
+impl Rates {
+    /// Bus bandwidth for messages of `bytes` over `world` ranks.
+    pub fn busbw(&self, bytes: f64, world: usize) -> f64 {
+        let link = match world <= self.gpus_per_node {
+            true => self.link_bps,
+            false => self.link_bps.min(self.net_bps),
+        };
+        link * bytes / (bytes + self.half_bytes)
+    }
+
+    /// One step of `shape` at `tokens` per GPU (bf16) under `sync` on `world` ranks.
+    pub fn project(&self, shape: &Shape, tokens: usize, sync: Sync, world: usize) -> Projection {
+        let (psi, n) = (shape.params() as f64, world.max(1) as f64);
+        let compute = 6.0 * psi * tokens as f64 / self.flops;
+        let backward = compute * 2.0 / 3.0;
+        let grads = 2.0 * psi; // bf16
+        let part = (n - 1.0) / n;
+        let bucket = |mb: f64| (mb * 1e6).min(grads); // a bucket's gradients, bytes
+        let optimizer = match sync {
+            Sync::Zero1 { .. } => 28.0 * psi / n / self.adamw_bps,
+            _ => 28.0 * psi / self.adamw_bps,
+        };
+        // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
+        // and ZeRO-1's all-gather beside AdamW, each as its time alone.
+        let (fb, adam) = match sync {
+            _ if world <= 1 => (0.0, 0.0),
+            Sync::Single => (0.0, 0.0),
+            Sync::Ddp { bucket_mb } => (
+                2.0 * part * grads / self.busbw(bucket(bucket_mb), world),
+                0.0,
+            ),
+            Sync::Zero1 { bucket_mb } => {
+                let t = part * grads / self.busbw(bucket(bucket_mb), world);
+                (t, t)
+            }
+        };
+        // Beside AdamW the all-gather gets through 1/beside_adamw of its work a second.
+        let adam_done = adam.min(optimizer / self.beside_adamw);
+        let comm = fb + adam;
+        let exposed = (fb - backward).max(0.0) + (adam - adam_done);
+        let hidden = fb.min(backward) + adam_done;
+        let adam_share = match adam > 0.0 {
+            true => adam_done * self.beside_adamw / optimizer,
+            false => 0.0,
+        };
+        let slowdown =
+            self.contention * fb.min(backward) + self.adamw_slowdown * optimizer * adam_share;
+        Projection {
+            compute,
+            optimizer,
+            comm,
+            exposed,
+            hidden,
+            slowdown,
+            step: compute + optimizer + self.rest_s + exposed + slowdown,
+        }
+    }
+}
+
+/// The world sizes a projection table shows.
+pub const PROJECTED: [usize; 6] = [1, 2, 4, 8, 16, 64];
+
+/// The strategies a projection table shows: DDP as `train`'s default, ZeRO-1 at 25 MB and
+/// at its default 400 MB.
+pub const SHOWN: [(&str, Sync); 3] = [
+    ("bucketed:25", Sync::Ddp { bucket_mb: 25.0 }),
+    ("zero1:25", Sync::Zero1 { bucket_mb: 25.0 }),
+    ("zero1 (400 MB)", Sync::Zero1 { bucket_mb: 400.0 }),
+];
+
+/// Per strategy and world size: the projected step per GPU (ms) and its ratio to one
+/// GPU's, as `cargo xtask plan --model M --project` prints it.
+pub fn table(r: &Rates, shape: &Shape, tokens: usize) -> String {
+    let one = r.project(shape, tokens, Sync::Single, 1).step;
+    let mut out = format!(
+        "step per GPU on paper, ms (x one GPU's {:.2} ms), {tokens} tokens a GPU, bf16; \
+         ranks 1-{} on NVLink, then {:.0} GB/s a GPU between nodes\n{:<16}",
+        one * 1e3,
+        r.gpus_per_node,
+        r.net_bps / 1e9,
+        "strategy"
+    );
+    for w in PROJECTED {
+        out += &format!("{:>16}", format!("world {w}"));
+    }
+    out += "\n";
+    for (name, sync) in SHOWN {
+        out += &format!("{name:<16}");
+        for w in PROJECTED {
+            let p = r.project(shape, tokens, sync, w);
+            out += &format!(
+                "{:>16}",
+                format!("{:.1} ({:.2}x)", p.step * 1e3, p.step / one)
+            );
+        }
+        out += "\n";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xl() -> Shape {
+        Shape::by_name("xl", 683, 128).unwrap()
+    }
+
+    #[test]
+    fn one_gpu_is_the_measured_step() {
+        let p = Rates::default().project(&xl(), 1024, Sync::Single, 1);
+        assert!((p.step * 1e3 - 47.96).abs() < 0.01, "{p:?}");
+        assert_eq!((p.comm, p.exposed, p.slowdown), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn ddp_at_world_2_is_what_it_was_fitted_to() {
+        let r = Rates::default();
+        let p = r.project(&xl(), 1024, Sync::Ddp { bucket_mb: 25.0 }, 2);
+        // 56.97 ms measured (call 72), which the contention is fitted to.
+        assert!((p.step * 1e3 - 56.97).abs() < 1e-6, "{p:?}");
+        assert!(r.contention > 0.0 && r.contention < 1.0, "{r:?}");
+    }
+
+    #[test]
+    fn more_ranks_shrink_zero1s_optimizer_and_a_network_slows_every_collective() {
+        let r = Rates::default();
+        let z = |w| r.project(&xl(), 1024, Sync::Zero1 { bucket_mb: 400.0 }, w);
+        assert!(z(4).optimizer * 4.0 - z(1).optimizer < 1e-12);
+        assert!(z(16).comm > z(8).comm * 2.0, "16 ranks cross the network");
+        let d = |w| r.project(&xl(), 1024, Sync::Ddp { bucket_mb: 25.0 }, w);
+        assert!(d(64).step > d(8).step && d(8).step > d(1).step);
+    }
+
+    #[test]
+    fn the_table_has_every_strategy_and_world() {
+        let t = table(&Rates::default(), &xl(), 1024);
+        assert_eq!(t.lines().count(), 2 + SHOWN.len(), "{t}");
+        assert!(
+            t.contains("world 64") && t.contains("zero1 (400 MB)"),
+            "{t}"
+        );
+    }
+}
