@@ -22,7 +22,7 @@ mod gemmcheck;
 mod gradnorm;
 mod graphcheck;
 mod group;
-mod memory;
+use seam::memory;
 mod modelcheck;
 mod profile;
 mod records;

@@ -25,6 +25,7 @@ pub mod fused_adamw;
 pub mod gemm_sms;
 pub mod graph;
 pub mod in_backward;
+pub mod memory;
 pub mod params;
 #[cfg(feature = "cuda")]
 pub mod pinned;

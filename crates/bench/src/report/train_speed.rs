@@ -34,6 +34,39 @@ pub struct TrainRecord {
     /// The data's vocabulary (the model's embedding and head).
     #[serde(default)]
     pub vocab: Option<usize>,
+    /// Each rank's peak GPU memory, GiB (tensors and graphs), by rank; empty in records
+    /// written before train printed it.
+    #[serde(default)]
+    pub peak_gib: Vec<f64>,
+}
+
+/// The memory plan's peak for `r` (`model::plan`, as train's pre-flight check makes it),
+/// GiB; `None` for a size or strategy it does not know.
+fn planned_gib(r: &TrainRecord) -> Option<f64> {
+    use model::plan::{plan, Input, Shape, Strategy};
+    let shape = Shape::by_name(&r.size, r.vocab?, r.seq)?;
+    let i = Input {
+        shape,
+        world: r.world,
+        rows: r.batch,
+        accum: r.accum,
+        bf16: r.dtype == "bf16",
+        clip: true,
+    };
+    let s = Strategy::of_train(&r.strategy)?;
+    Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
+}
+
+/// "peak GiB (max over ranks) | plan GiB | peak ÷ plan" cells.
+fn memory_cells(r: &TrainRecord) -> String {
+    let peak = r.peak_gib.iter().copied().reduce(f64::max);
+    let plan = planned_gib(r);
+    let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let ratio = match (peak, plan) {
+        (Some(p), Some(q)) => format!("{:.3}", p / q),
+        _ => "-".into(),
+    };
+    format!("{} | {} | {ratio}", cell(peak), cell(plan))
 }
 
 /// `bench single`'s step without clipping for `size`/`dtype` and the same vocabulary (the
@@ -99,8 +132,11 @@ pub fn section(
          the batch above per GPU: above world 1, × `bench single` is the step against one \
          GPU's (what the ranks' communication costs), and the PyTorch trainer is DDP at \
          the same world size under torchrun.\n\n\
-         | size | dtype | strategy | world | step ms | × `bench single` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---|---|---|",
+         Peak GiB: the largest of the ranks' peak GPU memory (tensors and captured \
+         graphs; NCCL's buffers and the CUDA context aside), against the memory plan \
+         train checks a run against (`memplan`).\n\n\
+         | size | dtype | strategy | world | step ms | × `bench single` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm | peak GiB | plan GiB | peak ÷ plan |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|",
         first.batch, first.seq
     )?;
     let mut bars: Vec<(String, f64)> = Vec::new();
@@ -115,7 +151,7 @@ pub fn section(
         let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
         writeln!(
             md,
-            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
             r.size,
             r.dtype,
             strategy,
@@ -127,6 +163,7 @@ pub fn section(
             if r.graph { "yes" } else { "no" },
             r.adamw.as_deref().unwrap_or("-"),
             r.norm.as_deref().unwrap_or("-"),
+            memory_cells(r),
         )?;
         if let Some(t) = torch {
             let world = match r.world {
@@ -181,6 +218,27 @@ mod tests {
             r#"{{"mode":"train-best",{w}"variant":"compile-ro","size":"xl","dtype":"bf16","step_ms":{step_ms},"peak_GiB":30.0}}"#
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn each_rank_s_peak_is_set_beside_the_memory_plan() {
+        let mut r = train();
+        r.peak_gib = vec![29.5, 30.1];
+        let planned = planned_gib(&r).unwrap();
+        assert!(
+            planned > 25.0 && planned < 35.0,
+            "xl bf16 single: {planned}"
+        );
+        let cells = memory_cells(&r);
+        assert!(cells.starts_with("30.10 | "), "{cells}");
+        assert!(
+            cells.ends_with(&format!("{:.3}", 30.1 / planned)),
+            "{cells}"
+        );
+        r.peak_gib.clear();
+        assert!(memory_cells(&r).starts_with("- | "));
+        let md = table(&single(""));
+        assert!(md.contains("| peak GiB | plan GiB | peak ÷ plan |"), "{md}");
     }
 
     #[test]

@@ -1,16 +1,18 @@
 //! Device memory in use and its high-water mark, from the CUDA default memory pool that
-//! candle allocates from (cuMemAllocAsync): `CU_MEMPOOL_ATTR_USED_MEM_HIGH`.
-//! On the CPU, or without the `cuda` feature, there is nothing to read: `None`.
+//! candle allocates from (cuMemAllocAsync): `CU_MEMPOOL_ATTR_USED_MEM_HIGH`; with
+//! [`process_peak`], captured graphs' own memory too. Not counted: NCCL's buffers and the
+//! CUDA context. On the CPU, or without the `cuda` feature, there is nothing to read:
+//! `None`. `bench` reads it around the steps it times; `train` prints each rank's peak.
 
 use candle_core::Device;
 
 #[cfg(feature = "cuda")]
 fn pool_attr(
     device: &Device,
-    attr: cudarc::driver::sys::CUmemPool_attribute,
+    attr: candle_core::cuda_backend::cudarc::driver::sys::CUmemPool_attribute,
     reset: bool,
 ) -> Option<u64> {
-    use cudarc::driver::sys;
+    use candle_core::cuda_backend::cudarc::driver::sys;
     let Device::Cuda(d) = device else { return None };
     let ctx = d.cuda_stream().context().clone();
     ctx.bind_to_thread().ok()?;
@@ -43,7 +45,7 @@ enum Used {
 fn synced(device: &Device, which: Used, reset: bool) -> Option<u64> {
     #[cfg(feature = "cuda")]
     {
-        use cudarc::driver::sys::CUmemPool_attribute as A;
+        use candle_core::cuda_backend::cudarc::driver::sys::CUmemPool_attribute as A;
         if device.is_cuda() {
             let _ = device.synchronize();
         }
@@ -72,6 +74,12 @@ pub fn peak(device: &Device) -> Option<u64> {
 
 pub fn reset_peak(device: &Device) {
     let _ = synced(device, Used::High, true);
+}
+
+/// The process's highest bytes in use since it started (or [`reset_peak`] and
+/// `graph::reset_mem_high`): the pool's mark plus captured graphs' memory.
+pub fn process_peak(device: &Device) -> Option<u64> {
+    peak(device).map(|p| p + crate::graph::mem_high(device).unwrap_or(0))
 }
 
 pub fn gib(b: Option<u64>) -> Option<f64> {
