@@ -15,6 +15,7 @@
 # train-parity: DTYPES (fp32 bf16), PARITY_STEPS (2000), PARITY_ARGS (train run flags).
 # train-speed: CASES ("small:bf16 xl:bf16 xl:fp32"), TS_STEPS (40), TS_STRATEGIES
 #   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both),
+#   TS_TORCH_PARALLEL above world 1 ("ddp"; "ddp fsdp2" for both),
 #   TS_WORLDS ("1"), TS_ACCUM ("1"; "1 4": also 4 micro-batches of 8 per GPU, --accum 4),
 #   TS_TORCH_ACCUM (the PyTorch trainer's; TS_ACCUM's unless set).
 set -uo pipefail
@@ -372,12 +373,16 @@ PY
         for w in ${TS_WORLDS:-1}; do
           [ "$w" -gt "$ngpu" ] && continue
           local py=(python3); [ "$w" -gt 1 ] && py=(python3 -m torch.distributed.run --standalone --nproc_per_node "$w")
+          # Above world 1 each of TS_TORCH_PARALLEL (ddp; "ddp fsdp2" for both), the report
+          # taking the fastest of all at a world size.
+          local par; for par in $([ "$w" -gt 1 ] && echo "${TS_TORCH_PARALLEL:-ddp}" || echo ddp); do
           for v in ${TS_TORCH:-compile-ro}; do
             for a in ${TS_TORCH_ACCUM:-${TS_ACCUM:-1}}; do
-            echo "--- $size $dt: torch_train_best $v, world $w, accum $a ($(date -u +%T))"
-            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --global-batch $((8 * w * a)) --accum "$a" \
-              --steps 60 2> "$p/torch-$size-$dt-$v-w$w-a$a.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-w$w-a$a.err"; rc=1; }
+            echo "--- $size $dt: torch_train_best $v, --parallel $par, world $w, accum $a ($(date -u +%T))"
+            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --parallel "$par" --global-batch $((8 * w * a)) --accum "$a" \
+              --steps 60 2> "$p/torch-$size-$dt-$v-$par-w$w-a$a.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-$par-w$w-a$a.err"; rc=1; }
             done
+          done
           done
         done
       done
