@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs from the packed folder (as profile-call67.sh): `bash .gpu/profile-call70.sh`.
+# Runs from the packed folder (as profile-call67.sh, with xl-run.sh beside it): `bash .gpu/profile-call70.sh`.
 # Results: $OUT/call70/ (at most 8 files come back: summaries in one file).
 # Session 15, call 70 (nvidia-h100-x2), xl bf16, 8 x 128 per GPU, clipping at 1.0. Calls
 # 68-69: ZeRO-1's bucket all-gathers run 3.5x slower beside AdamW than alone, and about 150
@@ -15,29 +15,7 @@ C="${CALL:-call70}"; R="${OUT:-/tmp/out}/$C"; L=/tmp/l70; mkdir -p "$R" "$L"
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$R/gpu.txt"
 D=/tmp/d70; bin/train prepare --data "$D" > "$L/prepare.txt" 2>&1 || { tail -3 "$L/prepare.txt"; exit 1; }
 T="$L/gemm-xl-bf16.json"
-run() {
-  local name=$1 w=$2 st=$3 steps=$4; shift 4
-  local launch=() one=(--world 1) gc=()
-  [ "$w" -gt 1 ] && launch=(bin/comm-launch --nproc-per-node "$w" --) && one=()
-  [ -e "$T" ] && gc=(--gemm-choices "$T")
-  rm -rf "/tmp/r-$name"
-  env "$@" timeout 240 "${launch[@]}" bin/train run --data "$D" --out "/tmp/r-$name" --model xl --bf16 \
-    --global-batch $((8 * w)) --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
-    --strategy "$st" --backend nccl "${one[@]}" --fresh --clip 1 --no-progress "${gc[@]}" > "$L/$name.txt" 2>&1 \
-    || { echo "$name failed:"; tail -4 "$L/$name.txt"; return 1; }
-  [ -e "$T" ] || cp "/tmp/r-$name/gemm-choices.json" "$T"
-  python3 - "/tmp/r-$name/log.jsonl" "$name" "$w" "$*" <<'PY' | tee -a "$R/steps.jsonl"
-import json, statistics, sys
-t = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l]
-tps = statistics.median(r["tokens_per_s"] for r in t if r["step"] >= 6)
-w = int(sys.argv[3])
-print(json.dumps({"bench": "train", "name": sys.argv[2], "world": w, "env": sys.argv[4][-40:],
-                  "step_ms": round(8 * w * 128 / tps * 1e3, 3),
-                  "losses": [r["loss"] for r in t]}))
-PY
-  rm -rf "/tmp/r-$name"
-}
-CUPTI=(CUDA_INJECTION64_PATH="$PWD/cupti/libtrace.so" LD_LIBRARY_PATH="$PWD/cupti:${LD_LIBRARY_PATH:-}")
+. ./xl-run.sh  # run() and CUPTI
 run single 1 single 30 || exit 1
 for h in 0 0.5 0.75 1; do run "zero1-head$h" 2 zero1 30 ZERO1_HEAD_GATHER=$h; done
 for h in 0 0.75 1; do run "zero1-head$h-ctas32" 2 zero1 30 ZERO1_HEAD_GATHER=$h NCCL_MIN_CTAS=32; done
