@@ -113,6 +113,10 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         let text: String = runs.iter().map(|r| r.join("\t") + "\n").collect();
         std::fs::write(dest.join(format!("bench-runs-{n}.tsv")), text)?;
     }
+    // The kernel tracer (run.sh's `trace` job): CUPTI from its wheel, built with gcc.
+    let mut cupti = Command::new("bash");
+    cupti.arg(root().join("scripts/cupti/build.sh"));
+    run(&mut cupti).context("building the CUPTI tracer (scripts/cupti/build.sh)")?;
     let size: u64 = walk(&dest)?;
     if size > 60 << 20 {
         bail!(
