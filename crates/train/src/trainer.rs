@@ -250,6 +250,9 @@ pub fn run_rank(
     };
     let mut asked = false;
     let mut clock = crate::cadence::Clock::new(o.ckpt_every);
+    // (stop, checkpoint) agreed in a step whose values a flush read (every rank flushes
+    // at the same steps): acted on after the next step.
+    let mut carried = (false, false);
     for step in start..end {
         // SIGTERM/SIGINT/SIGHUP (a preemption notice, forwarded by the launcher): asked
         // here, agreed by every rank through the steps' values.
@@ -280,8 +283,8 @@ pub fn run_rank(
             bar.suspend(|| eprintln!("train: {}", e.describe()));
         }
         // Every rank reads the same step's flag here: all stop after step `done`.
-        let stop_now = prev.as_ref().is_some_and(|o| o.stop);
-        let agreed = prev.as_ref().is_some_and(|o| o.checkpoint);
+        let stop_now = std::mem::take(&mut carried.0) || prev.as_ref().is_some_and(|o| o.stop);
+        let agreed = std::mem::take(&mut carried.1) || prev.as_ref().is_some_and(|o| o.checkpoint);
         if let (Some(out), Some(q)) = (prev, queued.replace((done, lr))) {
             emit(&mut log, &mut s, &mut tick, q, out)?;
         }
@@ -289,6 +292,7 @@ pub fn run_rank(
         let ckpt_now = agreed || o.ckpt_every.by_steps(done) || done == c.steps;
         if eval_now || ckpt_now || done == end {
             if let (Some(out), Some(q)) = (e.flush()?, queued.take()) {
+                carried = (out.stop, out.checkpoint && !ckpt_now);
                 emit(&mut log, &mut s, &mut tick, q, out)?;
             }
         }

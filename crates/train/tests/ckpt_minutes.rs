@@ -52,6 +52,20 @@ fn a_time_cadence_checkpoints_every_rank_at_the_same_steps() {
         "checkpoints {got:?}: a 1 us cadence checkpoints most steps"
     );
     assert_eq!(logged_steps(&often), (1..=8).collect::<Vec<_>>());
+    // Validation at every step: each step's values are read by a flush, never by the next
+    // step; the agreement must still reach every rank.
+    let eval = tmp.path().join("eval");
+    let args = [
+        &world[..],
+        &["--ckpt-every", "0.000001s", "--eval-every", "1"],
+    ]
+    .concat();
+    ok(&eval, &args);
+    let got = complete(&eval);
+    assert!(
+        got.len() >= 3,
+        "checkpoints {got:?}: validation at every step hid the agreement"
+    );
     // An hour: the final checkpoint only.
     let rare = tmp.path().join("rare");
     let err = ok(&rare, &[&world[..], &["--ckpt-every", "60m"]].concat());
