@@ -117,6 +117,7 @@ fn backward_ms(
         if i == warmup {
             sampler = crate::telemetry::Sampler::start(dev);
         }
+        // Not step::TrainStep: the backward alone is timed, beside a hog started on the host.
         let tape = model::forward(lm, b)?;
         dev.synchronize()?;
         let t = Timer::start(dev)?;

@@ -266,6 +266,7 @@ pub fn run_rank(
                     }
                     _ => None,
                 };
+                // Not a whole step: the all-reduces alone, on gradients made once.
                 let (_, grads) = model::forward_backward(&lm, &batch, |_, _| Ok(()))?;
                 let comm_only = timed(dev, 1, cfg.steps.min(5), || {
                     d.synchronize_grads(&grads)?;

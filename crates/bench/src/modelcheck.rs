@@ -1,6 +1,7 @@
 //! GPU against CPU on a tiny LM: same seed, same batch; the loss and every gradient must
 //! agree within the dtype's tolerance (fp32: cuBLAS vs CPU summation order; bf16: 8-bit
-//! mantissa).
+//! mantissa). Not through step::TrainStep: it compares the gradients, which a step consumes
+//! (graphcheck.rs checks the step itself, captured against eager).
 
 use anyhow::{bail, Context, Result};
 use candle_core::{DType, Device, Tensor, Var};

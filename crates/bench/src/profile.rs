@@ -96,6 +96,8 @@ pub fn run(
         lm.set_compute_dtype(DType::BF16);
     }
     let b = crate::ddp::batch_for(&lm, 0, 8, dev)?;
+    // Not step::TrainStep: a profile marks each component of an eager step (graph replays
+    // have no host points between kernels to mark).
     let mut opt = AdamW::new(AdamWConfig::default())?;
     let last = lm.num_stages() - 1;
     let one = |lm: &TransformerLm, b: &Batch, opt: &mut AdamW| -> Result<()> {

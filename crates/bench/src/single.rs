@@ -99,6 +99,8 @@ pub fn run(
         if reuse_copies {
             lm.params().bf16_shadows().reuse();
         }
+        // Not step::TrainStep (its --mode step is, single_step.rs): the forward alone or the
+        // forward and backward without an update, parts a step does not expose.
         if graph && i == 1 {
             model::graph::reset_mem_high(device);
             match model::graph::capture(device, || {

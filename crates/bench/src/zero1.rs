@@ -313,6 +313,7 @@ fn comm_only(
     let mut ts = Vec::new();
     match sync {
         Sync::Ddp(d) | Sync::Sharded(d, _) => {
+            // Not a whole step: the collectives alone, on gradients made once.
             let (_, g) = model::forward_backward(lm, b, |_, _| Ok(()))?;
             for i in 0..6 {
                 let t = Timer::start(dev)?;

@@ -118,6 +118,8 @@ fn gradient_error(
     world: usize,
     dev: &Device,
 ) -> anyhow::Result<f32> {
+    // Not step::TrainStep: this compares the synchronised gradients themselves, which a step
+    // consumes before anything can read them.
     let global = global_batch(&a.model, 0, a.global_batch, dev)?;
     d.forward_backward(m, &shard_batch(&global, rank, world)?)?;
     let g = d.finish_gradient_synchronization()?;
