@@ -192,12 +192,14 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         Fsdp => mul(psi.div_ceil(w), 4),
         _ => mul(psi, 4),
     };
+    // The sharded optimizer's largest rank: the whole parameters it owns.
+    let owned = match s {
+        Sharded => max_load(&tensors.iter().map(|t| t.0).collect::<Vec<_>>(), w),
+        _ => 0,
+    };
     let optimizer = match s {
         Single | Ddp => mul(psi, 8),
-        Sharded => mul(
-            max_load(&tensors.iter().map(|t| t.0).collect::<Vec<_>>(), w),
-            8,
-        ),
+        Sharded => mul(owned, 8),
         Zero1 | Zero2 => {
             let mine = sum(tensors.iter().filter(|t| !flat(t.0)).map(|t| t.0 / w));
             mul(sum([mine, flat_part]), 8)
@@ -257,10 +259,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let comm = |c: u64| sum([nccl, c, in_flight]);
     let step_extra = match s {
-        Sharded => mul(
-            max_load(&tensors.iter().map(|t| t.0).collect::<Vec<_>>(), w),
-            4,
-        ),
+        Sharded => mul(owned, 4),
         Zero1 if multi => mul(mul(flat_part, w), 4),
         _ => 0,
     };

@@ -343,21 +343,23 @@ impl TrainStep {
     /// Asks every rank to stop (needs [`Self::enable_stop`]): the next step's
     /// [`StepOut::stop`] is true on every rank.
     pub fn request_stop(&mut self) -> Result<()> {
-        let Some(s) = self.stop.as_mut() else {
-            bail!("request_stop: enable_stop was not called");
-        };
-        s.ask();
+        self.stop_mut("request_stop")?.ask();
         Ok(())
+    }
+
+    /// The ranks' agreement, or an error naming `what` needed [`Self::enable_stop`].
+    fn stop_mut(&mut self, what: &str) -> Result<&mut stop::Stop> {
+        match self.stop.as_mut() {
+            Some(s) => Ok(s),
+            None => bail!("{what}: enable_stop was not called"),
+        }
     }
 
     /// Asks every rank to checkpoint at the same step (needs [`Self::enable_stop`]): a later
     /// step's [`StepOut::checkpoint`] is true on every rank. The request stays up until
     /// [`Self::checkpoint_done`].
     pub fn request_checkpoint(&mut self) -> Result<()> {
-        let Some(s) = self.stop.as_mut() else {
-            bail!("request_checkpoint: enable_stop was not called");
-        };
-        s.ask_checkpoint();
+        self.stop_mut("request_checkpoint")?.ask_checkpoint();
         Ok(())
     }
 

@@ -41,12 +41,6 @@ fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
     }
 }
 
-/// ZeRO-1's buckets by default: 400 MB. At world 2, xl bf16 (nvidia-h100-x2), a step took
-/// 54.55 ms with 25 MB buckets, 50.12 with 100 and 48.61 with 200 (call 71); 48.75 with
-/// 200, 48.03 with 400 and 48.01 with 800 (call 74): each bucket's all-gather runs faster
-/// the larger it is (about 170 GB/s at 25 MB), and fewer of them queue behind AdamW.
-const ZERO1_BUCKET: Strategy = Strategy::Bucketed { bucket_mb: 400.0 };
-
 impl Engine {
     pub fn new(
         comm: Arc<dyn Communicator>,
@@ -68,18 +62,17 @@ impl Engine {
             coalesce: true,
             ..DdpOptions::new(s)
         };
-        let sync = match c.strategy.as_str() {
-            "single" => Sync::Local,
-            s if s == "zero1" || s.starts_with("zero1:") => {
-                let b = match s.strip_prefix("zero1:") {
-                    Some(mb) => crate::config::zero1_bucket(mb)?,
-                    None => ZERO1_BUCKET,
-                };
+        let sync = match (
+            c.strategy.as_str(),
+            crate::config::zero1_buckets(&c.strategy)?,
+        ) {
+            ("single", _) => Sync::Local,
+            (_, Some(b)) => {
                 let mut z = Zero1Overlap::new(comm.clone(), &model, wire(b), adamw_cfg(c))?;
                 z.set_gather_ahead(true);
                 Sync::Zero1(Box::new(z))
             }
-            "sharded" => {
+            ("sharded", _) => {
                 let g = ParamGroup {
                     params: model.params().vars().to_vec(),
                     cfg: adamw_cfg(c),
@@ -88,7 +81,7 @@ impl Engine {
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
                 Sync::Sharded(Box::new(d), Box::new(o))
             }
-            s => Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?)),
+            (s, None) => Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?)),
         };
         let opts = StepOptions {
             clip: c.clip,

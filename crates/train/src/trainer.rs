@@ -331,9 +331,8 @@ pub fn run_rank(
         }
     }
     bar.finish_and_clear();
-    if let Some(p) = seam::memory::process_peak(&dev) {
+    if let Some(gib) = seam::memory::gib(seam::memory::process_peak(&dev)) {
         // Every rank's own line: a launcher prefixes it with the rank (run.sh's records).
-        let gib = p as f64 / (1u64 << 30) as f64;
         eprintln!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside)");
     }
     crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
