@@ -93,6 +93,7 @@ pub fn run(gpu: &Device) -> Result<Vec<String>> {
             if tf32 { " on TF32" } else { "" }
         ));
     }
+    lines.push(sums(gpu)?);
     for dtype in [DType::F32, DType::BF16] {
         let x = Tensor::randn(0f32, 1., (67, 45), gpu)?.to_dtype(dtype)?;
         let a = model::kernels::transpose(&x)?
@@ -114,4 +115,43 @@ pub fn run(gpu: &Device) -> Result<Vec<String>> {
             .into(),
     );
     Ok(lines)
+}
+
+/// `gemm::weight_grad_sum`, as accumulation runs it: a first micro-batch's f32 weight
+/// gradient into a new buffer, a second one summed into it in place and averaged (β = α =
+/// ½; the shape's first call, so its algorithm is timed then, on a copy of the sum), against
+/// candle's f32 matmuls.
+fn sums(gpu: &Device) -> Result<String> {
+    let mut worst = 0f32;
+    for dtype in [DType::F32, DType::BF16] {
+        for (rows, out, inp) in [(96, 24, 40), (1024, 384, 128)] {
+            let x = operand(rows, inp, false, dtype, gpu)?;
+            let g1 = operand(rows, out, false, dtype, gpu)?;
+            let g2 = operand(rows, out, false, dtype, gpu)?;
+            let first = model::gemm::weight_grad_sum(&g1, &x, None, 1.0)?;
+            let sum = model::gemm::weight_grad_sum(&g2, &x, Some(&first), 0.5)?;
+            let f = |t: &Tensor| t.to_dtype(DType::F32);
+            let was = model::tf32::tf32();
+            model::tf32::set_tf32(false);
+            let want = ((f(&g1.t()?)?.matmul(&f(&x)?)? + f(&g2.t()?)?.matmul(&f(&x)?)?)? * 0.5)?;
+            model::tf32::set_tf32(was);
+            let scale = want.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-30);
+            for (what, t) in [("returned", &sum), ("first buffer", &first)] {
+                if t.dtype() != DType::F32 {
+                    bail!(
+                        "gemm::weight_grad_sum {dtype:?}: the {what} sum is {:?}, not f32",
+                        t.dtype()
+                    );
+                }
+                let err = (t - &want)?.abs()?.max_all()?.to_scalar::<f32>()? / scale;
+                if err.is_nan() || err > tolerance(dtype, false) {
+                    bail!("gemm::weight_grad_sum {dtype:?} {rows}x{out}x{inp}, the {what}: relative error {err:.2e} (summed in place?)");
+                }
+                worst = worst.max(err);
+            }
+        }
+    }
+    Ok(format!(
+        "model-check gemm::weight_grad_sum f32, bf16 (new f32 sum, then in place at β = α = 1/2) vs candle f32: 4 cases, worst relative error {worst:.2e}: OK"
+    ))
 }

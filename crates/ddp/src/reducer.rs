@@ -340,10 +340,11 @@ impl Ddp {
         batch: &Batch,
     ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
-        let (loss, grads) = seam::forward_backward(model, batch, |_, _| Ok(()))?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute
-        // dtype, in place (seam::accum: one pass per micro-batch).
-        self.accumulated.add(grads, None)?;
+        // dtype, in place (seam::accum: in the weight-gradient GEMMs where the model sums
+        // there, else one pass per micro-batch).
+        let sums = &mut self.accumulated;
+        let loss = seam::forward_backward_into(model, batch, sums, None, |_, _| Ok(()))?;
         self.micro_batches += 1;
         Ok(loss)
     }

@@ -12,6 +12,7 @@ use crate::profile::mark;
 use crate::staged::SavedStage;
 use crate::{gemm, kernels, rmsnorm};
 use candle_core::Tensor;
+use seam::accum::Accumulator;
 
 /// A block's weights in the compute dtype (detached) and their parameter indices.
 pub(crate) struct BlockWeights {
@@ -132,10 +133,47 @@ fn dweight(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     gemm::matmul(&g.t()?, x, None)
 }
 
+/// Parameter `id`'s weight gradient gᵀ · x: summed into the step's sums in the GEMM where
+/// they take it (`None` returned), else as [`dweight`] computes it.
+fn dweight_to(
+    sums: &mut Option<&mut Accumulator>,
+    id: usize,
+    g: &Tensor,
+    x: &Tensor,
+) -> Result<Option<Tensor>> {
+    if let Some(sums) = sums.as_deref_mut() {
+        if let Some(t) = sums.target(id) {
+            let sum = gemm::weight_grad_sum(g, x, t.sum.as_ref(), t.scale)?;
+            sums.put(id, sum)?;
+            return Ok(None);
+        }
+    }
+    dweight(g, x).map(Some)
+}
+
 impl SavedStage for Saved {
     fn backward(
         self: Box<Self>,
         upstream: Option<&Tensor>,
+    ) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+        self.run(upstream, None)
+    }
+
+    fn backward_into(
+        self: Box<Self>,
+        upstream: Option<&Tensor>,
+        sums: &mut Accumulator,
+    ) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+        self.run(upstream, Some(sums))
+    }
+}
+
+impl Saved {
+    /// The backward; with `sums`, the five weight gradients go into the step's sums.
+    fn run(
+        self: Box<Self>,
+        upstream: Option<&Tensor>,
+        mut sums: Option<&mut Accumulator>,
     ) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
         let upstream = upstream.ok_or_else(|| {
             crate::error::ModelError::Config("a Transformer block cannot be the last stage".into())
@@ -144,23 +182,32 @@ impl SavedStage for Saved {
         let (b, t, d) = s.shape;
         let (h, e) = (s.dims.heads, d / s.dims.heads);
         let [n1, wqkv, wo, n2, w1, w3, w2] = &s.w.w;
+        let id = s.w.ids;
         let g = upstream.to_dtype(s.x.dtype())?.reshape((b * t, d))?;
         // Feed-forward: out = x2 + w2(silu(w1 h2) ⊙ w3 h2), h2 = norm2(x2).
-        let dw2 = dweight(&g, &s.s)?;
+        let dw2 = dweight_to(&mut sums, id[6], &g, &s.s)?;
         let ds = gemm::matmul(&g, w2, None)?;
         mark("bwd/block/ffn/w2");
         let (da, db) = kernels::silu_mul_bwd(&s.a, &s.b3, &ds)?;
         mark("bwd/block/ffn/swiglu");
-        let [dw1, dw3]: [Tensor; 2] = gemm::weight_grads(&[&da, &db], &s.h2)?
-            .try_into()
-            .expect("two gradients");
+        let [dw1, dw3]: [Option<Tensor>; 2] = if sums.is_some() {
+            [
+                dweight_to(&mut sums, id[4], &da, &s.h2)?,
+                dweight_to(&mut sums, id[5], &db, &s.h2)?,
+            ]
+        } else {
+            let [a, b]: [Tensor; 2] = gemm::weight_grads(&[&da, &db], &s.h2)?
+                .try_into()
+                .expect("two gradients");
+            [Some(a), Some(b)]
+        };
         // da·w1 + db·w3: the second GEMM adds the first in its epilogue.
         let dh2 = gemm::matmul(&db, w3, Some(&gemm::matmul(&da, w1, None)?))?;
         mark("bwd/block/ffn/w1_w3");
         let (dx2, dn2) = rmsnorm::backward_add(&s.x2, n2, &dh2, s.dims.eps, &g)?;
         mark("bwd/block/ffn/norm");
         // Attention: x2 = x + wo(y), y = heads of softmax(q kᵀ/√e) v, q/k roped from norm1(x).
-        let dwo = dweight(&dx2, &s.y)?;
+        let dwo = dweight_to(&mut sums, id[2], &dx2, &s.y)?;
         let dyr = gemm::matmul(&dx2, wo, None)?;
         mark("bwd/block/attn/out_proj");
         let scale = 1.0 / (e as f64).sqrt();
@@ -192,13 +239,14 @@ impl SavedStage for Saved {
                 dqkv
             }
         };
-        let dwqkv = dweight(&dqkv, &s.h1)?;
+        let dwqkv = dweight_to(&mut sums, id[1], &dqkv, &s.h1)?;
         let dh1 = gemm::matmul(&dqkv, wqkv, None)?;
         mark("bwd/block/attn/qkv_proj");
         let (dx, dn1) = rmsnorm::backward_add(&s.x, n1, &dh1, s.dims.eps, &dx2)?;
         let dx = dx.reshape((b, t, d))?;
         mark("bwd/block/attn/norm");
-        let grads = [dn1, dwqkv, dwo, dn2, dw1, dw3, dw2];
-        Ok((dx, s.w.ids.iter().copied().zip(grads).collect()))
+        let grads = [Some(dn1), dwqkv, dwo, Some(dn2), dw1, dw3, dw2];
+        let grads = id.into_iter().zip(grads);
+        Ok((dx, grads.filter_map(|(i, g)| Some((i, g?))).collect()))
     }
 }

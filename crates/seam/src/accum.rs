@@ -15,91 +15,14 @@
 //! # Ok(()) }
 //! ```
 
+mod sums;
+pub use sums::{Accumulator, Target};
+
 use crate::error::{ModelError, Result};
-use crate::Grads;
 use candle_core::{CpuStorage, CustomOp2, DType, InplaceOp2, Layout, Shape, Tensor};
 
-/// A step's gradients across micro-batches: the first as it came, then f32 sums of their
-/// own (the first two summed into new buffers in one pass, each later one added in place).
-#[derive(Default)]
-pub struct Accumulator {
-    state: State,
-}
-
-#[derive(Default)]
-enum State {
-    #[default]
-    Empty,
-    /// One micro-batch's gradients, as they came (any float dtype, not ours to write).
-    One(Grads),
-    /// f32 sums, buffers of their own.
-    Sums(Grads),
-}
-
-impl Accumulator {
-    /// Adds one micro-batch's gradients (any float dtype) and multiplies the sums by
-    /// `scale` if given (1/k on the last of k micro-batches).
-    pub fn add(&mut self, grads: Grads, scale: Option<f64>) -> Result<()> {
-        self.state = match (std::mem::take(&mut self.state), scale) {
-            (State::Empty, None) => State::One(grads),
-            (State::Empty, Some(_)) => State::Sums(owned(grads, scale)?),
-            (State::One(first), _) => State::Sums(zip(first, grads, |a, g| match (a, g) {
-                (Some(a), Some(g)) => Ok(Some(sum_new(&a, &g, scale)?)),
-                (a, g) => a.or(g).map(|t| own_f32(&t, scale)).transpose(),
-            })?),
-            (State::Sums(sums), _) => State::Sums(zip(sums, grads, |a, g| match (a, g) {
-                (Some(a), Some(g)) => {
-                    accumulate(&a, &g, scale)?;
-                    Ok(Some(a))
-                }
-                (Some(a), None) => Ok(Some(match scale {
-                    Some(k) => a.affine(k, 0.0)?,
-                    None => a,
-                })),
-                (None, g) => g.map(|g| own_f32(&g, scale)).transpose(),
-            })?),
-        };
-        Ok(())
-    }
-
-    /// Whether nothing has been added since the last [`Self::take`].
-    pub fn is_empty(&self) -> bool {
-        matches!(self.state, State::Empty)
-    }
-
-    /// The f32 sums, buffers of their own (empty when nothing was added), leaving the
-    /// accumulator empty.
-    pub fn take(&mut self) -> Result<Grads> {
-        Ok(match std::mem::take(&mut self.state) {
-            State::Empty => Grads::new(),
-            State::One(first) => owned(first, None)?,
-            State::Sums(sums) => sums,
-        })
-    }
-}
-
-/// `f` over the pairs of `a` and `b`, parameter by parameter (the longer's length).
-fn zip(
-    a: Grads,
-    b: Grads,
-    mut f: impl FnMut(Option<Tensor>, Option<Tensor>) -> Result<Option<Tensor>>,
-) -> Result<Grads> {
-    let n = a.len().max(b.len());
-    let (mut a, mut b) = (a.into_iter(), b.into_iter());
-    (0..n)
-        .map(|_| f(a.next().flatten(), b.next().flatten()))
-        .collect()
-}
-
-fn owned(grads: Grads, scale: Option<f64>) -> Result<Grads> {
-    grads
-        .into_iter()
-        .map(|g| g.map(|g| own_f32(&g, scale)).transpose())
-        .collect()
-}
-
 /// `g` in a new f32 buffer of its own, times `scale` if given.
-fn own_f32(g: &Tensor, scale: Option<f64>) -> Result<Tensor> {
+pub fn own_f32(g: &Tensor, scale: Option<f64>) -> Result<Tensor> {
     let f = match g.dtype() {
         DType::F32 => g.copy()?,
         _ => g.to_dtype(DType::F32)?.contiguous()?,
@@ -266,7 +189,6 @@ impl CustomOp2 for Accum {
             self.scale,
             true,
         )?;
-        drop(view);
         Ok((
             candle_core::CudaStorage::wrap_cuda_slice(out, dev),
             Shape::from(n),

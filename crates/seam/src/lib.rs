@@ -43,6 +43,7 @@ pub use params::ParamSet;
 pub use sequential::{Sequential, SequentialBuilder};
 pub use span::Span;
 pub use staged::{
-    forward, forward_backward, forward_with, Batch, Grads, SavedStage, StagedModel, Tape,
+    forward, forward_backward, forward_backward_into, forward_with, Batch, Grads, SavedStage,
+    StagedModel, Tape,
 };
 pub use staged_norm::StagedNorm;

@@ -18,6 +18,7 @@ use crate::error::{ModelError, Result};
 use crate::params::ParamSet;
 use candle_core::{DType, Tensor, Var};
 
+use crate::accum::Accumulator;
 pub use crate::batch::Batch;
 
 /// What a hand-written stage keeps from its forward for its backward.
@@ -28,6 +29,19 @@ pub trait SavedStage {
         self: Box<Self>,
         upstream: Option<&Tensor>,
     ) -> Result<(Tensor, Vec<(usize, Tensor)>)>;
+
+    /// [`Self::backward`] in a micro-batch of an accumulating step: a stage may sum a
+    /// parameter's gradient into the step's sums itself (a GEMM's epilogue), for each
+    /// parameter `sums.target(i)` offers, handing it to `sums.put` and returning the rest.
+    /// The default sums nothing itself.
+    fn backward_into(
+        self: Box<Self>,
+        upstream: Option<&Tensor>,
+        sums: &mut Accumulator,
+    ) -> Result<(Tensor, Vec<(usize, Tensor)>)> {
+        let _ = sums;
+        self.backward(upstream)
+    }
 }
 
 /// A model split into stages.
@@ -154,6 +168,29 @@ impl Tape<'_> {
     /// error ends the backward and is returned as is.
     pub fn backward<E: From<ModelError>>(
         self,
+        on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Grads, E> {
+        self.backward_with(None, on_stage)
+    }
+
+    /// [`Self::backward`] as one micro-batch of an accumulating step: stages may sum their
+    /// gradients into `sums` as they compute them ([`SavedStage::backward_into`]), the rest
+    /// are added after (with `scale`, 1/k on the last of k). `on_stage` sees only the
+    /// gradients the stages returned.
+    pub fn backward_into<E: From<ModelError>>(
+        self,
+        sums: &mut Accumulator,
+        scale: Option<f64>,
+        on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        sums.lend(scale);
+        let grads = self.backward_with(Some(&mut *sums), on_stage)?;
+        Ok(sums.add(grads, scale)?)
+    }
+
+    fn backward_with<E: From<ModelError>>(
+        self,
+        mut sums: Option<&mut Accumulator>,
         mut on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
     ) -> std::result::Result<Grads, E> {
         let model = self.model;
@@ -162,7 +199,14 @@ impl Tape<'_> {
         let mut stages = self.stages;
         for s in (0..stages.len()).rev() {
             let record = stages.pop().expect("one record per stage");
-            stage_backward(model, s, record, &mut grads, &mut upstream)?;
+            stage_backward(
+                model,
+                s,
+                record,
+                &mut grads,
+                &mut upstream,
+                sums.as_deref_mut(),
+            )?;
             on_stage(s, &mut grads)?;
         }
         Ok(grads)
@@ -177,11 +221,15 @@ fn stage_backward(
     record: Record,
     grads: &mut Grads,
     upstream: &mut Option<Tensor>,
+    sums: Option<&mut Accumulator>,
 ) -> Result<()> {
     match record {
         Record::Manual(saved) => {
             let g = upstream.take();
-            let (dx, pg) = saved.backward(g.as_ref())?;
+            let (dx, pg) = match sums {
+                Some(sums) => saved.backward_into(g.as_ref(), sums)?,
+                None => saved.backward(g.as_ref())?,
+            };
             for (i, g) in pg {
                 accumulate(grads, i, g)?;
             }
@@ -214,6 +262,22 @@ fn accumulate(grads: &mut Grads, i: usize, g: Tensor) -> Result<()> {
         None => g,
     });
     Ok(())
+}
+
+/// One micro-batch of an accumulating step ([`forward`] then [`Tape::backward_into`]):
+/// its gradients summed into `sums` (times `scale`, 1/k on the last of k); returns the
+/// loss as [`forward_backward`] does.
+pub fn forward_backward_into(
+    model: &dyn StagedModel,
+    batch: &Batch,
+    sums: &mut Accumulator,
+    scale: Option<f64>,
+    on_stage: impl FnMut(usize, &mut Grads) -> Result<()>,
+) -> Result<Tensor> {
+    let tape = forward(model, batch)?;
+    let loss = tape.loss().clone();
+    tape.backward_into(sums, scale, on_stage)?;
+    Ok(loss)
 }
 
 /// Staged forward and backward ([`forward`] then [`Tape::backward`]). Returns the loss (an

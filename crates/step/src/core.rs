@@ -212,15 +212,20 @@ impl Core {
             }
             Sync::Local => {
                 // One micro-batch: its gradients as they are (AdamW reads bf16). More: f32
-                // sums in place, the last one averaging (seam::accum).
+                // sums in place, the weight gradients' in their GEMMs, the last micro-batch
+                // averaging (seam::accum).
                 let (mut one, mut sum) = (None, seam::accum::Accumulator::default());
-                let loss = summed(batches, shadows, |b, last| {
-                    let (l, g) = seam::forward_backward(model, b, |s, g| observe(s, g))?;
-                    match k {
-                        1 => one = Some(g),
-                        _ => sum.add(g, last.then_some(1.0 / k as f64))?,
+                let loss = summed(batches, shadows, |b, last| match k {
+                    1 => {
+                        let (l, g) = seam::forward_backward(model, b, |s, g| observe(s, g))?;
+                        one = Some(g);
+                        Ok(l)
                     }
-                    Ok(l)
+                    _ => {
+                        let scale = last.then_some(1.0 / k as f64);
+                        let obs = |s: usize, g: &mut Grads| observe(s, g);
+                        Ok(seam::forward_backward_into(model, b, &mut sum, scale, obs)?)
+                    }
                 })?;
                 let g = match one {
                     Some(g) => g,

@@ -17,8 +17,9 @@ pub(super) fn chosen() -> &'static Mutex<HashMap<Key, usize>> {
 }
 
 impl Key {
-    fn dtype(&self) -> &'static str {
+    pub(super) fn dtype(&self) -> &'static str {
         match (self.bf16, self.tf32) {
+            (true, _) if self.out_f32 => "bf16>f32",
             (true, _) => "bf16",
             (false, true) => "tf32",
             (false, false) => "f32",
@@ -50,12 +51,13 @@ pub fn choices() -> Vec<Choice> {
 pub fn set_choices(table: &[Choice]) -> candle_core::Result<()> {
     let mut c = chosen().lock().unwrap_or_else(|e| e.into_inner());
     for x in table {
-        let (bf16, tf32) = match x.dtype.as_str() {
-            "bf16" => (true, false),
-            "tf32" => (false, true),
-            "f32" => (false, false),
+        let (bf16, tf32, out_f32) = match x.dtype.as_str() {
+            "bf16" => (true, false, false),
+            "bf16>f32" => (true, false, true),
+            "tf32" => (false, true, false),
+            "f32" => (false, false, false),
             d => candle_core::bail!(
-                "GEMM choice {}x{}x{}: dtype {d:?} (bf16, tf32, f32)",
+                "GEMM choice {}x{}x{}: dtype {d:?} (bf16, bf16>f32, tf32, f32)",
                 x.m,
                 x.n,
                 x.k
@@ -70,6 +72,7 @@ pub fn set_choices(table: &[Choice]) -> candle_core::Result<()> {
             bf16,
             tf32,
             add: x.add,
+            out_f32,
         };
         c.insert(key, x.index);
     }

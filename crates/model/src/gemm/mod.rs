@@ -168,6 +168,36 @@ pub fn weight_grads(gs: &[&Tensor], x: &Tensor) -> Result<Vec<Tensor>> {
     gs.iter().map(|g| matmul(&g.t()?, x, None)).collect()
 }
 
+/// A weight gradient summed into a step's f32 sum: `(sum + gᵀ · x)·scale`, g (rows, out),
+/// x (rows, in), sum (out, in) f32 contiguous. On CUDA one GEMM, its epilogue reading and
+/// writing the sum in place (β = α = scale; without a sum, β = 0 into a new f32 buffer);
+/// elsewhere the product and then `seam::accum`.
+pub fn weight_grad_sum(g: &Tensor, x: &Tensor, sum: Option<&Tensor>, scale: f64) -> Result<Tensor> {
+    let a = g.t()?;
+    #[cfg(feature = "cuda")]
+    {
+        let sum_ok = sum.is_none_or(|s| {
+            s.is_contiguous() && s.dtype() == DType::F32 && s.device().same_device(x.device())
+        });
+        if lt_ok(&a) && lt_ok(x) && a.dtype() == x.dtype() && sum_ok && !tf32_mn_major(&a, x) {
+            let (m, k) = a.dims2()?;
+            let (k2, n) = x.dims2()?;
+            if k == k2 && sum.is_none_or(|s| s.dims() == [m, n]) {
+                return op::gemm_sum(&a, x, sum, scale);
+            }
+        }
+    }
+    let dw = matmul(&a, x, None)?;
+    let scale = (scale != 1.0).then_some(scale);
+    Ok(match sum {
+        Some(sum) => {
+            seam::accum::accumulate(sum, &dw, scale)?;
+            sum.clone()
+        }
+        None => seam::accum::own_f32(&dw, scale)?,
+    })
+}
+
 /// a (m, k) · b (k, n) (+ c (m, n)), in a's dtype.
 pub fn matmul(a: &Tensor, b: &Tensor, c: Option<&Tensor>) -> Result<Tensor> {
     #[cfg(feature = "cuda")]
