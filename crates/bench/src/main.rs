@@ -11,6 +11,7 @@
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
+mod accumcheck;
 mod allreduce;
 mod allreduce_run;
 mod budget;

@@ -261,6 +261,7 @@ pub fn print_all() -> Result<()> {
     for line in crate::gemmcheck::run(&gpu)? {
         println!("{line}");
     }
+    println!("{}", crate::accumcheck::run(&gpu)?);
     let n = cast_bf16(&gpu)?;
     println!("model-check to_bf16 (four-at-a-time cast kernel) vs candle's cast: bit-identical in {n} cases: OK");
     let d = grad_norm(&gpu)?;

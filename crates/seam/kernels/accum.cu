@@ -65,3 +65,35 @@ ACCUM(accum_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 
 ACCUM_IN_PLACE(accum_in_place_f32, float)
 ACCUM_IN_PLACE(accum_in_place_bf16, __nv_bfloat16)
+
+// Many sums in one launch (the small parameters' gradients, a norm's weight each: one
+// kernel per micro-batch instead of one per parameter): sum j is out[j] <- (x[j] + y[j]) * s,
+// x[j] = out[j] for a sum in place. Passed by value (1 KB); block row j of the grid is sum j.
+#define AM_MAX 32
+struct AccumTable {
+  unsigned long long n[AM_MAX];
+  unsigned long long out[AM_MAX];
+  unsigned long long x[AM_MAX];
+  unsigned long long y[AM_MAX];
+  unsigned int count;
+};
+
+#define ACCUM_MANY(name, X, Y)                                                                 \
+  extern "C" __global__ void name(const __grid_constant__ AccumTable t, const float s,         \
+                                  const int scale) {                                            \
+    const unsigned int j = blockIdx.y;                                                          \
+    if (j >= t.count) return;                                                                   \
+    float *out = reinterpret_cast<float *>(t.out[j]);                                           \
+    const X *x = reinterpret_cast<const X *>(t.x[j]);                                           \
+    const Y *y = reinterpret_cast<const Y *>(t.y[j]);                                           \
+    const unsigned long long n = t.n[j];                                                        \
+    const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;               \
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;      \
+         i < n; i += stride)                                                                    \
+      out[i] = one(to_f(x[i]), to_f(y[i]), s, scale);                                           \
+  }
+
+ACCUM_MANY(accum_many_f32_f32, float, float)
+ACCUM_MANY(accum_many_f32_bf16, float, __nv_bfloat16)
+ACCUM_MANY(accum_many_bf16_f32, __nv_bfloat16, float)
+ACCUM_MANY(accum_many_bf16_bf16, __nv_bfloat16, __nv_bfloat16)

@@ -1,9 +1,12 @@
 //! The accumulation kernels' launcher (kernels/accum.cu).
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaViewMut, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaStream, CudaViewMut, DevicePtr, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda_backend::{CudaDevice, CudaStorage, WrapErr};
-use candle_core::DType;
+use candle_core::{DType, Storage, Tensor};
+use std::sync::Arc;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/accum.ptx"));
 
@@ -66,6 +69,85 @@ pub(super) fn launch(
     b.arg(&n64).arg(&s).arg(&on).arg(&v4);
     // SAFETY: the kernel's signature matches: out n f32, x and y n elements of their
     // types (x absent: the in-place kernel).
+    unsafe { b.launch(cfg) }.w()?;
+    Ok(())
+}
+
+/// Sums per launch of [`launch_many`] (AM_MAX in kernels/accum.cu).
+pub(super) const MANY: usize = 32;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AccumTable {
+    n: [u64; MANY],
+    out: [u64; MANY],
+    x: [u64; MANY],
+    y: [u64; MANY],
+    count: u32,
+}
+// SAFETY: plain old data with the kernel's layout (kernels/accum.cu AccumTable).
+unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for AccumTable {}
+
+/// Device address of `t`'s first element (f32 or bf16, on CUDA).
+fn addr(t: &Tensor, s: &Arc<CudaStream>) -> candle_core::Result<u64> {
+    let (st, l) = t.storage_and_layout();
+    let Storage::Cuda(cs) = &*st else {
+        candle_core::bail!("accumulate: a tensor off CUDA among CUDA sums");
+    };
+    let base = match cs.dtype() {
+        DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(s).0,
+        DType::BF16 => cs.as_cuda_slice::<half::bf16>()?.device_ptr(s).0,
+        d => candle_core::bail!("accumulate: {d:?} (f32 or bf16)"),
+    };
+    Ok(base + (l.start_offset() * cs.dtype().size_in_bytes()) as u64)
+}
+
+/// `out[j] ← (x[j] + y[j])·s` for up to [`MANY`] sums of one (x, y) dtype pair in one
+/// launch; `out[j]`: contiguous f32 of its own, `x[j]` and `y[j]` contiguous with as many
+/// elements (`x[j]` may be `out[j]`: in place).
+pub(super) fn launch_many(
+    dev: &CudaDevice,
+    sums: &[(&Tensor, &Tensor, &Tensor)],
+    scale: Option<f64>,
+) -> candle_core::Result<()> {
+    let Some(&(_, x0, y0)) = sums.first() else {
+        return Ok(());
+    };
+    if sums.len() > MANY {
+        candle_core::bail!(
+            "accumulate: {} sums in one launch (at most {MANY})",
+            sums.len()
+        );
+    }
+    let kernel = format!("accum_many_{}_{}", tag(x0.dtype())?, tag(y0.dtype())?);
+    let func = dev.get_or_load_custom_func(&kernel, "seam_accum", PTX)?;
+    let s = dev.cuda_stream();
+    let mut t = AccumTable {
+        n: [0; MANY],
+        out: [0; MANY],
+        x: [0; MANY],
+        y: [0; MANY],
+        count: sums.len() as u32,
+    };
+    let mut most = 1;
+    for (j, (out, x, y)) in sums.iter().enumerate() {
+        if x.dtype() != x0.dtype() || y.dtype() != y0.dtype() {
+            candle_core::bail!("accumulate: one launch's sums must share their dtypes");
+        }
+        t.n[j] = out.elem_count() as u64;
+        (t.out[j], t.x[j], t.y[j]) = (addr(out, &s)?, addr(x, &s)?, addr(y, &s)?);
+        most = most.max(out.elem_count());
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (most.div_ceil(256).clamp(1, 64) as u32, sums.len() as u32, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (sc, on) = (scale.unwrap_or(1.0) as f32, i32::from(scale.is_some()));
+    let mut b = s.launch_builder(&func);
+    b.arg(&t).arg(&sc).arg(&on);
+    // SAFETY: the table names live buffers of the elements it gives (the tensors are
+    // borrowed by the caller until the launch is queued), of the kernel's dtypes.
     unsafe { b.launch(cfg) }.w()?;
     Ok(())
 }

@@ -4,7 +4,9 @@
 //! gradient is a GEMM writes `(sum + gᵀx)·s` into the sum in its epilogue
 //! ([`Accumulator::target`], [`Accumulator::put`]), and no pass over that parameter is left.
 
-use super::{accumulate, own_f32, sum_new};
+#[cfg(test)]
+use super::accumulate;
+use super::{own_f32, sum_many, Job};
 use crate::error::{ModelError, Result};
 use crate::Grads;
 use candle_core::Tensor;
@@ -92,6 +94,8 @@ impl Accumulator {
             placed[i] = true;
         }
         let mut grads = grads.into_iter();
+        // The sums of a gradient into a held one go together (sum_many), then back.
+        let (mut jobs, mut at) = (Vec::new(), Vec::new());
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let g = grads.next().flatten();
             *slot = match (std::mem::take(slot), g) {
@@ -106,16 +110,24 @@ impl Accumulator {
                     None => Slot::One(g),
                     Some(_) => Slot::Sum(own_f32(&g, scale)?),
                 },
-                (Slot::One(a), Some(g)) => Slot::Sum(sum_new(&a, &g, scale)?),
-                (Slot::Sum(a), Some(g)) => {
-                    accumulate(&a, &g, scale)?;
-                    Slot::Sum(a)
+                (Slot::One(a), Some(g)) => {
+                    jobs.push(Job::New { a, g });
+                    at.push(i);
+                    Slot::Empty
+                }
+                (Slot::Sum(sum), Some(g)) => {
+                    jobs.push(Job::InPlace { sum, g });
+                    at.push(i);
+                    Slot::Empty
                 }
                 (Slot::Sum(a), None) => Slot::Sum(match scale {
                     Some(k) => a.affine(k, 0.0)?,
                     None => a,
                 }),
             };
+        }
+        for (i, sum) in at.into_iter().zip(sum_many(jobs, scale)?) {
+            self.slots[i] = Slot::Sum(sum);
         }
         Ok(())
     }
