@@ -239,21 +239,22 @@ job() {
       # Where one replay of `train run`'s step goes (scripts/cupti: CUPTI's kernel records,
       # captured graphs included): TRACE_MODEL (xl) bf16, 8 x 128 per GPU, clipping at 1.0,
       # each strategy of TRACE_STRATEGIES ("single" at world 1, "zero1 bucketed:25" at
-      # TRACE_WORLD, 2), 20 steps; per process its median replay and timeline go to
-      # trace.txt (trace.jsonl: the same as JSON lines).
+      # TRACE_WORLD, 2), 20 steps, TRACE_ACCUM (1) micro-batches; per process its median
+      # replay and timeline go to trace.txt (trace.jsonl: the same as JSON lines).
       [ -e "$HERE/cupti/libtrace.so" ] || { echo "trace: no cupti/ in the packed folder (cargo xtask gpu-pack builds it)"; return 2; }
       local p="$RES/trace" st w rc=0; mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
+      local a="${TRACE_ACCUM:-1}"
       for st in ${TRACE_STRATEGIES:-single zero1 bucketed:25}; do
         w="${TRACE_WORLD:-2}"; [ "$st" = single ] && w=1
         local launch=() one=(--world 1) d="$p/${st%%:*}"; rm -rf "$d" "$p/run"; mkdir -p "$d"
         [ "$w" -gt 1 ] && launch=("$BIN/comm-launch" --nproc-per-node "$w" --) && one=()
-        echo "--- trace: ${TRACE_MODEL:-xl} bf16, --strategy $st, world $w ($(date -u +%T))"
+        echo "--- trace: ${TRACE_MODEL:-xl} bf16, --strategy $st, world $w, accum $a ($(date -u +%T))"
         CUDA_INJECTION64_PATH="$HERE/cupti/libtrace.so" LD_LIBRARY_PATH="$HERE/cupti:${LD_LIBRARY_PATH:-}" CUPTI_TRACE_DIR="$d" \
-          "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$p/run" --model "${TRACE_MODEL:-xl}" --bf16 --global-batch $((8 * w)) \
+          "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$p/run" --model "${TRACE_MODEL:-xl}" --bf16 --global-batch $((8 * w * a)) --accum "$a" \
           --steps 100000 --stop-after 20 --eval-every 100000 --ckpt-every 100000 --strategy "$st" --backend nccl "${one[@]}" \
           --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
-        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w" --timeline > "$d.summary" || rc=1
+        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a" --timeline > "$d.summary" || rc=1
         grep '^{' "$d.summary" >> "$RES/trace.jsonl"; grep -v '^{' "$d.summary" | tee -a "$RES/trace.txt"
         rm -rf "$d" "$p/run"
       done
