@@ -6,18 +6,18 @@ mod common;
 use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch};
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 
 const STEPS: u64 = 5;
 
-/// DDP through the step every path runs (`step::TrainStep`, `Sync::Ddp`): `micro`
+/// DDP through the step every path runs (`step::TrainStep` with `ddp::Ddp`): `micro`
 /// micro-batches a step (no_sync, then the synchronising backward), AdamW after.
 fn train(kind: Kind, world: usize, opts: DdpOptions, micro: u64) -> Vec<Vec<Vec<f32>>> {
     on_ranks(world, move |rank, comm| {
         let m = build(kind, rank as u64 * 17);
         let ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
         let cfg = AdamWConfig::default();
-        let sync = Sync::Ddp(Box::new(ddp));
+        let sync = Box::new(ddp);
         let mut st = TrainStep::new(m.as_ref(), sync, cfg, StepOptions::default()).unwrap();
         for s in 0..STEPS {
             let local: Vec<Batch> = (0..micro)

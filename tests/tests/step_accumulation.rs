@@ -10,7 +10,7 @@ use candle_core::Tensor;
 use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, StagedModel};
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
 const STEPS: u64 = 50;
@@ -32,10 +32,11 @@ fn whole(s: u64) -> Batch {
     Batch::new(cat(|b| &b.input), cat(|b| &b.targets))
 }
 
-type MakeSync = fn(&dyn StagedModel, std::sync::Arc<dyn comm::Communicator>) -> Sync;
+type MakeStrategy =
+    fn(&dyn StagedModel, std::sync::Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy>;
 
 /// Every rank's weights after STEPS steps, each on `batches(s)` split over the ranks.
-fn run(world: usize, batches: fn(u64) -> Vec<Batch>, sync: MakeSync) -> Vec<Vec<Vec<f32>>> {
+fn run(world: usize, batches: fn(u64) -> Vec<Batch>, sync: MakeStrategy) -> Vec<Vec<Vec<f32>>> {
     on_ranks(world, move |rank, comm| {
         let m = build(Kind::Lm, 0);
         let opts = StepOptions {
@@ -57,26 +58,29 @@ fn run(world: usize, batches: fn(u64) -> Vec<Batch>, sync: MakeSync) -> Vec<Vec<
     })
 }
 
-fn local(_: &dyn StagedModel, _: std::sync::Arc<dyn comm::Communicator>) -> Sync {
-    Sync::Local
+fn local(
+    _: &dyn StagedModel,
+    _: std::sync::Arc<dyn comm::Communicator>,
+) -> Box<dyn step::Strategy> {
+    Box::new(step::Local)
 }
 
 #[test]
 fn k_micro_batches_step_as_one_batch_of_their_rows() {
     let want = run(1, |s| vec![whole(s)], local).remove(0);
     let scale = want.iter().flatten().fold(0f32, |a, x| a.max(x.abs()));
-    let ddp: MakeSync = |m, c| {
+    let ddp: MakeStrategy = |m, c| {
         let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
-        Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
+        Box::new(Ddp::new(c, m, o).unwrap())
     };
-    let zero1: MakeSync = |m, c| {
+    let zero1: MakeStrategy = |m, c| {
         let s = Strategy::Bucketed { bucket_mb: 0.01 };
         let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
         z.set_gather_ahead(true);
-        Sync::Zero1(Box::new(z))
+        Box::new(z)
     };
     for (what, world, sync) in [
-        ("single", 1, local as MakeSync),
+        ("single", 1, local as MakeStrategy),
         ("ddp bucketed, 2 ranks", 2, ddp),
         ("zero1, 2 ranks", 2, zero1),
     ] {

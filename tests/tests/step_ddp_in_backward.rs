@@ -1,5 +1,5 @@
 //! AdamW inside the backward with DDP (issue 33, item 4): without clipping, `TrainStep`
-//! over `Sync::Ddp` updates each bucket's parameters as soon as its all-reduce is collected
+//! over `ddp::Ddp` updates each bucket's parameters as soon as its all-reduce is collected
 //! (`Ddp::forward_backward_reduced`), and that equals AdamW after the backward bit for bit.
 //! The tiny LM, 20 steps with a changing learning rate, on 1, 2 and 4 CPU ranks, eager
 //! strategies (overlap, small buckets: launched during the backward, collected REDUCE_LAG
@@ -10,7 +10,7 @@ mod common;
 use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch};
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 
 const STEPS: u64 = 20;
 
@@ -28,13 +28,7 @@ fn run(
             adamw,
             ..StepOptions::default()
         };
-        let mut st = TrainStep::new(
-            m.as_ref(),
-            Sync::Ddp(Box::new(d)),
-            AdamWConfig::default(),
-            opts,
-        )
-        .unwrap();
+        let mut st = TrainStep::new(m.as_ref(), Box::new(d), AdamWConfig::default(), opts).unwrap();
         for s in 0..STEPS {
             let bs: Vec<Batch> = (0..accum)
                 .map(|k| shard_batch(&global_batch(Kind::Lm, s * accum + k), rank, world).unwrap())
@@ -85,11 +79,11 @@ fn the_probe_fires_only_where_adamw_runs_after_the_backward() {
     ] {
         let calls = on_ranks(1, move |_, comm| {
             let m = build(Kind::Lm, 0);
-            let sync = match local {
-                true => Sync::Local,
+            let sync: Box<dyn step::Strategy> = match local {
+                true => Box::new(step::Local),
                 false => {
                     let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
-                    Sync::Ddp(Box::new(Ddp::new(comm, m.as_ref(), o).unwrap()))
+                    Box::new(Ddp::new(comm, m.as_ref(), o).unwrap())
                 }
             };
             let opts = StepOptions {

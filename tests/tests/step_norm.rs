@@ -14,13 +14,13 @@ use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, StagedModel};
 use std::sync::Arc;
-use step::{NormPlace, StepOptions, Sync, TrainStep};
+use step::{NormPlace, StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
 const STEPS: u64 = 20;
 const CLIP: f64 = 0.05;
 
-type MakeSync = fn(&dyn StagedModel, Arc<dyn comm::Communicator>) -> Sync;
+type MakeStrategy = fn(&dyn StagedModel, Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy>;
 
 struct Run {
     weights: Vec<Vec<f32>>,
@@ -28,7 +28,7 @@ struct Run {
     taken: Option<NormPlace>,
 }
 
-fn run(world: usize, accum: u64, norm: NormPlace, sync: MakeSync) -> Run {
+fn run(world: usize, accum: u64, norm: NormPlace, sync: MakeStrategy) -> Run {
     on_ranks(world, move |rank, comm| {
         let m = build(Kind::Lm, 0);
         let s = sync(m.as_ref(), comm);
@@ -60,36 +60,36 @@ fn run(world: usize, accum: u64, norm: NormPlace, sync: MakeSync) -> Run {
     .swap_remove(0)
 }
 
-fn local(_: &dyn StagedModel, _: Arc<dyn comm::Communicator>) -> Sync {
-    Sync::Local
+fn local(_: &dyn StagedModel, _: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
+    Box::new(step::Local)
 }
-fn bucketed(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn bucketed(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
-    Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
+    Box::new(Ddp::new(c, m, o).unwrap())
 }
-fn bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let mut o = DdpOptions::new(Strategy::Overlap);
     o.grad_dtype = Some(DType::BF16);
-    Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
+    Box::new(Ddp::new(c, m, o).unwrap())
 }
-fn zero1_bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn zero1_bf16_wire(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
     o.grad_dtype = Some(DType::BF16);
     let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
-    Sync::Zero1(Box::new(z))
+    Box::new(z)
 }
-fn zero1(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn zero1(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let s = Strategy::Bucketed { bucket_mb: 0.01 };
     let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
-    Sync::Zero1(Box::new(z))
+    Box::new(z)
 }
 
 #[test]
 fn the_norm_in_the_backward_equals_the_norm_after_it() {
     for (what, sync, tol) in [
-        ("single", local as MakeSync, 0.0),
+        ("single", local as MakeStrategy, 0.0),
         ("ddp bucketed, 1 rank", bucketed, 0.0),
         ("zero1, 1 rank", zero1, 0.0),
     ] {
@@ -117,7 +117,7 @@ fn the_norm_in_the_backward_equals_the_norm_after_it() {
 #[test]
 fn the_norm_is_taken_after_the_backward_where_gradients_are_not_final_there() {
     for (what, world, accum, sync) in [
-        ("ddp, 2 ranks", 2, 1, bucketed as MakeSync),
+        ("ddp, 2 ranks", 2, 1, bucketed as MakeStrategy),
         ("zero1, 2 ranks", 2, 1, zero1),
         ("single, 2 micro-batches", 1, 2, local),
         ("ddp, 2 micro-batches", 1, 2, bucketed),
@@ -134,7 +134,7 @@ fn the_norm_is_taken_after_the_backward_where_gradients_are_not_final_there() {
 fn on_one_rank_a_bf16_wire_changes_nothing() {
     let single = run(1, 1, NormPlace::After, local);
     for (what, sync, tol) in [
-        ("ddp", bf16_wire as MakeSync, 0.0),
+        ("ddp", bf16_wire as MakeStrategy, 0.0),
         ("zero1", zero1_bf16_wire, 0.0),
     ] {
         let r = run(1, 1, NormPlace::After, sync);

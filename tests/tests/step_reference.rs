@@ -12,8 +12,12 @@ use candle_core::DType;
 use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamW, AdamWConfig, Batch, Grads, StagedModel};
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
+
+/// Builds a rank's strategy.
+type MakeStrategy =
+    fn(&dyn StagedModel, std::sync::Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy>;
 
 const STEPS: u64 = 200;
 /// Below the tiny LM's gradient norm for most of the run: clipping is active.
@@ -97,11 +101,7 @@ fn opts() -> StepOptions {
 }
 
 /// Every rank's weights and the norms rank 0 read, under `sync` built per rank.
-fn with_step(
-    world: usize,
-    accum: u64,
-    sync: fn(&dyn StagedModel, std::sync::Arc<dyn comm::Communicator>) -> Sync,
-) -> Vec<(Vec<Vec<f32>>, Vec<f64>)> {
+fn with_step(world: usize, accum: u64, sync: MakeStrategy) -> Vec<(Vec<Vec<f32>>, Vec<f64>)> {
     on_ranks(world, move |rank, comm| {
         let m = build(Kind::Lm, 0);
         let s = sync(m.as_ref(), comm);
@@ -154,19 +154,23 @@ fn assert_close(
 #[test]
 fn one_rank_equals_the_reference_step() {
     let want = reference(1);
-    let got = with_step(1, 1, |_, _| Sync::Local);
+    let got = with_step(1, 1, |_, _| {
+        Box::new(step::Local) as Box<dyn step::Strategy>
+    });
     assert_close("single", &got, &want);
     let want = reference(2);
-    let got = with_step(1, 2, |_, _| Sync::Local);
+    let got = with_step(1, 2, |_, _| {
+        Box::new(step::Local) as Box<dyn step::Strategy>
+    });
     assert_close("single, 2 micro-batches", &got, &want);
 }
 
 #[test]
 fn ddp_on_2_and_4_ranks_equals_the_reference_step() {
     let want = reference(1);
-    let bucketed = |m: &dyn StagedModel, c| {
+    let bucketed = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
-        Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
+        Box::new(Ddp::new(c, m, o).unwrap())
     };
     assert_close("ddp bucketed, 2 ranks", &with_step(2, 1, bucketed), &want);
     assert_close("ddp bucketed, 4 ranks", &with_step(4, 1, bucketed), &want);
@@ -175,14 +179,16 @@ fn ddp_on_2_and_4_ranks_equals_the_reference_step() {
 #[test]
 fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
     let want = reference(2);
-    let sharded = |m: &dyn StagedModel, c: std::sync::Arc<dyn comm::Communicator>| {
+    let sharded = |m: &dyn StagedModel,
+                   c: std::sync::Arc<dyn comm::Communicator>|
+     -> Box<dyn step::Strategy> {
         let d = Ddp::new(c.clone(), m, DdpOptions::new(Strategy::Flat)).unwrap();
         let g = ParamGroup {
             params: m.params().vars().to_vec(),
             cfg: AdamWConfig::default(),
         };
         let o = ShardedOptimizer::new(c, vec![g]).unwrap();
-        Sync::Sharded(Box::new(d), Box::new(o))
+        Box::new(step::Sharded::new(d, o))
     };
     assert_close(
         "sharded, 2 ranks, 2 micro-batches",
@@ -194,11 +200,13 @@ fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
 #[test]
 fn zero1_on_2_ranks_equals_the_reference_step() {
     let want = reference(2);
-    let zero1 = |m: &dyn StagedModel, c: std::sync::Arc<dyn comm::Communicator>| {
+    let zero1 = |m: &dyn StagedModel,
+                 c: std::sync::Arc<dyn comm::Communicator>|
+     -> Box<dyn step::Strategy> {
         let s = Strategy::Bucketed { bucket_mb: 0.01 };
         let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
         z.set_gather_ahead(true);
-        Sync::Zero1(Box::new(z))
+        Box::new(z)
     };
     assert_close(
         "zero1, 2 ranks, 2 micro-batches",

@@ -10,10 +10,10 @@ use common::*;
 use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, StagedModel};
 use std::sync::Arc;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
-type MakeSync = fn(&dyn StagedModel, Arc<dyn comm::Communicator>) -> Sync;
+type MakeStrategy = fn(&dyn StagedModel, Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy>;
 
 /// The global batch of step `s`, its inputs infinite at step 2.
 fn batch(s: u64) -> Batch {
@@ -26,7 +26,7 @@ fn batch(s: u64) -> Batch {
 
 /// Per rank: the weights after steps 0-1, after the poisoned step 2, after step 3; the
 /// norm read for step 2.
-fn run(world: usize, clip: f64, skip: bool, sync: MakeSync) -> Vec<[Vec<Vec<f32>>; 4]> {
+fn run(world: usize, clip: f64, skip: bool, sync: MakeStrategy) -> Vec<[Vec<Vec<f32>>; 4]> {
     on_ranks(world, move |rank, comm| {
         let m = build(Kind::Toy, 0);
         let s = sync(m.as_ref(), comm);
@@ -62,23 +62,23 @@ fn run(world: usize, clip: f64, skip: bool, sync: MakeSync) -> Vec<[Vec<Vec<f32>
     })
 }
 
-fn local(_: &dyn StagedModel, _: Arc<dyn comm::Communicator>) -> Sync {
-    Sync::Local
+fn local(_: &dyn StagedModel, _: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
+    Box::new(step::Local)
 }
-fn ddp2(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn ddp2(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.0002 });
-    Sync::Ddp(Box::new(Ddp::new(c, m, o).unwrap()))
+    Box::new(Ddp::new(c, m, o).unwrap())
 }
-fn zero1(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Sync {
+fn zero1(m: &dyn StagedModel, c: Arc<dyn comm::Communicator>) -> Box<dyn step::Strategy> {
     let s = Strategy::Bucketed { bucket_mb: 0.0002 };
     let z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
-    Sync::Zero1(Box::new(z))
+    Box::new(z)
 }
 
 #[test]
 fn a_non_finite_step_is_skipped_and_training_goes_on() {
     for (what, world, sync) in [
-        ("single", 1, local as MakeSync),
+        ("single", 1, local as MakeStrategy),
         ("ddp, 2 ranks", 2, ddp2),
         ("zero1, 2 ranks", 2, zero1),
     ] {

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use ddp::{shard_batch, Strategy};
 use model::AdamWConfig;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
 const STEPS: u64 = 5;
@@ -31,16 +31,14 @@ fn train(
         z.set_coalesce(coalesce);
         // Through the step every path runs (step::TrainStep); flush() collects the
         // all-gathers left in flight.
-        let sync = Sync::Zero1(Box::new(z));
+        let sync = Box::new(z);
         let mut st = TrainStep::new(m.as_ref(), sync, cfg, StepOptions::default()).unwrap();
         for s in 0..STEPS {
             let b = shard_batch(&global_batch(kind, s), rank, world).unwrap();
             st.step(m.as_ref(), &[b], cfg.lr).unwrap();
         }
         st.flush().unwrap();
-        let Sync::Zero1(z) = st.sync() else {
-            unreachable!("built as Zero1")
-        };
+        let z: &Zero1Overlap = st.strategy_as().expect("built as Zero1Overlap");
         // Per bucket: its slice of the flat part (padded), and 1/W of each parameter
         // sharded in place.
         let d = z.ddp();

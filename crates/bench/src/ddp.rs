@@ -6,7 +6,7 @@
 //!   - `compute_ms`: the DDP step's compute without communication. DDP runs AdamW where
 //!     one GPU does (inside the backward without clipping: each bucket's update once its
 //!     all-reduce is collected; after the norm with clipping), so this is `single_ms`;
-//!   - `step_ms`: the DDP step (`Sync::Ddp`: forward, staged backward with the strategy's
+//!   - `step_ms`: the DDP step (`ddp::Ddp` as the strategy: forward, staged backward with the strategy's
 //!     collectives, AdamW; one CUDA graph with its collectives on NCCL);
 //!   - `comm_ms`: the strategy's collectives alone on the same gradients;
 //!   - `exposed_ms` = step − compute: communication not hidden by compute.
@@ -23,7 +23,7 @@ use comm::{Communicator, NcclComm, ReduceOp};
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 use std::path::PathBuf;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 
 pub use crate::ddp_record::{header, row, DdpRecord};
 use std::sync::Arc;
@@ -155,7 +155,7 @@ fn traced_step(
         graph: false,
         ..opts.1
     };
-    let mut st = TrainStep::new(lm, Sync::Ddp(Box::new(d)), adamw_cfg(), so)?;
+    let mut st = TrainStep::new(lm, Box::new(d), adamw_cfg(), so)?;
     st.step(lm, std::slice::from_ref(batch), LR)?; // the kernels load outside the trace
     st.flush()?;
     nccl.start_timeline()?;
@@ -237,14 +237,12 @@ pub fn run_rank(
                     ..DdpOptions::new(strategy)
                 };
                 let d = Ddp::new(comm.clone(), &lm, dopts)?;
-                let mut st = TrainStep::new(&lm, Sync::Ddp(Box::new(d)), adamw_cfg(), so)?;
+                let mut st = TrainStep::new(&lm, Box::new(d), adamw_cfg(), so)?;
                 let steps = time_steps(&mut st, &lm, micro, LR, (cfg.warmup, cfg.steps), dev)?;
                 let graph = st.graph_status().err();
                 let adamw = st.adamw_place().name().to_string();
                 let peak = memory::gib(steps.peak_bytes);
-                let Sync::Ddp(d) = st.sync_mut() else {
-                    unreachable!("built with Sync::Ddp")
-                };
+                let d: &mut Ddp = st.strategy_as_mut().expect("built with Ddp");
                 let stats = d.last_stats();
                 let mut label = match strategy {
                     Strategy::Bucketed { bucket_mb } => format!("bucketed:{bucket_mb}"),

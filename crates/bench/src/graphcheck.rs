@@ -13,7 +13,7 @@ use comm::Communicator;
 use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, LmConfig, StagedModel, TransformerLm};
 use std::sync::Arc;
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
 const STEPS: u32 = 10;
@@ -49,22 +49,22 @@ fn sync(
     lm: &TransformerLm,
     dtype: DType,
     comm: &Arc<dyn Communicator>,
-) -> Result<Sync> {
+) -> Result<Box<dyn step::Strategy>> {
     let bucketed = Strategy::Bucketed { bucket_mb: 0.05 };
     Ok(match over {
-        Over::Local => Sync::Local,
+        Over::Local => Box::new(step::Local),
         Over::Ddp => {
             let o = DdpOptions {
                 grad_dtype: Some(dtype),
                 ..DdpOptions::new(bucketed)
             };
-            Sync::Ddp(Box::new(Ddp::new(comm.clone(), lm, o)?))
+            Box::new(Ddp::new(comm.clone(), lm, o)?)
         }
         Over::Zero1 => {
             let cfg = AdamWConfig::default();
             let mut z = Zero1Overlap::new(comm.clone(), lm, bucketed, cfg)?;
             z.set_gather_ahead(true);
-            Sync::Zero1(Box::new(z))
+            Box::new(z)
         }
     })
 }
@@ -190,7 +190,7 @@ pub fn eval_graph_vs_eager(gpu: &Device, dtype: DType) -> Result<f64> {
             graph,
             ..StepOptions::default()
         };
-        let mut st = TrainStep::new(&lm, Sync::Local, AdamWConfig::default(), opts)?;
+        let mut st = TrainStep::new(&lm, Box::new(step::Local), AdamWConfig::default(), opts)?;
         means.push(st.eval_loss(&lm, &batches)?);
         match (graph, st.eval_graph_status()) {
             (true, Some(Ok(()))) | (false, Some(Err(_))) => {}

@@ -9,7 +9,7 @@ use crate::timer::mean_std;
 use anyhow::Result;
 use candle_core::Device;
 use model::AdamWConfig;
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 
 /// The step's options from `bench single`'s flags.
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -74,7 +74,7 @@ pub fn run(
         lr: 1e-4,
         ..AdamWConfig::default()
     };
-    let mut st = TrainStep::new(&lm, Sync::Local, adamw, opts)?;
+    let mut st = TrainStep::new(&lm, Box::new(step::Local), adamw, opts)?;
     let run = time_steps(&mut st, &lm, &b, adamw.lr, (warmup, steps), device)?;
     let (total, losses, gpu) = (run.ms, run.losses, run.telemetry);
     let peak_step = run.peak_bytes;

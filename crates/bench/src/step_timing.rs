@@ -9,7 +9,7 @@ use crate::timer::Marks;
 use anyhow::Result;
 use candle_core::Device;
 use seam::{Batch, StagedModel};
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 
 /// What timing a step gave.
 pub struct StepRun {
@@ -71,7 +71,7 @@ pub fn time_steps(
     })
 }
 
-/// This GPU alone on `model`: `bench single`'s step (`Sync::Local` with `opts`, AdamW of
+/// This GPU alone on `model`: `bench single`'s step (`step::Local` with `opts`, AdamW of
 /// `cfg`), timed by [`time_steps`]; the DDP and ZeRO benchmarks' own 1-GPU column.
 pub fn time_local(
     model: &dyn StagedModel,
@@ -80,6 +80,6 @@ pub fn time_local(
     counts: (usize, usize),
     device: &Device,
 ) -> Result<StepRun> {
-    let mut st = TrainStep::new(model, Sync::Local, cfg, opts)?;
+    let mut st = TrainStep::new(model, Box::new(step::Local), cfg, opts)?;
     time_steps(&mut st, model, micro, lr, counts, device)
 }

@@ -27,7 +27,7 @@ use ddp::{Ddp, DdpOptions, Strategy};
 use model::{AdamWConfig, Batch, StagedModel, TransformerLm};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ pub struct ZeroRecord {
     /// Kernel launches in one replay of that graph.
     #[serde(default)]
     pub graph_kernels: Option<usize>,
-    /// This GPU alone on the same model: `bench single`'s step (`Sync::Local`, one CUDA
+    /// This GPU alone on the same model: `bench single`'s step (`step::Local`, one CUDA
     /// graph, AdamW where it runs fastest), timed in the same run; the slowest rank's mean.
     #[serde(default)]
     pub single_ms: Option<f64>,
@@ -97,7 +97,7 @@ fn sync_for(
     comm: &Arc<dyn Communicator>,
     lm: &TransformerLm,
     cfg: &ZeroBenchConfig,
-) -> Result<Sync> {
+) -> Result<Box<dyn step::Strategy>> {
     let opts = |s| DdpOptions {
         grad_dtype: (prec == Precision::Bf16).then_some(DType::BF16),
         gemm_sm_carveout: cfg.sm_carveout,
@@ -108,16 +108,16 @@ fn sync_for(
         bucket_mb: cfg.bucket_mb,
     };
     Ok(match mode {
-        "ddp" => Sync::Ddp(Box::new(Ddp::new(comm.clone(), lm, opts(bucketed))?)),
+        "ddp" => Box::new(Ddp::new(comm.clone(), lm, opts(bucketed))?),
         "sharded" => {
             let g = ParamGroup {
                 params: lm.params().vars().to_vec(),
                 cfg: adamw_cfg(),
             };
-            Sync::Sharded(
-                Box::new(Ddp::new(comm.clone(), lm, opts(bucketed))?),
-                Box::new(ShardedOptimizer::new(comm.clone(), vec![g])?),
-            )
+            Box::new(step::Sharded::new(
+                Ddp::new(comm.clone(), lm, opts(bucketed))?,
+                ShardedOptimizer::new(comm.clone(), vec![g])?,
+            ))
         }
         "zero1" | "zero1-overlap" | "zero1-ahead" => {
             let s = if mode == "zero1" {
@@ -127,19 +127,10 @@ fn sync_for(
             };
             let mut z = Zero1Overlap::new(comm.clone(), lm, opts(s), adamw_cfg())?;
             z.set_gather_ahead(mode == "zero1-ahead");
-            Sync::Zero1(Box::new(z))
+            Box::new(z)
         }
         m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead)"),
     })
-}
-
-/// Elements of AdamW state this rank keeps under `sync` (of `n` parameters).
-fn state_elements(sync: &Sync, n: usize) -> usize {
-    match sync {
-        Sync::Sharded(_, s) => s.owned_elements(),
-        Sync::Zero1(z) => z.state_elements(),
-        Sync::Local | Sync::Ddp(_) => n,
-    }
 }
 
 pub struct ZeroBenchConfig {
@@ -224,7 +215,7 @@ pub fn run_rank(
             eager,
         )?;
         let after_init = current(dev);
-        let state_elems = state_elements(st.sync(), n);
+        let state_elems = st.strategy().state_elements(n);
         st.step(&lm, &micro, lr)?;
         st.flush()?;
         let before = std::rc::Rc::new(std::cell::Cell::new(None));
@@ -236,7 +227,7 @@ pub fn run_rank(
         let after = current(dev);
         let peak = memory::gib(memory::peak(dev));
         st.set_probe(None);
-        let comm_ms = comm_only(c, dev, st.sync_mut(), &lm, &b, n)?;
+        let comm_ms = comm_only(c, dev, &mut st, &lm, &b, n)?;
         drop(st);
         // Time: the same step, captured where it can be.
         let timed = StepOptions {
@@ -303,51 +294,54 @@ pub fn run_rank(
 fn comm_only(
     c: &dyn Communicator,
     dev: &Device,
-    sync: &mut Sync,
+    st: &mut TrainStep,
     lm: &TransformerLm,
     b: &Batch,
     n: usize,
 ) -> Result<f64> {
     let w = c.world_size();
-    let sharded = matches!(sync, Sync::Sharded(..));
+    let sharded = st.strategy_as::<step::Sharded>().is_some();
+    let zero1 = st.strategy_as::<Zero1Overlap>().is_some();
+    let ddp: Option<&mut Ddp> = match sharded {
+        true => st.strategy_as_mut::<step::Sharded>().map(|s| s.ddp_mut()),
+        false => st.strategy_as_mut::<Ddp>(),
+    };
     let mut ts = Vec::new();
-    match sync {
-        Sync::Ddp(d) | Sync::Sharded(d, _) => {
-            // Not a whole step: the collectives alone, on gradients made once.
-            let (_, g) = model::forward_backward(lm, b, |_, _| Ok(()))?;
-            for i in 0..6 {
-                let t = Timer::start(dev)?;
-                d.synchronize_grads(&g)?;
-                if sharded {
-                    // Parameter exchange: every element broadcast once from its owner.
-                    let p = Tensor::zeros(n.div_ceil(w), DType::F32, dev)?;
-                    for r in 0..w {
-                        c.broadcast(&p, r)?;
-                    }
-                }
-                let s = t.stop()?;
-                if i > 0 {
-                    ts.push(s * 1e3);
+    if let Some(d) = ddp {
+        // Not a whole step: the collectives alone, on gradients made once.
+        let (_, g) = model::forward_backward(lm, b, |_, _| Ok(()))?;
+        for i in 0..6 {
+            let t = Timer::start(dev)?;
+            d.synchronize_grads(&g)?;
+            if sharded {
+                // Parameter exchange: every element broadcast once from its owner.
+                let p = Tensor::zeros(n.div_ceil(w), DType::F32, dev)?;
+                for r in 0..w {
+                    c.broadcast(&p, r)?;
                 }
             }
-        }
-        Sync::Zero1(_) => {
-            // The same volume as the modes' collectives, as one reduce-scatter and one
-            // all-gather of all parameters.
-            let padded = n.div_ceil(w) * w;
-            let flat = Tensor::zeros(padded, DType::F32, dev)?;
-            let shard = Tensor::zeros(padded / w, DType::F32, dev)?;
-            for i in 0..6 {
-                let t = Timer::start(dev)?;
-                c.reduce_scatter(&flat, &shard, ReduceOp::Avg)?;
-                c.all_gather(&shard, &flat)?;
-                let s = t.stop()?;
-                if i > 0 {
-                    ts.push(s * 1e3);
-                }
+            let s = t.stop()?;
+            if i > 0 {
+                ts.push(s * 1e3);
             }
         }
-        Sync::Local => bail!("one rank's local step has no collectives to time"),
+    } else if zero1 {
+        // The same volume as the modes' collectives, as one reduce-scatter and one
+        // all-gather of all parameters.
+        let padded = n.div_ceil(w) * w;
+        let flat = Tensor::zeros(padded, DType::F32, dev)?;
+        let shard = Tensor::zeros(padded / w, DType::F32, dev)?;
+        for i in 0..6 {
+            let t = Timer::start(dev)?;
+            c.reduce_scatter(&flat, &shard, ReduceOp::Avg)?;
+            c.all_gather(&shard, &flat)?;
+            let s = t.stop()?;
+            if i > 0 {
+                ts.push(s * 1e3);
+            }
+        }
+    } else {
+        bail!("one rank's local step has no collectives to time");
     }
     Ok(crate::timer::mean_std(&ts).0)
 }

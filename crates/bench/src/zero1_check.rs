@@ -1,5 +1,5 @@
 //! `bench zero1-check`: ZeRO-1 checkpoints on the real backend. On every rank, the tiny LM
-//! is trained through the step users run (`step::TrainStep` with `Sync::Zero1`:
+//! is trained through the step users run (`step::TrainStep` with `zero1::Zero1Overlap`:
 //! `Zero1Overlap`, gather-ahead on, small buckets) for `steps` steps on a
 //! global batch sharded over the ranks, saving a sharded checkpoint after `save_at` steps;
 //! a fresh model (other seed) and optimizer with another bucket layout then resume from
@@ -20,7 +20,7 @@ use ddp::{check, shard_batch, Strategy};
 use model::{AdamWConfig, StagedModel};
 use std::path::Path;
 use std::sync::Arc;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 use zero1::Zero1Overlap;
 
 fn tiny(seed: u64, dev: &Device) -> Result<Box<dyn StagedModel>> {
@@ -131,7 +131,7 @@ pub struct CheckConfig {
 }
 
 /// Runs steps `from..to` on this rank's shard through the step users run
-/// (`step::TrainStep` with `Sync::Zero1`); the parameters are complete afterwards.
+/// (`step::TrainStep` with `zero1::Zero1Overlap`); the parameters are complete afterwards.
 fn train(
     st: &mut TrainStep,
     m: &dyn StagedModel,
@@ -156,14 +156,11 @@ fn train(
 fn zero1_step(m: &dyn StagedModel, mut z: Zero1Overlap) -> Result<TrainStep> {
     z.set_gather_ahead(true);
     let cfg = AdamWConfig::default();
-    TrainStep::new(m, Sync::Zero1(Box::new(z)), cfg, StepOptions::default())
+    TrainStep::new(m, Box::new(z), cfg, StepOptions::default())
 }
 
 fn zero1(st: &mut TrainStep) -> &mut Zero1Overlap {
-    match st.sync_mut() {
-        Sync::Zero1(z) => z,
-        _ => unreachable!("built with Sync::Zero1"),
-    }
+    st.strategy_as_mut().expect("built with Zero1Overlap")
 }
 
 pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) -> Result<()> {
@@ -228,7 +225,12 @@ pub fn run_rank(comm: Arc<dyn Communicator>, dev: &Device, cfg: &CheckConfig) ->
     let (mut single_abs, mut single_ratio) = (0f32, 0f32);
     if rank == 0 {
         let s = tiny(0, dev)?;
-        let mut o = TrainStep::new(s.as_ref(), Sync::Local, opt, StepOptions::default())?;
+        let mut o = TrainStep::new(
+            s.as_ref(),
+            Box::new(step::Local),
+            opt,
+            StepOptions::default(),
+        )?;
         for step in 0..cfg.steps {
             o.step(
                 s.as_ref(),

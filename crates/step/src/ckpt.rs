@@ -3,25 +3,21 @@
 //! sharded format in `group-0/` for ZeRO-1 and the sharded optimizer, either of which
 //! resumes the other's). Collective: every rank calls them.
 
-use crate::core::Sync;
+use crate::strategy::Ckpt;
 use crate::TrainStep;
 use anyhow::Result;
 use comm::Communicator;
 use seam::StagedModel;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 /// Where the sharded formats keep their manifest inside a step directory.
-const GROUP: &str = "group-0";
+pub(crate) const GROUP: &str = "group-0";
 
 impl TrainStep {
     /// The directory holding the checkpoint's manifest inside step directory `dir`.
     pub fn manifest_dir(&self, dir: &Path) -> PathBuf {
-        match self.core.sync {
-            Sync::Sharded(..) | Sync::Zero1(_) => dir.join(GROUP),
-            Sync::Local | Sync::Ddp(_) => dir.to_path_buf(),
-        }
+        self.core.strategy.manifest_dir(dir)
     }
 
     /// Saves `model`'s parameters and the optimizer state of the steps taken into `dir`.
@@ -32,18 +28,17 @@ impl TrainStep {
         dir: &Path,
         comm: &Arc<dyn Communicator>,
     ) -> Result<()> {
-        let (sync, opt) = self.core.sync_and_adamw_mut();
-        match sync {
-            Sync::Local => ddp::checkpoint::save(comm.as_ref(), dir, model, opt)?,
-            Sync::Ddp(d) => ddp::checkpoint::save(d.comm(), dir, model, opt)?,
-            Sync::Sharded(_, o) => o.save(dir)?,
-            Sync::Zero1(z) => z.save(&dir.join(GROUP))?,
-        }
-        Ok(())
+        let (strategy, opt) = self.core.strategy_and_adamw_mut();
+        strategy.save(Ckpt {
+            model,
+            dir,
+            comm,
+            opt,
+        })
     }
 
     /// Loads the checkpoint in step directory `dir` into `model` and the optimizer; returns
-    /// its step count. Either format resumes any synchronisation (another strategy, another
+    /// its step count. Either format resumes any strategy (another strategy, another
     /// world size), except the sharded optimizer, which reads sharded checkpoints only. A
     /// graph captured before is dropped (it would replay the old optimizer's buffers): the
     /// next step runs eager and captures again.
@@ -55,47 +50,26 @@ impl TrainStep {
     ) -> Result<u64> {
         self.flush()?;
         self.recapture();
-        let group = dir.join(GROUP);
-        let sharded = group.is_dir();
         // The masters are rewritten: no bf16 copy written before (fresh, or held by a
         // ZeRO-1 step that gathered copies) stands for them any more.
         model.params().bf16_shadows().invalidate();
-        let (sync, opt) = self.core.sync_and_adamw_mut();
-        Ok(match (sync, sharded) {
-            (Sync::Local, false) => ddp::checkpoint::resume(comm.as_ref(), dir, model, opt)?,
-            (Sync::Ddp(d), false) => ddp::checkpoint::resume(d.comm(), dir, model, opt)?,
-            (Sync::Local, true) => replicated_from_sharded(comm.as_ref(), &group, model, opt)?,
-            (Sync::Ddp(d), true) => replicated_from_sharded(d.comm(), &group, model, opt)?,
-            (Sync::Sharded(_, o), true) => {
-                let g = ParamGroup {
-                    params: model.params().vars().to_vec(),
-                    cfg: opt.cfg,
-                };
-                **o = ShardedOptimizer::resume(comm.clone(), vec![g], dir)?;
-                checkpoint::Checkpoint::open(&group)?.step()
-            }
-            (Sync::Sharded(..), false) => anyhow::bail!(
-                "checkpoint {}: the sharded optimizer resumes sharded checkpoints only (of zero1 or sharded); this one is replicated (single or a ddp strategy): resume it with --strategy zero1",
-                dir.display()
-            ),
-            (Sync::Zero1(z), _) => {
-                let (s, cfg, ahead) = (z.ddp().options(), z.optimizer().cfg, z.gather_ahead());
-                let mut r = if sharded {
-                    Zero1Overlap::resume(comm.clone(), model, s, cfg, &group)?
-                } else {
-                    let f = ddp::checkpoint::read_flat(comm.as_ref(), dir, model)?;
-                    let state = zero1::checkpoint::Consolidated {
-                        step: f.step,
-                        exp_avg: f.exp_avg,
-                        exp_avg_sq: f.exp_avg_sq,
-                    };
-                    Zero1Overlap::resume_from(comm.clone(), model, s, cfg, &f.params, &state)?
-                };
-                r.set_gather_ahead(ahead);
-                **z = r;
-                z.optimizer().steps_taken()
-            }
+        let (strategy, opt) = self.core.strategy_and_adamw_mut();
+        strategy.resume(Ckpt {
+            model,
+            dir,
+            comm,
+            opt,
         })
+    }
+}
+
+/// A replicated optimizer's resume (one rank, DDP; `comm` its ranks'): its own format's
+/// file, or a sharded checkpoint read whole.
+pub(crate) fn resume_replicated(comm: &dyn Communicator, c: Ckpt<'_>) -> Result<u64> {
+    let group = c.dir.join(GROUP);
+    match group.is_dir() {
+        true => replicated_from_sharded(comm, &group, c.model, c.opt),
+        false => Ok(ddp::checkpoint::resume(comm, c.dir, c.model, c.opt)?),
     }
 }
 

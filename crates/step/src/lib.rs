@@ -1,8 +1,8 @@
 //! One training step, written once, for every path (`train`, the benchmarks, the tests):
-//! torchtitan's `train_step`, with data parallelism plugged in as a [`Sync`].
+//! torchtitan's `train_step`, with data parallelism plugged in as a [`Strategy`].
 //!
 //! ```ignore
-//! let mut step = step::TrainStep::new(&model, step::Sync::Local, adamw_cfg, opts)?;
+//! let mut step = step::TrainStep::new(&model, Box::new(step::Local), adamw_cfg, opts)?;
 //! for s in 0..steps {
 //!     let micro: Vec<Batch> = data.batches(s);        // host (CPU) tensors are best
 //!     if let Some(prev) = step.step(&model, &micro, schedule.lr(s))? {
@@ -15,8 +15,8 @@
 //! What it owns, each in one place:
 //! - micro-batch accumulation (gradients summed in f32 and averaged; the loss summed on
 //!   the device);
-//! - gradient synchronisation ([`Sync`]: none, any `ddp` strategy, or DDP plus the sharded
-//!   optimizer of `zero1`);
+//! - nothing of the gradient synchronisation: that is the [`Strategy`] plugged in (one
+//!   rank, any `ddp` strategy, DDP plus the sharded optimizer, ZeRO-1, or one of its own);
 //! - clipping by the global norm, as `torch.nn.utils.clip_grad_norm_`: on CUDA one
 //!   multi-tensor kernel writes `[norm, coef]` on the device and the fused AdamW reads
 //!   `coef` there (`seam::clip`);
@@ -35,12 +35,13 @@ mod eval;
 pub mod place;
 pub mod slots;
 mod stop;
+pub mod strategy;
 
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
-pub use core::Sync;
 pub use place::{AdamwPlace, NormPlace};
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
+pub use strategy::{Local, Sharded, Strategy};
 
 /// How a step is run (not what it computes, except `clip`).
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +54,7 @@ pub struct StepOptions {
     /// Skip a step whose gradient norm is not finite (AdamW writes nothing: Megatron's
     /// skipped iteration, PyTorch GradScaler's skipped step), for a caller that carries on
     /// past it; the norm is then taken even without clipping. AdamW's step count still
-    /// advances (its bias corrections count the skipped step). Not with `Sync::Sharded`.
+    /// advances (its bias corrections count the skipped step). Not with [`Sharded`].
     pub skip_nonfinite: bool,
     /// Capture the step as a CUDA graph after one eager step (CUDA only).
     pub graph: bool,
@@ -136,11 +137,11 @@ pub struct TrainStep {
 }
 
 impl TrainStep {
-    /// A step for `model` (its parameters on `device`), synchronised by `sync`, with AdamW
+    /// A step for `model` (its parameters on `device`), synchronised by `strategy`, with AdamW
     /// of `cfg` (the learning rate is set by each [`Self::step`]).
     pub fn new(
         model: &dyn StagedModel,
-        sync: Sync,
+        strategy: Box<dyn Strategy>,
         cfg: AdamWConfig,
         opts: StepOptions,
     ) -> Result<Self> {
@@ -149,7 +150,7 @@ impl TrainStep {
             bail!("the model has no parameters");
         }
         let device = p.var(0).device().clone();
-        let core = core::Core::new(sync, AdamW::new(cfg)?, opts, &device)?;
+        let core = core::Core::new(strategy, AdamW::new(cfg)?, opts, &device)?;
         // Why no graph at all (the step's, validation's): not asked for, or no CUDA.
         let no_graph = match (opts.graph, device.is_cuda()) {
             (false, _) => Some("not asked for (graph off)".to_string()),
@@ -310,12 +311,17 @@ impl TrainStep {
         self.core.adamw()
     }
 
-    /// The synchronisation (a benchmark reads the Ddp's counters through it).
-    pub fn sync(&self) -> &Sync {
-        &self.core.sync
+    /// The strategy.
+    pub fn strategy(&self) -> &dyn Strategy {
+        self.core.strategy.as_ref()
     }
-    pub fn sync_mut(&mut self) -> &mut Sync {
-        &mut self.core.sync
+    /// The strategy as the type it was built as (a benchmark reads the Ddp's counters
+    /// through it); `None` for another.
+    pub fn strategy_as<T: Strategy>(&self) -> Option<&T> {
+        self.core.strategy.as_any().downcast_ref()
+    }
+    pub fn strategy_as_mut<T: Strategy>(&mut self) -> Option<&mut T> {
+        self.core.strategy.as_any_mut().downcast_mut()
     }
 
     /// The device the step runs on.

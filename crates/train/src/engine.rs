@@ -17,7 +17,7 @@ use model::TransformerLm;
 use seam::{AdamWConfig, Batch, StagedModel};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use step::{AdamwPlace, StepOptions, Sync, TrainStep};
+use step::{AdamwPlace, StepOptions, TrainStep};
 use zero1::{ParamGroup, ShardedOptimizer, Zero1Overlap};
 
 /// One rank's model and its training step.
@@ -62,15 +62,16 @@ impl Engine {
             coalesce: true,
             ..DdpOptions::new(s)
         };
-        let sync = match (
+        // The table of `--strategy` names: each builds its plug-in (step::Strategy).
+        let strategy: Box<dyn step::Strategy> = match (
             c.strategy.as_str(),
             crate::config::zero1_buckets(&c.strategy)?,
         ) {
-            ("single", _) => Sync::Local,
+            ("single", _) => Box::new(step::Local),
             (_, Some(b)) => {
                 let mut z = Zero1Overlap::new(comm.clone(), &model, wire(b), adamw_cfg(c))?;
                 z.set_gather_ahead(true);
-                Sync::Zero1(Box::new(z))
+                Box::new(z)
             }
             ("sharded", _) => {
                 let g = ParamGroup {
@@ -79,9 +80,9 @@ impl Engine {
                 };
                 let d = Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?;
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
-                Sync::Sharded(Box::new(d), Box::new(o))
+                Box::new(step::Sharded::new(d, o))
             }
-            (s, None) => Sync::Ddp(Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?)),
+            (s, None) => Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?),
         };
         let opts = StepOptions {
             clip: c.clip,
@@ -91,7 +92,7 @@ impl Engine {
             skip_nonfinite,
             ..StepOptions::default()
         };
-        let mut step = TrainStep::new(&model, sync, adamw_cfg(c), opts)?;
+        let mut step = TrainStep::new(&model, strategy, adamw_cfg(c), opts)?;
         // A signal on any rank stops every rank after the same step (a checkpoint first).
         step.enable_stop()?;
         Ok(Self {

@@ -14,7 +14,7 @@ use ddp::{shard_batch, Ddp, DdpOptions, Strategy};
 use model::named::{build, global_batch};
 use model::{AdamWConfig, StagedModel};
 use std::sync::Arc;
-use step::{StepOptions, Sync, TrainStep};
+use step::{StepOptions, TrainStep};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Backend {
@@ -162,21 +162,14 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     };
     // The step users run (step::TrainStep: one CUDA graph with its collectives on NCCL).
     let cfg = AdamWConfig::default();
-    let mut st = TrainStep::new(
-        m.as_ref(),
-        Sync::Ddp(Box::new(d)),
-        cfg,
-        StepOptions::default(),
-    )?;
+    let mut st = TrainStep::new(m.as_ref(), Box::new(d), cfg, StepOptions::default())?;
     for s in 0..a.steps {
         let global = global_batch(&a.model, s, a.global_batch, dev)?;
         let local = shard_batch(&global, rank, world)?;
         st.step(m.as_ref(), &[local], cfg.lr)?;
         let l = st.flush()?.map_or(f64::NAN, |o| o.loss);
         if rank == 0 {
-            let Sync::Ddp(d) = st.sync() else {
-                unreachable!("built with Sync::Ddp")
-            };
+            let d: &Ddp = st.strategy_as().expect("built with Ddp");
             let n = d.last_stats().collectives;
             println!("step {s}: loss {l:.5} (mean over the ranks), {n} collectives");
         }
@@ -202,7 +195,12 @@ fn rank_main(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> anyhow::Res
     if rank == 0 {
         let single = build(&a.model, 0, dev)?;
         let cfg = AdamWConfig::default();
-        let mut o = TrainStep::new(single.as_ref(), Sync::Local, cfg, StepOptions::default())?;
+        let mut o = TrainStep::new(
+            single.as_ref(),
+            Box::new(step::Local),
+            cfg,
+            StepOptions::default(),
+        )?;
         for s in 0..a.steps {
             let b = global_batch(&a.model, s, a.global_batch, dev)?;
             o.step(single.as_ref(), &[b], cfg.lr)?;

@@ -1,0 +1,162 @@
+//! `zero1::Zero1Overlap` as a strategy (ZeRO-1 as a distributed optimizer): buckets
+//! reduce-scattered during the last micro-batch's backward, the global norm from the
+//! slices, AdamW on this rank's slices writing their bf16 copies, every bucket all-gathered
+//! back.
+
+use super::{summed, Backward, Ckpt, Pass, Strategy, Update};
+use ::zero1::Zero1Overlap;
+use anyhow::Result;
+use candle_core::Tensor;
+use comm::{Communicator, ReduceOp};
+use seam::{AdamW, Grads, StagedNorm};
+use std::path::{Path, PathBuf};
+
+impl Strategy for Zero1Overlap {
+    fn comm(&self) -> Option<&dyn Communicator> {
+        Some(self.ddp().comm())
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        Ok(self.sync_params()?)
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        self.optimizer_mut().cfg.lr = lr;
+    }
+
+    fn advance_for_replay(&mut self, _opt: &mut AdamW) -> Result<()> {
+        self.optimizer_mut().advance_for_replay()?;
+        self.replayed(); // the replay's AdamW leaves stale what its host code would mark
+        Ok(())
+    }
+
+    fn forward_backward(&mut self, p: Pass<'_>) -> Result<Backward> {
+        let Pass {
+            model,
+            batches,
+            observe,
+            ..
+        } = p;
+        let mut seen = false;
+        let loss = summed(
+            batches,
+            model.params().bf16_shadows(),
+            |b, last| match last {
+                false => Ok(self.forward_backward_no_sync(model, b)?),
+                true => {
+                    let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
+                    let (l, all) = self.forward_backward_observed(model, b, obs)?;
+                    seen = all;
+                    Ok(l)
+                }
+            },
+        )?;
+        Ok(Backward {
+            loss,
+            grads: None,
+            seen,
+        })
+    }
+
+    fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
+        let nc = step_shards(self, u.clip, u.staged, u.model.params().bf16_shadows())?;
+        if u.capturing {
+            self.complete_gathers()?;
+        }
+        Ok(nc)
+    }
+
+    fn state_elements(&self, _params: usize) -> usize {
+        Zero1Overlap::state_elements(self)
+    }
+
+    fn manifest_dir(&self, dir: &Path) -> PathBuf {
+        dir.join(crate::ckpt::GROUP)
+    }
+
+    fn save(&mut self, c: Ckpt<'_>) -> Result<()> {
+        Ok(Zero1Overlap::save(self, &c.dir.join(crate::ckpt::GROUP))?)
+    }
+
+    fn resume(&mut self, c: Ckpt<'_>) -> Result<u64> {
+        let group = c.dir.join(crate::ckpt::GROUP);
+        let (s, cfg, ahead) = (
+            self.ddp().options(),
+            self.optimizer().cfg,
+            self.gather_ahead(),
+        );
+        let mut r = if group.is_dir() {
+            Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?
+        } else {
+            let f = ::ddp::checkpoint::read_flat(c.comm.as_ref(), c.dir, c.model)?;
+            let state = ::zero1::checkpoint::Consolidated {
+                step: f.step,
+                exp_avg: f.exp_avg,
+                exp_avg_sq: f.exp_avg_sq,
+            };
+            Zero1Overlap::resume_from(c.comm.clone(), c.model, s, cfg, &f.params, &state)?
+        };
+        r.set_gather_ahead(ahead);
+        *self = r;
+        Ok(self.optimizer().steps_taken())
+    }
+}
+
+/// ZeRO-1's update: where the step takes the norm (`clip` given: clipping at it, or 0 to
+/// skip non-finite steps only), the global norm from every rank's slices (their sums of
+/// squares all-reduced; or `staged`, taken in the backward on one rank); AdamW on this
+/// rank's slices scaled by the coefficient, the buckets all-gathered. Returns `[norm,
+/// coef]` where it took the norm.
+fn step_shards(
+    z: &mut Zero1Overlap,
+    clip: Option<f64>,
+    staged: Option<StagedNorm<'_>>,
+    shadows: &seam::shadow::Bf16Shadows,
+) -> Result<Option<Tensor>> {
+    let shards = z.reduced_shards()?;
+    let shadows = Some(shadows).filter(|s| s.enabled());
+    let Some(clip) = clip else {
+        z.optimizer_mut().set_grad_scale(None);
+        z.step_on(shards, shadows)?;
+        return Ok(None);
+    };
+    let nc = match staged {
+        Some(n) => n.finish(clip)?,
+        None => global_norm_and_coef(z, &shards, clip)?,
+    };
+    z.optimizer_mut().set_grad_scale(Some(nc.clone()));
+    z.step_on(shards, shadows)?;
+    Ok(Some(nc))
+}
+
+/// `[norm, coef]` of every rank's slices: their sums of squares all-reduced. On one rank
+/// its slices are every gradient (in parameter order: `Zero1Overlap::shard_grads`), and
+/// their `[norm, coef]` is the global one, with one process's bits.
+fn global_norm_and_coef(
+    z: &Zero1Overlap,
+    shards: &[::ddp::BucketShard],
+    clip: f64,
+) -> Result<Tensor> {
+    let grads = Zero1Overlap::shard_grads(shards);
+    let comm = z.ddp().comm();
+    if comm.world_size() == 1 {
+        return Ok(seam::clip::norm_and_coef(&grads, clip)?);
+    }
+    let mine = seam::clip::norm_and_coef(&grads, 0.0)?;
+    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
+    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
+    let norm = sumsq.sqrt()?;
+    // clip / (norm + 1e-6), at most 1, as seam::clip takes it (1 without clipping) ...
+    let coef = match clip > 0.0 {
+        true => norm
+            .affine(1.0, 1e-6)?
+            .recip()?
+            .affine(clip, 0.0)?
+            .minimum(1f64)?,
+        false => norm.ones_like()?,
+    };
+    // ... and NaN where the norm is not finite, so that AdamW skips the step (0·norm is 0,
+    // or NaN for an inf or NaN norm).
+    let coef = (coef + norm.affine(0.0, 0.0)?)?;
+    Ok(Tensor::cat(&[&norm, &coef], 0)?)
+}
