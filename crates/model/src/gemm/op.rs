@@ -30,18 +30,18 @@ fn ptr<
 /// The op: inputs a, b (and c), output D.
 struct Gemm;
 
-fn run(
+/// The plan's key for a (m, k) · b (k, n): each operand plain where plain reads it (a
+/// single column is both), else the transposed view.
+fn key(
     a: (&CudaStorage, &Layout),
     b: (&CudaStorage, &Layout),
-    c: Option<(&CudaStorage, &Layout)>,
-) -> candle_core::Result<(CudaStorage, Shape)> {
-    let dev = a.0.device().clone();
-    let s = dev.cuda_stream();
+    add: bool,
+    out_f32: bool,
+) -> candle_core::Result<Key> {
     let (m, k) = a.1.shape().dims2()?;
     let n = b.1.shape().dims2()?.1;
-    // Plain where plain reads it (a single column is both), else the transposed view.
     let transposed = |l: &Layout| !super::plain(l.dims(), l.stride());
-    let key = Key {
+    Ok(Key {
         m,
         n,
         k,
@@ -49,9 +49,20 @@ fn run(
         tb: transposed(b.1),
         bf16: a.0.dtype() == DType::BF16,
         tf32: candle_core::cuda::gemm_reduced_precision_f32(),
-        add: c.is_some(),
-        out_f32: false,
-    };
+        add,
+        out_f32,
+    })
+}
+
+fn run(
+    a: (&CudaStorage, &Layout),
+    b: (&CudaStorage, &Layout),
+    c: Option<(&CudaStorage, &Layout)>,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let dev = a.0.device().clone();
+    let s = dev.cuda_stream();
+    let key = key(a, b, c.is_some(), false)?;
+    let (m, n) = (key.m, key.n);
     macro_rules! go {
         ($t:ty) => {{
             // SAFETY: the GEMM writes all m·n elements.
@@ -154,21 +165,9 @@ fn sum_into(
 ) -> candle_core::Result<Option<CudaStorage>> {
     let dev = a.0.device().clone();
     let s = dev.cuda_stream();
-    let (m, k) = a.1.shape().dims2()?;
-    let n = b.1.shape().dims2()?.1;
-    let transposed = |l: &Layout| !super::plain(l.dims(), l.stride());
     let bf16 = a.0.dtype() == DType::BF16;
-    let key = Key {
-        m,
-        n,
-        k,
-        ta: transposed(a.1),
-        tb: transposed(b.1),
-        bf16,
-        tf32: candle_core::cuda::gemm_reduced_precision_f32(),
-        add: sum.is_some(),
-        out_f32: bf16,
-    };
+    let key = key(a, b, sum.is_some(), bf16)?;
+    let (m, n) = (key.m, key.n);
     macro_rules! go {
         ($t:ty, $pd:expr, $beta:expr) => {{
             let (pa, _ga) = ptr::<$t>(a.0, a.1, &s)?;
