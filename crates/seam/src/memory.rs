@@ -1,6 +1,6 @@
 //! Device memory in use and its high-water mark, from the CUDA default memory pool that
 //! candle allocates from (cuMemAllocAsync): `CU_MEMPOOL_ATTR_USED_MEM_HIGH`; with
-//! [`process_peak`], captured graphs' own memory too. Not counted: NCCL's buffers and the
+//! [`process_peak`], captured graphs' own memory beside the pool's. Not counted: NCCL's buffers and the
 //! CUDA context. On the CPU, or without the `cuda` feature, there is nothing to read:
 //! `None`. `bench` reads it around the steps it times; `train` prints each rank's peak.
 
@@ -77,9 +77,15 @@ pub fn reset_peak(device: &Device) {
 }
 
 /// The process's highest bytes in use since it started (or [`reset_peak`] and
-/// `graph::reset_mem_high`): the pool's mark plus captured graphs' memory.
+/// `graph::reset_mem_high`): the pool's own mark (the eager steps), or what the pool holds
+/// now plus the captured graphs' mark (a replay runs beside what the pool holds: the
+/// parameters and optimizer state), whichever is higher. The two marks are not added: an
+/// eager step's transients (activations, gradients) and a replay's are never alive
+/// together, and the sum counted them twice.
 pub fn process_peak(device: &Device) -> Option<u64> {
-    peak(device).map(|p| p + crate::graph::mem_high(device).unwrap_or(0))
+    let eager = peak(device)?;
+    let graphs = crate::graph::mem_high(device).unwrap_or(0);
+    Some(eager.max(current(device).unwrap_or(0) + graphs))
 }
 
 pub fn gib(b: Option<u64>) -> Option<f64> {
