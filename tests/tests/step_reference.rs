@@ -214,3 +214,28 @@ fn zero1_on_2_ranks_equals_the_reference_step() {
         &want,
     );
 }
+
+#[test]
+fn zero2_on_2_and_4_ranks_equals_the_reference_step() {
+    let want = reference(2);
+    let zero2 = |m: &dyn StagedModel,
+                 c: std::sync::Arc<dyn comm::Communicator>|
+     -> Box<dyn step::Strategy> {
+        // ZeRO-2: each bucket's gradients freed once scattered, two stages on.
+        let o = DdpOptions {
+            release_gradients: true,
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
+        z.set_gather_ahead(true);
+        Box::new(z)
+    };
+    assert_close(
+        "zero2, 2 ranks, 2 micro-batches",
+        &with_step(2, 2, zero2),
+        &want,
+    );
+    let want = reference(1);
+    let got = with_step(4, 1, zero2);
+    assert_close("zero2, 4 ranks", &got, &want);
+}

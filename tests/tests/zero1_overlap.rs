@@ -314,3 +314,48 @@ fn gather_ahead_parameters_are_stale_until_synced() {
         assert!(synced > 0.0, "sync_params did not apply the step");
     }
 }
+
+/// ZeRO-2 (`DdpOptions::release_gradients`): during the backward each bucket's
+/// reduce-scatter is collected two stages after its launch (its full gradients then
+/// freed), so that only the last stages' launches are in flight when it ends; without it
+/// every launch is. The step is the same either way (step_reference.rs).
+#[test]
+fn zero2_collects_buckets_during_the_backward() {
+    let pending = |release: bool| {
+        on_ranks(2, move |rank, comm| {
+            let m = build(Kind::Lm, 0);
+            let o = ddp::DdpOptions {
+                release_gradients: release,
+                ..ddp::DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            };
+            let mut z = Zero1Overlap::new(comm, m.as_ref(), o, AdamWConfig::default()).unwrap();
+            let b = shard_batch(&global_batch(Kind::Lm, 0), rank, 2).unwrap();
+            z.forward_backward_observed(m.as_ref(), &b, |_, _| Ok(()))
+                .unwrap();
+            let p = z.ddp().pending();
+            // The buckets of stages 0 and 1: launched last, within two stages of the end.
+            let last = z
+                .ddp()
+                .buckets()
+                .iter()
+                .filter(|b| b.ready_stage < 2)
+                .count();
+            z.step().unwrap();
+            (p, m.num_stages(), last)
+        })
+        .remove(0)
+    };
+    let ((all, none), stages, last) = pending(false);
+    assert_eq!(none, 0, "ZeRO-1 collects nothing during the backward");
+    assert!(
+        all >= stages,
+        "{all} launches in flight over {stages} stages"
+    );
+    let ((left, early), _, _) = pending(true);
+    assert_eq!(left + early, all, "every bucket once");
+    assert_eq!(
+        left, last,
+        "in flight: the buckets of the last two stages only"
+    );
+    assert!(early > 0, "nothing collected during the backward");
+}

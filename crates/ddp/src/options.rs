@@ -14,6 +14,11 @@ pub struct DdpOptions {
     pub grad_dtype: Option<DType>,
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,
+    /// Reduce-scatter mode (ZeRO-2): each bucket is collected [`crate::REDUCE_LAG`] stages
+    /// after its launch, this rank's part copied out and the bucket's full gradients
+    /// freed, so that the backward holds the shards and the last stages' gradients, not
+    /// every gradient. Off: all are collected after the backward (ZeRO-1).
+    pub release_gradients: bool,
     /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
     /// [`seam::gemm_sms`]). Only eager strategies communicate during backward.
     pub gemm_sm_carveout: usize,
@@ -47,6 +52,7 @@ impl DdpOptions {
             strategy,
             grad_dtype: None,
             reduce_scatter: false,
+            release_gradients: false,
             gemm_sm_carveout: 0,
             coalesce: false,
             find_unused_parameters: false,

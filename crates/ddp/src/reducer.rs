@@ -60,6 +60,8 @@ pub struct Ddp {
     /// What the gradients in flight are multiplied by when collected (1/micro-batches).
     pub(crate) scale: Option<f64>,
     pub(crate) in_flight: Vec<InFlight>,
+    /// Reduce-scatter parts collected during the backward (release_gradients), by bucket.
+    pub(crate) early: Vec<(usize, BucketShard)>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -137,6 +139,7 @@ impl Ddp {
             micro_batches: 0,
             scale: None,
             in_flight: Vec::new(),
+            early: Vec::new(),
             stats: SyncStats::default(),
             stage_hook: None,
             device,
@@ -271,18 +274,27 @@ impl Ddp {
             seam::gemm_sms::set_gemm_sm_carveout(&self.device, carve)?;
         }
         let this = &*self;
-        // Collects (and hands to `reduced`) the launches made at stage `s + lag` or before.
+        // Releasing (ZeRO-2): reduce-scatter parts collected during the backward, the rest
+        // left for finish_reduce_scatter.
+        let release = this.opts.reduce_scatter && this.opts.release_gradients;
+        let mut early = Vec::new();
+        // Collects (and hands to `reduced`, or keeps as shards) the launches made at stage
+        // `s + lag` or before.
         let mut drain = |launched: &mut Vec<InFlight>, s: Option<usize>| -> Result<()> {
-            let Some(f) = reduced.as_mut() else {
+            if reduced.is_none() && (!release || s.is_none()) {
                 return Ok(());
-            };
+            }
             let due = |l: &InFlight| match (s, l.stage) {
                 (Some(s), Some(t)) => t >= s + lag,
                 _ => true,
             };
             while let Some(k) = launched.iter().position(due) {
                 count(&mut stats, &launched[k]);
-                f(launched.remove(k).collect(this, this.scale)?)?;
+                let l = launched.remove(k);
+                match reduced.as_mut() {
+                    Some(f) => f(l.collect(this, this.scale)?)?,
+                    None => early.extend(this.shards_of(l, this.scale, true)?),
+                }
             }
             Ok(())
         };
@@ -322,6 +334,7 @@ impl Ddp {
         });
         self.stage_hook = hook;
         rest?;
+        self.early = early;
         for f in &launched {
             count(&mut stats, f);
         }
@@ -388,7 +401,7 @@ impl Ddp {
     }
 
     fn expect_idle(&self, what: &str) -> Result<()> {
-        if self.in_flight.is_empty() {
+        if self.in_flight.is_empty() && self.early.is_empty() {
             Ok(())
         } else {
             Err(DdpError::Input(format!(

@@ -2,7 +2,7 @@
 //! bucket, and which parameters are sharded where they lie.
 
 use crate::error::{DdpError, Result};
-use crate::launch::scaled;
+use crate::launch::{scaled, InFlight};
 use crate::reducer::{BucketShard, Ddp};
 use candle_core::{DType, Tensor};
 
@@ -13,16 +13,42 @@ impl Ddp {
     /// gives slice [r·n'/W, (r+1)·n'/W)) and, for each parameter sharded in place
     /// ([`Self::shards_in_place`]), its chunk (in the wire dtype, a view of the gradient).
     pub fn finish_reduce_scatter(&mut self) -> Result<Vec<BucketShard>> {
-        if !self.opts.reduce_scatter || self.in_flight.is_empty() {
+        if !self.opts.reduce_scatter || (self.in_flight.is_empty() && self.early.is_empty()) {
             return Err(DdpError::Input(
                 "finish_reduce_scatter: no reduce-scattering backward in flight".into(),
             ));
         }
         let mut out: Vec<Option<BucketShard>> = (0..self.buckets.len()).map(|_| None).collect();
         let scale = self.scale.take();
+        let mut shards = std::mem::take(&mut self.early);
         for f in std::mem::take(&mut self.in_flight) {
-            f.work.wait()?;
-            for p in f.buckets {
+            shards.extend(self.shards_of(f, scale, false)?);
+        }
+        for (b, s) in shards {
+            out[b] = Some(s);
+        }
+        out.into_iter()
+            .enumerate()
+            .map(|(b, s)| s.ok_or_else(|| DdpError::Input(format!("bucket {b} was not launched"))))
+            .collect()
+    }
+
+    /// One launch's parts, by bucket, once the compute stream waits for it; `own`: the
+    /// in-place chunks copied out, so that dropping the launch frees the full gradients.
+    pub(crate) fn shards_of(
+        &self,
+        f: InFlight,
+        scale: Option<f64>,
+        own: bool,
+    ) -> Result<Vec<(usize, BucketShard)>> {
+        f.work.wait()?;
+        let chunk = |g: &Tensor| -> Result<Tensor> {
+            let c = scaled(self.chunk_of(g)?, scale)?;
+            Ok(if own && scale.is_none() { c.copy()? } else { c })
+        };
+        f.buckets
+            .into_iter()
+            .map(|p| {
                 let flat = p
                     .shard
                     .map(|s| scaled(s.to_dtype(DType::F32)?, scale))
@@ -30,15 +56,17 @@ impl Ddp {
                 let params = p
                     .in_place
                     .iter()
-                    .map(|(i, g)| Ok((*i, scaled(self.chunk_of(g)?, scale)?)))
+                    .map(|(i, g)| Ok((*i, chunk(g)?)))
                     .collect::<Result<_>>()?;
-                out[p.bucket] = Some(BucketShard { flat, params });
-            }
-        }
-        out.into_iter()
-            .enumerate()
-            .map(|(b, s)| s.ok_or_else(|| DdpError::Input(format!("bucket {b} was not launched"))))
+                Ok((p.bucket, BucketShard { flat, params }))
+            })
             .collect()
+    }
+
+    /// Launches still in flight, and bucket parts already collected during the backward
+    /// (with [`crate::DdpOptions::release_gradients`]), for a test or a trace.
+    pub fn pending(&self) -> (usize, usize) {
+        (self.in_flight.len(), self.early.len())
     }
 
     /// Whether reduce-scatter mode shards parameter `i` in place (its gradient's chunk

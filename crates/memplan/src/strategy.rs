@@ -1,5 +1,5 @@
 //! The data-parallel strategies a memory plan covers: `train`'s (single, the DDP
-//! strategies, sharded, zero1) and two that are plans only (ZeRO-2, FSDP).
+//! strategies, sharded, zero1, zero2) and one that is a plan only (FSDP).
 
 /// A data-parallel strategy: how parameters, gradients and optimizer state are laid out
 /// over the ranks.
@@ -23,9 +23,9 @@ impl Strategy {
         Strategy::Fsdp,
     ];
 
-    /// Whether `train` runs it (ZeRO-2 and FSDP are plans only, never suggested).
+    /// Whether `train` runs it (FSDP is a plan only, never suggested).
     pub fn built(self) -> bool {
-        !matches!(self, Strategy::Zero2 | Strategy::Fsdp)
+        !matches!(self, Strategy::Fsdp)
     }
 
     pub fn name(self) -> &'static str {
@@ -43,7 +43,6 @@ impl Strategy {
     pub fn label(self) -> &'static str {
         match self {
             Strategy::Ddp => "ddp (bucketed:MB, flat, overlap, naive)",
-            Strategy::Zero2 => "zero2 (not built yet)",
             Strategy::Fsdp => "fsdp (not built yet)",
             s => s.name(),
         }
@@ -55,6 +54,7 @@ impl Strategy {
             "single" => Strategy::Single,
             "sharded" => Strategy::Sharded,
             s if s == "zero1" || s.starts_with("zero1:") => Strategy::Zero1,
+            s if s == "zero2" || s.starts_with("zero2:") => Strategy::Zero2,
             "naive" | "flat" | "overlap" => Strategy::Ddp,
             s if s.starts_with("bucketed:") => Strategy::Ddp,
             _ => return None,

@@ -83,7 +83,8 @@ pub struct TrainConfig {
     pub model: ModelShape,
     pub bf16: bool,
     /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` or
-    /// `zero1:MB` (ZeRO-1, buckets of MB; [`ZERO1_BUCKET`] alone)
+    /// `zero1:MB` (ZeRO-1, buckets of MB; [`ZERO1_BUCKET`] alone), `zero2` or `zero2:MB`
+    /// (ZeRO-1's buckets, each bucket's gradients freed once scattered)
     /// or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
     pub strategy: String,
     pub steps: u64,
@@ -140,7 +141,7 @@ impl TrainConfig {
         if !(self.clip >= 0.0 && self.clip.is_finite()) {
             bail!("clip {} must be a finite number >= 0", self.clip);
         }
-        if zero1_buckets(&self.strategy)?.is_none()
+        if zero_buckets(&self.strategy)?.is_none()
             && !["single", "sharded"].contains(&self.strategy.as_str())
         {
             self.strategy.parse::<ddp::Strategy>()?;
@@ -219,19 +220,23 @@ pub const MAY_CHANGE: [(&str, &str); 5] = [
 /// the larger it is (about 170 GB/s at 25 MB), and fewer of them queue behind AdamW.
 pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed { bucket_mb: 400.0 };
 
-/// ZeRO-1's buckets where `strategy` is `zero1` ([`ZERO1_BUCKET`]) or `zero1:MB` (the same
-/// buckets reduce-scatter the gradients and all-gather the parameters); `None` for
-/// another strategy; an error naming a bad size.
-pub fn zero1_buckets(strategy: &str) -> Result<Option<ddp::Strategy>> {
-    match strategy.strip_prefix("zero1") {
-        Some("") => Ok(Some(ZERO1_BUCKET)),
-        Some(rest) => match rest.strip_prefix(':') {
-            Some(mb) => match format!("bucketed:{mb}").parse::<ddp::Strategy>() {
-                Ok(s) => Ok(Some(s)),
-                Err(e) => bail!("--strategy zero1:{mb}: {e}"),
+/// The ZeRO stage (1 or 2) and its buckets where `strategy` is `zero1` or `zero2`
+/// ([`ZERO1_BUCKET`]), or `zero1:MB` or `zero2:MB` (the same buckets reduce-scatter the
+/// gradients and all-gather the parameters; ZeRO-2 also frees each bucket's gradients once
+/// scattered); `None` for another strategy; an error naming a bad size.
+pub fn zero_buckets(strategy: &str) -> Result<Option<(u8, ddp::Strategy)>> {
+    for (stage, name) in [(1, "zero1"), (2, "zero2")] {
+        match strategy.strip_prefix(name) {
+            Some("") => return Ok(Some((stage, ZERO1_BUCKET))),
+            Some(rest) => match rest.strip_prefix(':') {
+                Some(mb) => match format!("bucketed:{mb}").parse::<ddp::Strategy>() {
+                    Ok(s) => return Ok(Some((stage, s))),
+                    Err(e) => bail!("--strategy {name}:{mb}: {e}"),
+                },
+                None => return Ok(None),
             },
-            None => Ok(None),
-        },
-        None => Ok(None),
+            None => {}
+        }
     }
+    Ok(None)
 }

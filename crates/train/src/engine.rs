@@ -65,11 +65,15 @@ impl Engine {
         // The table of `--strategy` names: each builds its plug-in (step::Strategy).
         let strategy: Box<dyn step::Strategy> = match (
             c.strategy.as_str(),
-            crate::config::zero1_buckets(&c.strategy)?,
+            crate::config::zero_buckets(&c.strategy)?,
         ) {
             ("single", _) => Box::new(step::Local),
-            (_, Some(b)) => {
-                let mut z = Zero1Overlap::new(comm.clone(), &model, wire(b), adamw_cfg(c))?;
+            (_, Some((stage, b))) => {
+                let o = DdpOptions {
+                    release_gradients: stage == 2,
+                    ..wire(b)
+                };
+                let mut z = Zero1Overlap::new(comm.clone(), &model, o, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
                 Box::new(z)
             }

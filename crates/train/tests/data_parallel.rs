@@ -164,11 +164,12 @@ fn ddp_on_4_ranks_equals_single_process_training() {
 }
 
 /// Issue 47's bar for the distributed optimizer: ZeRO-1 (its default buckets, and tiny
-/// ones: several buckets, parameters split across ranks) equals single-process training
+/// ones: several buckets, parameters split across ranks) and ZeRO-2 (tiny buckets, each
+/// freed once scattered, during the backward) equal single-process training
 /// within [`RTOL`] over 200 steps with clipping and the warm-up + cosine schedule, on 4
 /// ranks with accumulation (2 micro-batches) and on 2 ranks without.
 #[test]
-fn zero1_on_4_ranks_and_without_accumulation_equals_single_process_training() {
+fn zero1_and_zero2_on_4_ranks_and_without_accumulation_equal_single_process_training() {
     let tmp = tempfile::tempdir().unwrap();
     let steps = 200;
     for (world, global_batch, accum) in [(4, 8, 2), (2, 4, 1)] {
@@ -180,7 +181,7 @@ fn zero1_on_4_ranks_and_without_accumulation_equals_single_process_training() {
         let single = tmp.path().join(format!("single-{world}"));
         train_with(&c("single"), 1, &opts(&single, steps, None));
         let (t1, w1) = (trajectory(&single), weights(&single, steps));
-        for strategy in ["zero1", "zero1:0.002"] {
+        for strategy in ["zero1", "zero1:0.002", "zero2:0.002"] {
             let what = format!("{strategy}, {world} ranks, accumulation {accum}");
             let out = tmp
                 .path()
