@@ -248,7 +248,7 @@ pub enum Cmd {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "ddp,sharded,zero1,zero1-overlap,zero1-ahead"
+            default_value = "ddp,sharded,zero1,zero1-overlap,zero1-ahead,zero2"
         )]
         modes: Vec<String>,
         /// DDP's bucket size for the ddp, sharded and zero1-overlap/-ahead modes.

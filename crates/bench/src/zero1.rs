@@ -7,7 +7,9 @@
 //!   - `zero1`: ZeRO-1 with one bucket, reduce-scattered after the backward
 //!     (`Zero1Overlap` with `Strategy::Flat`);
 //!   - `zero1-overlap`: ZeRO-1 through DDP's buckets, reduce-scatters during the backward;
-//!   - `zero1-ahead`: the same, its all-gathers overlapping the next forward.
+//!   - `zero1-ahead`: the same, its all-gathers overlapping the next forward;
+//!   - `zero2`: `zero1-ahead` freeing each bucket's gradients once scattered, during the
+//!     backward (`DdpOptions::release_gradients`; train's `--strategy zero2`).
 //!
 //! Memory (CUDA pool, GiB), from an eager step: in use after initialisation, directly
 //! before and after the optimizer update of a steady-state step (`TrainStep::set_probe`),
@@ -119,17 +121,23 @@ fn sync_for(
                 ShardedOptimizer::new(comm.clone(), vec![g])?,
             ))
         }
-        "zero1" | "zero1-overlap" | "zero1-ahead" => {
+        "zero1" | "zero1-overlap" | "zero1-ahead" | "zero2" => {
             let s = if mode == "zero1" {
                 Strategy::Flat
             } else {
                 bucketed
             };
-            let mut z = Zero1Overlap::new(comm.clone(), lm, opts(s), adamw_cfg())?;
-            z.set_gather_ahead(mode == "zero1-ahead");
+            let o = DdpOptions {
+                release_gradients: mode == "zero2",
+                ..opts(s)
+            };
+            let mut z = Zero1Overlap::new(comm.clone(), lm, o, adamw_cfg())?;
+            z.set_gather_ahead(matches!(mode, "zero1-ahead" | "zero2"));
             Box::new(z)
         }
-        m => bail!("--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead)"),
+        m => bail!(
+            "--modes: unknown mode {m:?} (ddp, sharded, zero1, zero1-overlap, zero1-ahead, zero2)"
+        ),
     })
 }
 
@@ -137,7 +145,7 @@ pub struct ZeroBenchConfig {
     pub size: String,
     /// The model's compute dtypes, each run over every mode.
     pub dtypes: Vec<Precision>,
-    /// Any of "ddp", "sharded", "zero1", "zero1-overlap", "zero1-ahead" (zero1-overlap whose
+    /// Any of "ddp", "sharded", "zero1", "zero1-overlap", "zero1-ahead", "zero2" (zero1-overlap whose
     /// all-gathers overlap the next forward).
     pub modes: Vec<String>,
     /// DDP's bucket size in the ddp, sharded and zero1-overlap/-ahead modes.

@@ -210,7 +210,7 @@ pub fn zero(md: &mut String, recs: &[ZeroRecord], torch: &[TorchStep], out: &Pat
         md.push_str("No ZeRO results in this run.\n\n");
         return Ok(());
     }
-    md.push_str("Every mode runs the step `train` runs (`step::TrainStep`, no clipping): `zero1` is ZeRO-1 with one bucket reduce-scattered after the backward, `zero1-overlap` through DDP's buckets during it, `zero1-ahead` with its all-gathers overlapping the next forward. Memory is read in eager steps; step time is of the step captured as one CUDA graph where the record says `graph`. The own 1-GPU step is `bench single`'s (`step::Local`, one CUDA graph, AdamW where it runs fastest) on the same model, timed in the same run.\n\n");
+    md.push_str("Every mode runs the step `train` runs (`step::TrainStep`, no clipping): `zero1` is ZeRO-1 with one bucket reduce-scattered after the backward, `zero1-overlap` through DDP's buckets during it, `zero1-ahead` with its all-gathers overlapping the next forward, `zero2` as `zero1-ahead` with each bucket's gradients freed once scattered. Memory is read in eager steps; step time is of the step captured as one CUDA graph where the record says `graph`. The own 1-GPU step is `bench single`'s (`step::Local`, one CUDA graph, AdamW where it runs fastest) on the same model, timed in the same run.\n\n");
     md.push_str("| size | dtype | ranks | mode | bucket (MB) | step (ms) | own 1-GPU (ms) | ÷ 1-GPU | comm alone (ms) | after init | before step | after step | peak (GiB) | f32 params + grads + moments (GiB) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in recs {
         let one = |f: fn(f64, f64) -> String| r.single_ms.map_or("-".into(), |s| f(r.step_ms, s));
