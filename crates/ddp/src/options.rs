@@ -14,7 +14,7 @@ pub struct DdpOptions {
     pub grad_dtype: Option<DType>,
     /// Reduce-scatter each bucket (rank r keeps the r-th slice) instead of all-reducing it.
     pub reduce_scatter: bool,
-    /// Reduce-scatter mode (ZeRO-2): each bucket is collected [`crate::REDUCE_LAG`] stages
+    /// Reduce-scatter mode (ZeRO-2): each bucket is collected `REDUCE_LAG` (2) stages
     /// after its launch, this rank's part copied out and the bucket's full gradients
     /// freed, so that the backward holds the shards and the last stages' gradients, not
     /// every gradient. Off: all are collected after the backward (ZeRO-1).
