@@ -179,13 +179,16 @@ mod tests {
             "ddp (bucketed:MB",
             "sharded ",
             "zero1 ",
-            "zero2 (not built yet)",
+            "zero2 ",
+            "fsdp (not built yet)",
         ] {
             assert!(text.contains(row), "{row}: {text}");
         }
         let fit = text.lines().last().unwrap();
         assert!(
-            fit.contains("zero1 at world 2, 4, 8") && !fit.contains("zero2"),
+            fit.contains("zero1 at world 2, 4, 8")
+                && fit.contains("zero2 at world")
+                && !fit.contains("fsdp"),
             "{fit}"
         );
         assert!(

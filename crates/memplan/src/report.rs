@@ -134,8 +134,8 @@ pub fn fitting_text(fits: &[(Strategy, Vec<usize>)], i: &Input, free: u64) -> St
     let why = match fitting(&one, free, &|_| Some(1)).is_empty() {
         false => "fewer sequences a micro-batch (a larger --accum) would make room",
         true => {
-            "even at one sequence a micro-batch the model's state does not fit: ZeRO-2 and \
-             FSDP, which shard more of it, are not built yet"
+            "even at one sequence a micro-batch the model's state does not fit: FSDP, which \
+             shards the parameters too, is not built yet"
         }
     };
     format!("no built strategy fits at world {} ({why})", join(&WORLDS))
