@@ -102,10 +102,7 @@ pub trait Strategy: AsAny {
             u.opt.step_params(u.model.params(), &g)?;
             return Ok(None);
         };
-        let nc = match u.staged {
-            Some(n) => n.finish(clip)?,
-            None => seam::clip::norm_and_coef(&g, clip)?,
-        };
+        let nc = norm_and_coef(u.staged, &g, clip)?;
         u.opt.set_grad_scale(Some(nc.clone()));
         u.opt.step_params(u.model.params(), &g)?;
         Ok(Some(nc))
@@ -174,6 +171,33 @@ pub struct Ckpt<'a> {
     /// The ranks' communicator (a one-rank step has none of its own).
     pub comm: &'a Arc<dyn Communicator>,
     pub opt: &'a mut AdamW,
+}
+
+/// `[norm, coef]` of the gradients `g` clipped at `clip`: from the norm summed during the
+/// backward where there is one (`staged`), else taken now.
+pub fn norm_and_coef(staged: Option<StagedNorm>, g: &Grads, clip: f64) -> Result<Tensor> {
+    Ok(match staged {
+        Some(n) => n.finish(clip)?,
+        None => seam::clip::norm_and_coef(g, clip)?,
+    })
+}
+
+/// [`summed`] for a strategy that synchronises in the last micro-batch's backward:
+/// `f(b, last)` runs one (without synchronisation unless `last`) and returns its loss and
+/// whether `observe` saw every final gradient; returns the summed loss and the last one's
+/// flag.
+pub fn summed_seen(
+    model: &dyn StagedModel,
+    batches: &[Batch],
+    mut f: impl FnMut(&Batch, bool) -> Result<(Tensor, bool)>,
+) -> Result<(Tensor, bool)> {
+    let mut seen = false;
+    let loss = summed(batches, model.params().bf16_shadows(), |b, last| {
+        let (l, s) = f(b, last)?;
+        seen = s;
+        Ok(l)
+    })?;
+    Ok((loss, seen))
 }
 
 /// The losses of `f` on every micro-batch, summed on the device; `f(b, last)` is told

@@ -2,7 +2,7 @@
 //! AdamW (replicated) on every rank; with one micro-batch and no clipping, AdamW runs on
 //! each bucket as soon as its all-reduce is collected.
 
-use super::{summed, Backward, Ckpt, Pass, Strategy};
+use super::{summed, summed_seen, Backward, Ckpt, Pass, Strategy};
 use ::ddp::Ddp;
 use anyhow::Result;
 use comm::Communicator;
@@ -68,20 +68,13 @@ pub(super) fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
         observe,
         ..
     } = p;
-    let mut seen = false;
-    let loss = summed(
-        batches,
-        model.params().bf16_shadows(),
-        |b, last| match last {
-            false => Ok(d.forward_backward_no_sync(model, b)?),
-            true => {
-                let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
-                let (l, all) = d.forward_backward_observed(model, b, |_| Ok(()), obs)?;
-                seen = all;
-                Ok(l)
-            }
-        },
-    )?;
+    let (loss, seen) = summed_seen(model, batches, |b, last| match last {
+        false => Ok((d.forward_backward_no_sync(model, b)?, false)),
+        true => {
+            let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
+            Ok(d.forward_backward_observed(model, b, |_| Ok(()), obs)?)
+        }
+    })?;
     Ok(Backward {
         loss,
         grads: Some(d.finish_gradient_synchronization()?),

@@ -1,7 +1,7 @@
 //! DDP plus `zero1`'s sharded optimizer: the gradients all-reduced, each rank's AdamW on
 //! the parameters it owns, the owners broadcasting them. Eager only.
 
-use super::{replicated::observed, Backward, Ckpt, Pass, Strategy, Update};
+use super::{norm_and_coef, replicated::observed, Backward, Ckpt, Pass, Strategy, Update};
 use crate::StepOptions;
 use ::ddp::Ddp;
 use ::zero1::{ParamGroup, ShardedOptimizer};
@@ -69,10 +69,7 @@ impl Strategy for Sharded {
             self.opt.step(vars, &g)?;
             return Ok(None);
         };
-        let nc = match u.staged {
-            Some(n) => n.finish(clip)?,
-            None => seam::clip::norm_and_coef(&g, clip)?,
-        };
+        let nc = norm_and_coef(u.staged, &g, clip)?;
         self.opt.step(vars, &seam::clip::scale(&g, &nc)?)?;
         Ok(Some(nc))
     }

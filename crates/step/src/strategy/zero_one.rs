@@ -3,7 +3,7 @@
 //! slices, AdamW on this rank's slices writing their bf16 copies, every bucket all-gathered
 //! back.
 
-use super::{summed, Backward, Ckpt, Pass, Strategy, Update};
+use super::{summed_seen, Backward, Ckpt, Pass, Strategy, Update};
 use ::zero1::Zero1Overlap;
 use anyhow::Result;
 use candle_core::Tensor;
@@ -37,20 +37,13 @@ impl Strategy for Zero1Overlap {
             observe,
             ..
         } = p;
-        let mut seen = false;
-        let loss = summed(
-            batches,
-            model.params().bf16_shadows(),
-            |b, last| match last {
-                false => Ok(self.forward_backward_no_sync(model, b)?),
-                true => {
-                    let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
-                    let (l, all) = self.forward_backward_observed(model, b, obs)?;
-                    seen = all;
-                    Ok(l)
-                }
-            },
-        )?;
+        let (loss, seen) = summed_seen(model, batches, |b, last| match last {
+            false => Ok((self.forward_backward_no_sync(model, b)?, false)),
+            true => {
+                let obs = |s: usize, g: &Grads| Ok(observe(s, g)?);
+                Ok(self.forward_backward_observed(model, b, obs)?)
+            }
+        })?;
         Ok(Backward {
             loss,
             grads: None,
