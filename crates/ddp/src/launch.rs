@@ -3,7 +3,9 @@
 //! that dtype, which are reduced where they lie ([`IN_PLACE_MIN`]); [`launch_all`] launches
 //! the buckets that became ready together, one collective each or, with
 //! `DdpOptions::coalesce`, one coalesced launch; [`InFlight`] keeps them until they are
-//! collected ([`InFlight::collect`]).
+//! collected ([`InFlight::collect`]; all of them:
+//! [`Ddp::finish_gradient_synchronization`], or in reduce-scatter mode
+//! `Ddp::finish_reduce_scatter` in scatter.rs).
 
 use crate::error::{DdpError, Result};
 use crate::reducer::Ddp;
@@ -81,6 +83,34 @@ impl InFlight {
                 let n = ddp.shapes[i].elem_count();
                 out.push((i, buf.narrow(0, off, n)?.reshape(ddp.shapes[i].clone())?));
                 off += n;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Ddp {
+    /// Waits for every launched all-reduce (the compute stream waits; the host does not
+    /// block on GPU) and returns the averaged gradients by parameter index, in the
+    /// communication dtype (bf16 views stay bf16: AdamW reads them without a cast).
+    pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
+        if self.opts.reduce_scatter {
+            return Err(DdpError::Input(
+                "finish_gradient_synchronization: this Ddp reduce-scatters; use finish_reduce_scatter"
+                    .into(),
+            ));
+        }
+        if self.in_flight.is_empty() {
+            return Err(DdpError::Input(
+                "finish_gradient_synchronization called with no synchronised backward in flight"
+                    .into(),
+            ));
+        }
+        let mut out: Grads = vec![None; self.shapes.len()];
+        let scale = self.scale.take();
+        for f in std::mem::take(&mut self.in_flight) {
+            for (i, g) in f.collect(self, scale)? {
+                out[i] = Some(g);
             }
         }
         Ok(out)

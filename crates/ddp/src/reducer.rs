@@ -374,32 +374,6 @@ impl Ddp {
         self.finish_gradient_synchronization()
     }
 
-    /// Waits for every launched all-reduce (the compute stream waits; the host does not
-    /// block on GPU) and returns the averaged gradients by parameter index, in the
-    /// communication dtype (bf16 views stay bf16: AdamW reads them without a cast).
-    pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
-        if self.opts.reduce_scatter {
-            return Err(DdpError::Input(
-                "finish_gradient_synchronization: this Ddp reduce-scatters; use finish_reduce_scatter"
-                    .into(),
-            ));
-        }
-        if self.in_flight.is_empty() {
-            return Err(DdpError::Input(
-                "finish_gradient_synchronization called with no synchronised backward in flight"
-                    .into(),
-            ));
-        }
-        let mut out: Grads = vec![None; self.shapes.len()];
-        let scale = self.scale.take();
-        for f in std::mem::take(&mut self.in_flight) {
-            for (i, g) in f.collect(self, scale)? {
-                out[i] = Some(g);
-            }
-        }
-        Ok(out)
-    }
-
     fn expect_idle(&self, what: &str) -> Result<()> {
         if self.in_flight.is_empty() && self.early.is_empty() {
             Ok(())

@@ -85,9 +85,8 @@ fn bucket_flat(params: &[Var], idx: &[usize], w: usize) -> Result<Tensor> {
 impl Zero1Overlap {
     /// Builds the reduce-scattering Ddp of `opts` (a `Strategy`, or `DdpOptions` for the
     /// wire dtype, coalescing, …; it checks that every rank has the same model and
-    /// broadcasts rank 0's parameters), then this rank's shards. With
-    /// `DdpOptions::release_gradients` it is ZeRO-2: each bucket's gradients are freed
-    /// during the backward once scattered, the same step otherwise.
+    /// broadcasts rank 0's parameters), then this rank's shards; ZeRO-2 (the same step,
+    /// each bucket's gradients freed once scattered) with `DdpOptions::release_gradients`.
     pub fn new(
         comm: Arc<dyn Communicator>,
         model: &dyn StagedModel,
