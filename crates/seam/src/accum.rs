@@ -69,77 +69,28 @@ pub(crate) enum Job {
     New { a: Tensor, g: Tensor },
 }
 
-/// Sums at most this large go through one launch together on CUDA; larger ones each take
-/// the vectorized kernel.
-#[cfg(feature = "cuda")]
-const SMALL: usize = 1 << 20;
-
-/// Each job's sum, in order: on CUDA the small ones (a norm's weight) in one launch per
-/// dtype pair and 32 sums (a micro-batch's few hundred tiny kernels become a few), the rest one pass each as [`accumulate`] and [`sum_new`]; the same bits.
+/// Each job's sum, in order: on CUDA the small ones (a norm's weight) up to 32 to a launch
+/// (a micro-batch's few hundred tiny kernels become a few, `cuda::sum_small`), the rest one
+/// pass each as [`accumulate`] and [`sum_new`]; the same bits.
 pub(crate) fn sum_many(jobs: Vec<Job>, scale: Option<f64>) -> Result<Vec<Tensor>> {
+    let mut out: Vec<Option<Tensor>> = vec![None; jobs.len()];
     #[cfg(feature = "cuda")]
-    let mut small: Vec<(usize, Tensor, Tensor, Tensor)> = Vec::new();
-    let mut out: Vec<Option<Tensor>> = Vec::with_capacity(jobs.len());
-    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
-    for (j, job) in jobs.into_iter().enumerate() {
-        #[cfg(feature = "cuda")]
-        if let candle_core::Device::Cuda(dev) = job_device(&job).clone() {
-            let (x, g) = match &job {
-                Job::InPlace { sum, g } => (sum, g),
-                Job::New { a, g } => (a, g),
-            };
-            if x.elem_count() <= SMALL && g.device().is_cuda() {
-                same_size(x, g)?;
-                let g = operand(g)?;
-                let (sum, x) = match job {
-                    Job::InPlace { sum, .. } => {
-                        in_place_ok(&sum)?;
-                        (sum.clone(), sum)
-                    }
-                    Job::New { a, .. } => (new_f32(&dev, a.shape())?, operand(&a)?),
-                };
-                small.push((j, sum, x, g));
-                out.push(None);
-                continue;
-            }
-        }
-        out.push(Some(match job {
+    let rest = cuda::sum_small(jobs, scale, &mut out)?;
+    #[cfg(not(feature = "cuda"))]
+    let rest = jobs.into_iter().enumerate();
+    for (j, job) in rest {
+        out[j] = Some(match job {
             Job::InPlace { sum, g } => {
                 accumulate(&sum, &g, scale)?;
                 sum
             }
             Job::New { a, g } => sum_new(&a, &g, scale)?,
-        }));
-    }
-    #[cfg(feature = "cuda")]
-    if let Some((_, s0, _, _)) = small.first() {
-        let candle_core::Device::Cuda(dev) = s0.device().clone() else {
-            unreachable!("only CUDA sums are small ones");
-        };
-        small.sort_by_key(|(_, _, x, g)| (x.dtype() as u8, g.dtype() as u8));
-        for group in small.chunk_by(|a, b| (a.2.dtype(), a.3.dtype()) == (b.2.dtype(), b.3.dtype()))
-        {
-            for chunk in group.chunks(cuda::MANY) {
-                let t: Vec<_> = chunk.iter().map(|(_, s, x, g)| (s, x, g)).collect();
-                cuda::launch_many(&dev, &t, scale)?;
-            }
-        }
-        for (j, sum, _, _) in small {
-            out[j] = Some(sum);
-        }
+        });
     }
     Ok(out
         .into_iter()
         .map(|s| s.expect("every job summed"))
         .collect())
-}
-
-#[cfg(feature = "cuda")]
-fn job_device(job: &Job) -> &candle_core::Device {
-    match job {
-        Job::InPlace { sum, .. } => sum.device(),
-        Job::New { a, .. } => a.device(),
-    }
 }
 
 fn in_place_ok(acc: &Tensor) -> Result<()> {
@@ -150,20 +101,6 @@ fn in_place_ok(acc: &Tensor) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A new f32 buffer of `shape`, not initialized (the sum's kernel writes every element).
-#[cfg(feature = "cuda")]
-fn new_f32(dev: &candle_core::CudaDevice, shape: &Shape) -> Result<Tensor> {
-    // SAFETY: written whole by the launch that takes it before anything reads it.
-    let buf = unsafe { dev.alloc::<f32>(shape.elem_count())? };
-    let st = candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone());
-    Ok(Tensor::from_storage(
-        candle_core::Storage::Cuda(st),
-        shape.clone(),
-        candle_core::op::BackpropOp::none(),
-        false,
-    ))
 }
 
 /// `(a + b)·scale` in a new f32 buffer (a and b: as many elements, any float dtype), one

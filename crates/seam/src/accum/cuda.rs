@@ -1,11 +1,12 @@
 //! The accumulation kernels' launcher (kernels/accum.cu).
 
+use super::{in_place_ok, operand, same_size, Job};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
     CudaStream, CudaViewMut, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaDevice, CudaStorage, WrapErr};
-use candle_core::{DType, Storage, Tensor};
+use candle_core::{DType, Device, Shape, Storage, Tensor};
 use std::sync::Arc;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/accum.ptx"));
@@ -150,4 +151,68 @@ pub(super) fn launch_many(
     // borrowed by the caller until the launch is queued), of the kernel's dtypes.
     unsafe { b.launch(cfg) }.w()?;
     Ok(())
+}
+
+/// Sums at most this large go through one launch together; larger ones each take the
+/// vectorized kernel.
+const SMALL: usize = 1 << 20;
+
+/// [`super::sum_many`]'s small CUDA sums: each job of at most [`SMALL`] elements on CUDA
+/// summed up to [`MANY`] to a launch per dtype pair, its sum put in `out` at its index;
+/// returns the other jobs with their indices.
+pub(super) fn sum_small(
+    jobs: Vec<Job>,
+    scale: Option<f64>,
+    out: &mut [Option<Tensor>],
+) -> crate::error::Result<Vec<(usize, Job)>> {
+    let (mut small, mut rest) = (Vec::new(), Vec::new());
+    for (j, job) in jobs.into_iter().enumerate() {
+        let (x, g) = match &job {
+            Job::InPlace { sum, g } => (sum, g),
+            Job::New { a, g } => (a, g),
+        };
+        let Device::Cuda(dev) = x.device().clone() else {
+            rest.push((j, job));
+            continue;
+        };
+        if x.elem_count() > SMALL || !g.device().is_cuda() {
+            rest.push((j, job));
+            continue;
+        }
+        same_size(x, g)?;
+        let g = operand(g)?;
+        let (sum, x) = match job {
+            Job::InPlace { sum, .. } => {
+                in_place_ok(&sum)?;
+                (sum.clone(), sum)
+            }
+            Job::New { a, .. } => (new_f32(&dev, a.shape())?, operand(&a)?),
+        };
+        small.push((j, sum, x, g, dev));
+    }
+    small.sort_by_key(|(_, _, x, g, _)| (x.dtype() as u8, g.dtype() as u8));
+    let pair = |t: &(usize, Tensor, Tensor, Tensor, CudaDevice)| (t.2.dtype(), t.3.dtype());
+    for group in small.chunk_by(|a, b| pair(a) == pair(b)) {
+        for chunk in group.chunks(MANY) {
+            let t: Vec<_> = chunk.iter().map(|(_, s, x, g, _)| (s, x, g)).collect();
+            launch_many(&chunk[0].4, &t, scale)?;
+        }
+    }
+    for (j, sum, ..) in small {
+        out[j] = Some(sum);
+    }
+    Ok(rest)
+}
+
+/// A new f32 buffer of `shape`, not initialized (the sum's kernel writes every element).
+fn new_f32(dev: &CudaDevice, shape: &Shape) -> crate::error::Result<Tensor> {
+    // SAFETY: written whole by the launch that takes it before anything reads it.
+    let buf = unsafe { dev.alloc::<f32>(shape.elem_count())? };
+    let st = CudaStorage::wrap_cuda_slice(buf, dev.clone());
+    Ok(Tensor::from_storage(
+        Storage::Cuda(st),
+        shape.clone(),
+        candle_core::op::BackpropOp::none(),
+        false,
+    ))
 }
