@@ -15,9 +15,12 @@
 # train-parity: DTYPES (fp32 bf16), PARITY_STEPS (2000), PARITY_ARGS (train run flags).
 # train-speed: CASES ("small:bf16 xl:bf16 xl:fp32"), TS_STEPS (40), TS_STRATEGIES
 #   ("single bucketed:25"), TS_TORCH ("compile-ro"; "compile-ro compile" for both),
-#   TS_TORCH_PARALLEL above world 1 ("ddp"; "ddp fsdp2" for both),
+#   TS_TORCH_PARALLEL above world 1 ("ddp"; "ddp fsdp2" for both; FSDP2 runs TS_TORCH_FSDP2,
+#   "compile-blocks"),
 #   TS_WORLDS ("1"), TS_ACCUM ("1"; "1 4": also 4 micro-batches of 8 per GPU, --accum 4),
-#   TS_TORCH_ACCUM (the PyTorch trainer's; TS_ACCUM's unless set).
+#   TS_TORCH_ACCUM (the PyTorch trainer's; TS_ACCUM's unless set), TS_TORCH_WORLDS (the
+#   PyTorch trainer's world sizes; TS_WORLDS's unless set), TS_BATCH (rows of 128
+#   tokens per GPU and micro-batch, 8).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # BIN and ANCHORS: the packed folder's, unless set (`cargo xtask bench` runs train-speed
@@ -326,7 +329,8 @@ PY
       # PyTorch trainer (anchors/torch_train_best.py, TS_TORCH variants; above world 1 DDP
       # under torchrun). `train` records go to results.jsonl as {"bench":"train",...}; a
       # table last.
-      local p="$RES/train-speed" c size dt rc=0 st v w steps="${TS_STEPS:-40}" ngpu
+      local p="$RES/train-speed" c size dt rc=0 st v w steps="${TS_STEPS:-40}" ngpu b="${TS_BATCH:-8}"
+      case "$b" in ''|0*|*[!0-9]*) echo "train-speed: TS_BATCH: '$b' is not a number of rows (8, 32, ...)"; return 2 ;; esac
       ngpu="$(nvidia-smi -L | wc -l)"
       for w in ${TS_WORLDS:-1}; do
         case "$w" in ''|0*|*[!0-9]*) echo "train-speed: TS_WORLDS: '$w' is not a world size (1, 2, ...)"; return 2 ;; esac
@@ -352,23 +356,23 @@ PY
             echo "--- $size $dt: train run --strategy $st, world $w, accum $a ($(date -u +%T))"
             local d="$p/run-$size-$dt-${st%%:*}-w$w-a$a"; rm -rf "$d"
             "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$d" --model "$size" $([ "$dt" = bf16 ] && echo --bf16) \
-              --global-batch $((8 * w * a)) --accum "$a" --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
+              --global-batch $((b * w * a)) --accum "$a" --steps 100000 --stop-after "$steps" --eval-every 100000 --ckpt-every 100000 \
               --strategy "$st" --backend nccl "${one[@]}" --fresh --no-progress "${tflag[@]}" > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
             [ ${#tflag[@]} -eq 0 ] && cp "$d/gemm-choices.json" "$table" && tflag=(--gemm-choices "$table")
-            python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" "$w" "$a" >> "$RES/results.jsonl" <<'PY' || rc=1
+            python3 - "$d" "$size" "$dt" "$st" "$d.txt" "$p/data/meta.json" "$w" "$a" "$b" >> "$RES/results.jsonl" <<'PY' || rc=1
 import json, re, statistics, sys
-d, size, dt, st, txt, meta, w, a = sys.argv[1:]
-w, a = int(w), int(a)
+d, size, dt, st, txt, meta, w, a, b = sys.argv[1:]
+w, a, b = int(w), int(a), int(b)
 recs = [json.loads(l) for l in open(d + "/log.jsonl") if '"train"' in l]
-# tokens_per_s counts the global batch: 8 windows of 128 tokens per rank and micro-batch.
+# tokens_per_s counts the global batch: b windows of 128 tokens per rank and micro-batch.
 tps = [r["tokens_per_s"] for r in recs if r["step"] >= 6]
 m = statistics.median(tps)
 # Under comm-launch each line carries a "[rank r] " prefix; rank 0's is the run's.
 how = [l.strip() for l in (re.sub(r"^\[rank 0\] ", "", l) for l in open(txt)) if l.startswith("train: step:")]
 line = how[0] if how else ""
 print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "world": w,
-    "batch": 8, "accum": a, "global_batch": 8 * w * a, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
-    "step_ms": 8 * w * a * 128 / m * 1e3, "tokens_per_s": m,
+    "batch": b, "accum": a, "global_batch": b * w * a, "seq": 128, "vocab": json.load(open(meta))["vocab_size"], "steps": len(tps),
+    "step_ms": b * w * a * 128 / m * 1e3, "tokens_per_s": m,
     "graph": line.startswith("train: step: one CUDA graph"),
     "adamw": line.split("AdamW ")[-1].split(";")[0] if line else None,
     "norm": line.split("; norm ")[-1].split(";")[0] if "; norm " in line else None,
@@ -389,21 +393,23 @@ PY
         # GPU's clock settles and read up to 2 % fast at xl (call 53, nvidia-h200).
         local win=(--warmup 5 --steps $((steps > 6 ? steps - 5 : 1)))
         echo "--- $size $dt: bench single, vocabulary $vocab, ${win[*]}, ${tflag[*]:-own GEMM table} ($(date -u +%T))"
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1
-        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --vocab "$vocab" "${win[@]}" "${tflag[@]}" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --batch "$b" --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1
+        "$BIN/bench" single --size "$size" --dtype "$dt" --mode step --batch "$b" --vocab "$vocab" "${win[@]}" "${tflag[@]}" --clip 1 --out "$RES/results.jsonl" | tail -1 || rc=1
         # Accumulation's bar (issue 48): a forward and backward alone, for k x (step - AdamW) + AdamW.
         [ -n "$(for a in ${TS_ACCUM:-1}; do [ "$a" -gt 1 ] && echo y; done)" ] && \
-          { "$BIN/bench" single --size "$size" --dtype "$dt" --mode fwd-bwd --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1; }
-        for w in ${TS_WORLDS:-1}; do
+          { "$BIN/bench" single --size "$size" --dtype "$dt" --mode fwd-bwd --batch "$b" --vocab "$vocab" "${win[@]}" "${tflag[@]}" --out "$RES/results.jsonl" | tail -1 || rc=1; }
+        for w in ${TS_TORCH_WORLDS:-${TS_WORLDS:-1}}; do
           [ "$w" -gt "$ngpu" ] && continue
           local py=(python3); [ "$w" -gt 1 ] && py=(python3 -m torch.distributed.run --standalone --nproc_per_node "$w")
           # Above world 1 each of TS_TORCH_PARALLEL (ddp; "ddp fsdp2" for both), the report
           # taking the fastest of all at a world size.
           local par; for par in $([ "$w" -gt 1 ] && echo "${TS_TORCH_PARALLEL:-ddp}" || echo ddp); do
-          for v in ${TS_TORCH:-compile-ro}; do
+          # FSDP2 runs eager or compile-blocks only (the anchor asserts it): TS_TORCH_FSDP2's.
+          local vs="${TS_TORCH:-compile-ro}"; [ "$par" = fsdp2 ] && vs="${TS_TORCH_FSDP2:-compile-blocks}"
+          for v in $vs; do
             for a in ${TS_TORCH_ACCUM:-${TS_ACCUM:-1}}; do
             echo "--- $size $dt: torch_train_best $v, --parallel $par, world $w, accum $a ($(date -u +%T))"
-            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --parallel "$par" --global-batch $((8 * w * a)) --accum "$a" \
+            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --parallel "$par" --global-batch $((b * w * a)) --accum "$a" \
               --steps 60 2> "$p/torch-$size-$dt-$v-$par-w$w-a$a.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-$par-w$w-a$a.err"; rc=1; }
             done
           done

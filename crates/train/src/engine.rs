@@ -47,7 +47,7 @@ impl Engine {
         dev: Device,
         c: &TrainConfig,
         vocab: usize,
-        skip_nonfinite: bool,
+        (skip_nonfinite, graph): (bool, bool),
     ) -> Result<Self> {
         let mut model = TransformerLm::new(c.model.lm_config(vocab)?, c.seed, &dev)?;
         if c.bf16 {
@@ -99,7 +99,7 @@ impl Engine {
         let opts = StepOptions {
             clip: c.clip,
             adamw: AdamwPlace::Auto,
-            graph: true,
+            graph,
             fp32_simt: !c.bf16 && !model::tf32::tf32(),
             skip_nonfinite,
             ..StepOptions::default()

@@ -42,6 +42,9 @@ pub struct RunOpts {
     /// Another run's GEMM algorithm table to compute with ([`crate::gemm_table`]); `None`:
     /// the run directory's own where it has one.
     pub gemm_choices: Option<PathBuf>,
+    /// Every step eagerly, never captured as a CUDA graph: slower; what a graph's steps are
+    /// checked against (`train run --eager`).
+    pub eager: bool,
 }
 
 impl Clone for SampleOpts {
@@ -138,7 +141,7 @@ pub fn run_rank(
         dev.clone(),
         c,
         ds.meta.vocab_size,
-        o.skip_nonfinite > 0,
+        (o.skip_nonfinite > 0, !o.eager),
     )?;
     let ckpts = o.out.join("checkpoints");
     if rank == 0 {

@@ -90,6 +90,7 @@ fn a_damaged_newest_checkpoint_is_skipped_naming_the_file() {
         export_init: false,
         skip_nonfinite: 0,
         gemm_choices: None,
+        eager: false,
     };
     let e = run(Backend::Cpu, 1, |comm, dev| run_rank(&other, &o, comm, dev))
         .err()

@@ -151,6 +151,10 @@ struct Run {
     stop_after: Option<u64>,
     #[arg(long)]
     no_progress: bool,
+    /// Run every step eagerly instead of as one CUDA graph: slower; the steps a graph's
+    /// are checked against.
+    #[arg(long)]
+    eager: bool,
     /// Also write the initial weights to OUT/init.safetensors (OUT/config.json is always
     /// written): what scripts/anchors/torch_train.py starts from.
     #[arg(long)]
@@ -266,6 +270,7 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
         export_init: a.export_init,
         skip_nonfinite: a.skip_nonfinite,
         gemm_choices: a.gemm_choices.clone(),
+        eager: a.eager,
     };
     Ok((c, o))
 }

@@ -90,6 +90,7 @@ pub fn opts(out: &Path, ckpt_every: u64, stop_after: Option<u64>) -> RunOpts {
         export_init: false,
         skip_nonfinite: 0,
         gemm_choices: None,
+        eager: false,
     }
 }
 
