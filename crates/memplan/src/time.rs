@@ -10,10 +10,11 @@
 //! - a collective on a bucket's m bytes at bus bandwidth B·m/(m + m½): B the link's (the
 //!   network's above one node: a ring crosses it), m½ where half of B is reached;
 //! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; ZeRO-1: a
-//!   reduce-scatter of S beside the backward, an all-gather of the bf16 copies beside
-//!   AdamW, which slows it `beside_adamw` times (both memory-bound) and is slowed by it;
-//!   what outlasts the work beside it is exposed, and the backward beside a collective
-//!   loses `contention` × the collective's time (fitted to DDP at world 2).
+//!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies beside
+//!   the next step's forward (as `zero1` runs them since session 17: Megatron-Core's
+//!   overlap_param_gather); what outlasts the work beside it is exposed, and the work
+//!   beside a collective loses `contention` × the collective's time (fitted to DDP at
+//!   world 2).
 
 use crate::shape::Shape;
 
@@ -38,16 +39,10 @@ pub struct Rates {
     /// Between nodes, per GPU: a 400 Gb/s NIC each, 90 % of its 50 GB/s (assumed).
     pub net_bps: f64,
     pub gpus_per_node: usize,
-    /// Time the backward loses per second of a collective beside it: fitted so that
-    /// `bucketed:25` at world 2 projects what call 72 measured (56.97 ms against one
-    /// GPU's 47.96). Beside the GEMMs a collective runs at its own speed.
+    /// Time the forward or backward loses per second of a collective beside it: fitted
+    /// so that `bucketed:25` at world 2 projects what call 72 measured (56.97 ms against
+    /// one GPU's 47.96). Beside the GEMMs a collective runs at its own speed.
     pub contention: f64,
-    /// Beside AdamW (memory-bound) a collective runs this many times slower: a 25 MB
-    /// bucket's all-gather took 0.058 ms alone and about 0.2 ms beside AdamW (call 68).
-    pub beside_adamw: f64,
-    /// And AdamW runs this much longer: 11.29 ms beside ZeRO-1's all-gathers at world 2
-    /// against 9.98, half of one GPU's 19.96 (call 67).
-    pub adamw_slowdown: f64,
 }
 
 impl Default for Rates {
@@ -63,8 +58,6 @@ impl Default for Rates {
             net_bps: 0.9 * 50e9,
             gpus_per_node: 8,
             contention: 0.0,
-            beside_adamw: 0.2 / 0.058,
-            adamw_slowdown: 11.29 / 9.98 - 1.0,
         };
         let p = r.project(&xl, 1024, Sync::Ddp { bucket_mb: 25.0 }, 2);
         r.contention = ((56.97 - 47.96) * 1e-3 - p.exposed) / p.hidden;
@@ -78,6 +71,28 @@ pub enum Sync {
     Single,
     Ddp { bucket_mb: f64 },
     Zero1 { bucket_mb: f64 },
+}
+
+impl Sync {
+    /// The projection of a `train --strategy` name: `single`, `bucketed:MB`, `zero1[:MB]`
+    /// and `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without
+    /// MB); `None` for others.
+    pub fn of_train(s: &str) -> Option<Self> {
+        let mb = |rest: &str| match rest {
+            "" => Some(400.0),
+            r => r.strip_prefix(':')?.parse().ok(),
+        };
+        match s {
+            "single" => Some(Sync::Single),
+            s if s.starts_with("bucketed:") => Some(Sync::Ddp {
+                bucket_mb: s["bucketed:".len()..].parse().ok()?,
+            }),
+            s if s.starts_with("zero1") || s.starts_with("zero2") => Some(Sync::Zero1 {
+                bucket_mb: mb(&s[5..])?,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// One projected step, seconds per GPU.
@@ -110,7 +125,7 @@ impl Rates {
     pub fn project(&self, shape: &Shape, tokens: usize, sync: Sync, world: usize) -> Projection {
         let (psi, n) = (shape.params() as f64, world.max(1) as f64);
         let compute = 6.0 * psi * tokens as f64 / self.flops;
-        let backward = compute * 2.0 / 3.0;
+        let (forward, backward) = (compute / 3.0, compute * 2.0 / 3.0);
         let grads = 2.0 * psi; // bf16
         let part = (n - 1.0) / n;
         let bucket = |mb: f64| (mb * 1e6).min(grads); // a bucket's gradients, bytes
@@ -119,8 +134,8 @@ impl Rates {
             _ => 28.0 * psi / self.adamw_bps,
         };
         // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
-        // and ZeRO-1's all-gather beside AdamW, each as its time alone.
-        let (fb, adam) = match sync {
+        // and ZeRO-1's all-gather beside the next forward, each as its time alone.
+        let (bwd, fwd) = match sync {
             _ if world <= 1 => (0.0, 0.0),
             Sync::Single => (0.0, 0.0),
             Sync::Ddp { bucket_mb } => (
@@ -132,17 +147,10 @@ impl Rates {
                 (t, t)
             }
         };
-        // Beside AdamW the all-gather gets through 1/beside_adamw of its work a second.
-        let adam_done = adam.min(optimizer / self.beside_adamw);
-        let comm = fb + adam;
-        let exposed = (fb - backward).max(0.0) + (adam - adam_done);
-        let hidden = fb.min(backward) + adam_done;
-        let adam_share = match adam > 0.0 {
-            true => adam_done * self.beside_adamw / optimizer,
-            false => 0.0,
-        };
-        let slowdown =
-            self.contention * fb.min(backward) + self.adamw_slowdown * optimizer * adam_share;
+        let comm = bwd + fwd;
+        let exposed = (bwd - backward).max(0.0) + (fwd - forward).max(0.0);
+        let hidden = bwd.min(backward) + fwd.min(forward);
+        let slowdown = self.contention * hidden;
         Projection {
             compute,
             optimizer,
@@ -228,6 +236,25 @@ mod tests {
         assert!(z(16).comm > z(8).comm * 2.0, "16 ranks cross the network");
         let d = |w| r.project(&xl(), 1024, Sync::Ddp { bucket_mb: 25.0 }, w);
         assert!(d(64).step > d(8).step && d(8).step > d(1).step);
+    }
+
+    #[test]
+    fn train_names_project_as_their_collectives() {
+        assert_eq!(Sync::of_train("single"), Some(Sync::Single));
+        assert_eq!(
+            Sync::of_train("bucketed:25"),
+            Some(Sync::Ddp { bucket_mb: 25.0 })
+        );
+        assert_eq!(
+            Sync::of_train("zero1"),
+            Some(Sync::Zero1 { bucket_mb: 400.0 })
+        );
+        assert_eq!(
+            Sync::of_train("zero2:50"),
+            Some(Sync::Zero1 { bucket_mb: 50.0 })
+        );
+        assert_eq!(Sync::of_train("zero1x"), None);
+        assert_eq!(Sync::of_train("sharded"), None);
     }
 
     #[test]

@@ -3,16 +3,30 @@
 //! right before the first forward stage that reads one of its parameters
 //! ([`Gathers::before_stage`]); the compute stream waits on the GPU, the host never blocks.
 //!
-//! A parameter sharded in place is all-gathered in place, into its own storage
-//! ([`Gathers::launched_in_place`]); so is a flat part that is one parameter and needs no
-//! padding ([`Gathers::target`]): nothing to copy, only the wait.
+//! A parameter sharded in place is all-gathered in place, into its own storage; so is a
+//! flat part that is one parameter and needs no padding ([`Gathers::target`]): nothing to
+//! copy, only the wait. Other flat parts are gathered into one buffer per bucket, made
+//! once: a captured step's gathers write the same memory at every replay.
+//!
+//! A step queues each bucket's gathers as AdamW finishes it ([`Gathers::queue`]); they are
+//! launched then, or, ahead-of-time, at the start of the next forward
+//! ([`Gathers::launch_queued`]), which then overlaps them stage by stage as Megatron-Core's
+//! `overlap_param_gather` does. Inside one CUDA graph per step that is the only place they
+//! can overlap the forward: a replay ends only when all it launched has ended. The queue
+//! is kept, so that a replayed step (whose host code does not run) queues it again
+//! ([`Gathers::requeue`]), and a settle before a capture leaves it due, so that the
+//! captured forward holds its launches.
 //!
 //! Errors are the ddp crate's (comm or candle) so they pass through
 //! `Ddp::forward_backward_with`'s stage hook unchanged.
 
 use candle_core::{DType, Tensor, Var};
-use comm::Work;
+use comm::{Communicator, Work};
 use ddp::Result;
+
+/// One bucket's all-gathers: its index, its (input, output) pairs, and where its flat part
+/// is gathered ([`Gathers::target`]; `None`: no flat part).
+pub(crate) type OpenBucket = (usize, Vec<(Tensor, Tensor)>, Option<(Tensor, bool)>);
 
 pub(crate) struct Gathers {
     /// Per bucket: its all-gathers in flight, each with the gathered flat part to copy
@@ -22,6 +36,12 @@ pub(crate) struct Gathers {
     flat_params: Vec<Vec<usize>>,
     /// Per forward stage: the buckets holding parameters it uses.
     stage_buckets: Vec<Vec<usize>>,
+    /// Per bucket: its flat part's gather buffer, once made ([`Self::target`]).
+    targets: Vec<Option<(Tensor, bool)>>,
+    /// The last step's buckets, in launch order, and whether their gathers are still to
+    /// launch.
+    queued: Vec<OpenBucket>,
+    due: bool,
 }
 
 impl Gathers {
@@ -53,33 +73,92 @@ impl Gathers {
             .collect();
         Self {
             pending: (0..bucket_params.len()).map(|_| Vec::new()).collect(),
+            targets: vec![None; bucket_params.len()],
             flat_params,
             stage_buckets,
+            queued: Vec::new(),
+            due: false,
         }
     }
 
     /// Where the all-gather of bucket `b`'s flat part, `len` elements with padding, goes,
     /// and whether that is the parameter itself: a flat view of its one parameter when the
-    /// flat part is exactly that, else a new flat f32 buffer.
-    pub(crate) fn target(&self, b: usize, len: usize, params: &[Var]) -> Result<(Tensor, bool)> {
-        if let [i] = self.flat_params[b][..] {
-            let p = params[i].as_tensor();
-            if p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous() {
-                return Ok((p.flatten_all()?, true));
+    /// flat part is exactly that, else a flat f32 buffer of the bucket's, made once.
+    pub(crate) fn target(
+        &mut self,
+        b: usize,
+        len: usize,
+        params: &[Var],
+    ) -> Result<(Tensor, bool)> {
+        if let Some(t) = &self.targets[b] {
+            return Ok(t.clone());
+        }
+        let t = match self.flat_params[b][..] {
+            [i] if {
+                let p = params[i].as_tensor();
+                p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous()
+            } =>
+            {
+                (params[i].as_tensor().flatten_all()?, true)
+            }
+            _ => {
+                let dev = params[self.flat_params[b][0]].device();
+                (Tensor::zeros(len, DType::F32, dev)?, false)
+            }
+        };
+        self.targets[b] = Some(t.clone());
+        Ok(t)
+    }
+
+    /// Starts a step's queue: the buckets it queues replace the last step's.
+    pub(crate) fn begin_step(&mut self) {
+        self.queued.clear();
+        self.due = false;
+    }
+
+    /// Queues bucket `o`'s gathers (AdamW has been queued for all of it); with `now`,
+    /// launches them at once (they overlap the updates after them), else leaves them to
+    /// [`Self::launch_queued`].
+    pub(crate) fn queue(
+        &mut self,
+        o: OpenBucket,
+        comm: &dyn Communicator,
+        now: bool,
+    ) -> Result<()> {
+        self.queued.push(o);
+        match now {
+            true => self.launch(self.queued.len() - 1, comm),
+            false => {
+                self.due = true;
+                Ok(())
             }
         }
-        let dev = params[self.flat_params[b][0]].device();
-        Ok((Tensor::zeros(len, DType::F32, dev)?, false))
     }
 
-    /// Records bucket `b`'s all-gather into `out` (from [`Self::target`]).
-    pub(crate) fn launched(&mut self, b: usize, (out, in_place): (Tensor, bool), work: Work) {
-        self.pending[b].push(((!in_place).then_some(out), work));
+    /// Launches the queued gathers not yet launched, in the order they were queued (the
+    /// first stages' buckets first). With `keep`, they stay due: the next forward gathers
+    /// the same parts again (the same bits), as a step captured next must, to hold them.
+    pub(crate) fn launch_queued(&mut self, comm: &dyn Communicator, keep: bool) -> Result<()> {
+        if self.due {
+            self.due = keep;
+            for k in 0..self.queued.len() {
+                self.launch(k, comm)?;
+            }
+        }
+        Ok(())
     }
 
-    /// Records an all-gather of bucket `b` in place (into a parameter's own storage).
-    pub(crate) fn launched_in_place(&mut self, b: usize, work: Work) {
-        self.pending[b].push((None, work));
+    /// A captured step was replayed: the gathers it queued are due again.
+    pub(crate) fn requeue(&mut self) {
+        self.due = !self.queued.is_empty();
+    }
+
+    fn launch(&mut self, k: usize, comm: &dyn Communicator) -> Result<()> {
+        let (b, pairs, target) = &self.queued[k];
+        let work = comm.all_gather_coalesced_async(pairs)?;
+        let out = target.as_ref().filter(|t| !t.1).map(|t| t.0.clone());
+        self.pending[*b].push((out, work));
+        Ok(())
     }
 
     /// Makes the compute stream wait for, and copies, every pending bucket that stage `s`
@@ -115,4 +194,19 @@ impl Gathers {
         }
         Ok(())
     }
+}
+
+/// Bucket `b`'s parameters flattened in bucket order and zero-padded to a multiple of `w`:
+/// the flat part whose slices the ranks step and gather.
+pub(crate) fn bucket_flat(params: &[Var], idx: &[usize], w: usize) -> crate::error::Result<Tensor> {
+    let mut parts: Vec<Tensor> = idx
+        .iter()
+        .map(|&i| params[i].as_tensor().flatten_all())
+        .collect::<candle_core::Result<_>>()?;
+    let n: usize = parts.iter().map(|t| t.elem_count()).sum();
+    let pad = (w - n % w) % w;
+    if pad > 0 {
+        parts.push(Tensor::zeros(pad, DType::F32, parts[0].device())?);
+    }
+    Ok(Tensor::cat(&parts, 0)?)
 }

@@ -16,11 +16,11 @@
 //!
 //! The step updates the buckets in reverse (the first stages' parameters first) and
 //! launches each bucket's all-gather right after its update. With
-//! [`Zero1Overlap::set_gather_ahead`] the step returns without collecting them: the next
-//! forward makes the compute stream wait for a bucket only right before the first stage
-//! that reads it, so the all-gathers overlap that forward (FSDP's forward prefetch, for
-//! ZeRO-1). Until then the model's parameters are undefined (stale, or being written by
-//! an all-gather straight into a one-parameter bucket's parameter):
+//! [`Zero1Overlap::set_gather_ahead`] it queues them instead: the next forward launches
+//! them all at its start and makes the compute stream wait for a bucket only right before
+//! the first stage that reads it, so the all-gathers overlap that forward
+//! (Megatron-Core's overlap_param_gather; in one CUDA graph per step, the only place they
+//! can overlap it). Until then the model's parameters are stale:
 //! [`Zero1Overlap::sync_params`] completes them ([`Zero1Overlap::save`] does it itself).
 //!
 //! ```ignore
@@ -32,17 +32,13 @@
 //! ```
 
 use crate::error::{Result, Zero1Error};
-use crate::gather::Gathers;
+use crate::gather::{bucket_flat, Gathers, OpenBucket};
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
 use ddp::{BucketShard, Ddp, DdpOptions};
 use seam::shadow::Bf16Shadows;
 use seam::{AdamW, AdamWConfig, Batch, Span, StagedModel};
 use std::sync::Arc;
-
-/// A bucket whose all-gathers are being collected: its index, its (input, output) pairs,
-/// and where its flat part is gathered ([`Gathers::target`]).
-type OpenBucket = (usize, Vec<(Tensor, Tensor)>, Option<(Tensor, bool)>);
 
 pub struct Zero1Overlap {
     pub(crate) comm: Arc<dyn Communicator>,
@@ -57,6 +53,10 @@ pub struct Zero1Overlap {
     pub(crate) opt: AdamW,
     gathers: Gathers,
     gather_ahead: bool,
+    /// With gather-ahead, launch a step's gathers beside its AdamW (collected by the next
+    /// forward, or at the end of a captured step) instead of at the next forward
+    /// (`ZERO1_PARAM_GATHER=adamw`, to measure one against the other).
+    gather_beside_adamw: bool,
     /// All-gather the bf16 copies of the parameters sharded in place, not their f32
     /// masters, where the model reads them only through the copies (on by default;
     /// `ZERO1_GATHER=f32` turns it off).
@@ -66,20 +66,6 @@ pub struct Zero1Overlap {
     /// [`Self::sync_params`] last gathered them.
     copy_gathered: Vec<usize>,
     masters_stale: bool,
-}
-
-/// Bucket `b`'s parameters flattened in bucket order and zero-padded to a multiple of `w`.
-fn bucket_flat(params: &[Var], idx: &[usize], w: usize) -> Result<Tensor> {
-    let mut parts: Vec<Tensor> = idx
-        .iter()
-        .map(|&i| params[i].as_tensor().flatten_all())
-        .collect::<candle_core::Result<_>>()?;
-    let n: usize = parts.iter().map(|t| t.elem_count()).sum();
-    let pad = (w - n % w) % w;
-    if pad > 0 {
-        parts.push(Tensor::zeros(pad, DType::F32, parts[0].device())?);
-    }
-    Ok(Tensor::cat(&parts, 0)?)
 }
 
 impl Zero1Overlap {
@@ -143,6 +129,7 @@ impl Zero1Overlap {
             opt: AdamW::new(cfg)?,
             gathers,
             gather_ahead: false,
+            gather_beside_adamw: std::env::var("ZERO1_PARAM_GATHER").as_deref() == Ok("adamw"),
             bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
             copy_gathered: Vec::new(),
             masters_stale: false,
@@ -188,7 +175,9 @@ impl Zero1Overlap {
     /// a step gathered bf16 copies instead: the f32 parts all-gathered as one group, for a
     /// checkpoint, an export or a forward that reads masters).
     pub fn sync_params(&mut self) -> Result<()> {
-        self.complete_gathers()?;
+        // The queue stays due: a step captured next holds its launches (gather.rs).
+        self.gathers.launch_queued(self.comm.as_ref(), true)?;
+        self.collect_launched()?;
         if std::mem::take(&mut self.masters_stale) {
             let pairs = self
                 .copy_gathered
@@ -210,11 +199,20 @@ impl Zero1Overlap {
     /// [`Self::sync_params`].
     pub fn replayed(&mut self) {
         self.masters_stale |= !self.copy_gathered.is_empty();
+        self.gathers.requeue();
     }
 
-    /// Completes the all-gathers in flight: what a forward reads (the bf16 copies, or
-    /// the masters) is then whole; masters whose copies were gathered stay stale.
+    /// Launches the all-gathers a step left for the next forward and completes every one
+    /// in flight: what a forward reads (the bf16 copies, or the masters) is then whole;
+    /// masters whose copies were gathered stay stale.
     pub fn complete_gathers(&mut self) -> Result<()> {
+        self.gathers.launch_queued(self.comm.as_ref(), false)?;
+        self.collect_launched()
+    }
+
+    /// Completes the all-gathers launched, leaving those queued for the next forward (the
+    /// end of a captured step: its gathers are the next replay's first work).
+    pub fn collect_launched(&mut self) -> Result<()> {
         Ok(self.gathers.complete(&self.params)?)
     }
 
@@ -235,6 +233,9 @@ impl Zero1Overlap {
         batch: &Batch,
         observe: impl FnMut(usize, &seam::Grads) -> ddp::error::Result<()>,
     ) -> Result<(Tensor, bool)> {
+        // The last step's gathers start now, beside this forward, which waits for each
+        // bucket right before the first stage that reads it.
+        self.gathers.launch_queued(self.comm.as_ref(), false)?;
         let (gathers, params) = (&mut self.gathers, &self.params);
         let out = self.ddp.forward_backward_observed(
             model,
@@ -307,9 +308,9 @@ impl Zero1Overlap {
                     .map(|(_, g)| g.clone()),
             });
         }
-        // Each bucket's all-gathers are launched as one group as soon as its AdamW updates
-        // are queued, so they overlap the updates after them; the last buckets (the first
-        // stages) go first.
+        // Each bucket's all-gathers are one group, queued as soon as its AdamW updates are;
+        // launched at once, so they overlap the updates after them, or with gather-ahead at
+        // the next forward (Gathers::queue). The last buckets (the first stages) go first.
         let (comm, spans, owner, gathers) =
             (&self.comm, &self.spans, &self.owner, &mut self.gathers);
         let (w, params) = (comm.world_size(), &self.params);
@@ -320,13 +321,11 @@ impl Zero1Overlap {
         let mut any = false;
         // The bucket being updated: its (input, output) pairs, and its flat part's target.
         let mut open: Option<OpenBucket> = None;
+        let now = !self.gather_ahead || self.gather_beside_adamw;
+        gathers.begin_step();
         let launch = |open: &mut Option<OpenBucket>, gathers: &mut Gathers| -> Result<()> {
-            if let Some((b, pairs, target)) = open.take() {
-                let work = comm.all_gather_coalesced_async(&pairs)?;
-                match target {
-                    Some(t) => gathers.launched(b, t, work),
-                    None => gathers.launched_in_place(b, work),
-                }
+            if let Some(o) = open.take() {
+                gathers.queue(o, comm.as_ref(), now)?;
             }
             Ok(())
         };

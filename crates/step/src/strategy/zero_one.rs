@@ -54,7 +54,9 @@ impl Strategy for Zero1Overlap {
     fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
         let nc = step_shards(self, u.clip, u.staged, u.model.params().bf16_shadows())?;
         if u.capturing {
-            self.complete_gathers()?;
+            // This step's gathers are queued for the next forward: the next replay's first
+            // work, beside its forward (Megatron-Core's overlap_param_gather).
+            self.collect_launched()?;
         }
         Ok(nc)
     }
