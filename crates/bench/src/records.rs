@@ -254,6 +254,13 @@ pub struct TorchStep {
     /// Micro-batches per step (torch_train_best.py's `--accum`; 1 where absent).
     #[serde(default = "one")]
     pub accum: usize,
+    /// Rows of the whole step over every rank and micro-batch (torch_train_best.py's
+    /// `--global-batch`; absent in other anchors' lines).
+    #[serde(default)]
+    pub global_batch: Option<usize>,
+    /// torch_train_best.py's `--parallel`: single, ddp or fsdp2.
+    #[serde(default)]
+    pub parallel: Option<String>,
     /// torch_best.py's variant: eager, compile, compile-ro (torch.compile's CUDA graphs).
     #[serde(default)]
     pub variant: Option<String>,

@@ -137,8 +137,8 @@ fn a_missing_torch_file_is_an_error_naming_it() {
 /// A one-GPU run (no all-reduce; `train run` records from run.sh train-speed beside `bench
 /// single` and the PyTorch trainer): the all-reduce section says why it is absent, and the
 /// `train run` table holds each strategy's ratio to `bench single`'s step without
-/// clipping (not the clipped one) on the same model (train's data's vocabulary, not the
-/// size's default) and to the PyTorch trainer's fastest variant.
+/// clipping and, apart, to the clipped one, on the same model (train's data's vocabulary,
+/// not the size's default), and to the PyTorch trainer's fastest variant.
 #[test]
 fn a_one_gpu_run_reports_train_against_bench_single_and_the_pytorch_trainer() {
     let dir = scratch("one-gpu");
@@ -183,12 +183,12 @@ fn a_one_gpu_run_reports_train_against_bench_single_and_the_pytorch_trainer() {
     );
     assert!(
         md.contains(
-            "| xl | bf16 | single | 1 | 41.00 | 1.025 | 50.00 | 0.820 | yes | after | after |"
+            "| xl | bf16 | single | 1 | 8 | 41.00 | 1.025 | 0.976 | 50.00 | 0.820 | yes | after | after |"
         ),
         "{md}"
     );
     assert!(
-        md.contains("| xl | bf16 | zero1 | 1 | 41.20 | 1.030 | 50.00 | 0.824 |"),
+        md.contains("| xl | bf16 | zero1 | 1 | 8 | 41.20 | 1.030 | 0.981 | 50.00 | 0.824 |"),
         "{md}"
     );
     assert!(out.join("train-vs-pytorch.svg").exists());

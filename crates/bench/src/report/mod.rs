@@ -3,6 +3,7 @@
 
 mod cpu;
 mod ddp;
+mod gpus;
 mod input;
 mod kernels;
 mod parity;
@@ -84,6 +85,7 @@ pub fn write_report(
     training::single(&mut md, &singles, &torch_steps, out)?;
     let trains: Vec<train_speed::TrainRecord> = res.take("bench", &["train"]);
     train_speed::section(&mut md, &trains, &singles, &torch_steps, out)?;
+    gpus::section(&mut md, &trains, &singles, &torch_steps, &recs, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
     // The traces `bench ddp --trace-dir` wrote beside the results (run.sh, xtask bench).
     let traces = results.parent().unwrap_or(Path::new(".")).join("traces");

@@ -69,19 +69,30 @@ fn memory_cells(r: &TrainRecord) -> String {
     format!("{} | {} | {ratio}", cell(peak), cell(plan))
 }
 
-/// `bench single`'s step without clipping for `size`/`dtype` and the same vocabulary (the
-/// last such record): the same model, or no ratio.
-fn bench_single<'a>(
+/// `bench single`'s step for `r`'s size, dtype and batch and the same vocabulary (the last
+/// such record): without clipping, or with it (`--clip 1`: the norm taken, AdamW after);
+/// the same model, or no ratio.
+pub fn bench_single<'a>(
     singles: &'a [SingleRecord],
-    size: &str,
-    dtype: &str,
-    vocab: Option<usize>,
+    r: &TrainRecord,
+    clip: bool,
 ) -> Option<&'a SingleRecord> {
     singles
         .iter()
-        .filter(|s| s.size == size && s.dtype.name() == dtype && !s.tf32)
-        .filter(|s| Some(s.vocab) == vocab)
-        .rfind(|s| s.mode == Mode::Step && s.norm.is_none() && s.adamw != AdamwPlace::After)
+        .filter(|s| s.size == r.size && s.dtype.name() == r.dtype && !s.tf32)
+        .filter(|s| Some(s.vocab) == r.vocab && s.batch == r.batch)
+        .rfind(|s| {
+            s.mode == Mode::Step
+                && match clip {
+                    false => s.norm.is_none() && s.adamw != AdamwPlace::After,
+                    true => s.norm.is_some() && s.adamw == AdamwPlace::After,
+                }
+        })
+}
+
+/// A `bench single` record's median step (its mean where it has no median).
+pub fn median(s: &SingleRecord) -> f64 {
+    s.step_median_ms.unwrap_or(s.step_ms.0)
 }
 
 /// ", vocabulary N (`train`'s data)" where a record's model is not the size's own.
@@ -92,18 +103,15 @@ pub fn vocab_note(r: &SingleRecord) -> String {
     }
 }
 
-/// The PyTorch trainer's fastest variant for `size`/`dtype` at `world` (DDP under torchrun
-/// above 1; a line without a world size is one GPU's) with `accum` micro-batches.
-fn trainer<'a>(
-    torch: &'a [TorchStep],
-    size: &str,
-    dtype: &str,
-    (world, accum): (usize, usize),
-) -> Option<&'a TorchStep> {
+/// The PyTorch trainer's fastest line (any variant, DDP or FSDP2) for `r`'s size and dtype
+/// at its world size (a line without a world size is one GPU's), micro-batches and rows a
+/// GPU (8 where the line gives no global batch).
+pub fn trainer<'a>(torch: &'a [TorchStep], r: &TrainRecord) -> Option<&'a TorchStep> {
     torch
         .iter()
-        .filter(|t| t.mode == "train-best" && t.size == size && t.dtype == dtype)
-        .filter(|t| t.world.unwrap_or(1) == world && t.accum == accum)
+        .filter(|t| t.mode == "train-best" && t.size == r.size && t.dtype == r.dtype)
+        .filter(|t| t.world.unwrap_or(1) == r.world && t.accum == r.accum)
+        .filter(|t| t.global_batch.map_or(8, |g| g / (r.world * r.accum)) == r.batch)
         .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
 }
 
@@ -121,8 +129,9 @@ pub fn section(
     writeln!(
         md,
         "## `train run`: what a user's training runs at\n\n\
-         The median step of `train run` (steps 6 on; batch {} × {}, clipping at 1.0, the \
-         default), against `bench single`'s step without clipping on the same model (its \
+         The median step of `train run` (steps 6 on; rows of {} tokens, the rows a GPU \
+         shown, clipping at 1.0, the default), against `bench single`'s step at the same \
+         rows, without clipping and with it (`--clip 1`: the same work), on the same model (its \
          vocabulary that of `train`'s data; the median over the same window, 5 warm-up \
          steps then as many as `train run` times, where its record has a median, else its \
          mean) and the PyTorch trainer \
@@ -135,15 +144,16 @@ pub fn section(
          Peak GiB: the largest of the ranks' peak GPU memory (tensors and captured \
          graphs; NCCL's buffers and the CUDA context aside), against the memory plan \
          train checks a run against (`memplan`).\n\n\
-         | size | dtype | strategy | world | step ms | × `bench single` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm | peak GiB | plan GiB | peak ÷ plan |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|",
-        first.batch, first.seq
+         | size | dtype | strategy | world | rows a GPU | step ms | × `bench single` | × `bench single --clip 1` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm | peak GiB | plan GiB | peak ÷ plan |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|",
+        first.seq
     )?;
     let mut bars: Vec<(String, f64)> = Vec::new();
     for r in recs {
         // One micro-batch's step is no measure of several: no ratio to bench single there.
-        let single = bench_single(singles, &r.size, &r.dtype, r.vocab).filter(|_| r.accum == 1);
-        let torch = trainer(torch, &r.size, &r.dtype, (r.world, r.accum));
+        let single = bench_single(singles, r, false).filter(|_| r.accum == 1);
+        let clipped = bench_single(singles, r, true).filter(|_| r.accum == 1);
+        let torch = trainer(torch, r);
         let strategy = match r.accum {
             1 => r.strategy.clone(),
             a => format!("{}, --accum {a}", r.strategy),
@@ -151,13 +161,15 @@ pub fn section(
         let ratio = |d: Option<f64>| d.map_or("-".into(), |d| format!("{:.3}", r.step_ms / d));
         writeln!(
             md,
-            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.size,
             r.dtype,
             strategy,
             r.world,
+            r.batch,
             r.step_ms,
-            ratio(single.map(|s| s.step_median_ms.unwrap_or(s.step_ms.0))),
+            ratio(single.map(median)),
+            ratio(clipped.map(median)),
             torch.map_or("-".into(), |t| format!("{:.2}", t.step_ms)),
             ratio(torch.map(|t| t.step_ms)),
             if r.graph { "yes" } else { "no" },
@@ -266,11 +278,39 @@ mod tests {
         let mut md = String::new();
         section(&mut md, &[train(), at2], &[single("")], &t, dir.path()).unwrap();
         assert!(
-            md.contains("| xl | bf16 | bucketed:25 | 2 | 45.00 | 1.125 | 50.00 | 0.900 |"),
+            md.contains("| xl | bf16 | bucketed:25 | 2 | 8 | 45.00 | 1.125 | - | 50.00 | 0.900 |"),
             "{md}"
         );
         assert!(
-            md.contains("| xl | bf16 | single | 1 | 41.60 | 1.040 | 40.00 | 1.040 |"),
+            md.contains("| xl | bf16 | single | 1 | 8 | 41.60 | 1.040 | - | 40.00 | 1.040 |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn rows_a_gpu_pick_the_bench_single_and_trainer_of_the_same_rows() {
+        let at4 = TrainRecord {
+            strategy: "zero1".into(),
+            world: 4,
+            step_ms: 42.0,
+            ..train()
+        };
+        // bench single at 32 rows, and with clipping at 8 rows (42.0 = 1.000 of it); the
+        // trainer's 32-row line at world 4 (global batch 128) is not the 8-row one's (32).
+        let (mut s32, mut clip) = (single(""), single(r#","norm":"after""#));
+        s32.batch = 32;
+        clip.adamw = AdamwPlace::After;
+        clip.step_ms.0 = 42.0;
+        let mut t32 = torch(Some(4), 170.0);
+        t32.global_batch = Some(128);
+        let mut t8 = torch(Some(4), 130.0);
+        t8.global_batch = Some(32);
+        let dir = tempfile::tempdir().unwrap();
+        let mut md = String::new();
+        let singles = [single(""), clip, s32];
+        section(&mut md, &[at4], &singles, &[t32, t8], dir.path()).unwrap();
+        assert!(
+            md.contains("| xl | bf16 | zero1 | 4 | 8 | 42.00 | 1.050 | 1.000 | 130.00 | 0.323 |"),
             "{md}"
         );
     }
@@ -290,11 +330,13 @@ mod tests {
         section(&mut md, &[train(), acc], &[single("")], &t, dir.path()).unwrap();
         // Not against bench single's one micro-batch, nor the trainer without accumulation.
         assert!(
-            md.contains("| xl | bf16 | single, --accum 4 | 1 | 150.00 | - | 200.00 | 0.750 |"),
+            md.contains(
+                "| xl | bf16 | single, --accum 4 | 1 | 8 | 150.00 | - | - | 200.00 | 0.750 |"
+            ),
             "{md}"
         );
         assert!(
-            md.contains("| single | 1 | 41.60 | 1.040 | 40.00 | 1.040 |"),
+            md.contains("| single | 1 | 8 | 41.60 | 1.040 | - | 40.00 | 1.040 |"),
             "{md}"
         );
     }
