@@ -59,7 +59,7 @@ impl Default for Rates {
             gpus_per_node: 8,
             contention: 0.0,
         };
-        let p = r.project(&xl, 1024, Sync::Ddp { bucket_mb: 25.0 }, 2);
+        let p = r.project(&xl, 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
         r.contention = ((56.97 - 47.96) * 1e-3 - p.exposed) / p.hidden;
         r
     }
@@ -67,13 +67,13 @@ impl Default for Rates {
 
 /// The strategies a projection covers: `train`'s DDP (`bucketed:MB`) and ZeRO-1 (`zero1:MB`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Sync {
+pub enum Collectives {
     Single,
     Ddp { bucket_mb: f64 },
     Zero1 { bucket_mb: f64 },
 }
 
-impl Sync {
+impl Collectives {
     /// The projection of a `train --strategy` name: `single`, `bucketed:MB`, `zero1[:MB]`
     /// and `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without
     /// MB); `None` for others.
@@ -83,11 +83,11 @@ impl Sync {
             r => r.strip_prefix(':')?.parse().ok(),
         };
         match s {
-            "single" => Some(Sync::Single),
-            s if s.starts_with("bucketed:") => Some(Sync::Ddp {
+            "single" => Some(Collectives::Single),
+            s if s.starts_with("bucketed:") => Some(Collectives::Ddp {
                 bucket_mb: s["bucketed:".len()..].parse().ok()?,
             }),
-            s if s.starts_with("zero1") || s.starts_with("zero2") => Some(Sync::Zero1 {
+            s if s.starts_with("zero1") || s.starts_with("zero2") => Some(Collectives::Zero1 {
                 bucket_mb: mb(&s[5..])?,
             }),
             _ => None,
@@ -122,7 +122,13 @@ impl Rates {
     }
 
     /// One step of `shape` at `tokens` per GPU (bf16) under `sync` on `world` ranks.
-    pub fn project(&self, shape: &Shape, tokens: usize, sync: Sync, world: usize) -> Projection {
+    pub fn project(
+        &self,
+        shape: &Shape,
+        tokens: usize,
+        sync: Collectives,
+        world: usize,
+    ) -> Projection {
         let (psi, n) = (shape.params() as f64, world.max(1) as f64);
         let compute = 6.0 * psi * tokens as f64 / self.flops;
         let (forward, backward) = (compute / 3.0, compute * 2.0 / 3.0);
@@ -130,19 +136,19 @@ impl Rates {
         let part = (n - 1.0) / n;
         let bucket = |mb: f64| (mb * 1e6).min(grads); // a bucket's gradients, bytes
         let optimizer = match sync {
-            Sync::Zero1 { .. } => 28.0 * psi / n / self.adamw_bps,
+            Collectives::Zero1 { .. } => 28.0 * psi / n / self.adamw_bps,
             _ => 28.0 * psi / self.adamw_bps,
         };
         // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
         // and ZeRO-1's all-gather beside the next forward, each as its time alone.
         let (bwd, fwd) = match sync {
             _ if world <= 1 => (0.0, 0.0),
-            Sync::Single => (0.0, 0.0),
-            Sync::Ddp { bucket_mb } => (
+            Collectives::Single => (0.0, 0.0),
+            Collectives::Ddp { bucket_mb } => (
                 2.0 * part * grads / self.busbw(bucket(bucket_mb), world),
                 0.0,
             ),
-            Sync::Zero1 { bucket_mb } => {
+            Collectives::Zero1 { bucket_mb } => {
                 let t = part * grads / self.busbw(bucket(bucket_mb), world);
                 (t, t)
             }
@@ -168,16 +174,16 @@ pub const PROJECTED: [usize; 6] = [1, 2, 4, 8, 16, 64];
 
 /// The strategies a projection table shows: DDP as `train`'s default, ZeRO-1 at 25 MB and
 /// at its default 400 MB.
-pub const SHOWN: [(&str, Sync); 3] = [
-    ("bucketed:25", Sync::Ddp { bucket_mb: 25.0 }),
-    ("zero1:25", Sync::Zero1 { bucket_mb: 25.0 }),
-    ("zero1 (400 MB)", Sync::Zero1 { bucket_mb: 400.0 }),
+pub const SHOWN: [(&str, Collectives); 3] = [
+    ("bucketed:25", Collectives::Ddp { bucket_mb: 25.0 }),
+    ("zero1:25", Collectives::Zero1 { bucket_mb: 25.0 }),
+    ("zero1 (400 MB)", Collectives::Zero1 { bucket_mb: 400.0 }),
 ];
 
 /// Per strategy and world size: the projected step per GPU (ms) and its ratio to one
 /// GPU's, as `cargo xtask plan --model M --project` prints it.
 pub fn table(r: &Rates, shape: &Shape, tokens: usize) -> String {
-    let one = r.project(shape, tokens, Sync::Single, 1).step;
+    let one = r.project(shape, tokens, Collectives::Single, 1).step;
     let mut out = format!(
         "step per GPU on paper, ms (x one GPU's {:.2} ms), {tokens} tokens a GPU, bf16; \
          ranks 1-{} on NVLink, then {:.0} GB/s a GPU between nodes\n{:<16}",
@@ -214,7 +220,7 @@ mod tests {
 
     #[test]
     fn one_gpu_is_the_measured_step() {
-        let p = Rates::default().project(&xl(), 1024, Sync::Single, 1);
+        let p = Rates::default().project(&xl(), 1024, Collectives::Single, 1);
         assert!((p.step * 1e3 - 47.96).abs() < 0.01, "{p:?}");
         assert_eq!((p.comm, p.exposed, p.slowdown), (0.0, 0.0, 0.0));
     }
@@ -222,7 +228,7 @@ mod tests {
     #[test]
     fn ddp_at_world_2_is_what_it_was_fitted_to() {
         let r = Rates::default();
-        let p = r.project(&xl(), 1024, Sync::Ddp { bucket_mb: 25.0 }, 2);
+        let p = r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
         // 56.97 ms measured (call 72), which the contention is fitted to.
         assert!((p.step * 1e3 - 56.97).abs() < 1e-6, "{p:?}");
         assert!(r.contention > 0.0 && r.contention < 1.0, "{r:?}");
@@ -231,30 +237,30 @@ mod tests {
     #[test]
     fn more_ranks_shrink_zero1s_optimizer_and_a_network_slows_every_collective() {
         let r = Rates::default();
-        let z = |w| r.project(&xl(), 1024, Sync::Zero1 { bucket_mb: 400.0 }, w);
+        let z = |w| r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: 400.0 }, w);
         assert!(z(4).optimizer * 4.0 - z(1).optimizer < 1e-12);
         assert!(z(16).comm > z(8).comm * 2.0, "16 ranks cross the network");
-        let d = |w| r.project(&xl(), 1024, Sync::Ddp { bucket_mb: 25.0 }, w);
+        let d = |w| r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 25.0 }, w);
         assert!(d(64).step > d(8).step && d(8).step > d(1).step);
     }
 
     #[test]
     fn train_names_project_as_their_collectives() {
-        assert_eq!(Sync::of_train("single"), Some(Sync::Single));
+        assert_eq!(Collectives::of_train("single"), Some(Collectives::Single));
         assert_eq!(
-            Sync::of_train("bucketed:25"),
-            Some(Sync::Ddp { bucket_mb: 25.0 })
+            Collectives::of_train("bucketed:25"),
+            Some(Collectives::Ddp { bucket_mb: 25.0 })
         );
         assert_eq!(
-            Sync::of_train("zero1"),
-            Some(Sync::Zero1 { bucket_mb: 400.0 })
+            Collectives::of_train("zero1"),
+            Some(Collectives::Zero1 { bucket_mb: 400.0 })
         );
         assert_eq!(
-            Sync::of_train("zero2:50"),
-            Some(Sync::Zero1 { bucket_mb: 50.0 })
+            Collectives::of_train("zero2:50"),
+            Some(Collectives::Zero1 { bucket_mb: 50.0 })
         );
-        assert_eq!(Sync::of_train("zero1x"), None);
-        assert_eq!(Sync::of_train("sharded"), None);
+        assert_eq!(Collectives::of_train("zero1x"), None);
+        assert_eq!(Collectives::of_train("sharded"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::train_speed::{bench_single, median, TrainRecord};
 use crate::records::{AllReduceRecord, TorchStep};
 use crate::single::SingleRecord;
 use anyhow::Result;
-use model::plan::time::{self, Rates, Sync};
+use model::plan::time::{self, Collectives, Rates};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -208,9 +208,9 @@ fn projection(
          GPU are compared): **a projection, not a measurement.**\n\n\
          | strategy | world | measured × one GPU | projected × one GPU |\n|---|---:|---:|---:|"
     )?;
-    let single = rates.project(&shape, tokens, Sync::Single, 1).step;
+    let single = rates.project(&shape, tokens, Collectives::Single, 1).step;
     for r in ours.iter().filter(|r| r.world > 1) {
-        let Some(sync) = Sync::of_train(&r.strategy) else {
+        let Some(sync) = Collectives::of_train(&r.strategy) else {
             continue;
         };
         let p = rates.project(&shape, tokens, sync, r.world).step / single;
