@@ -188,7 +188,7 @@ fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
             cfg: AdamWConfig::default(),
         };
         let o = ShardedOptimizer::new(c, vec![g]).unwrap();
-        Box::new(step::Sharded::new(d, o))
+        Box::new(zero1::Sharded::new(d, o))
     };
     assert_close(
         "sharded, 2 ranks, 2 micro-batches",

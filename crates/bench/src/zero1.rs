@@ -116,7 +116,7 @@ fn sync_for(
                 params: lm.params().vars().to_vec(),
                 cfg: adamw_cfg(),
             };
-            Box::new(step::Sharded::new(
+            Box::new(zero1::Sharded::new(
                 Ddp::new(comm.clone(), lm, opts(bucketed))?,
                 ShardedOptimizer::new(comm.clone(), vec![g])?,
             ))
@@ -308,10 +308,10 @@ fn comm_only(
     n: usize,
 ) -> Result<f64> {
     let w = c.world_size();
-    let sharded = st.strategy_as::<step::Sharded>().is_some();
+    let sharded = st.strategy_as::<zero1::Sharded>().is_some();
     let zero1 = st.strategy_as::<Zero1Overlap>().is_some();
     let ddp: Option<&mut Ddp> = match sharded {
-        true => st.strategy_as_mut::<step::Sharded>().map(|s| s.ddp_mut()),
+        true => st.strategy_as_mut::<zero1::Sharded>().map(|s| s.ddp_mut()),
         false => st.strategy_as_mut::<Ddp>(),
     };
     let mut ts = Vec::new();

@@ -33,6 +33,7 @@ pub mod consistency;
 pub mod error;
 mod launch;
 pub mod options;
+pub mod plugin;
 pub mod reducer;
 mod scatter;
 pub mod shard;

@@ -11,8 +11,8 @@ use seam::StagedModel;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Where the sharded formats keep their manifest inside a step directory.
-pub(crate) const GROUP: &str = "group-0";
+/// Where the sharded format keeps its manifest inside a step directory.
+pub const GROUP: &str = "group-0";
 
 impl TrainStep {
     /// The directory holding the checkpoint's manifest inside step directory `dir`.
@@ -65,11 +65,11 @@ impl TrainStep {
 
 /// A replicated optimizer's resume (one rank, DDP; `comm` its ranks'): its own format's
 /// file, or a sharded checkpoint read whole.
-pub(crate) fn resume_replicated(comm: &dyn Communicator, c: Ckpt<'_>) -> Result<u64> {
+pub fn resume_replicated(comm: &dyn Communicator, c: Ckpt<'_>) -> Result<u64> {
     let group = c.dir.join(GROUP);
     match group.is_dir() {
         true => replicated_from_sharded(comm, &group, c.model, c.opt),
-        false => Ok(ddp::checkpoint::resume(comm, c.dir, c.model, c.opt)?),
+        false => Ok(crate::format::flat::resume(comm, c.dir, c.model, c.opt)?),
     }
 }
 
@@ -88,9 +88,9 @@ fn replicated_from_sharded(
         .ok_or_else(|| anyhow::anyhow!("the model has no parameters"))?
         .device()
         .clone();
-    let read = zero1::checkpoint::read_all(group, &params).map_err(anyhow::Error::from);
+    let read = crate::format::sharded::read_all(group, &params);
     let (w, st) = checkpoint::agree_on_read(comm, &device, group, read)?;
-    zero1::checkpoint::set_params(&params, &w)?;
+    crate::format::sharded::set_params(&params, &w)?;
     let mut off = 0;
     for (i, v) in params.iter().enumerate() {
         let n = v.elem_count();

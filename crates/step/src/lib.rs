@@ -32,6 +32,7 @@
 mod ckpt;
 mod core;
 mod eval;
+pub mod format;
 pub mod place;
 pub mod slots;
 mod stop;
@@ -41,7 +42,7 @@ use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
 pub use place::{AdamwPlace, NormPlace};
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
-pub use strategy::{Local, Sharded, Strategy};
+pub use strategy::{Local, Strategy};
 
 /// How a step is run (not what it computes, except `clip`).
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +55,7 @@ pub struct StepOptions {
     /// Skip a step whose gradient norm is not finite (AdamW writes nothing: Megatron's
     /// skipped iteration, PyTorch GradScaler's skipped step), for a caller that carries on
     /// past it; the norm is then taken even without clipping. AdamW's step count still
-    /// advances (its bias corrections count the skipped step). Not with [`Sharded`].
+    /// advances (its bias corrections count the skipped step). Not with `zero1::Sharded`.
     pub skip_nonfinite: bool,
     /// Capture the step as a CUDA graph after one eager step (CUDA only).
     pub graph: bool,

@@ -11,21 +11,20 @@
 //! let mut st = step::TrainStep::new(&m, z, adamw_cfg, step_opts)?;
 //! let z: &zero1::Zero1Overlap = st.strategy_as().expect("built with it");
 //! ```
-//! A new strategy implements the trait where its types live (its crate depends on `step`)
-//! and is named in the caller's table of strategies (train's `--strategy`): nothing in
-//! `step`, `train`'s step loop or `bench` matches on strategies.
+//! A new strategy implements the trait where its types live (its crate depends on `step`,
+//! and `step` on none of them) and is named in the caller's table of strategies (train's
+//! `--strategy`): nothing in `step`, `train`'s step loop or `bench` matches on strategies.
 //!
-//! The built-in ones: [`Local`] (one rank), `ddp::Ddp` (replicated AdamW over any of ddp's
-//! all-reduce strategies), [`Sharded`] (DDP plus the sharded optimizer) and
-//! `zero1::Zero1Overlap` (ZeRO-1: reduce-scatter, AdamW on the shard, all-gather).
+//! The built-in ones: [`Local`] (one rank, here), `ddp::Ddp` (replicated AdamW over any of
+//! ddp's all-reduce strategies; `ddp::plugin`), `zero1::Sharded` (DDP plus the sharded
+//! optimizer) and `zero1::Zero1Overlap` (ZeRO-1 and ZeRO-2: reduce-scatter, AdamW on the
+//! shard, all-gather). They save in [`crate::format`]'s two formats, which resume each
+//! other.
 
 mod local;
-mod replicated;
-mod sharded;
-mod zero_one;
 
+pub use crate::ckpt::{resume_replicated, GROUP};
 pub use local::Local;
-pub use sharded::Sharded;
 
 use crate::StepOptions;
 use anyhow::{anyhow, Result};

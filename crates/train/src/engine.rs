@@ -92,7 +92,7 @@ impl Engine {
                 };
                 let d = Ddp::new(comm.clone(), &model, DdpOptions::new(bucketed))?;
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
-                Box::new(step::Sharded::new(d, o))
+                Box::new(zero1::Sharded::new(d, o))
             }
             (s, None) => Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?),
         };

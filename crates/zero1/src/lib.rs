@@ -44,11 +44,14 @@ mod gather;
 pub mod overlap;
 mod overlap_ckpt;
 pub mod partition;
+mod plugin;
 pub mod sharded;
 mod sharded_checkpoint;
+mod sharded_step;
 pub mod zero;
 
 pub use error::{Result, Zero1Error};
 pub use overlap::Zero1Overlap;
 pub use sharded::{ParamGroup, ShardedOptimizer};
+pub use sharded_step::Sharded;
 pub use zero::Zero1;

@@ -89,7 +89,7 @@ impl Zero1Overlap {
         dir: &Path,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
-        let read = checkpoint::read_all(dir, &params);
+        let read = checkpoint::read_all(dir, &params).map_err(Zero1Error::from);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?

@@ -67,7 +67,7 @@ impl ShardedOptimizer {
                         m.extend(mk);
                         v.extend(vk);
                     }
-                    Ok((runs, m, v))
+                    Ok::<_, Zero1Error>((runs, m, v))
                 },
             )?;
         }
@@ -100,7 +100,7 @@ impl ShardedOptimizer {
             groups
                 .iter()
                 .enumerate()
-                .map(|(gi, g)| checkpoint::read_all(&group_dir(dir, gi), &g.params))
+                .map(|(gi, g)| Ok(checkpoint::read_all(&group_dir(dir, gi), &g.params)?))
                 .collect()
         })();
         let loaded = agree_on(comm.as_ref(), &dev, "resume", read)?;

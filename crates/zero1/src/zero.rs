@@ -129,7 +129,7 @@ impl Zero1 {
         cfg: AdamWConfig,
         dir: &Path,
     ) -> Result<Self> {
-        let read = checkpoint::read_all(dir, params);
+        let read = checkpoint::read_all(dir, params).map_err(Zero1Error::from);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1::resume: no parameters".into()))?

@@ -69,7 +69,7 @@ impl Strategy for Local {
     }
 
     fn save(&mut self, c: Ckpt<'_>) -> Result<()> {
-        Ok(::ddp::checkpoint::save(
+        Ok(crate::format::flat::save(
             c.comm.as_ref(),
             c.dir,
             c.model,

@@ -3,13 +3,13 @@
 //! slices, AdamW on this rank's slices writing their bf16 copies, every bucket all-gathered
 //! back.
 
-use super::{summed_seen, Backward, Ckpt, Pass, Strategy, Update};
-use ::zero1::Zero1Overlap;
+use crate::Zero1Overlap;
 use anyhow::Result;
 use candle_core::Tensor;
 use comm::{Communicator, ReduceOp};
 use seam::{AdamW, Grads, StagedNorm};
 use std::path::{Path, PathBuf};
+use step::strategy::{summed_seen, Backward, Ckpt, Pass, Strategy, Update, GROUP};
 
 impl Strategy for Zero1Overlap {
     fn comm(&self) -> Option<&dyn Communicator> {
@@ -66,15 +66,15 @@ impl Strategy for Zero1Overlap {
     }
 
     fn manifest_dir(&self, dir: &Path) -> PathBuf {
-        dir.join(crate::ckpt::GROUP)
+        dir.join(GROUP)
     }
 
     fn save(&mut self, c: Ckpt<'_>) -> Result<()> {
-        Ok(Zero1Overlap::save(self, &c.dir.join(crate::ckpt::GROUP))?)
+        Ok(Zero1Overlap::save(self, &c.dir.join(GROUP))?)
     }
 
     fn resume(&mut self, c: Ckpt<'_>) -> Result<u64> {
-        let group = c.dir.join(crate::ckpt::GROUP);
+        let group = c.dir.join(GROUP);
         let (s, cfg, ahead) = (
             self.ddp().options(),
             self.optimizer().cfg,
@@ -84,7 +84,7 @@ impl Strategy for Zero1Overlap {
             Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?
         } else {
             let f = ::ddp::checkpoint::read_flat(c.comm.as_ref(), c.dir, c.model)?;
-            let state = ::zero1::checkpoint::Consolidated {
+            let state = crate::checkpoint::Consolidated {
                 step: f.step,
                 exp_avg: f.exp_avg,
                 exp_avg_sq: f.exp_avg_sq,

@@ -1,14 +1,15 @@
 //! DDP plus `zero1`'s sharded optimizer: the gradients all-reduced, each rank's AdamW on
 //! the parameters it owns, the owners broadcasting them. Eager only.
 
-use super::{norm_and_coef, replicated::observed, Backward, Ckpt, Pass, Strategy, Update};
-use crate::StepOptions;
-use ::ddp::Ddp;
-use ::zero1::{ParamGroup, ShardedOptimizer};
+use crate::{ParamGroup, ShardedOptimizer};
 use anyhow::Result;
 use candle_core::Tensor;
 use comm::Communicator;
+use ddp::plugin::observed;
+use ddp::Ddp;
 use std::path::{Path, PathBuf};
+use step::strategy::{norm_and_coef, Backward, Ckpt, Pass, Strategy, Update, GROUP};
+use step::StepOptions;
 
 /// DDP plus the sharded optimizer (AdamW state split over the ranks).
 pub struct Sharded {
@@ -79,7 +80,7 @@ impl Strategy for Sharded {
     }
 
     fn manifest_dir(&self, dir: &Path) -> PathBuf {
-        dir.join(crate::ckpt::GROUP)
+        dir.join(GROUP)
     }
 
     fn save(&mut self, c: Ckpt<'_>) -> Result<()> {
@@ -87,7 +88,7 @@ impl Strategy for Sharded {
     }
 
     fn resume(&mut self, c: Ckpt<'_>) -> Result<u64> {
-        let group = c.dir.join(crate::ckpt::GROUP);
+        let group = c.dir.join(GROUP);
         if !group.is_dir() {
             anyhow::bail!(
                 "checkpoint {}: the sharded optimizer resumes sharded checkpoints only (of zero1 or sharded); this one is replicated (single or a ddp strategy): resume it with --strategy zero1",
@@ -99,6 +100,6 @@ impl Strategy for Sharded {
             cfg: c.opt.cfg,
         };
         self.opt = ShardedOptimizer::resume(c.comm.clone(), vec![g], c.dir)?;
-        Ok(checkpoint::Checkpoint::open(&group)?.step())
+        Ok(::checkpoint::Checkpoint::open(&group)?.step())
     }
 }

@@ -2,11 +2,11 @@
 //! AdamW (replicated) on every rank; with one micro-batch and no clipping, AdamW runs on
 //! each bucket as soon as its all-reduce is collected.
 
-use super::{summed, summed_seen, Backward, Ckpt, Pass, Strategy};
-use ::ddp::Ddp;
+use crate::Ddp;
 use anyhow::Result;
 use comm::Communicator;
 use seam::{Grads, InBackward};
+use step::strategy::{resume_replicated, summed, summed_seen, Backward, Ckpt, Pass, Strategy};
 
 impl Strategy for Ddp {
     fn comm(&self) -> Option<&dyn Communicator> {
@@ -46,7 +46,7 @@ impl Strategy for Ddp {
     }
 
     fn save(&mut self, c: Ckpt<'_>) -> Result<()> {
-        Ok(::ddp::checkpoint::save(
+        Ok(crate::checkpoint::save(
             Ddp::comm(self),
             c.dir,
             c.model,
@@ -55,13 +55,13 @@ impl Strategy for Ddp {
     }
 
     fn resume(&mut self, c: Ckpt<'_>) -> Result<u64> {
-        crate::ckpt::resume_replicated(Ddp::comm(self), c)
+        resume_replicated(Ddp::comm(self), c)
     }
 }
 
 /// All but the last micro-batch without synchronisation, the last one's buckets reduced
 /// during its backward (`observe` seeing each stage's gradients); the averaged gradients.
-pub(super) fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
+pub fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
     let Pass {
         model,
         batches,

@@ -1,0 +1,344 @@
+//! Sharded checkpoints (zero1's `Zero1`, `Zero1Overlap` and `ShardedOptimizer`), in the format of
+//! the `checkpoint` crate (a `manifest.json` written last ties every file to one step,
+//! with sizes and CRC-32s; see that crate).
+//!
+//! A checkpoint directory holds `params.safetensors` (written by rank 0: `p.0`, `p.1`, …)
+//! and one `shard-{r}-of-{W}.safetensors` per rank (its part of the AdamW moments,
+//! `exp_avg` / `exp_avg_sq`, and `meta`). Moments are indexed by the flat position of the
+//! element in the parameters' declaration order: a shard's `runs` tensor of (start, len)
+//! rows lists the elements it holds, in file order (`Zero1`: its contiguous chunk
+//! as one run; `Zero1Overlap`: its slice of every bucket). Any shard layout
+//! consolidates to the same flat state, so one optimizer's checkpoint resumes the other.
+//! [`consolidate`] replaces the shards by one `optimizer.safetensors` (the whole flat
+//! moments, padding stripped) under a new manifest; resuming reads that file only if the
+//! manifest lists it, else the manifest's shards, so a run can resume on any world size.
+//! Reading never writes; a missing, extra, corrupt or other-step file, or one from another
+//! model, is an error naming it.
+
+use ::checkpoint::error::{CheckpointError, Result};
+use ::checkpoint::{Checkpoint, Files};
+use candle_core::{DType, Device, Tensor, Var};
+use comm::Communicator;
+use std::collections::HashMap;
+use std::path::Path;
+
+const VERSION: f64 = 1.0;
+pub const PARAMS: &str = "params.safetensors";
+pub const OPTIMIZER: &str = "optimizer.safetensors";
+
+pub fn shard_name(rank: usize, world: usize) -> String {
+    format!("shard-{rank}-of-{world}.safetensors")
+}
+
+/// What must match between a checkpoint and the model resuming from it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Signature {
+    pub nparams: usize,
+    pub numel: usize,
+    /// FNV-1a of the shapes, folded to 48 bits (exact in f64).
+    pub shapes: u64,
+}
+
+impl Signature {
+    pub fn of(shapes: &[Vec<usize>]) -> Self {
+        let mut h: u64 = 0xcbf29ce484222325;
+        for s in shapes {
+            for d in s.iter().chain(std::iter::once(&usize::MAX)) {
+                for b in (*d as u64).to_le_bytes() {
+                    h ^= b as u64;
+                    h = h.wrapping_mul(0x100000001b3);
+                }
+            }
+        }
+        Self {
+            nparams: shapes.len(),
+            numel: shapes.iter().map(|s| s.iter().product::<usize>()).sum(),
+            shapes: h & ((1 << 48) - 1),
+        }
+    }
+}
+
+/// The whole optimizer state, consolidated.
+pub struct Consolidated {
+    pub step: u64,
+    pub exp_avg: Vec<f32>,
+    pub exp_avg_sq: Vec<f32>,
+}
+
+fn bad(path: &Path, msg: impl std::fmt::Display) -> CheckpointError {
+    ::checkpoint::error::bad(path, msg)
+}
+
+fn take(path: &Path, t: &HashMap<String, Tensor>, name: &str) -> Result<Vec<f32>> {
+    let x = t
+        .get(name)
+        .ok_or_else(|| bad(path, format!("no tensor {name:?}")))?;
+    Ok(x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
+}
+
+/// `meta`: [version, world, rank, step, nparams, numel, shapes hash].
+pub fn meta(world: usize, rank: usize, step: u64, sig: Signature) -> Result<Tensor> {
+    let v = [
+        VERSION,
+        world as f64,
+        rank as f64,
+        step as f64,
+        sig.nparams as f64,
+        sig.numel as f64,
+        sig.shapes as f64,
+    ];
+    Ok(Tensor::new(&v[..], &Device::Cpu)?)
+}
+
+/// A file's `meta` (world, rank, step, signature), checked against this model and the
+/// manifest's step.
+fn read_meta(
+    ck: &Checkpoint,
+    name: &str,
+    t: &HashMap<String, Tensor>,
+    want: Signature,
+) -> Result<(usize, usize)> {
+    let path = ck.dir().join(name);
+    let m: Vec<f64> = t
+        .get("meta")
+        .ok_or_else(|| bad(&path, "no tensor \"meta\" (not a zero1 checkpoint)"))?
+        .to_dtype(DType::F64)?
+        .to_vec1()?;
+    if m.len() != 7 || m[0] != VERSION {
+        return Err(bad(&path, format!("unknown format {m:?}")));
+    }
+    let found = Signature {
+        nparams: m[4] as usize,
+        numel: m[5] as usize,
+        shapes: m[6] as u64,
+    };
+    if found != want {
+        return Err(bad(
+            &path,
+            format!(
+                "from another model: {} parameters of {} elements (shape hash {:x}), this model has {} of {} ({:x})",
+                found.nparams, found.numel, found.shapes, want.nparams, want.numel, want.shapes
+            ),
+        ));
+    }
+    if m[3] != ck.step() as f64 {
+        let msg = format!("meta step {}, manifest.json step {}", m[3], ck.step());
+        return Err(bad(&path, msg));
+    }
+    Ok((m[1] as usize, m[2] as usize))
+}
+
+/// Reads the optimizer state: `optimizer.safetensors` if the manifest lists it, else the
+/// manifest's shards (ranks 0..W of its world size W). Checks every file against `sig`.
+pub fn read_optimizer(ck: &Checkpoint, sig: Signature) -> Result<Consolidated> {
+    let n = sig.numel;
+    if ck.contains(OPTIMIZER) {
+        let path = ck.dir().join(OPTIMIZER);
+        let t = ck.load(OPTIMIZER)?;
+        read_meta(ck, OPTIMIZER, &t, sig)?;
+        let (m, v) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
+        if m.len() != n || v.len() != n {
+            return Err(bad(&path, "moments of the wrong length"));
+        }
+        return Ok(Consolidated {
+            step: ck.step(),
+            exp_avg: m,
+            exp_avg_sq: v,
+        });
+    }
+    let w = ck.world_size();
+    let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
+    let mut seen = vec![false; n];
+    for r in 0..w {
+        let name = shard_name(r, w);
+        let path = ck.dir().join(&name);
+        if !ck.contains(&name) {
+            return Err(bad(
+                &path,
+                "not listed by manifest.json (no optimizer state)",
+            ));
+        }
+        let t = ck.load(&name)?;
+        let (fw, fr) = read_meta(ck, &name, &t, sig)?;
+        if (fw, fr) != (w, r) {
+            return Err(bad(&path, format!("meta says rank {fr} of {fw}")));
+        }
+        let (fm, fv) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
+        let runs: Vec<(usize, usize)> = t
+            .get("runs")
+            .ok_or_else(|| bad(&path, "no tensor \"runs\""))?
+            .to_dtype(DType::I64)?
+            .to_vec2::<i64>()
+            .map_err(|e| bad(&path, format!("runs: {e}")))?
+            .into_iter()
+            .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
+            .collect();
+        let total: usize = runs.iter().map(|r| r.1).sum();
+        if fm.len() != total || fv.len() != total {
+            let msg = format!("{} moments for runs of {total} elements", fm.len());
+            return Err(bad(&path, msg));
+        }
+        let mut off = 0;
+        for (start, len) in runs {
+            // Elements past the model (a chunk's padding) are dropped.
+            for k in 0..len.min(n.saturating_sub(start)) {
+                if std::mem::replace(&mut seen[start + k], true) {
+                    return Err(bad(
+                        &path,
+                        format!("element {} is in two shards", start + k),
+                    ));
+                }
+                m[start + k] = fm[off + k];
+                v[start + k] = fv[off + k];
+            }
+            off += len;
+        }
+    }
+    if let Some(i) = seen.iter().position(|&x| !x) {
+        let msg = format!("no shard holds the moments of element {i}");
+        return Err(bad(ck.dir(), msg));
+    }
+    Ok(Consolidated {
+        step: ck.step(),
+        exp_avg: m,
+        exp_avg_sq: v,
+    })
+}
+
+/// A shard's tensors: moments `m`, `v` of the flat elements listed by `runs` ((start,
+/// len) in declaration order, in the order of `m`), and `meta`.
+#[allow(clippy::too_many_arguments)]
+pub fn shard_tensors(
+    world: usize,
+    rank: usize,
+    step: u64,
+    sig: Signature,
+    runs: &[(usize, usize)],
+    m: Vec<f32>,
+    v: Vec<f32>,
+) -> Result<HashMap<String, Tensor>> {
+    let cpu = Device::Cpu;
+    let n = m.len();
+    let flat: Vec<i64> = runs.iter().flat_map(|r| [r.0 as i64, r.1 as i64]).collect();
+    Ok(HashMap::from([
+        ("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?),
+        ("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?),
+        (
+            "runs".to_string(),
+            Tensor::from_vec(flat, (runs.len(), 2), &cpu)?,
+        ),
+        ("meta".to_string(), meta(world, rank, step, sig)?),
+    ]))
+}
+
+/// Moments of one rank: its runs and `exp_avg`, `exp_avg_sq` in run order.
+pub type Moments = (Vec<(usize, usize)>, Vec<f32>, Vec<f32>);
+
+/// Saves one checkpoint (collective, every rank): this rank's shard (from `moments`, whose
+/// error type `E` is the caller's) and, on rank 0, `params`. Returns once the manifest is
+/// written; fails on every rank if any rank fails, leaving no manifest.
+pub fn save<E>(
+    comm: &dyn Communicator,
+    dir: &Path,
+    params: &[Var],
+    step: u64,
+    moments: impl FnOnce() -> Result<Moments, E>,
+) -> Result<(), E>
+where
+    E: From<CheckpointError> + std::fmt::Display,
+{
+    let dev = params
+        .first()
+        .ok_or_else(|| bad(dir, "save: no parameters"))?
+        .device()
+        .clone();
+    let (w, r) = (comm.world_size(), comm.rank());
+    let sig = Signature::of(&shapes(params));
+    ::checkpoint::save(
+        comm,
+        &dev,
+        dir,
+        step,
+        |files: &mut Files| -> Result<(), E> {
+            let (runs, m, v) = moments()?;
+            files.put(
+                &shard_name(r, w),
+                &shard_tensors(w, r, step, sig, &runs, m, v)?,
+            )?;
+            if r == 0 {
+                let mut p = HashMap::new();
+                for (i, v) in params.iter().enumerate() {
+                    let t = v.as_tensor().to_device(&Device::Cpu);
+                    p.insert(format!("p.{i}"), t.map_err(CheckpointError::from)?);
+                }
+                p.insert("meta".to_string(), meta(w, 0, step, sig)?);
+                files.put(PARAMS, &p)?;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(())
+}
+
+/// Replaces a checkpoint's shards by one `optimizer.safetensors` (under a new manifest,
+/// atomically; the shards are removed after it). One process calls it.
+pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
+    let sig = Signature::of(shapes);
+    let ck = Checkpoint::open(dir)?;
+    let c = read_optimizer(&ck, sig)?;
+    let shards: Vec<String> = (0..ck.world_size())
+        .map(|r| shard_name(r, ck.world_size()))
+        .filter(|s| ck.contains(s))
+        .collect();
+    let n = c.exp_avg.len();
+    let t = HashMap::from([
+        (
+            "exp_avg".to_string(),
+            Tensor::from_vec(c.exp_avg, n, &Device::Cpu)?,
+        ),
+        (
+            "exp_avg_sq".to_string(),
+            Tensor::from_vec(c.exp_avg_sq, n, &Device::Cpu)?,
+        ),
+        ("meta".to_string(), meta(1, 0, c.step, sig)?),
+    ]);
+    let remove: Vec<&str> = shards.iter().map(String::as_str).collect();
+    ck.replace(&[(OPTIMIZER, t)], &remove)?;
+    Ok(())
+}
+
+/// The shapes of `params`, what a checkpoint's [`Signature`] and parameter check use.
+pub fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
+    params.iter().map(|p| p.dims().to_vec()).collect()
+}
+
+/// Reads and validates `dir`'s parameters and optimizer state for `params`, touching
+/// nothing (callers agree across ranks, then [`set_params`]).
+pub fn read_all(dir: &Path, params: &[Var]) -> Result<(Vec<Tensor>, Consolidated)> {
+    let ck = Checkpoint::open(dir)?;
+    let shp = shapes(params);
+    let loaded = read_params(&ck, &shp)?;
+    Ok((loaded, read_optimizer(&ck, Signature::of(&shp))?))
+}
+
+/// Copies checkpoint tensors (from [`read_all`]) into `params`, on their device, in f32.
+pub fn set_params(params: &[Var], loaded: &[Tensor]) -> Result<()> {
+    for (p, t) in params.iter().zip(loaded) {
+        p.set(&t.to_dtype(DType::F32)?.to_device(p.device())?)?;
+    }
+    Ok(())
+}
+
+/// Parameters from `params.safetensors`, checked against `shapes`.
+pub fn read_params(ck: &Checkpoint, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
+    let path = ck.dir().join(PARAMS);
+    let t = ck.load(PARAMS)?;
+    read_meta(ck, PARAMS, &t, Signature::of(shapes))?;
+    (0..shapes.len())
+        .map(|i| {
+            t.get(&format!("p.{i}"))
+                .cloned()
+                .ok_or_else(|| bad(&path, format!("no tensor p.{i}")))
+        })
+        .collect()
+}
