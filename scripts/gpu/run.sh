@@ -382,6 +382,9 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     # Each rank's "train: peak GPU memory X GiB" (tensors and graphs), by rank.
     "peak_gib": [float(g) for _, g in sorted((int(m.group(1) or 0), m.group(2)) for m in
                  (re.match(r"^(?:\[rank (\d+)\] )?train: peak GPU memory ([\d.]+) GiB", l) for l in open(txt)) if m)],
+    # And its peak after the first (eager) step, where the line has it.
+    "peak_after_first_gib": [float(g) for _, g in sorted((int(m.group(1) or 0), m.group(2)) for m in
+                 (re.match(r"^(?:\[rank (\d+)\] )?train: peak GPU memory .*after the first step ([\d.]+) GiB", l) for l in open(txt)) if m)],
     "gemm_table": "own" if "GEMM algorithms:" not in open(txt).read() else "the case's first run's"}))
 PY
             tail -1 "$RES/results.jsonl"; rm -rf "$d"

@@ -1,6 +1,20 @@
 //! `train run`'s closing line, from its [`Summary`].
 
 use crate::trainer::Summary;
+use candle_core::Device;
+
+/// "train: peak GPU memory X GiB (...)" for this rank (run.sh's records read it): the
+/// process's peak, and where `first` (the peak over the first, eager step, after which the
+/// pool's mark was reset) is known, the peak of the steps after it; `None` off CUDA.
+pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
+    let after = seam::memory::process_peak(dev);
+    let gib = seam::memory::gib(after.max(first))?;
+    let later = match seam::memory::gib(after.filter(|_| first.is_some())) {
+        Some(l) => format!("; after the first step {l:.2} GiB"),
+        None => String::new(),
+    };
+    Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside){later}"))
+}
 
 impl Summary {
     /// What the run measured, and nothing it did not: `train run`'s closing line.

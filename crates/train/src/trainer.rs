@@ -256,6 +256,8 @@ pub fn run_rank(
     // (stop, checkpoint) agreed in a step whose values a flush read (every rank flushes
     // at the same steps): acted on after the next step.
     let mut carried = (false, false);
+    // The process's peak GPU memory over the first (eager) step, where it has one.
+    let mut first_peak: Option<u64> = None;
     for step in start..end {
         // SIGTERM/SIGINT/SIGHUP (a preemption notice, forwarded by the launcher): asked
         // here, agreed by every rank through the steps' values.
@@ -281,6 +283,11 @@ pub fn run_rank(
         let prev = e.step(&micro, lr)?;
         let done = step + 1;
         crate::fault::kill_if_asked(rank, done);
+        if step == start + 1 {
+            // The first step ran eager (its GEMMs timed): its peak apart (summary::peak_line).
+            first_peak = seam::memory::process_peak(&dev);
+            seam::memory::reset_peak(&dev);
+        }
         if step == start + 1 && rank == 0 {
             // After the second step: the first is eager, the second captured (or not).
             bar.suspend(|| eprintln!("train: {}", e.describe()));
@@ -334,9 +341,8 @@ pub fn run_rank(
         }
     }
     bar.finish_and_clear();
-    if let Some(gib) = seam::memory::gib(seam::memory::process_peak(&dev)) {
-        // Every rank's own line: a launcher prefixes it with the rank (run.sh's records).
-        eprintln!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside)");
+    if let Some(line) = crate::summary::peak_line(first_peak, &dev) {
+        eprintln!("{line}"); // every rank's own: a launcher prefixes it with the rank
     }
     crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
     s.steps = end.max(start);

@@ -38,6 +38,10 @@ pub struct TrainRecord {
     /// written before train printed it.
     #[serde(default)]
     pub peak_gib: Vec<f64>,
+    /// Each rank's peak after its first (eager) step: the captured steps'; empty in records
+    /// written before train printed it.
+    #[serde(default)]
+    pub peak_after_first_gib: Vec<f64>,
 }
 
 /// The memory plan's peak for `r` (`model::plan`, as train's pre-flight check makes it),
@@ -66,7 +70,11 @@ fn memory_cells(r: &TrainRecord) -> String {
         (Some(p), Some(q)) => format!("{:.3}", p / q),
         _ => "-".into(),
     };
-    format!("{} | {} | {ratio}", cell(peak), cell(plan))
+    let later = match r.peak_after_first_gib.iter().copied().reduce(f64::max) {
+        Some(l) => format!(" ({l:.2} after step 1)"),
+        None => String::new(),
+    };
+    format!("{}{later} | {} | {ratio}", cell(peak), cell(plan))
 }
 
 /// `bench single`'s step for `r`'s size, dtype and batch and the same vocabulary (the last
@@ -247,6 +255,9 @@ mod tests {
             cells.ends_with(&format!("{:.3}", 30.1 / planned)),
             "{cells}"
         );
+        r.peak_after_first_gib = vec![27.0, 27.5];
+        assert!(memory_cells(&r).starts_with("30.10 (27.50 after step 1) | "));
+        r.peak_after_first_gib.clear();
         r.peak_gib.clear();
         assert!(memory_cells(&r).starts_with("- | "));
         let md = table(&single(""));
