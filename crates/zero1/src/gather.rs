@@ -125,14 +125,12 @@ impl Gathers {
         comm: &dyn Communicator,
         now: bool,
     ) -> Result<()> {
-        self.queued.push(o);
-        match now {
-            true => self.launch(self.queued.len() - 1, comm),
-            false => {
-                self.due = true;
-                Ok(())
-            }
+        if now {
+            return launch(&mut self.pending, &o, comm);
         }
+        self.queued.push(o);
+        self.due = true;
+        Ok(())
     }
 
     /// Launches the queued gathers not yet launched, in the order they were queued (the
@@ -141,8 +139,8 @@ impl Gathers {
     pub(crate) fn launch_queued(&mut self, comm: &dyn Communicator, keep: bool) -> Result<()> {
         if self.due {
             self.due = keep;
-            for k in 0..self.queued.len() {
-                self.launch(k, comm)?;
+            for o in &self.queued {
+                launch(&mut self.pending, o, comm)?;
             }
         }
         Ok(())
@@ -151,14 +149,6 @@ impl Gathers {
     /// A captured step was replayed: the gathers it queued are due again.
     pub(crate) fn requeue(&mut self) {
         self.due = !self.queued.is_empty();
-    }
-
-    fn launch(&mut self, k: usize, comm: &dyn Communicator) -> Result<()> {
-        let (b, pairs, target) = &self.queued[k];
-        let work = comm.all_gather_coalesced_async(pairs)?;
-        let out = target.as_ref().filter(|t| !t.1).map(|t| t.0.clone());
-        self.pending[*b].push((out, work));
-        Ok(())
     }
 
     /// Makes the compute stream wait for, and copies, every pending bucket that stage `s`
@@ -209,4 +199,48 @@ pub(crate) fn bucket_flat(params: &[Var], idx: &[usize], w: usize) -> crate::err
         parts.push(Tensor::zeros(pad, DType::F32, parts[0].device())?);
     }
     Ok(Tensor::cat(&parts, 0)?)
+}
+
+/// Launches bucket `o`'s gathers and records them as pending.
+fn launch(
+    pending: &mut [Vec<(Option<Tensor>, Work)>],
+    o: &OpenBucket,
+    comm: &dyn Communicator,
+) -> Result<()> {
+    let (b, pairs, target) = o;
+    let work = comm.all_gather_coalesced_async(pairs)?;
+    let out = target.as_ref().filter(|t| !t.1).map(|t| t.0.clone());
+    pending[*b].push((out, work));
+    Ok(())
+}
+
+/// How many buckets a step gathers beside its AdamW, from `ZERO1_PARAM_GATHER`: unset or
+/// `forward` none (all at the next forward), `adamw` all, `adamw:K` the first K.
+pub(crate) fn beside_adamw(v: Option<String>) -> crate::error::Result<usize> {
+    match v.as_deref() {
+        None | Some("forward") => Ok(0),
+        Some("adamw") => Ok(usize::MAX),
+        Some(s) => s
+            .strip_prefix("adamw:")
+            .and_then(|k| k.parse().ok())
+            .ok_or_else(|| {
+                crate::error::Zero1Error::Input(format!(
+                    "ZERO1_PARAM_GATHER={s:?}: forward, adamw or adamw:K (K buckets beside AdamW, the rest at the next forward)"
+                ))
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_gather_place_is_read_or_refused_naming_the_variable() {
+        use super::beside_adamw as b;
+        assert_eq!(b(None).unwrap(), 0);
+        assert_eq!(b(Some("forward".into())).unwrap(), 0);
+        assert_eq!(b(Some("adamw".into())).unwrap(), usize::MAX);
+        assert_eq!(b(Some("adamw:2".into())).unwrap(), 2);
+        let e = b(Some("adam".into())).unwrap_err().to_string();
+        assert!(e.contains("ZERO1_PARAM_GATHER=\"adam\""), "{e}");
+    }
 }

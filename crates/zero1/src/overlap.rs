@@ -32,7 +32,7 @@
 //! ```
 
 use crate::error::{Result, Zero1Error};
-use crate::gather::{bucket_flat, Gathers, OpenBucket};
+use crate::gather::{beside_adamw, bucket_flat, Gathers, OpenBucket};
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
 use ddp::{BucketShard, Ddp, DdpOptions};
@@ -53,10 +53,9 @@ pub struct Zero1Overlap {
     pub(crate) opt: AdamW,
     gathers: Gathers,
     gather_ahead: bool,
-    /// With gather-ahead, launch a step's gathers beside its AdamW (collected by the next
-    /// forward, or at the end of a captured step) instead of at the next forward
-    /// (`ZERO1_PARAM_GATHER=adamw`, to measure one against the other).
-    gather_beside_adamw: bool,
+    /// With gather-ahead, the first buckets gathered beside AdamW, the rest at the next
+    /// forward (`ZERO1_PARAM_GATHER`: gather::beside_adamw).
+    gather_beside_adamw: usize,
     /// All-gather the bf16 copies of the parameters sharded in place, not their f32
     /// masters, where the model reads them only through the copies (on by default;
     /// `ZERO1_GATHER=f32` turns it off).
@@ -129,7 +128,7 @@ impl Zero1Overlap {
             opt: AdamW::new(cfg)?,
             gathers,
             gather_ahead: false,
-            gather_beside_adamw: std::env::var("ZERO1_PARAM_GATHER").as_deref() == Ok("adamw"),
+            gather_beside_adamw: beside_adamw(std::env::var("ZERO1_PARAM_GATHER").ok())?,
             bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
             copy_gathered: Vec::new(),
             masters_stale: false,
@@ -321,11 +320,13 @@ impl Zero1Overlap {
         let mut any = false;
         // The bucket being updated: its (input, output) pairs, and its flat part's target.
         let mut open: Option<OpenBucket> = None;
-        let now = !self.gather_ahead || self.gather_beside_adamw;
+        let (ahead, beside) = (self.gather_ahead, self.gather_beside_adamw);
+        let mut closed = 0;
         gathers.begin_step();
-        let launch = |open: &mut Option<OpenBucket>, gathers: &mut Gathers| -> Result<()> {
+        let mut launch = |open: &mut Option<OpenBucket>, gathers: &mut Gathers| -> Result<()> {
             if let Some(o) = open.take() {
-                gathers.queue(o, comm.as_ref(), now)?;
+                gathers.queue(o, comm.as_ref(), !ahead || closed < beside)?;
+                closed += 1;
             }
             Ok(())
         };
