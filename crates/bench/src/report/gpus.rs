@@ -182,8 +182,47 @@ pub fn section(
             &series,
         )?;
         writeln!(md, "![tokens a second a GPU against GPUs]({svg})\n")?;
+        memory(md, &ours, &lines, out, (size, dtype, batch))?;
         projection(md, &rates, &rates_from, &ours, one, (size, batch * seq))?;
     }
+    Ok(())
+}
+
+/// Peak GPU memory per GPU (the largest rank's) of each strategy and world size, and of
+/// the PyTorch trainer's lines: a bar each, `memory-SIZE-DTYPE-bROWS.svg`.
+fn memory(
+    md: &mut String,
+    ours: &[&TrainRecord],
+    torch: &[&TorchStep],
+    out: &Path,
+    (size, dtype, batch): (&str, &str, usize),
+) -> Result<()> {
+    let mut items: Vec<(String, f64)> = Vec::new();
+    for r in ours {
+        if let Some(p) = r.peak_gib.iter().copied().reduce(f64::max) {
+            items.push((format!("{} w{}", r.strategy, r.world), p));
+        }
+    }
+    for t in torch {
+        let w = t.world.unwrap_or(1);
+        items.push((format!("PyTorch {} w{w}", parallel(t)), t.peak_gib));
+    }
+    if items.is_empty() {
+        return Ok(());
+    }
+    let svg = format!("memory-{size}-{dtype}-b{batch}.svg");
+    plot::bars(
+        &out.join(&svg),
+        &format!("peak GPU memory a GPU, {size} {dtype}, {batch} rows a GPU"),
+        "GiB",
+        &items,
+    )?;
+    writeln!(
+        md,
+        "Peak memory a GPU: ours is the largest rank's (tensors and captured graphs, NCCL's \
+         buffers aside; the `train run` table sets it beside the plan), PyTorch's its \
+         `torch.cuda.max_memory_allocated`.\n\n![peak GPU memory]({svg})\n"
+    )?;
     Ok(())
 }
 
@@ -269,6 +308,8 @@ mod tests {
         assert!(md.contains("| zero1 | 4 | 0.900 | "), "{md}");
         assert!(md.contains("world 64"), "{md}");
         assert!(dir.path().join("gpus-xl-bf16-b8.svg").exists());
+        // No peaks in these records: PyTorch's bars alone.
+        assert!(dir.path().join("memory-xl-bf16-b8.svg").exists());
         // One GPU only: no section.
         let mut md = String::new();
         section(&mut md, &trains[..1], &[], &[], &[], dir.path()).unwrap();
