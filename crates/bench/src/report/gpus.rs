@@ -4,7 +4,7 @@
 //! step projected to 8, 16 and 64 GPUs (`memplan::time`) beside what was measured.
 
 use super::plot;
-use super::train_speed::{bench_single, median, TrainRecord};
+use super::train_speed::{bench_single, median, trainer_lines, TrainRecord};
 use crate::records::{AllReduceRecord, TorchStep};
 use crate::single::SingleRecord;
 use anyhow::Result;
@@ -15,16 +15,6 @@ use std::path::Path;
 /// Tokens a second a GPU of a step of `ms` over `rows` of `seq` tokens a GPU.
 fn per_gpu(rows: usize, seq: usize, ms: f64) -> f64 {
     (rows * seq) as f64 / ms * 1e3
-}
-
-/// The PyTorch trainer's lines for `size`/`dtype` at `rows` a GPU, one micro-batch.
-fn torch_lines<'a>(torch: &'a [TorchStep], r: &TrainRecord) -> Vec<&'a TorchStep> {
-    torch
-        .iter()
-        .filter(|t| t.mode == "train-best" && t.size == r.size && t.dtype == r.dtype)
-        .filter(|t| t.accum == 1)
-        .filter(|t| t.global_batch.map_or(8, |g| g / t.world.unwrap_or(1)) == r.batch)
-        .collect()
 }
 
 /// "ddp" or "fsdp2" (one GPU's line, `single`, starts both).
@@ -124,7 +114,8 @@ pub fn section(
             }
             series.push((format!("ours, {name}"), pts, false));
         }
-        let lines = torch_lines(torch, ours[0]);
+        // ours: one micro-batch (the groups' records), so are these lines.
+        let lines: Vec<&TorchStep> = trainer_lines(torch, ours[0]).collect();
         let torch_one = lines
             .iter()
             .filter(|t| t.world.unwrap_or(1) == 1)

@@ -111,15 +111,27 @@ pub fn vocab_note(r: &SingleRecord) -> String {
     }
 }
 
-/// The PyTorch trainer's fastest line (any variant, DDP or FSDP2) for `r`'s size and dtype
-/// at its world size (a line without a world size is one GPU's), micro-batches and rows a
-/// GPU (8 where the line gives no global batch).
-pub fn trainer<'a>(torch: &'a [TorchStep], r: &TrainRecord) -> Option<&'a TorchStep> {
+/// The PyTorch trainer's lines (any variant, DDP or FSDP2, any world size) for `r`'s size
+/// and dtype, micro-batches and rows a GPU (8 where the line gives no global batch; a line
+/// without a world size is one GPU's).
+pub fn trainer_lines<'a>(
+    torch: &'a [TorchStep],
+    r: &'a TrainRecord,
+) -> impl Iterator<Item = &'a TorchStep> {
     torch
         .iter()
         .filter(|t| t.mode == "train-best" && t.size == r.size && t.dtype == r.dtype)
-        .filter(|t| t.world.unwrap_or(1) == r.world && t.accum == r.accum)
-        .filter(|t| t.global_batch.map_or(8, |g| g / (r.world * r.accum)) == r.batch)
+        .filter(|t| t.accum == r.accum)
+        .filter(|t| {
+            let ranks = t.world.unwrap_or(1) * t.accum;
+            t.global_batch.map_or(8, |g| g / ranks) == r.batch
+        })
+}
+
+/// The fastest of [`trainer_lines`] at `r`'s world size.
+fn trainer<'a>(torch: &'a [TorchStep], r: &'a TrainRecord) -> Option<&'a TorchStep> {
+    trainer_lines(torch, r)
+        .filter(|t| t.world.unwrap_or(1) == r.world)
         .min_by(|a, b| a.step_ms.total_cmp(&b.step_ms))
 }
 
