@@ -93,15 +93,15 @@ impl Gathers {
         if let Some(t) = &self.targets[b] {
             return Ok(t.clone());
         }
-        let t = match self.flat_params[b][..] {
-            [i] if {
-                let p = params[i].as_tensor();
-                p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous()
-            } =>
-            {
-                (params[i].as_tensor().flatten_all()?, true)
-            }
-            _ => {
+        let one = match self.flat_params[b][..] {
+            [i] => Some(params[i].as_tensor()),
+            _ => None,
+        };
+        let t = match one
+            .filter(|p| p.elem_count() == len && p.dtype() == DType::F32 && p.is_contiguous())
+        {
+            Some(p) => (p.flatten_all()?, true),
+            None => {
                 let dev = params[self.flat_params[b][0]].device();
                 (Tensor::zeros(len, DType::F32, dev)?, false)
             }

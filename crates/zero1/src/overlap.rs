@@ -145,8 +145,8 @@ impl Zero1Overlap {
         self.bf16_gather = on;
     }
 
-    /// With `true`, [`Self::step`] leaves its all-gathers in flight for the next forward to
-    /// wait on stage by stage; the parameters are undefined until then or
+    /// With `true`, [`Self::step`] queues its all-gathers for the next forward, which
+    /// launches them and waits stage by stage; the parameters are stale until then or
     /// [`Self::sync_params`].
     pub fn set_gather_ahead(&mut self, on: bool) {
         self.gather_ahead = on;
