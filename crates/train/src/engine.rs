@@ -47,7 +47,7 @@ impl Engine {
         dev: Device,
         c: &TrainConfig,
         vocab: usize,
-        (skip_nonfinite, graph): (bool, bool),
+        o: &crate::trainer::RunOpts,
     ) -> Result<Self> {
         let mut model = TransformerLm::new(c.model.lm_config(vocab)?, c.seed, &dev)?;
         if c.bf16 {
@@ -99,9 +99,9 @@ impl Engine {
         let opts = StepOptions {
             clip: c.clip,
             adamw: AdamwPlace::Auto,
-            graph,
+            graph: !o.eager,
             fp32_simt: !c.bf16 && !model::tf32::tf32(),
-            skip_nonfinite,
+            skip_nonfinite: o.skip_nonfinite > 0,
             ..StepOptions::default()
         };
         let mut step = TrainStep::new(&model, strategy, adamw_cfg(c), opts)?;

@@ -136,13 +136,7 @@ pub fn run_rank(
         }
     }
     let mut gemm_saved = 0;
-    let mut e = Engine::new(
-        comm,
-        dev.clone(),
-        c,
-        ds.meta.vocab_size,
-        (o.skip_nonfinite > 0, !o.eager),
-    )?;
+    let mut e = Engine::new(comm, dev.clone(), c, ds.meta.vocab_size, o)?;
     let ckpts = o.out.join("checkpoints");
     if rank == 0 {
         std::fs::create_dir_all(&ckpts).with_context(|| format!("creating {}", ckpts.display()))?;
@@ -284,13 +278,13 @@ pub fn run_rank(
         let done = step + 1;
         crate::fault::kill_if_asked(rank, done);
         if step == start + 1 {
-            // The first step ran eager (its GEMMs timed): its peak apart (summary::peak_line).
+            // After the second step: the first is eager (its GEMMs timed; its peak kept apart
+            // for summary::peak_line), the second captured (or not).
             first_peak = seam::memory::process_peak(&dev);
             seam::memory::reset_peak(&dev);
-        }
-        if step == start + 1 && rank == 0 {
-            // After the second step: the first is eager, the second captured (or not).
-            bar.suspend(|| eprintln!("train: {}", e.describe()));
+            if rank == 0 {
+                bar.suspend(|| eprintln!("train: {}", e.describe()));
+            }
         }
         // Every rank reads the same step's flag here: all stop after step `done`.
         let stop_now = std::mem::take(&mut carried.0) || prev.as_ref().is_some_and(|o| o.stop);
