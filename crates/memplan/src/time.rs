@@ -73,13 +73,17 @@ pub enum Collectives {
     Zero1 { bucket_mb: f64 },
 }
 
+/// ZeRO-1's (and ZeRO-2's) bucket size when `--strategy` names none: train's default
+/// (`train::config::ZERO1_BUCKET` is made of it).
+pub const ZERO1_BUCKET_MB: f64 = 400.0;
+
 impl Collectives {
     /// The projection of a `train --strategy` name: `single`, `bucketed:MB`, `zero1[:MB]`
     /// and `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without
     /// MB); `None` for others.
     pub fn of_train(s: &str) -> Option<Self> {
         let mb = |rest: &str| match rest {
-            "" => Some(400.0),
+            "" => Some(ZERO1_BUCKET_MB),
             r => r.strip_prefix(':')?.parse().ok(),
         };
         match s {
@@ -177,7 +181,12 @@ pub const PROJECTED: [usize; 6] = [1, 2, 4, 8, 16, 64];
 pub const SHOWN: [(&str, Collectives); 3] = [
     ("bucketed:25", Collectives::Ddp { bucket_mb: 25.0 }),
     ("zero1:25", Collectives::Zero1 { bucket_mb: 25.0 }),
-    ("zero1 (400 MB)", Collectives::Zero1 { bucket_mb: 400.0 }),
+    (
+        "zero1 (400 MB)",
+        Collectives::Zero1 {
+            bucket_mb: ZERO1_BUCKET_MB,
+        },
+    ),
 ];
 
 /// Per strategy and world size: the projected step per GPU (ms) and its ratio to one

@@ -218,7 +218,9 @@ pub const MAY_CHANGE: [(&str, &str); 5] = [
 /// 54.55 ms with 25 MB buckets, 50.12 with 100 and 48.61 with 200 (call 71); 48.75 with
 /// 200, 48.03 with 400 and 48.01 with 800 (call 74): each bucket's all-gather runs faster
 /// the larger it is (about 170 GB/s at 25 MB), and fewer of them queue behind AdamW.
-pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed { bucket_mb: 400.0 };
+pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
+    bucket_mb: model::plan::time::ZERO1_BUCKET_MB,
+};
 
 /// The ZeRO stage (1 or 2) and its buckets where `strategy` is `zero1` or `zero2`
 /// ([`ZERO1_BUCKET`]), or `zero1:MB` or `zero2:MB` (the same buckets reduce-scatter the
