@@ -13,7 +13,19 @@ pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
         Some(l) => format!("; after the first step {l:.2} GiB"),
         None => String::new(),
     };
-    Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside){later}"))
+    // Its parts: what the pool holds between steps (parameters, optimizer state, buffers
+    // kept), the captured step's own memory (its transients), the pool's mark since the reset.
+    let parts = match (
+        seam::memory::gib(seam::memory::current(dev)),
+        seam::memory::gib(seam::graph::mem_high(dev)),
+        seam::memory::gib(seam::memory::peak(dev)),
+    ) {
+        (Some(held), Some(graph), Some(pool)) => format!(
+            "; held between steps {held:.2} GiB, the captured step's own {graph:.2} GiB, the pool's mark {pool:.2} GiB"
+        ),
+        _ => String::new(),
+    };
+    Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside){later}{parts}"))
 }
 
 impl Summary {
