@@ -31,6 +31,11 @@ pub struct LmArgs {
     /// backward).
     #[arg(long)]
     pub no_clip: bool,
+    /// With --model: the plan of an eager step (train --eager) instead of a step captured
+    /// as one CUDA graph (train's default on CUDA), whose graph holds the activations and
+    /// the gradients at once.
+    #[arg(long)]
+    pub eager: bool,
     /// With --model: vocabulary [default: 10000].
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<i64>,
@@ -66,6 +71,7 @@ impl LmArgs {
                 ("--accum", self.accum.is_some()),
                 ("--bf16", self.bf16),
                 ("--no-clip", self.no_clip),
+                ("--eager", self.eager),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
@@ -95,6 +101,7 @@ impl LmArgs {
             accum: positive("--accum", self.accum, 1, 1 << 24)?,
             bf16: self.bf16,
             clip: !self.no_clip,
+            captured: !self.eager,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

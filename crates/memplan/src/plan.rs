@@ -25,8 +25,8 @@
 //!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
 //!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]).
 //!
-//! The peak is the largest of five moments of the step ([`Phase`]); a row lists what is
-//! held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
+//! The peak is the largest of five moments of the step ([`Phase`]), or, for a step captured
+//! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
 //! per stream, allocator rounding. It is an estimate of the peak, not a bound.
 
 use crate::shape::{mul, u, Kind, Shape};
@@ -53,6 +53,9 @@ pub struct Input {
     pub bf16: bool,
     /// Clipping by the global norm (`--clip` > 0): AdamW then runs after the backward.
     pub clip: bool,
+    /// The step is one captured CUDA graph (train's default on CUDA; `--eager` runs it
+    /// eagerly): see [`Phase::Captured`].
+    pub captured: bool,
 }
 
 /// The moments of a step at which memory can peak.
@@ -63,6 +66,12 @@ pub enum Phase {
     FirstBlock,
     Embedding,
     Optimizer,
+    /// A captured step, whose graph holds the step's activations and its gradients at
+    /// once. Measured (docs/results/big-h200x4.md, calls 86-87): the graph's own memory is
+    /// the activations plus every gradient, within 2 % at xl and 6.7B, for ZeRO-2 too; its
+    /// memory nodes do not take what the activations, or the gradients ZeRO-2 scatters,
+    /// free for the gradients made after them, as the eager pool does.
+    Captured,
 }
 
 impl Phase {
@@ -73,6 +82,7 @@ impl Phase {
             Phase::FirstBlock => "first block's backward",
             Phase::Embedding => "embedding's backward",
             Phase::Optimizer => "optimizer step",
+            Phase::Captured => "captured step",
         }
     }
 }
@@ -320,6 +330,20 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         let g = sum([part(g_all), scaled]);
         let c = sum([c_flat, step_extra]);
         phases.push((Phase::Optimizer, at(Phase::Optimizer, g, 0, c)));
+    }
+    // Measured only where AdamW runs after the backward; `sharded` never captures, FSDP is
+    // not built.
+    if i.captured && !in_backward && !matches!(s, Sharded | Fsdp) {
+        let grads = sum([g_head, mul(l, g_blk), acc]);
+        let bytes = Bytes {
+            masters,
+            copies: copies(Phase::FirstBlock),
+            grads,
+            optimizer,
+            activations: sum([mul(l, a_b), t_b]),
+            comm: sum([nccl, c_first]),
+        };
+        phases.push((Phase::Captured, bytes));
     }
     let (at, bytes) = phases
         .into_iter()

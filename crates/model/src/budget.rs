@@ -279,6 +279,7 @@ mod tests {
             accum: 1,
             bf16: true,
             clip: true,
+            captured: true,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

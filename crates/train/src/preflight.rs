@@ -36,6 +36,7 @@ fn plan_input(
     c: &TrainConfig,
     lm: &model::LmConfig,
     world: usize,
+    captured: bool,
 ) -> (plan::Input, impl Fn(usize) -> Option<usize>) {
     let (global, accum) = (c.global_batch, c.accum.max(1));
     let rows_at = move |w: usize| {
@@ -49,14 +50,22 @@ fn plan_input(
         accum,
         bf16: c.bf16,
         clip: c.clip > 0.0,
+        captured,
     };
     (input, rows_at)
 }
 
-/// Refuses, before the model is built, a run that will not fit (see the module's doc).
-pub fn fits(c: &TrainConfig, vocab: usize, world: usize, dev: &Device) -> Result<()> {
+/// Refuses, before the model is built, a run that will not fit (see the module's doc);
+/// `captured`: its steps are to be captured as CUDA graphs (not `--eager`).
+pub fn fits(
+    c: &TrainConfig,
+    vocab: usize,
+    world: usize,
+    dev: &Device,
+    captured: bool,
+) -> Result<()> {
     let lm = c.model.lm_config(vocab)?;
-    let (input, rows_at) = plan_input(c, &lm, world);
+    let (input, rows_at) = plan_input(c, &lm, world, captured);
     let flags = flags(c, &lm, input.rows);
     if !dev.is_cuda() {
         let here = budget::ranks_in_this_process(world);
@@ -97,7 +106,7 @@ mod tests {
     fn a_refusal_shows_the_plan_and_names_the_strategies_that_would_fit() {
         let c = config("6.7B", "bucketed:25", 32);
         let lm = c.model.lm_config(10_000).unwrap();
-        let (input, rows_at) = plan_input(&c, &lm, 4);
+        let (input, rows_at) = plan_input(&c, &lm, 4, true);
         assert_eq!((input.rows, rows_at(8), rows_at(3)), (8, Some(4), None));
         let flags = flags(&c, &lm, input.rows);
         let s = (plan::Strategy::Ddp, "bucketed:25");
@@ -115,7 +124,7 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.contains("Would fit") && e.contains("zero1 at world 2, 4, 8"),
+            e.contains("Would fit") && e.contains("zero1 at world 4, 8"),
             "{e}"
         );
         let zero1 = (plan::Strategy::Zero1, "zero1");
@@ -125,9 +134,9 @@ mod tests {
     #[test]
     fn cpu_ranks_keep_the_host_lower_bound() {
         let c = config("nano", "single", 4);
-        assert!(fits(&c, 512, 1, &Device::Cpu).is_ok());
+        assert!(fits(&c, 512, 1, &Device::Cpu, true).is_ok());
         let huge = config("13B", "bucketed:25", 8);
-        let e = fits(&huge, 10_000, 8, &Device::Cpu)
+        let e = fits(&huge, 10_000, 8, &Device::Cpu, true)
             .unwrap_err()
             .to_string();
         assert!(e.contains("13B") && e.contains("of memory"), "{e}");
@@ -140,7 +149,7 @@ mod tests {
         let e = config("xl", "zero1:lots", 16).validate(2).unwrap_err();
         assert!(format!("{e:#}").contains("zero1:lots"), "{e:#}");
         let xl = config("xl", "zero1:200", 16).model.lm_config(683).unwrap();
-        let (input, _) = plan_input(&config("xl", "zero1:200", 16), &xl, 2);
+        let (input, _) = plan_input(&config("xl", "zero1:200", 16), &xl, 2, true);
         let z = plan::plan(&input, plan::Strategy::Zero1).peak();
         let of = plan::Strategy::of_train("zero1:200").unwrap();
         assert_eq!(plan::plan(&input, of).peak(), z, "zero1:MB plans as zero1");

@@ -128,7 +128,13 @@ pub fn run_rank(
     let data_id = state::DataId::of(&ds)?;
     let sampler = crate::users(Sampler::new(&ds.train, c.model.context, c.seed))?;
     let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
-    crate::users(crate::preflight::fits(c, ds.meta.vocab_size, world, &dev))?;
+    crate::users(crate::preflight::fits(
+        c,
+        ds.meta.vocab_size,
+        world,
+        &dev,
+        !o.eager,
+    ))?;
     let from = o.gemm_choices.as_deref();
     if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
         if rank == 0 {

@@ -56,6 +56,8 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         accum: r.accum,
         bf16: r.dtype == "bf16",
         clip: true,
+        // run.sh's train-speed runs are captured steps (train's default on CUDA).
+        captured: true,
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
