@@ -36,6 +36,10 @@ pub struct LmArgs {
     /// the gradients at once.
     #[arg(long)]
     pub eager: bool,
+    /// With --model: ZeRO-1 and ZeRO-2 keep only each rank's part of the f32 masters they
+    /// shard (train with ZERO1_MASTERS=sharded).
+    #[arg(long)]
+    pub sharded_masters: bool,
     /// With --model: vocabulary [default: 10000].
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<i64>,
@@ -72,6 +76,7 @@ impl LmArgs {
                 ("--bf16", self.bf16),
                 ("--no-clip", self.no_clip),
                 ("--eager", self.eager),
+                ("--sharded-masters", self.sharded_masters),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
@@ -102,6 +107,7 @@ impl LmArgs {
             bf16: self.bf16,
             clip: !self.no_clip,
             captured: !self.eager,
+            sharded_masters: self.sharded_masters,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

@@ -280,6 +280,7 @@ mod tests {
             bf16: true,
             clip: true,
             captured: true,
+            sharded_masters: false,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

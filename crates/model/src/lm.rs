@@ -111,6 +111,12 @@ impl TransformerLm {
         &self.cfg
     }
 
+    /// The parameters, to release f32 masters a distributed optimizer keeps the parts of
+    /// (`seam::ParamSet::release`; the model then reads those through their bf16 copies).
+    pub fn params_mut(&mut self) -> &mut ParamSet {
+        &mut self.params
+    }
+
     /// Sets the compute dtype (parameters stay f32 masters; they are cast per use). bf16
     /// on CUDA also enables the parameters' bf16 copies that [`crate::AdamW::step_params`]
     /// writes and the blocks' forward takes instead of casting ([`crate::shadow`]).
@@ -172,7 +178,14 @@ impl TransformerLm {
     }
 
     fn w(&self, i: usize) -> Result<Tensor> {
-        Ok(self.params.var(i).as_tensor().to_dtype(self.dtype)?)
+        let p = match self.params.is_released(i) {
+            // Its value is its bf16 copy, held whole (seam::ParamSet::release).
+            true => self.params.bf16_shadows().copy(i).ok_or_else(|| {
+                ModelError::Input(format!("parameter {i}: released, and no bf16 copy"))
+            })?,
+            false => self.params.var(i).as_tensor().clone(),
+        };
+        Ok(p.to_dtype(self.dtype)?)
     }
 
     /// Token ids (batch, seq) of dtype u32 for this model and `device`, from host values;

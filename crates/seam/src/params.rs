@@ -31,6 +31,8 @@ pub struct ParamSet {
     vars: Vec<Var>,
     /// bf16 copies AdamW writes for a bf16 forward (off unless enabled).
     bf16: crate::shadow::Bf16Shadows,
+    /// Per parameter released ([`Self::release`]): its shape; its `Var` is a placeholder.
+    released: Vec<Option<candle_core::Shape>>,
 }
 
 impl ParamSet {
@@ -39,6 +41,7 @@ impl ParamSet {
             names: Vec::new(),
             vars: Vec::new(),
             bf16: Default::default(),
+            released: Vec::new(),
         }
     }
 
@@ -96,14 +99,57 @@ impl ParamSet {
     pub fn set_bf16_copy_only(&mut self, on: Vec<bool>) {
         self.bf16.set_copy_only(on);
     }
-    /// Total number of elements.
+    /// Total number of elements (released parameters counted whole).
     pub fn numel(&self) -> usize {
-        self.vars.iter().map(|v| v.elem_count()).sum()
+        (0..self.len()).map(|i| self.shape(i).elem_count()).sum()
+    }
+
+    /// Parameter `i`'s shape, released or not.
+    pub fn shape(&self, i: usize) -> &candle_core::Shape {
+        match self.released.get(i) {
+            Some(Some(s)) => s,
+            _ => self.vars[i].shape(),
+        }
+    }
+
+    /// Whether parameter `i`'s f32 master was released ([`Self::release`]).
+    pub fn is_released(&self, i: usize) -> bool {
+        matches!(self.released.get(i), Some(Some(_)))
+    }
+
+    /// Drops parameter `i`'s f32 master, whose value from now on is its bf16 copy, held
+    /// whole (`Bf16Shadows::hold`), and a distributed optimizer's f32 master of each rank's
+    /// part (ZeRO's sharded masters: `zero1::Zero1Overlap::release_masters`). Its `Var`
+    /// becomes a one-element placeholder; [`Self::shape`] keeps its shape. The memory is
+    /// freed once no one else holds the `Var`. Refused for a parameter whose copy is not
+    /// held: its forward would read the placeholder.
+    pub fn release(&mut self, i: usize) -> Result<()> {
+        let name = self.names.get(i).cloned().unwrap_or_default();
+        if i >= self.vars.len() || !self.bf16.gatherable(i) || self.bf16.copy(i).is_none() {
+            return Err(crate::ModelError::Input(format!(
+                "parameter {i} ({name}): only a parameter read through its bf16 copy, written, may release its f32 master"
+            )));
+        }
+        if self.is_released(i) {
+            return Ok(());
+        }
+        let v = &self.vars[i];
+        let placeholder = Var::zeros(1, v.dtype(), v.device())?;
+        self.released.resize(self.vars.len(), None);
+        self.released[i] = Some(v.shape().clone());
+        self.vars[i] = placeholder;
+        Ok(())
     }
 
     /// Copies every value from `other` (same names and shapes), e.g. to start two models
     /// from identical weights.
     pub fn copy_from(&self, other: &ParamSet) -> Result<()> {
+        if let Some(i) = (0..self.len()).find(|&i| self.is_released(i) || other.is_released(i)) {
+            return Err(crate::ModelError::Input(format!(
+                "copy_from: parameter {} has no f32 master here (released)",
+                self.names[i]
+            )));
+        }
         self.bf16.invalidate();
         for (i, (a, b)) in self.vars.iter().zip(&other.vars).enumerate() {
             if a.dims() != b.dims() {
@@ -143,5 +189,39 @@ impl ParamSet {
         self.names.push(name);
         self.vars.push(var);
         Ok(self.vars.len() - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_released_master_keeps_its_shape_and_only_a_copy_read_parameter_may_go() {
+        let dev = Device::Cpu;
+        let mut p = ParamSet::new();
+        let mut r = rng(0);
+        p.add("w", &[4, 8], Init::Const(0.5), &mut r, &dev).unwrap();
+        p.add("emb", &[3, 2], Init::Const(1.0), &mut r, &dev)
+            .unwrap();
+        let e = p.release(0).unwrap_err().to_string();
+        assert!(e.contains("parameter 0 (w)"), "no copies yet: {e}");
+        p.enable_bf16_shadows(true);
+        p.set_bf16_copy_only(vec![true, false]);
+        let master = p.var(0).as_tensor().clone();
+        p.bf16_shadows().write(0, &master).unwrap();
+        p.bf16_shadows().write(1, p.var(1).as_tensor()).unwrap();
+        assert!(p.release(1).is_err(), "the embedding is read as its master");
+        p.release(0).unwrap();
+        assert!(p.is_released(0) && !p.is_released(1));
+        assert_eq!(
+            (p.shape(0).dims(), p.var(0).elem_count()),
+            (&[4usize, 8][..], 1)
+        );
+        assert_eq!(p.numel(), 32 + 6);
+        let copy = p.bf16_shadows().copy(0).unwrap();
+        assert_eq!(copy.dims(), &[4, 8]);
+        let other = ParamSet::new();
+        assert!(p.copy_from(&other).is_err());
     }
 }

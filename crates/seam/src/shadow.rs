@@ -142,6 +142,19 @@ impl Bf16Shadows {
         Ok(())
     }
 
+    /// Writes parameter `i`'s copy from `master` now (its cast, rounding to nearest even as
+    /// AdamW's kernel does), in its buffer (made if need be); it is stale until marked
+    /// ([`Self::hold`]). No-op when disabled.
+    pub fn write(&self, i: usize, master: &Tensor) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let t = self.target(i, master)?;
+        let cast = master.detach().to_dtype(DType::BF16)?.contiguous()?;
+        t.slice_set(&cast, 0, 0)?;
+        Ok(())
+    }
+
     /// Marks every written copy fresh again. Right only while no master has changed since
     /// its copy was written (by [`Self::write_all`] or AdamW): a forward-and-backward loop
     /// without an optimizer step.

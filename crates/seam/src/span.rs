@@ -9,7 +9,7 @@
 //! # fn main() -> seam::Result<()> {
 //! use candle_core::{Device, Tensor, Var};
 //! let w = Var::ones(8, candle_core::DType::F32, &Device::Cpu)?;
-//! let half = seam::Span { var: w.clone(), start: 4, len: 4 }; // rank 1 of 2
+//! let half = seam::Span { var: w.clone(), start: 4, len: 4, copy_at: None }; // rank 1 of 2
 //! let mut opt = seam::AdamW::new(seam::AdamWConfig::default())?;
 //! let g = Tensor::ones(4, candle_core::DType::F32, &Device::Cpu)?;
 //! opt.step_spans_in(&[half], &[Some(g)], [0], |_| Ok::<(), seam::ModelError>(()), None)?;
@@ -25,11 +25,18 @@ use crate::shadow::Bf16Shadows;
 use candle_core::{Tensor, Var};
 
 /// Elements `start..start + len` of `var` in flat (row-major) order.
+///
+/// `copy_at`: `var` is a *detached master* of part of a parameter (a ZeRO rank's f32
+/// master of its chunk, the parameter's own f32 storage released): AdamW writes the
+/// updated elements into the parameter's bf16 copy from element `copy_at` on, which must
+/// already exist (`crate::shadow::Bf16Shadows::copy`). `None`: the span lies in the
+/// parameter itself, at `start`.
 #[derive(Clone, Debug)]
 pub struct Span {
     pub var: Var,
     pub start: usize,
     pub len: usize,
+    pub copy_at: Option<usize>,
 }
 
 impl Span {
@@ -39,11 +46,18 @@ impl Span {
             var: var.clone(),
             start: 0,
             len: var.elem_count(),
+            copy_at: None,
         }
     }
 
+    /// The span is its whole parameter (not a part, nor a detached master).
     pub fn is_whole(&self) -> bool {
-        self.start == 0 && self.len == self.var.elem_count()
+        self.copy_at.is_none() && self.start == 0 && self.len == self.var.elem_count()
+    }
+
+    /// Where the span's elements sit in its parameter (flat).
+    pub fn at(&self) -> usize {
+        self.copy_at.unwrap_or(self.start)
     }
 
     /// The span as a flat view of the parameter's storage (writes through it, such as the
@@ -170,6 +184,16 @@ impl AdamW {
             // copy and holds it: Bf16Shadows::hold).
             let writes = shadow.filter(|&(sh, j)| span.is_whole() || sh.gatherable(j));
             let copy = match writes {
+                // A detached master: the copy is the parameter's value, gathered whole.
+                Some((sh, j)) if span.copy_at.is_some() => {
+                    sh.mark_stale(j); // until gathered and held
+                    let c = sh.copy(j).ok_or_else(|| {
+                        ModelError::Input(format!(
+                            "parameter {j}: a detached master but no bf16 copy"
+                        ))
+                    })?;
+                    Some(c.flatten_all()?.narrow(0, span.at(), span.len)?)
+                }
                 Some((sh, j)) => {
                     let c = sh.target(j, span.var.as_tensor())?;
                     Some(match span.is_whole() {

@@ -316,6 +316,10 @@ impl TrainStep {
     pub fn strategy(&self) -> &dyn Strategy {
         self.core.strategy.as_ref()
     }
+    /// [`Strategy::release_masters`]: the model's f32 masters the strategy keeps itself.
+    pub fn release_masters(&mut self, params: &mut seam::ParamSet) -> Result<usize> {
+        self.core.strategy.release_masters(params)
+    }
     /// The strategy as the type it was built as (a benchmark reads the Ddp's counters
     /// through it); `None` for another.
     pub fn strategy_as<T: Strategy>(&self) -> Option<&T> {

@@ -107,6 +107,13 @@ pub trait Strategy: AsAny {
         Ok(Some(nc))
     }
 
+    /// Lets the model drop the f32 masters the strategy keeps the value of itself (ZeRO's
+    /// sharded masters: `zero1::Zero1Overlap`), through `seam::ParamSet::release`; returns
+    /// how many. After any resume: resuming needs whole masters.
+    fn release_masters(&mut self, _params: &mut seam::ParamSet) -> Result<usize> {
+        Ok(0)
+    }
+
     /// Elements of optimizer state this rank keeps, of `params` parameters' elements.
     fn state_elements(&self, params: usize) -> usize {
         params

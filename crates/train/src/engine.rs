@@ -31,6 +31,19 @@ pub struct Engine {
 /// What one step reports.
 pub type StepOut = step::StepOut;
 
+/// `ZERO1_MASTERS`: `whole` (unset: the default) or `sharded` (zero1::masters; on GPUs it
+/// has run once, call 88, and is not yet checked against `whole` bit for bit nor resumed).
+pub(crate) fn sharded_masters() -> Result<bool> {
+    match std::env::var("ZERO1_MASTERS").as_deref() {
+        Err(_) | Ok("whole") => Ok(false),
+        Ok("sharded") => Ok(true),
+        Ok(v) => {
+            let e = format!("ZERO1_MASTERS={v:?}: whole (the default) or sharded");
+            Err(crate::UserError(e).into())
+        }
+    }
+}
+
 fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
     AdamWConfig {
         lr: c.lr,
@@ -113,6 +126,20 @@ impl Engine {
             model,
             step,
         })
+    }
+
+    /// With `ZERO1_MASTERS=sharded`, ZeRO's sharded f32 masters (zero1 and zero2 above one
+    /// rank on GPUs): the model drops the whole masters whose parts its strategy keeps.
+    /// After the resume and the initial export, which read whole masters.
+    pub fn release_masters(&mut self) -> Result<()> {
+        if !sharded_masters()? {
+            return Ok(());
+        }
+        let n = self.step.release_masters(self.model.params_mut())?;
+        if n > 0 && self.comm.rank() == 0 {
+            eprintln!("train: f32 masters sharded (ZERO1_MASTERS=sharded): each rank keeps its part of {n} parameters' masters");
+        }
+        Ok(())
     }
 
     /// Queues one optimizer step at learning rate `lr` on this rank's micro-batches (host

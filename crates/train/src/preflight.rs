@@ -51,6 +51,7 @@ fn plan_input(
         bf16: c.bf16,
         clip: c.clip > 0.0,
         captured,
+        sharded_masters: crate::engine::sharded_masters().unwrap_or(false),
     };
     (input, rows_at)
 }

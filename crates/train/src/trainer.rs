@@ -128,13 +128,8 @@ pub fn run_rank(
     let data_id = state::DataId::of(&ds)?;
     let sampler = crate::users(Sampler::new(&ds.train, c.model.context, c.seed))?;
     let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
-    crate::users(crate::preflight::fits(
-        c,
-        ds.meta.vocab_size,
-        world,
-        &dev,
-        !o.eager,
-    ))?;
+    let vocab = ds.meta.vocab_size;
+    crate::users(crate::preflight::fits(c, vocab, world, &dev, !o.eager))?;
     let from = o.gemm_choices.as_deref();
     if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
         if rank == 0 {
@@ -172,6 +167,7 @@ pub fn run_rank(
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
     }
+    e.release_masters()?; // after the resume and the export: they read whole masters
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
     } else {

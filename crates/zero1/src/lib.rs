@@ -41,6 +41,7 @@
 pub mod checkpoint;
 pub mod error;
 mod gather;
+mod masters;
 pub mod overlap;
 mod overlap_ckpt;
 pub mod partition;

@@ -51,7 +51,7 @@ pub struct Zero1Overlap {
     /// Per span: its bucket, and the parameter it is a chunk of (`None`: a flat master).
     pub(crate) owner: Vec<(usize, Option<usize>)>,
     pub(crate) opt: AdamW,
-    gathers: Gathers,
+    pub(crate) gathers: Gathers,
     gather_ahead: bool,
     /// With gather-ahead, the first buckets gathered beside AdamW, the rest at the next
     /// forward (`ZERO1_PARAM_GATHER`: gather::beside_adamw).
@@ -59,12 +59,14 @@ pub struct Zero1Overlap {
     /// All-gather the bf16 copies of the parameters sharded in place, not their f32
     /// masters, where the model reads them only through the copies (on by default;
     /// `ZERO1_GATHER=f32` turns it off).
-    bf16_gather: bool,
+    pub(crate) bf16_gather: bool,
     /// Spans whose copies a step gathers instead of their masters, and whether a step
     /// (eager, or a graph replay: [`Self::replayed`]) has left those masters stale since
     /// [`Self::sync_params`] last gathered them.
-    copy_gathered: Vec<usize>,
-    masters_stale: bool,
+    pub(crate) copy_gathered: Vec<usize>,
+    pub(crate) masters_stale: bool,
+    /// Each parameter's shape (its `Var` may be released: crate::masters).
+    pub(crate) shapes: Vec<candle_core::Shape>,
 }
 
 impl Zero1Overlap {
@@ -79,6 +81,11 @@ impl Zero1Overlap {
         cfg: AdamWConfig,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
+        if let Some(i) = (0..params.len()).find(|&i| model.params().is_released(i)) {
+            return Err(Zero1Error::Input(format!(
+                "Zero1Overlap: parameter {i}'s f32 master is released; build (or resume) before releasing"
+            )));
+        }
         if let Some(i) = params.iter().position(|p| p.dtype() != DType::F32) {
             return Err(Zero1Error::Input(format!(
                 "Zero1Overlap: parameter {i} is {:?}; master weights must be f32",
@@ -108,6 +115,7 @@ impl Zero1Overlap {
                     var: params[i].clone(),
                     start: r * n,
                     len: n,
+                    copy_at: None,
                 });
                 owner.push((b, Some(i)));
             }
@@ -122,7 +130,6 @@ impl Zero1Overlap {
         Ok(Self {
             comm,
             ddp,
-            params,
             spans,
             owner,
             opt: AdamW::new(cfg)?,
@@ -132,6 +139,8 @@ impl Zero1Overlap {
             bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
             copy_gathered: Vec::new(),
             masters_stale: false,
+            shapes: params.iter().map(|p| p.shape().clone()).collect(),
+            params,
         })
     }
 
@@ -167,38 +176,6 @@ impl Zero1Overlap {
     /// as one coalesced launch (`ddp::DdpOptions::coalesce`).
     pub fn set_coalesce(&mut self, on: bool) {
         self.ddp.set_coalesce(on);
-    }
-
-    /// Completes every all-gather still in flight into the parameters (the compute stream
-    /// waits; the host does not block on the GPU) and makes every f32 master whole (where
-    /// a step gathered bf16 copies instead: the f32 parts all-gathered as one group, for a
-    /// checkpoint, an export or a forward that reads masters).
-    pub fn sync_params(&mut self) -> Result<()> {
-        // The queue stays due: a step captured next holds its launches (gather.rs).
-        self.gathers.launch_queued(self.comm.as_ref(), true)?;
-        self.collect_launched()?;
-        if std::mem::take(&mut self.masters_stale) {
-            let pairs = self
-                .copy_gathered
-                .iter()
-                .map(|&k| {
-                    Ok((
-                        self.spans[k].view()?,
-                        self.spans[k].var.as_tensor().flatten_all()?,
-                    ))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            self.comm.all_gather_coalesced_async(&pairs)?.wait()?;
-        }
-        Ok(())
-    }
-
-    /// A captured step was replayed (its host code, which marks the masters stale, did not
-    /// run): the masters of the parts gathered as copies are stale until
-    /// [`Self::sync_params`].
-    pub fn replayed(&mut self) {
-        self.masters_stale |= !self.copy_gathered.is_empty();
-        self.gathers.requeue();
     }
 
     /// Launches the all-gathers a step left for the next forward and completes every one
@@ -348,12 +325,16 @@ impl Zero1Overlap {
                         Zero1Error::Input(format!("parameter {i}: AdamW wrote no bf16 copy"))
                     })?;
                     let whole = c.flatten_all()?;
-                    pairs.push((whole.narrow(0, spans[k].start, spans[k].len)?, whole));
+                    pairs.push((whole.narrow(0, spans[k].at(), spans[k].len)?, whole));
                     sh.hold(i);
                     any = true;
                     if !gathered.contains(&k) {
                         gathered.push(k);
                     }
+                } else if spans[k].copy_at.is_some() {
+                    return Err(Zero1Error::Input(format!(
+                        "span {k}: a released master's step needs the model's bf16 copies"
+                    )));
                 } else if who.is_some() {
                     let whole = spans[k].var.as_tensor().flatten_all()?;
                     pairs.push((spans[k].view()?, whole));

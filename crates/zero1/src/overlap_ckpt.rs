@@ -20,7 +20,7 @@ impl Zero1Overlap {
     fn span_runs(&self, k: usize, offset: &[usize]) -> (Vec<(usize, usize)>, usize) {
         let span = &self.spans[k];
         let b = match self.owner[k] {
-            (_, Some(i)) => return (vec![(offset[i] + span.start, span.len)], span.len),
+            (_, Some(i)) => return (vec![(offset[i] + span.at(), span.len)], span.len),
             (b, None) => b,
         };
         let chunk = span.len;
@@ -28,7 +28,7 @@ impl Zero1Overlap {
         let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
         let flat = self.ddp.buckets()[b].params.iter();
         for &i in flat.filter(|&&i| !self.ddp.shards_in_place(i)) {
-            let n = self.params[i].elem_count();
+            let n = self.shapes[i].elem_count();
             let (a, z) = (pos.max(lo), (pos + n).min(hi));
             if a < z {
                 runs.push((offset[i] + a - pos, z - a));
@@ -40,9 +40,9 @@ impl Zero1Overlap {
     }
 
     fn offsets(&self) -> Vec<usize> {
-        let mut offset = vec![0usize; self.params.len() + 1];
-        for (i, p) in self.params.iter().enumerate() {
-            offset[i + 1] = offset[i] + p.elem_count();
+        let mut offset = vec![0usize; self.shapes.len() + 1];
+        for (i, s) in self.shapes.iter().enumerate() {
+            offset[i + 1] = offset[i] + s.elem_count();
         }
         offset
     }
@@ -53,10 +53,17 @@ impl Zero1Overlap {
     pub fn save(&mut self, dir: &Path) -> Result<()> {
         self.sync_params()?;
         let this = &*self;
-        checkpoint::save(
+        let dev = match this.spans.first() {
+            Some(s) => s.var.device().clone(),
+            None => return Err(Zero1Error::Input("save: no parameters".into())),
+        };
+        // Released masters gathered whole, one at a time (crate::masters).
+        let whole = this.whole_params()?;
+        checkpoint::save_tensors(
             this.comm.as_ref(),
+            &dev,
             dir,
-            &this.params,
+            &whole,
             this.opt.steps_taken(),
             || {
                 let offset = this.offsets();

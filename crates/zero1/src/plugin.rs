@@ -61,6 +61,14 @@ impl Strategy for Zero1Overlap {
         Ok(nc)
     }
 
+    fn release_masters(&mut self, params: &mut seam::ParamSet) -> Result<usize> {
+        let released = Zero1Overlap::release_masters(self, params.bf16_shadows())?;
+        for &i in &released {
+            params.release(i)?;
+        }
+        Ok(released.len())
+    }
+
     fn state_elements(&self, _params: usize) -> usize {
         Zero1Overlap::state_elements(self)
     }

@@ -252,8 +252,28 @@ where
         .ok_or_else(|| bad(dir, "save: no parameters"))?
         .device()
         .clone();
+    let tensors: Vec<Tensor> = params.iter().map(|v| v.as_tensor().clone()).collect();
+    save_tensors(comm, &dev, dir, &tensors, step, moments)
+}
+
+/// [`save`] from the parameters' values as tensors (on `dev`, or on the host), where a
+/// parameter has no whole `Var` (a released f32 master, gathered for the save): only rank
+/// 0 reads the values; the other ranks' tensors give the shapes (a broadcast placeholder
+/// will do). `dev`: the device the ranks agree on.
+pub fn save_tensors<E>(
+    comm: &dyn Communicator,
+    dev: &Device,
+    dir: &Path,
+    params: &[Tensor],
+    step: u64,
+    moments: impl FnOnce() -> Result<Moments, E>,
+) -> Result<(), E>
+where
+    E: From<CheckpointError> + std::fmt::Display,
+{
+    let dev = dev.clone();
     let (w, r) = (comm.world_size(), comm.rank());
-    let sig = Signature::of(&shapes(params));
+    let sig = Signature::of(&params.iter().map(|p| p.dims().to_vec()).collect::<Vec<_>>());
     ::checkpoint::save(
         comm,
         &dev,
@@ -268,7 +288,7 @@ where
             if r == 0 {
                 let mut p = HashMap::new();
                 for (i, v) in params.iter().enumerate() {
-                    let t = v.as_tensor().to_device(&Device::Cpu);
+                    let t = v.to_device(&Device::Cpu);
                     p.insert(format!("p.{i}"), t.map_err(CheckpointError::from)?);
                 }
                 p.insert("meta".to_string(), meta(w, 0, step, sig)?);

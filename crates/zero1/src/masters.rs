@@ -1,0 +1,130 @@
+//! The f32 masters of [`Zero1Overlap`]: when they are stale and made whole again
+//! ([`Zero1Overlap::sync_params`]), and sharded masters.
+//!
+//! Sharded f32 masters (`ZERO1_MASTERS=sharded` in train): the ZeRO paper's ZeRO-1 and
+//! ZeRO-2, where a rank keeps the f32
+//! master of its part of each parameter only, not the whole of every one (12Ψ/N bytes of
+//! optimizer state with the masters, not 4Ψ + 8Ψ/N).
+//!
+//! [`Zero1Overlap::release_masters`] detaches, for each parameter sharded in place whose
+//! forward reads only its bf16 copy (the copies being what the step all-gathers), this
+//! rank's chunk of the f32 master into a `Var` of its own (`seam::Span::copy_at`): AdamW
+//! steps that chunk and writes its bf16 copy into the parameter's copy, which the step
+//! all-gathers as before. The caller then releases the whole masters from the model
+//! (`seam::ParamSet::release`), which frees them. The arithmetic is the same, element by
+//! element: a replay computes the bits it computed before.
+//!
+//! What reads a whole f32 master afterwards gathers it: a checkpoint
+//! ([`Zero1Overlap::whole_params`], one parameter at a time, to the host on rank 0).
+//! Resuming builds a new optimizer from whole masters, so it comes before the release.
+//!
+//! ```ignore
+//! let mut z = Zero1Overlap::new(comm, &model, opts, cfg)?;   // masters whole
+//! let released = z.release_masters(model.params().bf16_shadows())?;
+//! for i in released { model.params_mut().release(i)?; }      // the whole masters freed
+//! ```
+
+use crate::error::{Result, Zero1Error};
+use crate::overlap::Zero1Overlap;
+use candle_core::{DType, Device, Tensor, Var};
+use seam::shadow::Bf16Shadows;
+
+impl Zero1Overlap {
+    /// Detaches this rank's chunk of every master it may (see the module's doc) and returns
+    /// those parameters' indices, for `seam::ParamSet::release`: none on one rank, on the
+    /// CPU, without bf16 copies, or with the f32 gather (`set_bf16_gather(false)`). Each
+    /// copy is written from its master first and held, so that the next forward reads it.
+    pub fn release_masters(&mut self, shadows: &Bf16Shadows) -> Result<Vec<usize>> {
+        let w = self.comm.world_size();
+        if w == 1 || !self.bf16_gather || !shadows.enabled() {
+            return Ok(Vec::new());
+        }
+        self.sync_params()?;
+        let mut released = Vec::new();
+        for k in 0..self.spans.len() {
+            let Some(i) = self.owner[k].1 else { continue };
+            let span = self.spans[k].clone();
+            let master = span.var.as_tensor();
+            if span.copy_at.is_some() || !shadows.gatherable(i) || !master.device().is_cuda() {
+                continue;
+            }
+            // The whole copy, from the whole master (the value the next forward reads).
+            shadows.write(i, master)?;
+            shadows.hold(i);
+            let chunk = Var::from_tensor(&span.view()?.copy()?)?;
+            let at = span.start;
+            self.spans[k] = seam::Span {
+                var: chunk,
+                start: 0,
+                len: span.len,
+                copy_at: Some(at),
+            };
+            self.params[i] = Var::zeros(1, DType::F32, master.device())?;
+            released.push(i);
+        }
+        Ok(released)
+    }
+
+    /// Every parameter's f32 value, for a checkpoint: the masters held whole as they are;
+    /// each released one all-gathered from the ranks' chunks, one at a time (every rank
+    /// takes part), copied to the host on rank 0 and a broadcast placeholder of its shape
+    /// elsewhere (only rank 0 writes the parameters).
+    pub(crate) fn whole_params(&self) -> Result<Vec<Tensor>> {
+        let rank0 = self.comm.rank() == 0;
+        let mut out: Vec<Tensor> = self.params.iter().map(|v| v.as_tensor().clone()).collect();
+        for (k, span) in self.spans.iter().enumerate() {
+            let (Some(i), Some(_)) = (self.owner[k].1, span.copy_at) else {
+                continue;
+            };
+            let shape = self.shapes[i].clone();
+            let dev = span.var.device();
+            let full = Tensor::zeros(shape.elem_count(), DType::F32, dev)?;
+            let pair = [(span.var.as_tensor().flatten_all()?, full.clone())];
+            self.comm.all_gather_coalesced_async(&pair)?.wait()?;
+            out[i] = match rank0 {
+                true => full.reshape(shape)?.to_device(&Device::Cpu)?,
+                false => Tensor::zeros((), DType::F32, &Device::Cpu)?.broadcast_as(shape)?,
+            };
+        }
+        if out.is_empty() {
+            return Err(Zero1Error::Input("no parameters".into()));
+        }
+        Ok(out)
+    }
+
+    /// Completes every all-gather still in flight into the parameters (the compute stream
+    /// waits; the host does not block on the GPU) and makes every f32 master whole (where
+    /// a step gathered bf16 copies instead: the f32 parts all-gathered as one group, for a
+    /// checkpoint, an export or a forward that reads masters).
+    pub fn sync_params(&mut self) -> Result<()> {
+        // The queue stays due: a step captured next holds its launches (gather.rs).
+        self.gathers.launch_queued(self.comm.as_ref(), true)?;
+        self.collect_launched()?;
+        if std::mem::take(&mut self.masters_stale) {
+            // A detached master (crate::masters) is this rank's part alone: nothing to gather.
+            let pairs = self
+                .copy_gathered
+                .iter()
+                .filter(|&&k| self.spans[k].copy_at.is_none())
+                .map(|&k| {
+                    Ok((
+                        self.spans[k].view()?,
+                        self.spans[k].var.as_tensor().flatten_all()?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !pairs.is_empty() {
+                self.comm.all_gather_coalesced_async(&pairs)?.wait()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A captured step was replayed (its host code, which marks the masters stale, did not
+    /// run): the masters of the parts gathered as copies are stale until
+    /// [`Self::sync_params`].
+    pub fn replayed(&mut self) {
+        self.masters_stale |= !self.copy_gathered.is_empty();
+        self.gathers.requeue();
+    }
+}
