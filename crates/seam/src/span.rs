@@ -245,7 +245,17 @@ impl AdamW {
         let decayed = (p * (1.0 - c.lr * c.weight_decay))?;
         let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
         let upd = (m.div(&denom)? * (c.lr / bc1))?;
-        span.write(&(decayed - upd)?)?;
+        let new = (decayed - upd)?;
+        span.write(&new)?;
+        // A detached master's part of the bf16 copy, as the fused kernel writes it (the
+        // cast, rounding to nearest even), for the step to gather.
+        if let (Some(at), Some((sh, j))) = (span.copy_at, shadow) {
+            let copy = sh.copy(j).ok_or_else(|| {
+                ModelError::Input(format!("parameter {j}: a detached master but no bf16 copy"))
+            })?;
+            let x = new.to_dtype(candle_core::DType::BF16)?.contiguous()?;
+            copy.flatten_all()?.slice_set(&x, 0, at)?;
+        }
         self.state[i] = Some(Moments::Tensors(m, v));
         Ok(())
     }

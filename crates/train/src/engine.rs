@@ -31,8 +31,9 @@ pub struct Engine {
 /// What one step reports.
 pub type StepOut = step::StepOut;
 
-/// `ZERO1_MASTERS`: `whole` (unset: the default) or `sharded` (zero1::masters; on GPUs it
-/// has run once, call 88, and is not yet checked against `whole` bit for bit nor resumed).
+/// `ZERO1_MASTERS`: `whole` (unset: the default) or `sharded` (zero1::masters: on CPU ranks
+/// bit for bit as `whole`, resume included, tests/tests/zero1_masters.rs; on GPUs it has
+/// run once, call 88, not yet checked bit for bit nor resumed there).
 pub(crate) fn sharded_masters() -> Result<bool> {
     match std::env::var("ZERO1_MASTERS").as_deref() {
         Err(_) | Ok("whole") => Ok(false),

@@ -31,8 +31,9 @@ use seam::shadow::Bf16Shadows;
 
 impl Zero1Overlap {
     /// Detaches this rank's chunk of every master it may (see the module's doc) and returns
-    /// those parameters' indices, for `seam::ParamSet::release`: none on one rank, on the
-    /// CPU, without bf16 copies, or with the f32 gather (`set_bf16_gather(false)`). Each
+    /// those parameters' indices, for `seam::ParamSet::release`: none on one rank, without
+    /// bf16 copies (a bf16 model on CUDA; on the CPU where enabled by hand, for tests), or
+    /// with the f32 gather (`set_bf16_gather(false)`). Each
     /// copy is written from its master first and held, so that the next forward reads it.
     pub fn release_masters(&mut self, shadows: &Bf16Shadows) -> Result<Vec<usize>> {
         let w = self.comm.world_size();
@@ -45,7 +46,7 @@ impl Zero1Overlap {
             let Some(i) = self.owner[k].1 else { continue };
             let span = self.spans[k].clone();
             let master = span.var.as_tensor();
-            if span.copy_at.is_some() || !shadows.gatherable(i) || !master.device().is_cuda() {
+            if span.copy_at.is_some() || !shadows.gatherable(i) {
                 continue;
             }
             // The whole copy, from the whole master (the value the next forward reads).

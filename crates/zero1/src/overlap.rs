@@ -317,9 +317,9 @@ impl Zero1Overlap {
                     launch(&mut open, gathers)?;
                 }
                 let (_, pairs, target) = open.get_or_insert_with(|| (b, Vec::new(), None));
-                let copy = who
-                    .zip(copies)
-                    .filter(|(i, s)| s.gatherable(*i) && spans[k].var.device().is_cuda());
+                // On the CPU only a detached master's AdamW writes its copy (crate::masters).
+                let on_copy = spans[k].copy_at.is_some() || spans[k].var.device().is_cuda();
+                let copy = who.zip(copies).filter(|(i, s)| s.gatherable(*i) && on_copy);
                 if let Some((i, sh)) = copy {
                     let c = sh.copy(i).ok_or_else(|| {
                         Zero1Error::Input(format!("parameter {i}: AdamW wrote no bf16 copy"))

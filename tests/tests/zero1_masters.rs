@@ -1,0 +1,230 @@
+//! ZeRO's sharded f32 masters (`zero1::masters`, train's `ZERO1_MASTERS=sharded`) on CPU
+//! ranks, with any `StagedModel` that reads its weights through their bf16 copies: here a
+//! two-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
+//! by `Zero1Overlap` through `TrainStep` with clipping, it computes bit for bit what it
+//! computes with whole masters; its checkpoint (the released masters gathered one at a
+//! time) resumes, with whole masters, to the same bits as the straight run. It fails with
+//! a detached master's copy written at the wrong place, or not gathered.
+
+mod common;
+
+use candle_core::{DType, Device, Tensor};
+use common::on_ranks;
+use ddp::{shard_batch, DdpOptions, Strategy};
+use rand::{Rng, SeedableRng};
+use seam::params::{rng, Init};
+use seam::{AdamWConfig, Batch, ParamSet, SavedStage, StagedModel};
+use step::{StepOptions, TrainStep};
+use zero1::Zero1Overlap;
+
+const WORLD: usize = 2;
+const STEPS: u64 = 6;
+/// Inputs and hidden width: W1 has 256 × 256 = 65,536 elements, enough for ZeRO-1 to shard
+/// it in place (and so to detach its master); W2 (16 × 256) goes through a flat bucket.
+const D: usize = 256;
+const OUT: usize = 16;
+
+/// `loss = mean((x W1ᵀ W2ᵀ - t)²)`, each weight read as its bf16 copy (or the bf16 cast of
+/// its master where no copy is the value), computed in f32.
+struct CopyMlp {
+    params: ParamSet,
+}
+
+impl CopyMlp {
+    fn new() -> Self {
+        let (mut params, mut r, dev) = (ParamSet::new(), rng(3), Device::Cpu);
+        let init = Init::Linear { fan_in: D };
+        params.add("w1", &[D, D], init, &mut r, &dev).unwrap();
+        params.add("w2", &[OUT, D], init, &mut r, &dev).unwrap();
+        params.enable_bf16_shadows(true);
+        params.set_bf16_copy_only(vec![true, true]);
+        Self { params }
+    }
+
+    /// Weight `i` as the forward reads it: its copy where released, else its master's
+    /// bf16 cast (the copy's bits), in f32.
+    fn w(&self, i: usize) -> seam::Result<Tensor> {
+        let t = match self.params.is_released(i) {
+            true => self
+                .params
+                .bf16_shadows()
+                .copy(i)
+                .expect("a released master's copy"),
+            false => self.params.var(i).as_tensor().to_dtype(DType::BF16)?,
+        };
+        Ok(t.to_dtype(DType::F32)?)
+    }
+}
+
+/// Stage 0: `h = x W1ᵀ`; stage 1: the loss of `h W2ᵀ` against the targets.
+struct Saved {
+    stage: usize,
+    x: Tensor,
+    w: Tensor,
+    t: Option<Tensor>,
+}
+
+impl SavedStage for Saved {
+    fn backward(
+        self: Box<Self>,
+        up: Option<&Tensor>,
+    ) -> seam::Result<(Tensor, Vec<(usize, Tensor)>)> {
+        let dy = match (&self.t, up) {
+            (Some(t), _) => {
+                let y = self.x.matmul(&self.w.t()?)?;
+                ((y - t)? * (2.0 / t.elem_count() as f64))?
+            }
+            (None, Some(up)) => up.clone(),
+            (None, None) => unreachable!("stage 0 has a downstream stage"),
+        };
+        let dw = dy.t()?.matmul(&self.x)?;
+        Ok((dy.matmul(&self.w)?, vec![(self.stage, dw)]))
+    }
+}
+
+impl StagedModel for CopyMlp {
+    fn params(&self) -> &ParamSet {
+        &self.params
+    }
+    fn num_stages(&self) -> usize {
+        2
+    }
+    fn stage_params(&self, s: usize) -> Vec<usize> {
+        vec![s]
+    }
+    fn forward_stage(&self, s: usize, x: Option<&Tensor>, b: &Batch) -> seam::Result<Tensor> {
+        Ok(self.forward_saved(s, x, b)?.expect("hand-written").0)
+    }
+    fn check_batch(&self, _b: &Batch) -> seam::Result<()> {
+        Ok(())
+    }
+    fn forward_saved(
+        &self,
+        s: usize,
+        x: Option<&Tensor>,
+        b: &Batch,
+    ) -> seam::Result<Option<(Tensor, Box<dyn SavedStage>)>> {
+        let (x, w) = (x.unwrap_or(&b.input).clone(), self.w(s)?);
+        let y = x.matmul(&w.t()?)?;
+        let (out, t) = match s {
+            0 => (y, None),
+            _ => (
+                ((&y - &b.targets)?.sqr()?.mean_all()?),
+                Some(b.targets.clone()),
+            ),
+        };
+        Ok(Some((out, Box::new(Saved { stage: s, x, w, t }))))
+    }
+}
+
+/// The same rows every step (so that the loss falls), 8 of them.
+fn global_batch(_step: u64) -> Batch {
+    let mut r = rand::rngs::StdRng::seed_from_u64(500);
+    let mut v = |n: usize| -> Vec<f32> { (0..n).map(|_| r.random_range(-1.0..1.0)).collect() };
+    let (x, t) = (v(8 * D), v(8 * OUT));
+    Batch::new(
+        Tensor::from_vec(x, (8, D), &Device::Cpu).unwrap(),
+        Tensor::from_vec(t, (8, OUT), &Device::Cpu).unwrap(),
+    )
+}
+
+fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp) -> TrainStep {
+    let opts = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+    let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
+    z.set_gather_ahead(true);
+    let o = StepOptions {
+        clip: 1.0,
+        ..StepOptions::default()
+    };
+    TrainStep::new(m, Box::new(z), AdamWConfig::default(), o).unwrap()
+}
+
+/// Steps `from..to` on this rank's rows; the losses, then each weight as the forward
+/// reads it.
+fn run(
+    st: &mut TrainStep,
+    m: &CopyMlp,
+    rank: usize,
+    (from, to): (u64, u64),
+) -> (Vec<f64>, Vec<Vec<f32>>) {
+    let mut losses = Vec::new();
+    for s in from..to {
+        let b = shard_batch(&global_batch(s), rank, WORLD).unwrap();
+        losses.extend(st.step(m, &[b], 0.01).unwrap().map(|o| o.loss));
+    }
+    losses.extend(st.flush().unwrap().map(|o| o.loss));
+    let w = (0..2)
+        .map(|i| {
+            m.w(i)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        })
+        .collect();
+    (losses, w)
+}
+
+/// Trains STEPS steps; `sharded`: masters released after the build; `save`: a
+/// checkpoint after step 3.
+fn train(sharded: bool, save: Option<std::path::PathBuf>) -> Vec<(Vec<f64>, Vec<Vec<f32>>, usize)> {
+    on_ranks(WORLD, move |rank, comm| {
+        let mut m = CopyMlp::new();
+        let mut st = step_for(comm.clone(), &m);
+        let released = match sharded {
+            true => st.release_masters(&mut m.params).unwrap(),
+            false => 0,
+        };
+        let (mut losses, _) = run(&mut st, &m, rank, (0, 3));
+        if let Some(dir) = &save {
+            st.save(&m, dir, &comm).unwrap();
+        }
+        let (more, w) = run(&mut st, &m, rank, (3, STEPS));
+        losses.extend(more);
+        (losses, w, released)
+    })
+}
+
+#[test]
+fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
+    let whole = train(false, None);
+    let dir = std::env::temp_dir().join(format!("zero1-masters-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ck = dir.join("step-3");
+    let sharded = train(true, Some(ck.clone()));
+    assert_eq!(
+        (whole[0].2, sharded[0].2),
+        (0, 1),
+        "W1's master released, W2's kept"
+    );
+    assert_eq!(sharded[0].0.len() as u64, STEPS);
+    for r in 0..WORLD {
+        assert_eq!(whole[r].0, sharded[r].0, "rank {r}'s losses");
+        assert_eq!(whole[r].1, sharded[r].1, "rank {r}'s weights");
+    }
+    assert!(
+        whole[0].0[STEPS as usize - 1] < whole[0].0[0],
+        "it trains: {:?}",
+        whole[0].0
+    );
+    // The sharded run's checkpoint, resumed with whole masters: steps 3.. as straight.
+    let resumed = on_ranks(WORLD, move |rank, comm| {
+        let m = CopyMlp::new();
+        let mut st = step_for(comm.clone(), &m);
+        assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
+        run(&mut st, &m, rank, (3, STEPS))
+    });
+    for r in 0..WORLD {
+        assert_eq!(
+            resumed[r].0[..],
+            whole[r].0[3..],
+            "rank {r}'s losses after the resume"
+        );
+        assert_eq!(
+            resumed[r].1, whole[r].1,
+            "rank {r}'s weights after the resume"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
