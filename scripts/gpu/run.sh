@@ -169,14 +169,14 @@ job() {
       # NCCL DDP against single-process training, every strategy; bf16 gradients looser.
       local n rc=0; n="$(nvidia-smi -L | wc -l)"
       for m in toy tiny; do for s in naive flat overlap bucketed:0.01 bucketed:25; do
-        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model $m --strategy $s --check 2>&1 | grep '^\[rank 0\] check' || rc=1
+        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/bench" ddp-check --backend nccl --model $m --strategy $s 2>&1 | grep '^\[rank 0\] check' || rc=1
       done; done
       for s in overlap bucketed:0.01; do   # coalesced launches: one NCCL group per stage
-        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model tiny --strategy $s --coalesce --check 2>&1 | grep '^\[rank 0\] check' || rc=1
+        "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/bench" ddp-check --backend nccl --model tiny --strategy $s --coalesce 2>&1 | grep '^\[rank 0\] check' || rc=1
       done
-      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model tiny --strategy bucketed:25 --bf16-grads --check 2>&1 | grep '^\[rank 0\] check' || rc=1
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/bench" ddp-check --backend nccl --model tiny --strategy bucketed:25 --bf16-grads 2>&1 | grep '^\[rank 0\] check' || rc=1
       # Different global batch: indivisible must fail on every rank with a clear error.
-      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/ddp-train" --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error
+      "$BIN/comm-launch" --nproc-per-node "$n" -- "$BIN/bench" ddp-check --backend nccl --model toy --global-batch 7 2>&1 | grep -m2 error
       return $rc ;;
     ddp)
       "$BIN/bench" ddp --backend nccl --ranks "$(nvidia-smi -L | wc -l)" --size ${SIZES:-xl} --dtype ${DTYPES:-fp32,bf16} \

@@ -53,7 +53,6 @@ const BINARIES: &[(&str, &str)] = &[
     ("bench", "bench"),
     ("comm", "comm-launch"),
     ("comm", "comm-selftest"),
-    ("bench", "ddp-train"),
     ("train", "train"),
 ];
 

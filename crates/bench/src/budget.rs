@@ -1,5 +1,5 @@
 //! What a benchmark's flags will allocate, checked before anything is allocated: the
-//! generic checks are `model::budget`'s (shared with `train` and `ddp-train`); here the
+//! generic checks are `model::budget`'s (shared with `train` and `bench ddp-check`); here the
 //! benchmarks' own needs.
 
 pub use model::budget::{ensure, Mem};

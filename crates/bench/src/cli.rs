@@ -109,6 +109,7 @@ impl Cmd {
             | Cmd::Ddp { backend, .. }
             | Cmd::Zero1 { backend, .. }
             | Cmd::Zero1Check { backend, .. } => Some(backend),
+            Cmd::DdpCheck(a) => Some(&mut a.backend),
             _ => None,
         }
     }
@@ -274,6 +275,9 @@ pub enum Cmd {
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,
     },
+    /// DDP on the backend against one process (`ddp_check`): step 0's gradients, then the
+    /// weights after the steps, every rank equal.
+    DdpCheck(crate::ddp_check::Args),
     /// ZeRO-1 checkpoint on the backend: resumed (other buckets) = uninterrupted = single
     /// process, tiny LM.
     Zero1Check {

@@ -1,6 +1,7 @@
 //! Running a benchmark body on every rank of a group: CPU threads over one in-process
-//! group, or (NCCL) this process as one launched rank, or the launcher of all ranks (which
-//! re-runs this binary with the same arguments under the torchrun environment).
+//! group, or this process as one launched rank (RANK set: NCCL, or the multi-process CPU
+//! backend), or the launcher of all GPU ranks (which re-runs this binary with the same
+//! arguments under the torchrun environment).
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -27,6 +28,19 @@ pub fn run(
     if ranks == 0 {
         bail!("--ranks must be at least 1");
     }
+    if !nccl && std::env::var_os("RANK").is_some() {
+        // Under a launcher: one rank of the multi-process CPU backend (the launcher's
+        // WORLD_SIZE ranks; `ranks` is not used).
+        let (env, c) = comm::init_from_env(comm::Backend::Cpu, CommOptions::from_env()?)?;
+        if let Some(h) = header.filter(|_| env.rank == 0) {
+            println!("{h}");
+        }
+        return body(Rank {
+            comm: Arc::from(c),
+            nccl: None,
+            device: Device::Cpu,
+        });
+    }
     if !nccl {
         if let Some(h) = header {
             println!("{h}");
@@ -52,6 +66,10 @@ pub fn run(
                 .collect::<Result<Vec<_>>>()
                 .map(|_| ())
         });
+    }
+    // A build without CUDA says so first, not that RANK is missing or no GPU is seen.
+    if let Err(e @ comm::CommError::Unavailable { .. }) = comm::nccl::gpu_count() {
+        return Err(e.into());
     }
     if std::env::var("RANK").is_ok() {
         let env = comm::DistEnv::from_env()?;

@@ -6,6 +6,7 @@
 //!   bench zero1 --backend nccl --ranks 2 --size xl   (DDP vs ShardedOptimizer vs Zero1)
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
 //!   comm-launch --nproc-per-node 4 -- bench zero1-check --backend cpu   (CPU processes)
+//!   bench ddp-check --backend nccl --ranks 2 --model tiny   (DDP against one process)
 //!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
@@ -18,6 +19,7 @@ mod budget;
 mod cli;
 mod contention;
 mod ddp;
+mod ddp_check;
 mod ddp_record;
 mod gemmcheck;
 mod gradnorm;
@@ -251,22 +253,20 @@ fn run(mut cli: Cli) -> Result<()> {
                 dir,
                 tol,
             };
-            match backend {
-                // Under a launcher (RANK set): this process is one rank of the multi-process
-                // CPU backend (the launcher's WORLD_SIZE ranks; --ranks is not used).
-                BackendArg::Cpu if std::env::var_os("RANK").is_some() => {
-                    let opts = comm::CommOptions::from_env()?;
-                    let (_, c) = comm::init_from_env(comm::Backend::Cpu, opts)?;
-                    zero1_check::run_rank(c.into(), &Device::Cpu, &cfg)
-                }
-                _ => group::run(
-                    matches!(backend, BackendArg::Nccl),
-                    ranks,
-                    "zero1-check",
-                    None,
-                    |r| zero1_check::run_rank(r.comm, &r.device, &cfg),
-                ),
-            }
+            group::run(
+                backend == BackendArg::Nccl,
+                ranks,
+                "zero1-check",
+                None,
+                |r| zero1_check::run_rank(r.comm, &r.device, &cfg),
+            )
+        }
+        Cmd::DdpCheck(a) => {
+            a.validate()?;
+            let nccl = a.backend == BackendArg::Nccl;
+            group::run(nccl, a.ranks, "ddp-check", None, |r| {
+                ddp_check::run_rank(&a, r.comm, &r.device)
+            })
         }
         Cmd::ModelCheck => modelcheck::print_all(),
         Cmd::Profile {

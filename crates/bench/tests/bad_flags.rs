@@ -218,12 +218,12 @@ fn zero1_check_sizes_are_refused_naming_the_flag() {
 /// A CPU build asked for NCCL says it was built without CUDA (it asked for RANK).
 #[cfg(not(feature = "cuda"))]
 #[test]
-fn ddp_train_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
-    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
-        .args(["--backend", "nccl", "--model", "toy"])
+fn ddp_check_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
+    let o = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["ddp-check", "--backend", "nccl", "--model", "toy"])
         .env_remove("RANK")
         .output()
-        .expect("ddp-train starts");
+        .expect("bench starts");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(
@@ -232,15 +232,24 @@ fn ddp_train_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
     );
 }
 
-/// ddp-train refuses at once an LM its ranks cannot hold (it was OOM-killed after 46 s).
+/// bench ddp-check refuses at once an LM its ranks cannot hold (the ddp-train binary it
+/// replaced was OOM-killed after 46 s).
 #[test]
-fn ddp_train_refuses_a_model_that_cannot_fit_before_building_it() {
+fn ddp_check_refuses_a_model_that_cannot_fit_before_building_it() {
     let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
-        .args(["--backend", "cpu", "--world", "256", "--model", "2.7B"])
+    let o = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "ddp-check",
+            "--backend",
+            "cpu",
+            "--ranks",
+            "256",
+            "--model",
+            "2.7B",
+        ])
         .env_remove("RANK")
         .output()
-        .expect("ddp-train starts");
+        .expect("bench starts");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(e.contains("--model 2.7B") && e.contains("of memory"), "{e}");
@@ -251,7 +260,7 @@ fn ddp_train_refuses_a_model_that_cannot_fit_before_building_it() {
     );
 }
 
-/// Without `--backend` (or `--cpu`), bench and ddp-train take the GPU where they were built
+/// Without `--backend` (or `--cpu`), bench's subcommands take the GPU where it was built
 /// with CUDA and one is visible; this CPU build takes the CPU and says why, once.
 #[test]
 fn without_a_backend_a_cpu_build_runs_on_the_cpu_saying_why() {
@@ -279,15 +288,24 @@ fn without_a_backend_a_cpu_build_runs_on_the_cpu_saying_why() {
         1,
         "{e}"
     );
-    let o = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
-        .args(["--model", "toy", "--world", "2", "--steps", "2"])
+    let o = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args([
+            "ddp-check",
+            "--model",
+            "toy",
+            "--ranks",
+            "2",
+            "--steps",
+            "2",
+        ])
         .env_remove("RANK")
         .output()
-        .expect("ddp-train starts");
+        .expect("bench starts");
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{e}");
-    assert!(
-        e.contains("ddp-train: device: cpu (built without CUDA"),
+    assert_eq!(
+        e.matches("bench: device: cpu (built without CUDA").count(),
+        1,
         "{e}"
     );
 }

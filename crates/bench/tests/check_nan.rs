@@ -1,6 +1,6 @@
-//! The weight comparisons that ddp-train --check and bench zero1-check share: a NaN or an
-//! infinity on either side fails them, bad tolerances are refused, and ddp-train's own
-//! flags (tolerances, --world, the bf16 default tolerance) behave.
+//! The weight comparisons that bench ddp-check and bench zero1-check share: a NaN or an
+//! infinity on either side fails them, bad tolerances are refused, and ddp-check's own
+//! flags (tolerances, --ranks, the bf16 default tolerance) behave.
 
 use candle_core::{Device, Tensor};
 use ddp::check::{max_abs_diff, validate_tolerances, worst_ratio};
@@ -45,8 +45,9 @@ fn tolerances_must_be_finite_and_non_negative() {
     assert!(worst_ratio(&a, &t(&[1.0, 2.0001]), 0.0, 0.0).unwrap() > 1.0);
 }
 
-fn ddp_train(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ddp-train"))
+fn ddp_check(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .arg("ddp-check")
         .args(args)
         .output()
         .unwrap();
@@ -56,15 +57,15 @@ fn ddp_train(args: &[&str]) -> (bool, String) {
 }
 
 #[test]
-fn ddp_train_refuses_bad_tolerances_and_world_naming_the_flag() {
+fn ddp_check_refuses_bad_tolerances_and_ranks_naming_the_flag() {
     for (args, flag) in [
-        (&["--check", "--tol=-1"][..], "--tol"),
-        (&["--check", "--tol", "NaN"][..], "--tol"),
-        (&["--check", "--rtol", "inf"][..], "--rtol"),
-        (&["--world", "100000"][..], "--world"),
-        (&["--world", "0"][..], "--world"),
+        (&["--tol=-1"][..], "--tol"),
+        (&["--tol", "NaN"][..], "--tol"),
+        (&["--rtol", "inf"][..], "--rtol"),
+        (&["--ranks", "100000"][..], "--ranks"),
+        (&["--ranks", "0"][..], "--ranks"),
     ] {
-        let (ok, text) = ddp_train(args);
+        let (ok, text) = ddp_check(args);
         assert!(!ok, "{args:?} succeeded: {text}");
         assert!(text.contains(flag), "{args:?}: {text}");
         assert!(!text.contains("panicked"), "{args:?}: {text}");
@@ -73,7 +74,7 @@ fn ddp_train_refuses_bad_tolerances_and_world_naming_the_flag() {
 
 #[test]
 fn bf16_gradients_pass_the_check_at_their_default_tolerance() {
-    let (ok, text) = ddp_train(&["--check", "--model", "toy", "--bf16-grads", "--steps", "3"]);
+    let (ok, text) = ddp_check(&["--model", "toy", "--bf16-grads", "--steps", "3"]);
     assert!(ok, "{text}");
     assert!(text.contains("5e-3") && text.contains("OK"), "{text}");
 }

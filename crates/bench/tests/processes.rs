@@ -1,5 +1,5 @@
-//! Data parallelism on the multi-process CPU backend with real processes: `ddp-train`
-//! (its `--check`) and ZeRO-1 (`bench zero1-check`) under the launcher equal
+//! Data parallelism on the multi-process CPU backend with real processes: DDP (`bench
+//! ddp-check`) and ZeRO-1 (`bench zero1-check`) under the launcher equal
 //! single-process training, and the failure paths a user meets: a rank killed
 //! mid-training, a rank that never arrives, ranks that disagree on the world size or the
 //! model. Every test is bounded in time.
@@ -17,27 +17,27 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-const TRAIN: &str = env!("CARGO_BIN_EXE_ddp-train");
+const BENCH: &str = env!("CARGO_BIN_EXE_bench");
 
 fn port() -> u16 {
     comm::launch::free_port().unwrap()
 }
 
 #[test]
-fn ddp_train_as_2_and_4_processes_equals_single_process_training() {
+fn ddp_check_as_2_and_4_processes_equals_single_process_training() {
     let _one = one_at_a_time();
     for n in [2, 4] {
         let t0 = Instant::now();
         let args = [
+            "ddp-check",
             "--backend",
             "cpu",
             "--model",
             "toy",
             "--steps",
             "4",
-            "--check",
         ];
-        let mut spec = LaunchSpec::local(n, TRAIN, args.map(String::from).to_vec());
+        let mut spec = LaunchSpec::local(n, BENCH, args.map(String::from).to_vec());
         spec.env.push(("COMM_TIMEOUT_S".into(), "20".into()));
         run(&spec).unwrap_or_else(|e| panic!("{n} processes: {e}"));
         assert!(
@@ -89,8 +89,8 @@ fn zero1_as_2_and_4_processes_equals_single_process_training() {
 
 /// Starts rank `rank` of `world` directly (no launcher), stdout and stderr piped.
 fn rank(rank: usize, world: usize, port: u16, timeout_s: &str, args: &[&str]) -> Child {
-    Command::new(TRAIN)
-        .args(["--backend", "cpu"])
+    Command::new(BENCH)
+        .args(["ddp-check", "--backend", "cpu"])
         .args(args)
         .env("RANK", rank.to_string())
         .env("WORLD_SIZE", world.to_string())
@@ -173,7 +173,7 @@ fn a_rank_killed_mid_training_fails_every_other_rank_naming_it() {
 fn the_launcher_reports_a_killed_rank() {
     let _one = one_at_a_time();
     let script = format!(
-        "if [ \"$RANK\" = 1 ]; then (sleep 1; kill -9 $$) & fi; exec {TRAIN} --backend cpu --model toy --steps 1000000"
+        "if [ \"$RANK\" = 1 ]; then (sleep 1; kill -9 $$) & fi; exec {BENCH} ddp-check --backend cpu --model toy --steps 1000000"
     );
     let mut spec = LaunchSpec::local(2, "sh", vec!["-c".into(), script]);
     spec.env.push(("COMM_TIMEOUT_S".into(), "20".into()));

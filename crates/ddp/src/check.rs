@@ -1,5 +1,5 @@
-//! The weight comparisons the data-parallel correctness checks share (`ddp-train
-//! --check`, `bench zero1-check`; torch.testing.assert_close's rule). Their models and
+//! The weight comparisons the data-parallel correctness checks share (`bench
+//! ddp-check`, `bench zero1-check`; torch.testing.assert_close's rule). Their models and
 //! batches by name are `model::named`.
 
 use crate::{DdpError, Result};

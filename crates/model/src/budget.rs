@@ -1,10 +1,10 @@
 //! What a run's flags will allocate, checked before anything is allocated (`bench`,
-//! `train`, `ddp-train`): a run that cannot fit fails with an error naming the flags and
+//! `train`, `bench ddp-check`): a run that cannot fit fails with an error naming the flags and
 //! the bytes needed against the bytes there are, instead of an abort, an OOM kill or a
 //! "capacity overflow" panic halfway through.
 //!
 //! Two kinds of need. [`lm_step`] is a lower bound (what a step certainly holds at once),
-//! so a refusal on it is sure (bench, ddp-train, and `train` on CPU ranks). [`ensure_plan`]
+//! so a refusal on it is sure (bench (ddp-check too), and `train` on CPU ranks). [`ensure_plan`]
 //! checks a GPU rank of `train` against the memory plan of its strategy
 //! ([`crate::plan`], the `memplan` crate): an estimate of the step's real peak, so a
 //! refusal says it is the plan's estimate and names the strategies and world sizes that

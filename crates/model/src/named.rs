@@ -1,5 +1,5 @@
-//! The models and batches of the data-parallel correctness checks, by name (`ddp-train
-//! --check`, `bench zero1-check`): "toy", "tiny" or an LM size, and a global batch that
+//! The models and batches of the data-parallel correctness checks, by name (`bench
+//! ddp-check`, `bench zero1-check`): "toy", "tiny" or an LM size, and a global batch that
 //! is a function of the step only, so every rank and the single-process reference see the
 //! same data.
 
