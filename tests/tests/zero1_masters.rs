@@ -1,6 +1,6 @@
 //! ZeRO's sharded f32 masters (`zero1::masters`, train's `ZERO1_MASTERS=sharded`) on CPU
 //! ranks, with any `StagedModel` that reads its weights through their bf16 copies: here a
-//! two-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
+//! five-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
 //! by `Zero1Overlap` through `TrainStep` with clipping, it computes bit for bit what it
 //! computes with whole masters; its checkpoint (the released masters gathered one at a
 //! time) resumes, with whole masters, to the same bits as the straight run. It fails with
@@ -19,13 +19,16 @@ use zero1::Zero1Overlap;
 
 const WORLD: usize = 2;
 const STEPS: u64 = 6;
-/// Inputs and hidden width: W1 has 256 × 256 = 65,536 elements, enough for ZeRO-1 to shard
-/// it in place (and so to detach its master); W2 (16 × 256) goes through a flat bucket.
+/// Inputs and hidden width: W0..W3 have 256 × 256 = 65,536 elements each, enough for
+/// ZeRO-1 to shard them in place (and so to detach their masters); W4 (16 × 256) goes
+/// through a flat bucket. Four released stages: FSDP's stage 3 takes stage 1's buffer, so
+/// stage 1's backward (whose input gradient needs W1) needs its gather again.
 const D: usize = 256;
 const OUT: usize = 16;
+const STAGES: usize = 5;
 
-/// `loss = mean((x W1ᵀ W2ᵀ - t)²)`, each weight read as its bf16 copy (or the bf16 cast of
-/// its master where no copy is the value), computed in f32.
+/// `loss = mean((x W0ᵀ W1ᵀ W2ᵀ W3ᵀ W4ᵀ - t)²)`, each weight read as its bf16 copy (or the bf16
+/// cast of its master where no copy is the value), computed in f32.
 struct CopyMlp {
     params: ParamSet,
 }
@@ -34,15 +37,20 @@ impl CopyMlp {
     fn new() -> Self {
         let (mut params, mut r, dev) = (ParamSet::new(), rng(3), Device::Cpu);
         let init = Init::Linear { fan_in: D };
-        params.add("w1", &[D, D], init, &mut r, &dev).unwrap();
-        params.add("w2", &[OUT, D], init, &mut r, &dev).unwrap();
+        for s in 0..STAGES {
+            let rows = if s + 1 == STAGES { OUT } else { D };
+            params
+                .add(format!("w{s}"), &[rows, D], init, &mut r, &dev)
+                .unwrap();
+        }
         params.enable_bf16_shadows(true);
-        params.set_bf16_copy_only(vec![true, true]);
+        params.set_bf16_copy_only(vec![true; STAGES]);
         Self { params }
     }
 
-    /// Weight `i` as the forward reads it: its copy where released, else its master's
-    /// bf16 cast (the copy's bits), in f32.
+    /// Weight `i` as the forward reads it: its copy where released (with FSDP a view of a
+    /// stage buffer, kept as it is for the backward, as the LM's blocks keep theirs), else
+    /// its master's bf16 cast (the copy's bits).
     fn w(&self, i: usize) -> seam::Result<Tensor> {
         let t = match self.params.is_released(i) {
             true => self
@@ -52,11 +60,12 @@ impl CopyMlp {
                 .expect("a released master's copy"),
             false => self.params.var(i).as_tensor().to_dtype(DType::BF16)?,
         };
-        Ok(t.to_dtype(DType::F32)?)
+        Ok(t)
     }
 }
 
-/// Stage 0: `h = x W1ᵀ`; stage 1: the loss of `h W2ᵀ` against the targets.
+/// A stage: `y = x Wᵀ` (W bf16, the arithmetic in f32); the last, the loss of `y` against
+/// the targets.
 struct Saved {
     stage: usize,
     x: Tensor,
@@ -71,14 +80,17 @@ impl SavedStage for Saved {
     ) -> seam::Result<(Tensor, Vec<(usize, Tensor)>)> {
         let dy = match (&self.t, up) {
             (Some(t), _) => {
-                let y = self.x.matmul(&self.w.t()?)?;
+                let y = self.x.matmul(&self.w.to_dtype(DType::F32)?.t()?)?;
                 ((y - t)? * (2.0 / t.elem_count() as f64))?
             }
             (None, Some(up)) => up.clone(),
             (None, None) => unreachable!("stage 0 has a downstream stage"),
         };
         let dw = dy.t()?.matmul(&self.x)?;
-        Ok((dy.matmul(&self.w)?, vec![(self.stage, dw)]))
+        Ok((
+            dy.matmul(&self.w.to_dtype(DType::F32)?)?,
+            vec![(self.stage, dw)],
+        ))
     }
 }
 
@@ -87,7 +99,7 @@ impl StagedModel for CopyMlp {
         &self.params
     }
     fn num_stages(&self) -> usize {
-        2
+        STAGES
     }
     fn stage_params(&self, s: usize) -> Vec<usize> {
         vec![s]
@@ -105,10 +117,10 @@ impl StagedModel for CopyMlp {
         b: &Batch,
     ) -> seam::Result<Option<(Tensor, Box<dyn SavedStage>)>> {
         let (x, w) = (x.unwrap_or(&b.input).clone(), self.w(s)?);
-        let y = x.matmul(&w.t()?)?;
-        let (out, t) = match s {
-            0 => (y, None),
-            _ => (
+        let y = x.matmul(&w.to_dtype(DType::F32)?.t()?)?;
+        let (out, t) = match s + 1 == STAGES {
+            false => (y, None),
+            true => (
                 ((&y - &b.targets)?.sqr()?.mean_all()?),
                 Some(b.targets.clone()),
             ),
@@ -128,10 +140,16 @@ fn global_batch(_step: u64) -> Batch {
     )
 }
 
-fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp) -> TrainStep {
-    let opts = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+/// ZeRO-1 (`fsdp`: ZeRO-3, the gradients released as ZeRO-2's and, once the masters are
+/// released, the copies sharded: zero1::fsdp).
+fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: bool) -> TrainStep {
+    let opts = DdpOptions {
+        release_gradients: fsdp,
+        ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+    };
     let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
+    z.fsdp = fsdp;
     let o = StepOptions {
         clip: 1.0,
         ..StepOptions::default()
@@ -139,8 +157,8 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp) -> TrainS
     TrainStep::new(m, Box::new(z), AdamWConfig::default(), o).unwrap()
 }
 
-/// Steps `from..to` on this rank's rows; the losses, then each weight as the forward
-/// reads it.
+/// Steps `from..to` on this rank's rows; the losses and a validation loss, then each
+/// weight as the forward reads it (FSDP's: stale outside a forward, not compared).
 fn run(
     st: &mut TrainStep,
     m: &CopyMlp,
@@ -150,12 +168,15 @@ fn run(
     let mut losses = Vec::new();
     for s in from..to {
         let b = shard_batch(&global_batch(s), rank, WORLD).unwrap();
-        losses.extend(st.step(m, &[b], 0.01).unwrap().map(|o| o.loss));
+        losses.extend(st.step(m, &[b], 0.002).unwrap().map(|o| o.loss));
     }
     losses.extend(st.flush().unwrap().map(|o| o.loss));
-    let w = (0..2)
+    let val = shard_batch(&global_batch(99), rank, WORLD).unwrap();
+    losses.push(st.eval_loss(m, &[val]).unwrap());
+    let w = (0..STAGES)
         .map(|i| {
             m.w(i)
+                .and_then(|w| Ok(w.to_dtype(DType::F32)?))
                 .unwrap()
                 .flatten_all()
                 .unwrap()
@@ -166,12 +187,15 @@ fn run(
     (losses, w)
 }
 
-/// Trains STEPS steps; `sharded`: masters released after the build; `save`: a
-/// checkpoint after step 3.
-fn train(sharded: bool, save: Option<std::path::PathBuf>) -> Vec<(Vec<f64>, Vec<Vec<f32>>, usize)> {
+/// Trains STEPS steps; `sharded`: masters released after the build (`fsdp`: the copies
+/// sharded too); `save`: a checkpoint after step 3.
+fn train(
+    (sharded, fsdp): (bool, bool),
+    save: Option<std::path::PathBuf>,
+) -> Vec<(Vec<f64>, Vec<Vec<f32>>, usize)> {
     on_ranks(WORLD, move |rank, comm| {
         let mut m = CopyMlp::new();
-        let mut st = step_for(comm.clone(), &m);
+        let mut st = step_for(comm.clone(), &m, fsdp);
         let released = match sharded {
             true => st.release_masters(&mut m.params).unwrap(),
             false => 0,
@@ -188,37 +212,78 @@ fn train(sharded: bool, save: Option<std::path::PathBuf>) -> Vec<(Vec<f64>, Vec<
 
 #[test]
 fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
-    let whole = train(false, None);
+    let whole = train((false, false), None);
     let dir = std::env::temp_dir().join(format!("zero1-masters-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ck = dir.join("step-3");
-    let sharded = train(true, Some(ck.clone()));
+    let sharded = train((true, false), Some(ck.clone()));
     assert_eq!(
         (whole[0].2, sharded[0].2),
-        (0, 1),
-        "W1's master released, W2's kept"
+        (0, 4),
+        "W0..W3's masters released, W4's kept"
     );
-    assert_eq!(sharded[0].0.len() as u64, STEPS);
+    assert_eq!(
+        sharded[0].0.len() as u64,
+        STEPS + 2,
+        "the steps, two validations"
+    );
     for r in 0..WORLD {
         assert_eq!(whole[r].0, sharded[r].0, "rank {r}'s losses");
         assert_eq!(whole[r].1, sharded[r].1, "rank {r}'s weights");
     }
     assert!(
-        whole[0].0[STEPS as usize - 1] < whole[0].0[0],
+        whole[0].0[STEPS as usize] < whole[0].0[0],
         "it trains: {:?}",
         whole[0].0
     );
     // The sharded run's checkpoint, resumed with whole masters: steps 3.. as straight.
     let resumed = on_ranks(WORLD, move |rank, comm| {
         let m = CopyMlp::new();
-        let mut st = step_for(comm.clone(), &m);
+        let mut st = step_for(comm.clone(), &m, false);
         assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
         run(&mut st, &m, rank, (3, STEPS))
     });
     for r in 0..WORLD {
         assert_eq!(
             resumed[r].0[..],
-            whole[r].0[3..],
+            whole[r].0[4..],
+            "rank {r}'s losses after the resume"
+        );
+        assert_eq!(
+            resumed[r].1, whole[r].1,
+            "rank {r}'s weights after the resume"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// FSDP (the copies sharded too, gathered stage by stage, gradients released): the same
+/// losses and validation losses as whole masters, bit for bit; its checkpoint resumes, with
+/// whole masters, to the straight run's bits. Fails with a stage's gather left out.
+#[test]
+fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
+    let whole = train((false, false), None);
+    let dir = std::env::temp_dir().join(format!("zero1-fsdp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ck = dir.join("step-3");
+    let fsdp = train((true, true), Some(ck.clone()));
+    assert_eq!(
+        fsdp[0].2, 4,
+        "W0..W3's masters released, their copies sharded"
+    );
+    for r in 0..WORLD {
+        assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
+    }
+    let resumed = on_ranks(WORLD, move |rank, comm| {
+        let m = CopyMlp::new();
+        let mut st = step_for(comm.clone(), &m, false);
+        assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
+        run(&mut st, &m, rank, (3, STEPS))
+    });
+    for r in 0..WORLD {
+        assert_eq!(
+            resumed[r].0[..],
+            whole[r].0[4..],
             "rank {r}'s losses after the resume"
         );
         assert_eq!(

@@ -193,7 +193,7 @@ mod tests {
             "sharded ",
             "zero1 ",
             "zero2 ",
-            "fsdp (not built yet)",
+            "fsdp ",
         ] {
             assert!(text.contains(row), "{row}: {text}");
         }
@@ -201,7 +201,7 @@ mod tests {
         assert!(
             fit.contains("zero1 at world 2, 4, 8")
                 && fit.contains("zero2 at world")
-                && !fit.contains("fsdp"),
+                && fit.contains("fsdp at world 2, 4, 8"),
             "{fit}"
         );
         assert!(

@@ -133,12 +133,9 @@ pub fn fitting_text(fits: &[(Strategy, Vec<usize>)], i: &Input, free: u64) -> St
     };
     let why = match fitting(&one, free, &|_| Some(1)).is_empty() {
         false => "fewer sequences a micro-batch (a larger --accum) would make room",
-        true => {
-            "even at one sequence a micro-batch the model's state does not fit: FSDP, which \
-             shards the parameters too, is not built yet"
-        }
+        true => "even at one sequence a micro-batch the model's state does not fit: more GPUs",
     };
-    format!("no built strategy fits at world {} ({why})", join(&WORLDS))
+    format!("no strategy fits at world {} ({why})", join(&WORLDS))
 }
 
 fn join(ws: &[usize]) -> String {

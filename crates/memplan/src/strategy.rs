@@ -23,9 +23,9 @@ impl Strategy {
         Strategy::Fsdp,
     ];
 
-    /// Whether `train` runs it (FSDP is a plan only, never suggested).
+    /// Whether `train` runs it (all do; FSDP since session 18).
     pub fn built(self) -> bool {
-        !matches!(self, Strategy::Fsdp)
+        true
     }
 
     pub fn name(self) -> &'static str {
@@ -39,11 +39,10 @@ impl Strategy {
         }
     }
 
-    /// The name with `train --strategy`'s spellings or "not built yet".
+    /// The name with `train --strategy`'s spellings.
     pub fn label(self) -> &'static str {
         match self {
             Strategy::Ddp => "ddp (bucketed:MB, flat, overlap, naive)",
-            Strategy::Fsdp => "fsdp (not built yet)",
             s => s.name(),
         }
     }
@@ -55,6 +54,7 @@ impl Strategy {
             "sharded" => Strategy::Sharded,
             s if s == "zero1" || s.starts_with("zero1:") => Strategy::Zero1,
             s if s == "zero2" || s.starts_with("zero2:") => Strategy::Zero2,
+            s if s == "fsdp" || s.starts_with("fsdp:") => Strategy::Fsdp,
             "naive" | "flat" | "overlap" => Strategy::Ddp,
             s if s.starts_with("bucketed:") => Strategy::Ddp,
             _ => return None,

@@ -155,6 +155,20 @@ impl Bf16Shadows {
         Ok(())
     }
 
+    /// Makes `t` parameter `i`'s copy (its shape; a view into a buffer that a distributed
+    /// optimizer gathers the parameter into before each use: FSDP), held.
+    pub fn set_copy(&self, i: usize, t: Tensor) {
+        let mut slots = self.slots_mut();
+        if slots.len() <= i {
+            slots.resize_with(i + 1, Slot::default);
+        }
+        slots[i] = Slot {
+            copy: Some(t),
+            fresh: true,
+            held: true,
+        };
+    }
+
     /// Marks every written copy fresh again. Right only while no master has changed since
     /// its copy was written (by [`Self::write_all`] or AdamW): a forward-and-backward loop
     /// without an optimizer step.

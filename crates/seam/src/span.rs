@@ -9,7 +9,7 @@
 //! # fn main() -> seam::Result<()> {
 //! use candle_core::{Device, Tensor, Var};
 //! let w = Var::ones(8, candle_core::DType::F32, &Device::Cpu)?;
-//! let half = seam::Span { var: w.clone(), start: 4, len: 4, copy_at: None }; // rank 1 of 2
+//! let half = seam::Span { var: w.clone(), start: 4, len: 4, copy_at: None, copy_to: None }; // rank 1 of 2
 //! let mut opt = seam::AdamW::new(seam::AdamWConfig::default())?;
 //! let g = Tensor::ones(4, candle_core::DType::F32, &Device::Cpu)?;
 //! opt.step_spans_in(&[half], &[Some(g)], [0], |_| Ok::<(), seam::ModelError>(()), None)?;
@@ -31,12 +31,16 @@ use candle_core::{Tensor, Var};
 /// updated elements into the parameter's bf16 copy from element `copy_at` on, which must
 /// already exist (`crate::shadow::Bf16Shadows::copy`). `None`: the span lies in the
 /// parameter itself, at `start`.
+///
+/// `copy_to`: with `copy_at`, where AdamW writes the span's bf16 copy instead (`len`
+/// elements of bf16, the rank's own part of a copy that is whole only while gathered: FSDP).
 #[derive(Clone, Debug)]
 pub struct Span {
     pub var: Var,
     pub start: usize,
     pub len: usize,
     pub copy_at: Option<usize>,
+    pub copy_to: Option<Tensor>,
 }
 
 impl Span {
@@ -47,6 +51,7 @@ impl Span {
             start: 0,
             len: var.elem_count(),
             copy_at: None,
+            copy_to: None,
         }
     }
 
@@ -58,6 +63,18 @@ impl Span {
     /// Where the span's elements sit in its parameter (flat).
     pub fn at(&self) -> usize {
         self.copy_at.unwrap_or(self.start)
+    }
+
+    /// A detached master's bf16 copy target: its own (`copy_to`) or its part of the
+    /// parameter's copy `whole`.
+    fn copy_target(&self, whole: Option<Tensor>, j: usize) -> Result<Tensor> {
+        if let Some(t) = &self.copy_to {
+            return Ok(t.clone());
+        }
+        let c = whole.ok_or_else(|| {
+            ModelError::Input(format!("parameter {j}: a detached master but no bf16 copy"))
+        })?;
+        Ok(c.flatten_all()?.narrow(0, self.at(), self.len)?)
     }
 
     /// The span as a flat view of the parameter's storage (writes through it, such as the
@@ -187,12 +204,7 @@ impl AdamW {
                 // A detached master: the copy is the parameter's value, gathered whole.
                 Some((sh, j)) if span.copy_at.is_some() => {
                     sh.mark_stale(j); // until gathered and held
-                    let c = sh.copy(j).ok_or_else(|| {
-                        ModelError::Input(format!(
-                            "parameter {j}: a detached master but no bf16 copy"
-                        ))
-                    })?;
-                    Some(c.flatten_all()?.narrow(0, span.at(), span.len)?)
+                    Some(span.copy_target(sh.copy(j), j)?)
                 }
                 Some((sh, j)) => {
                     let c = sh.target(j, span.var.as_tensor())?;
@@ -249,12 +261,9 @@ impl AdamW {
         span.write(&new)?;
         // A detached master's part of the bf16 copy, as the fused kernel writes it (the
         // cast, rounding to nearest even), for the step to gather.
-        if let (Some(at), Some((sh, j))) = (span.copy_at, shadow) {
-            let copy = sh.copy(j).ok_or_else(|| {
-                ModelError::Input(format!("parameter {j}: a detached master but no bf16 copy"))
-            })?;
+        if let (Some(_), Some((sh, j))) = (span.copy_at, shadow) {
             let x = new.to_dtype(candle_core::DType::BF16)?.contiguous()?;
-            copy.flatten_all()?.slice_set(&x, 0, at)?;
+            span.copy_target(sh.copy(j), j)?.slice_set(&x, 0, 0)?;
         }
         self.state[i] = Some(Moments::Tensors(m, v));
         Ok(())

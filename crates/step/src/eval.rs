@@ -14,12 +14,13 @@ pub(crate) struct Eval {
     graph: Graph,
 }
 
-/// One batch's loss, f32, shape (1).
-fn loss(model: &dyn StagedModel, b: &Batch) -> Result<Tensor> {
-    Ok(seam::forward(model, b)?
-        .loss()
-        .to_dtype(DType::F32)?
-        .reshape(1)?)
+/// One batch's loss, f32, shape (1); the strategy's work before each stage (FSDP's gathers).
+fn loss(model: &dyn StagedModel, b: &Batch, s: &mut dyn crate::Strategy) -> Result<Tensor> {
+    let tape = seam::forward_with(model, b, |k| {
+        s.before_stage(k)
+            .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
+    })?;
+    Ok(tape.loss().to_dtype(DType::F32)?.reshape(1)?)
 }
 
 impl TrainStep {
@@ -55,15 +56,16 @@ impl TrainStep {
                     // Added before the next replay rewrites it (stream order).
                     c.outputs().clone()
                 }
-                _ => loss(model, &fixed[0])?,
+                _ => loss(model, &fixed[0], self.core.strategy.as_mut())?,
             };
             sum = Some(match sum {
                 None => l.copy()?,
                 Some(s) => (s + l)?,
             });
             if matches!(e.graph, Graph::Wanted) {
+                let s = self.core.strategy.as_mut();
                 let captured = seam::graph::capture(&device, || {
-                    loss(model, &fixed[0]).map_err(|e| seam::ModelError::Input(format!("{e:#}")))
+                    loss(model, &fixed[0], s).map_err(|e| seam::ModelError::Input(format!("{e:#}")))
                 });
                 e.graph = match captured {
                     Ok(c) => Graph::On(c),

@@ -114,6 +114,12 @@ pub trait Strategy: AsAny {
         Ok(0)
     }
 
+    /// Work before stage `s` of a forward outside the step (validation): FSDP gathers the
+    /// stage's parameters.
+    fn before_stage(&mut self, _s: usize) -> Result<()> {
+        Ok(())
+    }
+
     /// Elements of optimizer state this rank keeps, of `params` parameters' elements.
     fn state_elements(&self, params: usize) -> usize {
         params

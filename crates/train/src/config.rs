@@ -84,8 +84,9 @@ pub struct TrainConfig {
     pub bf16: bool,
     /// `single`, a ddp strategy (`naive`, `flat`, `overlap`, `bucketed:MB`), `zero1` or
     /// `zero1:MB` (ZeRO-1, buckets of MB; [`ZERO1_BUCKET`] alone), `zero2` or `zero2:MB`
-    /// (ZeRO-1's buckets, each bucket's gradients freed once scattered)
-    /// or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
+    /// (ZeRO-1's buckets, each bucket's gradients freed once scattered), `fsdp` or
+    /// `fsdp:MB` (ZeRO-3: zero2 with the f32 masters and bf16 copies sharded too,
+    /// zero1::fsdp) or `sharded` (DDP's all-reduce, then the broadcast sharded optimizer).
     pub strategy: String,
     pub steps: u64,
     /// Windows per optimizer step, over all ranks and micro-batches.
@@ -222,12 +223,13 @@ pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
     bucket_mb: model::plan::time::ZERO1_BUCKET_MB,
 };
 
-/// The ZeRO stage (1 or 2) and its buckets where `strategy` is `zero1` or `zero2`
+/// The ZeRO stage (1, 2, or 3: `fsdp`) and its buckets where `strategy` is `zero1`, `zero2`
+/// or `fsdp`
 /// ([`ZERO1_BUCKET`]), or `zero1:MB` or `zero2:MB` (the same buckets reduce-scatter the
 /// gradients and all-gather the parameters; ZeRO-2 also frees each bucket's gradients once
 /// scattered); `None` for another strategy; an error naming a bad size.
 pub fn zero_buckets(strategy: &str) -> Result<Option<(u8, ddp::Strategy)>> {
-    for (stage, name) in [(1, "zero1"), (2, "zero2")] {
+    for (stage, name) in [(1, "zero1"), (2, "zero2"), (3, "fsdp")] {
         match strategy.strip_prefix(name) {
             Some("") => return Ok(Some((stage, ZERO1_BUCKET))),
             Some(rest) => match rest.strip_prefix(':') {

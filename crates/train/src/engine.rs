@@ -84,11 +84,12 @@ impl Engine {
             ("single", _) => Box::new(step::Local),
             (_, Some((stage, b))) => {
                 let o = DdpOptions {
-                    release_gradients: stage == 2,
+                    release_gradients: stage >= 2,
                     ..wire(b)
                 };
                 let mut z = Zero1Overlap::new(comm.clone(), &model, o, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
+                z.fsdp = stage == 3;
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {
@@ -132,15 +133,33 @@ impl Engine {
     /// With `ZERO1_MASTERS=sharded`, ZeRO's sharded f32 masters (zero1 and zero2 above one
     /// rank on GPUs): the model drops the whole masters whose parts its strategy keeps.
     /// After the resume and the initial export, which read whole masters.
-    pub fn release_masters(&mut self) -> Result<()> {
-        if !sharded_masters()? {
+    /// FSDP with copies to shard refuses `accum` > 1 (not built yet).
+    pub fn release_masters(&mut self, accum: usize) -> Result<()> {
+        if !sharded_masters()? && !self.fsdp() {
             return Ok(());
         }
         let n = self.step.release_masters(self.model.params_mut())?;
-        if n > 0 && self.comm.rank() == 0 {
-            eprintln!("train: f32 masters sharded (ZERO1_MASTERS=sharded): each rank keeps its part of {n} parameters' masters");
+        if n > 0 && self.fsdp() && accum > 1 {
+            let e = format!("--strategy fsdp: gradient accumulation (--accum {accum}) is not built yet; zero2 accumulates");
+            return Err(crate::UserError(e).into());
+        }
+        if self.comm.rank() == 0 {
+            match (n, self.fsdp()) {
+                (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),
+                (0, false) => {}
+                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters and bf16 copies, gathered stage by stage"),
+                (n, false) => eprintln!("train: f32 masters sharded (ZERO1_MASTERS=sharded): each rank keeps its part of {n} parameters' masters"),
+            }
         }
         Ok(())
+    }
+
+    /// Whether the strategy is FSDP (`--strategy fsdp`: the model's weights are whole only
+    /// stage by stage, inside the step and validation).
+    pub fn fsdp(&self) -> bool {
+        self.step
+            .strategy_as::<Zero1Overlap>()
+            .is_some_and(|z| z.fsdp)
     }
 
     /// Queues one optimizer step at learning rate `lr` on this rank's micro-batches (host

@@ -167,7 +167,7 @@ pub fn run_rank(
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
     }
-    e.release_masters()?; // after the resume and the export: they read whole masters
+    e.release_masters(c.accum)?; // after the resume and the export: they read whole masters
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
     } else {
@@ -360,7 +360,7 @@ pub fn run_rank(
             &title,
         )?;
     }
-    if let (0, Some(so), true) = (rank, &o.samples, end == c.steps) {
+    if let (0, Some(so), true, false) = (rank, &o.samples, end == c.steps, e.fsdp()) {
         let mut rng = SplitMix64::new(c.seed ^ 0x5A3F1E);
         let mut text = String::new();
         for p in generate::PROMPTS {

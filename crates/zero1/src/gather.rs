@@ -208,6 +208,9 @@ fn launch(
     comm: &dyn Communicator,
 ) -> Result<()> {
     let (b, pairs, target) = o;
+    if pairs.is_empty() {
+        return Ok(()); // FSDP's parameters: gathered stage by stage (crate::fsdp)
+    }
     let work = comm.all_gather_coalesced_async(pairs)?;
     let out = target.as_ref().filter(|t| !t.1).map(|t| t.0.clone());
     pending[*b].push((out, work));

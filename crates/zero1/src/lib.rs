@@ -40,6 +40,7 @@
 
 pub mod checkpoint;
 pub mod error;
+mod fsdp;
 mod gather;
 mod masters;
 pub mod overlap;

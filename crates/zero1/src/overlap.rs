@@ -67,6 +67,11 @@ pub struct Zero1Overlap {
     pub(crate) masters_stale: bool,
     /// Each parameter's shape (its `Var` may be released: crate::masters).
     pub(crate) shapes: Vec<candle_core::Shape>,
+    /// Per forward stage, the parameters it uses; FSDP's stage buffers (crate::fsdp), and
+    /// whether releasing the masters shards the copies too.
+    pub(crate) stage_params: Vec<Vec<usize>>,
+    pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
+    pub fsdp: bool,
 }
 
 impl Zero1Overlap {
@@ -116,6 +121,7 @@ impl Zero1Overlap {
                     start: r * n,
                     len: n,
                     copy_at: None,
+                    copy_to: None,
                 });
                 owner.push((b, Some(i)));
             }
@@ -127,6 +133,7 @@ impl Zero1Overlap {
         let bucket_params: Vec<Vec<usize>> =
             ddp.buckets().iter().map(|b| b.params.clone()).collect();
         let gathers = Gathers::new(&bucket_params, flat_params, &stage_params);
+        let stage_params = stage_params.clone();
         Ok(Self {
             comm,
             ddp,
@@ -141,6 +148,9 @@ impl Zero1Overlap {
             masters_stale: false,
             shapes: params.iter().map(|p| p.shape().clone()).collect(),
             params,
+            stage_params,
+            units: None,
+            fsdp: false,
         })
     }
 
@@ -213,10 +223,16 @@ impl Zero1Overlap {
         // bucket right before the first stage that reads it.
         self.gathers.launch_queued(self.comm.as_ref(), false)?;
         let (gathers, params) = (&mut self.gathers, &self.params);
+        let (units, comm) = (self.units.clone(), self.comm.clone());
         let out = self.ddp.forward_backward_observed(
             model,
             batch,
-            |s| gathers.before_stage(s, params),
+            |s| {
+                if let Some(u) = &units {
+                    u.gather(s, comm.as_ref())?; // FSDP: this stage's parameters
+                }
+                gathers.before_stage(s, params)
+            },
             observe,
         )?;
         self.complete_gathers()?;
@@ -230,6 +246,11 @@ impl Zero1Overlap {
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
+        if self.units.is_some() {
+            return Err(Zero1Error::Input(
+                "fsdp: gradient accumulation is not built yet (use --accum 1)".into(),
+            ));
+        }
         self.complete_gathers()?;
         Ok(self.ddp.forward_backward_no_sync(model, batch)?)
     }
@@ -320,7 +341,9 @@ impl Zero1Overlap {
                 // On the CPU only a detached master's AdamW writes its copy (crate::masters).
                 let on_copy = spans[k].copy_at.is_some() || spans[k].var.device().is_cuda();
                 let copy = who.zip(copies).filter(|(i, s)| s.gatherable(*i) && on_copy);
-                if let Some((i, sh)) = copy {
+                if let (Some((i, sh)), true) = (copy, spans[k].copy_to.is_some()) {
+                    sh.hold(i); // FSDP: gathered stage by stage before each use
+                } else if let Some((i, sh)) = copy {
                     let c = sh.copy(i).ok_or_else(|| {
                         Zero1Error::Input(format!("parameter {i}: AdamW wrote no bf16 copy"))
                     })?;

@@ -66,7 +66,14 @@ impl Strategy for Zero1Overlap {
         for &i in &released {
             params.release(i)?;
         }
+        if self.fsdp {
+            self.shard_copies(params.bf16_shadows())?;
+        }
         Ok(released.len())
+    }
+
+    fn before_stage(&mut self, s: usize) -> Result<()> {
+        Ok(Zero1Overlap::before_stage(self, s)?)
     }
 
     fn state_elements(&self, _params: usize) -> usize {
@@ -83,10 +90,11 @@ impl Strategy for Zero1Overlap {
 
     fn resume(&mut self, c: Ckpt<'_>) -> Result<u64> {
         let group = c.dir.join(GROUP);
-        let (s, cfg, ahead) = (
+        let (s, cfg, ahead, fsdp) = (
             self.ddp().options(),
             self.optimizer().cfg,
             self.gather_ahead(),
+            self.fsdp,
         );
         let mut r = if group.is_dir() {
             Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?
@@ -100,6 +108,7 @@ impl Strategy for Zero1Overlap {
             Zero1Overlap::resume_from(c.comm.clone(), c.model, s, cfg, &f.params, &state)?
         };
         r.set_gather_ahead(ahead);
+        r.fsdp = fsdp;
         *self = r;
         Ok(self.optimizer().steps_taken())
     }
