@@ -187,12 +187,31 @@ fn run(
     (losses, w)
 }
 
+/// One rank's run: its losses and validations, its weights, the masters it released.
+type Run = (Vec<f64>, Vec<Vec<f32>>, usize);
+
+/// The checkpoint `ck` (after step 3), resumed with whole masters: steps 3.. with the bits
+/// of the straight run `whole`.
+fn resumes_as_straight(ck: std::path::PathBuf, whole: &[Run]) {
+    let resumed = on_ranks(WORLD, move |rank, comm| {
+        let m = CopyMlp::new();
+        let mut st = step_for(comm.clone(), &m, false);
+        assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
+        run(&mut st, &m, rank, (3, STEPS))
+    });
+    for (r, (losses, w)) in resumed.iter().enumerate() {
+        assert_eq!(
+            losses[..],
+            whole[r].0[4..],
+            "rank {r}'s losses after the resume"
+        );
+        assert_eq!(*w, whole[r].1, "rank {r}'s weights after the resume");
+    }
+}
+
 /// Trains STEPS steps; `sharded`: masters released after the build (`fsdp`: the copies
 /// sharded too); `save`: a checkpoint after step 3.
-fn train(
-    (sharded, fsdp): (bool, bool),
-    save: Option<std::path::PathBuf>,
-) -> Vec<(Vec<f64>, Vec<Vec<f32>>, usize)> {
+fn train((sharded, fsdp): (bool, bool), save: Option<std::path::PathBuf>) -> Vec<Run> {
     on_ranks(WORLD, move |rank, comm| {
         let mut m = CopyMlp::new();
         let mut st = step_for(comm.clone(), &m, fsdp);
@@ -237,23 +256,7 @@ fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
         whole[0].0
     );
     // The sharded run's checkpoint, resumed with whole masters: steps 3.. as straight.
-    let resumed = on_ranks(WORLD, move |rank, comm| {
-        let m = CopyMlp::new();
-        let mut st = step_for(comm.clone(), &m, false);
-        assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
-        run(&mut st, &m, rank, (3, STEPS))
-    });
-    for r in 0..WORLD {
-        assert_eq!(
-            resumed[r].0[..],
-            whole[r].0[4..],
-            "rank {r}'s losses after the resume"
-        );
-        assert_eq!(
-            resumed[r].1, whole[r].1,
-            "rank {r}'s weights after the resume"
-        );
-    }
+    resumes_as_straight(ck, &whole);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -274,22 +277,6 @@ fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
     for r in 0..WORLD {
         assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
     }
-    let resumed = on_ranks(WORLD, move |rank, comm| {
-        let m = CopyMlp::new();
-        let mut st = step_for(comm.clone(), &m, false);
-        assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
-        run(&mut st, &m, rank, (3, STEPS))
-    });
-    for r in 0..WORLD {
-        assert_eq!(
-            resumed[r].0[..],
-            whole[r].0[4..],
-            "rank {r}'s losses after the resume"
-        );
-        assert_eq!(
-            resumed[r].1, whole[r].1,
-            "rank {r}'s weights after the resume"
-        );
-    }
+    resumes_as_straight(ck, &whole);
     let _ = std::fs::remove_dir_all(&dir);
 }
