@@ -10,8 +10,8 @@
 //! forward reads only its bf16 copy (the copies being what the step all-gathers), this
 //! rank's chunk of the f32 master into a `Var` of its own (`seam::Span::copy_at`): AdamW
 //! steps that chunk and writes its bf16 copy into the parameter's copy, which the step
-//! all-gathers as before. The caller then releases the whole masters from the model
-//! (`seam::ParamSet::release`), which frees them. The arithmetic is the same, element by
+//! all-gathers as before; the model's whole master is released (`seam::ParamSet::release`)
+//! right after its chunk is made, which frees it. The arithmetic is the same, element by
 //! element: a replay computes the bits it computed before.
 //!
 //! What reads a whole f32 master afterwards gathers it: a checkpoint
@@ -20,38 +20,38 @@
 //!
 //! ```ignore
 //! let mut z = Zero1Overlap::new(comm, &model, opts, cfg)?;   // masters whole
-//! let released = z.release_masters(model.params().bf16_shadows())?;
-//! for i in released { model.params_mut().release(i)?; }      // the whole masters freed
+//! let n = z.release_masters(model.params_mut())?;            // the whole masters freed
 //! ```
 
 use crate::error::{Result, Zero1Error};
 use crate::overlap::Zero1Overlap;
 use candle_core::{DType, Device, Tensor, Var};
-use seam::shadow::Bf16Shadows;
+use seam::ParamSet;
 
 impl Zero1Overlap {
-    /// Detaches this rank's chunk of every master it may (see the module's doc) and returns
-    /// those parameters' indices, for `seam::ParamSet::release`: none on one rank, without
-    /// bf16 copies (a bf16 model on CUDA; on the CPU where enabled by hand, for tests), or
-    /// with the f32 gather (`set_bf16_gather(false)`). Each
-    /// copy is written from its master first and held, so that the next forward reads it.
-    pub fn release_masters(&mut self, shadows: &Bf16Shadows) -> Result<Vec<usize>> {
+    /// Detaches this rank's chunk of every master it may (see the module's doc) and
+    /// releases the whole one from `params` (`seam::ParamSet::release`), one parameter at a
+    /// time, so that the whole masters never exist beside all the chunks; returns how many:
+    /// none on one rank, without bf16 copies (a bf16 model on CUDA; on the CPU where enabled
+    /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). Each copy is
+    /// written from its master first and held, so that the next forward reads it.
+    pub fn release_masters(&mut self, params: &mut ParamSet) -> Result<usize> {
         let w = self.comm.world_size();
-        if w == 1 || !self.bf16_gather || !shadows.enabled() {
-            return Ok(Vec::new());
+        if w == 1 || !self.bf16_gather || !params.bf16_shadows().enabled() {
+            return Ok(0);
         }
         self.sync_params()?;
-        let mut released = Vec::new();
+        let mut released = 0;
         for k in 0..self.spans.len() {
             let Some(i) = self.owner[k].1 else { continue };
             let span = self.spans[k].clone();
             let master = span.var.as_tensor();
-            if span.copy_at.is_some() || !shadows.gatherable(i) {
+            if span.copy_at.is_some() || !params.bf16_shadows().gatherable(i) {
                 continue;
             }
             // The whole copy, from the whole master (the value the next forward reads).
-            shadows.write(i, master)?;
-            shadows.hold(i);
+            params.bf16_shadows().write(i, master)?;
+            params.bf16_shadows().hold(i);
             let chunk = Var::from_tensor(&span.view()?.copy()?)?;
             let at = span.start;
             self.spans[k] = seam::Span {
@@ -62,7 +62,8 @@ impl Zero1Overlap {
                 copy_to: None,
             };
             self.params[i] = Var::zeros(1, DType::F32, master.device())?;
-            released.push(i);
+            params.release(i)?;
+            released += 1;
         }
         Ok(released)
     }

@@ -62,14 +62,11 @@ impl Strategy for Zero1Overlap {
     }
 
     fn release_masters(&mut self, params: &mut seam::ParamSet) -> Result<usize> {
-        let released = Zero1Overlap::release_masters(self, params.bf16_shadows())?;
-        for &i in &released {
-            params.release(i)?;
-        }
+        let released = Zero1Overlap::release_masters(self, params)?;
         if self.fsdp {
             self.shard_copies(params.bf16_shadows())?;
         }
-        Ok(released.len())
+        Ok(released)
     }
 
     fn before_stage(&mut self, s: usize) -> Result<()> {
