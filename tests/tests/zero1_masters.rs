@@ -149,7 +149,7 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: boo
     };
     let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
-    z.fsdp = fsdp;
+    z.set_fsdp(fsdp);
     let o = StepOptions {
         clip: 1.0,
         ..StepOptions::default()

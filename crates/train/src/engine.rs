@@ -89,7 +89,7 @@ impl Engine {
                 };
                 let mut z = Zero1Overlap::new(comm.clone(), &model, o, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
-                z.fsdp = stage == 3;
+                z.set_fsdp(stage == 3);
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {
@@ -159,7 +159,7 @@ impl Engine {
     pub fn fsdp(&self) -> bool {
         self.step
             .strategy_as::<Zero1Overlap>()
-            .is_some_and(|z| z.fsdp)
+            .is_some_and(|z| z.fsdp())
     }
 
     /// Queues one optimizer step at learning rate `lr` on this rank's micro-batches (host

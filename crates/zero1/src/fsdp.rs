@@ -109,6 +109,17 @@ impl Zero1Overlap {
         Ok(())
     }
 
+    /// With `true`, releasing the masters (the `step::Strategy` impl's `release_masters`)
+    /// shards the copies too: FSDP. Build the Ddp with `release_gradients` (ZeRO-2's).
+    pub fn set_fsdp(&mut self, on: bool) {
+        self.fsdp = on;
+    }
+
+    /// Whether this is FSDP ([`Self::set_fsdp`]).
+    pub fn fsdp(&self) -> bool {
+        self.fsdp
+    }
+
     /// Whether the copies are sharded ([`Self::shard_copies`]).
     pub fn copies_sharded(&self) -> bool {
         self.units.is_some()

@@ -71,7 +71,7 @@ pub struct Zero1Overlap {
     /// whether releasing the masters shards the copies too.
     pub(crate) stage_params: Vec<Vec<usize>>,
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
-    pub fsdp: bool,
+    pub(crate) fsdp: bool,
 }
 
 impl Zero1Overlap {

@@ -105,7 +105,7 @@ impl Strategy for Zero1Overlap {
             Zero1Overlap::resume_from(c.comm.clone(), c.model, s, cfg, &f.params, &state)?
         };
         r.set_gather_ahead(ahead);
-        r.fsdp = fsdp;
+        r.set_fsdp(fsdp);
         *self = r;
         Ok(self.optimizer().steps_taken())
     }
