@@ -162,13 +162,16 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: boo
 fn run(
     st: &mut TrainStep,
     m: &CopyMlp,
-    rank: usize,
+    (rank, micro): (usize, usize),
     (from, to): (u64, u64),
 ) -> (Vec<f64>, Vec<Vec<f32>>) {
     let mut losses = Vec::new();
     for s in from..to {
         let b = shard_batch(&global_batch(s), rank, WORLD).unwrap();
-        losses.extend(st.step(m, &[b], 0.002).unwrap().map(|o| o.loss));
+        let bs: Vec<Batch> = (0..micro)
+            .map(|j| shard_batch(&b, j, micro).unwrap())
+            .collect();
+        losses.extend(st.step(m, &bs, 0.002).unwrap().map(|o| o.loss));
     }
     losses.extend(st.flush().unwrap().map(|o| o.loss));
     let val = shard_batch(&global_batch(99), rank, WORLD).unwrap();
@@ -197,7 +200,7 @@ fn resumes_as_straight(ck: std::path::PathBuf, whole: &[Run]) {
         let m = CopyMlp::new();
         let mut st = step_for(comm.clone(), &m, false);
         assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
-        run(&mut st, &m, rank, (3, STEPS))
+        run(&mut st, &m, (rank, 1), (3, STEPS))
     });
     for (r, (losses, w)) in resumed.iter().enumerate() {
         assert_eq!(
@@ -210,8 +213,12 @@ fn resumes_as_straight(ck: std::path::PathBuf, whole: &[Run]) {
 }
 
 /// Trains STEPS steps; `sharded`: masters released after the build (`fsdp`: the copies
-/// sharded too); `save`: a checkpoint after step 3.
-fn train((sharded, fsdp): (bool, bool), save: Option<std::path::PathBuf>) -> Vec<Run> {
+/// sharded too); `micro`: micro-batches a step (this rank's rows split); `save`: a
+/// checkpoint after step 3.
+fn train(
+    (sharded, fsdp, micro): (bool, bool, usize),
+    save: Option<std::path::PathBuf>,
+) -> Vec<Run> {
     on_ranks(WORLD, move |rank, comm| {
         let mut m = CopyMlp::new();
         let mut st = step_for(comm.clone(), &m, fsdp);
@@ -219,11 +226,11 @@ fn train((sharded, fsdp): (bool, bool), save: Option<std::path::PathBuf>) -> Vec
             true => st.release_masters(&mut m.params).unwrap(),
             false => 0,
         };
-        let (mut losses, _) = run(&mut st, &m, rank, (0, 3));
+        let (mut losses, _) = run(&mut st, &m, (rank, micro), (0, 3));
         if let Some(dir) = &save {
             st.save(&m, dir, &comm).unwrap();
         }
-        let (more, w) = run(&mut st, &m, rank, (3, STEPS));
+        let (more, w) = run(&mut st, &m, (rank, 1), (3, STEPS));
         losses.extend(more);
         (losses, w, released)
     })
@@ -231,11 +238,11 @@ fn train((sharded, fsdp): (bool, bool), save: Option<std::path::PathBuf>) -> Vec
 
 #[test]
 fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
-    let whole = train((false, false), None);
+    let whole = train((false, false, 1), None);
     let dir = std::env::temp_dir().join(format!("zero1-masters-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ck = dir.join("step-3");
-    let sharded = train((true, false), Some(ck.clone()));
+    let sharded = train((true, false, 1), Some(ck.clone()));
     assert_eq!(
         (whole[0].2, sharded[0].2),
         (0, 4),
@@ -265,11 +272,11 @@ fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
 /// whole masters, to the straight run's bits. Fails with a stage's gather left out.
 #[test]
 fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
-    let whole = train((false, false), None);
+    let whole = train((false, false, 1), None);
     let dir = std::env::temp_dir().join(format!("zero1-fsdp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ck = dir.join("step-3");
-    let fsdp = train((true, true), Some(ck.clone()));
+    let fsdp = train((true, true, 1), Some(ck.clone()));
     assert_eq!(
         fsdp[0].2, 4,
         "W0..W3's masters released, their copies sharded"
@@ -279,4 +286,21 @@ fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
     }
     resumes_as_straight(ck, &whole);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// FSDP accumulating 2 micro-batches a step (each one's stages gathered, the sums reduced
+/// once): the losses and validation losses of whole masters accumulating, bit for bit.
+#[test]
+fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
+    let whole = train((false, false, 2), None);
+    let fsdp = train((true, true, 2), None);
+    assert_eq!(fsdp[0].2, 4);
+    for r in 0..WORLD {
+        assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
+    }
+    assert_ne!(
+        whole[0].0,
+        train((false, false, 1), None)[0].0,
+        "2 micro-batches differ"
+    );
 }

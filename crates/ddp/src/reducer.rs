@@ -352,12 +352,31 @@ impl Ddp {
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
+        self.forward_backward_no_sync_with(model, batch, |_| Ok(()))
+    }
+
+    /// [`Self::forward_backward_no_sync`] with `before_stage(s)` right before forward stage
+    /// `s` and the stage hook ([`Self::set_stage_hook`]) after each stage's backward, as in
+    /// a synchronised micro-batch (FSDP gathers its stages' parameters there).
+    pub fn forward_backward_no_sync_with(
+        &mut self,
+        model: &dyn StagedModel,
+        batch: &Batch,
+        before_stage: impl FnMut(usize) -> Result<()>,
+    ) -> Result<Tensor> {
         self.expect_idle("forward_backward_no_sync")?;
         // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute
         // dtype, in place (seam::accum: in the weight-gradient GEMMs where the model sums
         // there, else one pass per micro-batch).
-        let sums = &mut self.accumulated;
-        let loss = seam::forward_backward_into(model, batch, sums, None, |_, _| Ok(()))?;
+        let tape = seam::forward_with(model, batch, before_stage)?;
+        let loss = tape.loss().clone();
+        let (sums, hook) = (&mut self.accumulated, &mut self.stage_hook);
+        tape.backward_into(sums, None, |s, _| -> Result<()> {
+            match hook.as_mut() {
+                Some(h) => Ok(h(s)?),
+                None => Ok(()),
+            }
+        })?;
         self.micro_batches += 1;
         Ok(loss)
     }

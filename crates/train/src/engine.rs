@@ -133,16 +133,11 @@ impl Engine {
     /// With `ZERO1_MASTERS=sharded`, ZeRO's sharded f32 masters (zero1 and zero2 above one
     /// rank on GPUs): the model drops the whole masters whose parts its strategy keeps.
     /// After the resume and the initial export, which read whole masters.
-    /// FSDP with copies to shard refuses `accum` > 1 (not built yet).
-    pub fn release_masters(&mut self, accum: usize) -> Result<()> {
+    pub fn release_masters(&mut self) -> Result<()> {
         if !sharded_masters()? && !self.fsdp() {
             return Ok(());
         }
         let n = self.step.release_masters(self.model.params_mut())?;
-        if n > 0 && self.fsdp() && accum > 1 {
-            let e = format!("--strategy fsdp: gradient accumulation (--accum {accum}) is not built yet; zero2 accumulates");
-            return Err(crate::UserError(e).into());
-        }
         if self.comm.rank() == 0 {
             match (n, self.fsdp()) {
                 (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),

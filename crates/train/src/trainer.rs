@@ -167,7 +167,7 @@ pub fn run_rank(
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
     }
-    e.release_masters(c.accum)?; // after the resume and the export: they read whole masters
+    e.release_masters()?; // after the resume and the export: they read whole masters
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
     } else {

@@ -5,10 +5,12 @@
 //! all-gathered there right before its forward and again right before its backward (the
 //! Ddp's stage hook after stage s + 1's backward: nothing runs between the two), as
 //! FSDP2 reshards after the forward. Validation gathers the same way
-//! ([`Zero1Overlap::before_stage`]). Gradients are reduce-scattered and freed as ZeRO-2's.
+//! ([`Zero1Overlap::before_stage`]), and in every micro-batch of an accumulating step
+//! (`ddp::Ddp::forward_backward_no_sync_with`). Gradients are reduce-scattered and freed
+//! as ZeRO-2's (accumulated micro-batches summed whole first, as ZeRO-2's are).
 //!
-//! Not yet: gradient accumulation (refused), prefetching a stage ahead, a forward outside
-//! the step and validation (sampling from the model reads stale buffers).
+//! Not yet: prefetching a stage ahead; a forward outside the step and validation
+//! (sampling from the model reads stale buffers).
 
 use crate::error::{Result, Zero1Error};
 use crate::overlap::Zero1Overlap;

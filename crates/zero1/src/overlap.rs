@@ -246,13 +246,14 @@ impl Zero1Overlap {
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
-        if self.units.is_some() {
-            return Err(Zero1Error::Input(
-                "fsdp: gradient accumulation is not built yet (use --accum 1)".into(),
-            ));
-        }
         self.complete_gathers()?;
-        Ok(self.ddp.forward_backward_no_sync(model, batch)?)
+        let (units, comm) = (self.units.clone(), self.comm.clone());
+        Ok(self.ddp.forward_backward_no_sync_with(model, batch, |s| {
+            match &units {
+                Some(u) => Ok(u.gather(s, comm.as_ref())?), // FSDP: this stage's parameters
+                None => Ok(()),
+            }
+        })?)
     }
 
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every
