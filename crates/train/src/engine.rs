@@ -142,11 +142,18 @@ impl Engine {
             match (n, self.fsdp()) {
                 (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),
                 (0, false) => {}
-                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters and bf16 copies, gathered stage by stage"),
+                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters and bf16 copies, gathered stage by stage; no samples at the end (the weights are never whole at once)"),
                 (n, false) => eprintln!("train: f32 masters sharded (ZERO1_MASTERS=sharded): each rank keeps its part of {n} parameters' masters"),
             }
         }
         Ok(())
+    }
+
+    /// Whether the model can be sampled after training: not where FSDP sharded its bf16
+    /// copies (its weights are whole only stage by stage, inside a step or validation).
+    pub fn can_sample(&self) -> bool {
+        let z = self.step.strategy_as::<Zero1Overlap>();
+        !z.is_some_and(|z| z.copies_sharded())
     }
 
     /// Whether the strategy is FSDP (`--strategy fsdp`: the model's weights are whole only

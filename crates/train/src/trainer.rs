@@ -360,7 +360,7 @@ pub fn run_rank(
             &title,
         )?;
     }
-    if let (0, Some(so), true, false) = (rank, &o.samples, end == c.steps, e.fsdp()) {
+    if let (0, Some(so), true, true) = (rank, &o.samples, end == c.steps, e.can_sample()) {
         let mut rng = SplitMix64::new(c.seed ^ 0x5A3F1E);
         let mut text = String::new();
         for p in generate::PROMPTS {
