@@ -16,10 +16,7 @@ pub(crate) struct Eval {
 
 /// One batch's loss, f32, shape (1); the strategy's work before each stage (FSDP's gathers).
 fn loss(model: &dyn StagedModel, b: &Batch, s: &mut dyn crate::Strategy) -> Result<Tensor> {
-    let tape = seam::forward_with(model, b, |k| {
-        s.before_stage(k)
-            .map_err(|e| seam::ModelError::Input(format!("{e:#}")))
-    })?;
+    let tape = seam::forward_with(model, b, |k| s.before_stage(k))?;
     Ok(tape.loss().to_dtype(DType::F32)?.reshape(1)?)
 }
 

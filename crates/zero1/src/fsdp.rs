@@ -41,19 +41,18 @@ impl Zero1Overlap {
     /// slots point at the stage buffers.
     pub fn shard_copies(&mut self, shadows: &Bf16Shadows) -> Result<usize> {
         let stages = self.stage_params.len();
-        let mut by_stage: Vec<Vec<usize>> = vec![Vec::new(); stages];
+        // Per stage: (span, parameter) of its released parameters.
+        let mut by_stage: Vec<Vec<(usize, usize)>> = vec![Vec::new(); stages];
         for (k, span) in self.spans.iter().enumerate() {
             let (Some(i), Some(_)) = (self.owner[k].1, span.copy_at) else {
                 continue;
             };
             let s = (0..stages).find(|&s| self.stage_params[s].contains(&i));
             let s = s.ok_or_else(|| Zero1Error::Input(format!("parameter {i}: in no stage")))?;
-            by_stage[s].push(k);
+            by_stage[s].push((k, i));
         }
-        let size = |ks: &Vec<usize>| -> usize {
-            ks.iter()
-                .map(|&k| self.shapes[self.owner[k].1.unwrap_or(0)].elem_count())
-                .sum()
+        let size = |ks: &Vec<(usize, usize)>| -> usize {
+            ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
         };
         let len = by_stage.iter().map(size).max().unwrap_or(0);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
@@ -70,8 +69,7 @@ impl Zero1Overlap {
         let mut n = 0;
         for (s, ks) in by_stage.iter().enumerate() {
             let (mut off, mut pairs) = (0, Vec::new());
-            for &k in ks {
-                let i = self.owner[k].1.expect("a released parameter's span");
+            for &(k, i) in ks {
                 let whole = shadows.copy(i).ok_or_else(|| {
                     Zero1Error::Input(format!("parameter {i}: released without a bf16 copy"))
                 })?;
@@ -105,10 +103,18 @@ impl Zero1Overlap {
     /// Work before stage `s` of a forward outside the step (validation): FSDP's gather
     /// of the stage's parameters.
     pub fn before_stage(&self, s: usize) -> Result<()> {
-        if let Some(u) = &self.units {
-            u.gather(s, self.comm.as_ref())?;
+        Ok(self.gather_stage()(s)?)
+    }
+
+    /// What runs before each forward stage, in the step and outside it: FSDP's gather of
+    /// the stage's parameters (nothing where the copies are not sharded). A closure of
+    /// its own, for the Ddp's forward hooks beside `&mut self.ddp`.
+    pub(crate) fn gather_stage(&self) -> impl FnMut(usize) -> comm::Result<()> {
+        let (units, comm) = (self.units.clone(), self.comm.clone());
+        move |s| match &units {
+            Some(u) => u.gather(s, comm.as_ref()),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// With `true`, releasing the masters (the `step::Strategy` impl's `release_masters`)

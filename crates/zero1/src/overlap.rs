@@ -222,15 +222,13 @@ impl Zero1Overlap {
         // The last step's gathers start now, beside this forward, which waits for each
         // bucket right before the first stage that reads it.
         self.gathers.launch_queued(self.comm.as_ref(), false)?;
+        let mut fsdp = self.gather_stage();
         let (gathers, params) = (&mut self.gathers, &self.params);
-        let (units, comm) = (self.units.clone(), self.comm.clone());
         let out = self.ddp.forward_backward_observed(
             model,
             batch,
             |s| {
-                if let Some(u) = &units {
-                    u.gather(s, comm.as_ref())?; // FSDP: this stage's parameters
-                }
+                fsdp(s)?;
                 gathers.before_stage(s, params)
             },
             observe,
@@ -247,13 +245,10 @@ impl Zero1Overlap {
         batch: &Batch,
     ) -> Result<Tensor> {
         self.complete_gathers()?;
-        let (units, comm) = (self.units.clone(), self.comm.clone());
-        Ok(self.ddp.forward_backward_no_sync_with(model, batch, |s| {
-            match &units {
-                Some(u) => Ok(u.gather(s, comm.as_ref())?), // FSDP: this stage's parameters
-                None => Ok(()),
-            }
-        })?)
+        let mut fsdp = self.gather_stage();
+        Ok(self
+            .ddp
+            .forward_backward_no_sync_with(model, batch, |s| Ok(fsdp(s)?))?)
     }
 
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every
