@@ -23,6 +23,7 @@ mod ddp_check;
 mod ddp_record;
 mod gemmcheck;
 mod gradnorm;
+mod graph_reuse;
 mod graphcheck;
 mod group;
 use seam::memory;

@@ -250,6 +250,9 @@ pub fn fused_kernels(gpu: &Device) -> Result<Vec<(DType, model::kernels::check::
 /// `bench model-check`: every check above and the graph and GEMM checks, a line each.
 pub fn print_all() -> Result<()> {
     let gpu = Device::new_cuda(0).context("model-check needs GPU 0")?;
+    for line in crate::graph_reuse::run()? {
+        println!("{line}");
+    }
     for (dtype, dl, worst) in run(&gpu)? {
         println!("model-check {dtype:?}: |loss GPU - CPU| = {dl:.2e}, worst gradient error {worst:.2e} (relative): OK");
     }

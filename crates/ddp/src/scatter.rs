@@ -44,7 +44,11 @@ impl Ddp {
         f.work.wait()?;
         let chunk = |g: &Tensor| -> Result<Tensor> {
             let c = scaled(self.chunk_of(g)?, scale)?;
-            Ok(if own && scale.is_none() { c.copy()? } else { c })
+            Ok(if own && scale.is_none() {
+                seam::span::own(&c)?
+            } else {
+                c
+            })
         };
         f.buckets
             .into_iter()

@@ -269,3 +269,28 @@ impl AdamW {
         Ok(())
     }
 }
+
+/// `t`'s elements in a new buffer of exactly their size: a span's chunk kept apart from the
+/// whole it was cut from. (candle's `Tensor::copy` clones the whole storage under a view,
+/// so a chunk copied with it keeps the whole alive.)
+pub fn own(t: &Tensor) -> Result<Tensor> {
+    Ok(t.force_contiguous()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+
+    #[test]
+    fn an_owned_chunk_holds_its_elements_only() {
+        let whole = Tensor::arange(0f32, 8.0, &Device::Cpu).unwrap();
+        let chunk = super::own(&whole.narrow(0, 4, 2).unwrap()).unwrap();
+        assert_eq!(chunk.to_vec1::<f32>().unwrap(), [4.0, 5.0]);
+        let (storage, layout) = chunk.storage_and_layout();
+        let candle_core::Storage::Cpu(c) = &*storage else {
+            panic!("a CPU tensor")
+        };
+        let len = c.as_slice::<f32>().unwrap().len();
+        assert_eq!((len, layout.start_offset()), (2, 0));
+    }
+}

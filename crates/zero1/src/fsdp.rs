@@ -74,10 +74,8 @@ impl Zero1Overlap {
                     Zero1Error::Input(format!("parameter {i}: released without a bf16 copy"))
                 })?;
                 let span = &mut self.spans[k];
-                let chunk = whole
-                    .flatten_all()?
-                    .narrow(0, span.at(), span.len)?
-                    .copy()?;
+                let chunk =
+                    seam::span::own(&whole.flatten_all()?.narrow(0, span.at(), span.len)?)?;
                 let numel = self.shapes[i].elem_count();
                 let view = pool[s % 2].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);

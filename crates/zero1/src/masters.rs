@@ -52,7 +52,7 @@ impl Zero1Overlap {
             // The whole copy, from the whole master (the value the next forward reads).
             params.bf16_shadows().write(i, master)?;
             params.bf16_shadows().hold(i);
-            let chunk = Var::from_tensor(&span.view()?.copy()?)?;
+            let chunk = Var::from_tensor(&span.view()?)?;
             let at = span.start;
             self.spans[k] = seam::Span {
                 var: chunk,

@@ -110,7 +110,7 @@ impl Zero1Overlap {
             if !flat.is_empty() {
                 let f = bucket_flat(&params, &flat, w)?;
                 let chunk = f.elem_count() / w;
-                let master = Var::from_tensor(&f.narrow(0, r * chunk, chunk)?.copy()?)?;
+                let master = Var::from_tensor(&f.narrow(0, r * chunk, chunk)?)?;
                 spans.push(Span::whole(&master));
                 owner.push((b, None));
             }

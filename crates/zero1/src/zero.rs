@@ -87,7 +87,7 @@ impl Zero1 {
             padded - numel,
             &dev,
         )?;
-        let master = Var::from_tensor(&flat.narrow(0, comm.rank() * chunk, chunk)?.copy()?)?;
+        let master = Var::from_tensor(&flat.narrow(0, comm.rank() * chunk, chunk)?)?;
         Ok(Self {
             comm,
             params: params.to_vec(),
