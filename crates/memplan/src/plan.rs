@@ -254,7 +254,8 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     let in_backward = !i.clip && ((s == Single && i.accum == 1) || s == Ddp);
     let window = |stages: u64| mul(l.min(stages), g_blk);
     // bf16 weights: AdamW's copies, or (sharded) casts held from the forward to each
-    // block's backward; FSDP: its part plus two gathered units (this one and the next).
+    // block's backward; FSDP: two stage buffers (this stage and the next, gathered from
+    // the masters' parts: no copy kept).
     let copies = |p: Phase| -> u64 {
         if !i.bf16 && s != Fsdp {
             return 0;
@@ -266,15 +267,9 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
                 Phase::FirstBlock => mul(sh.block_params(), 2),
                 _ => 0,
             },
-            Fsdp => {
-                let unit = if multi {
-                    sh.block_params().max(table)
-                } else {
-                    0
-                };
-                let mine = if i.bf16 { mul(psi.div_ceil(w), 2) } else { 0 };
-                sum([mine, mul(mul(unit, 2), e)])
-            }
+            // On one rank nothing is sharded: the whole copies, as single's.
+            Fsdp if !multi => mul(psi, if i.bf16 { 2 } else { 0 }),
+            Fsdp => mul(mul(sh.block_params().max(table), 2), e),
             _ => mul(psi, 2),
         }
     };
@@ -348,10 +343,12 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         let c = sum([c_flat, step_extra]);
         phases.push((Phase::Optimizer, at(Phase::Optimizer, g, 0, c)));
     }
-    // Measured only where AdamW runs after the backward; `sharded` never captures, FSDP is
-    // not built. With sharded masters the one captured step measured (ZeRO-1, xl, world 4,
-    // call 88: 13.29 GiB, its graph 4.09) peaked where the eager phases put it.
-    if i.captured && !in_backward && !matches!(s, Sharded | Fsdp) && released == 0 {
+    // Measured only where AdamW runs after the backward; `sharded` never captures. ZeRO-2
+    // and FSDP free each gradient once scattered, and a graph reuses what it frees
+    // (model-check's probe, call 90): their eager phases hold. With sharded masters the
+    // one captured step measured (ZeRO-1, xl, world 4, call 88: 13.29 GiB, its graph
+    // 4.09) peaked where the eager phases put it.
+    if i.captured && !in_backward && matches!(s, Single | Ddp | Zero1) && released == 0 {
         let grads = sum([g_head, mul(l, g_blk), acc]);
         let bytes = Bytes {
             masters,

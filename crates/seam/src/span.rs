@@ -9,7 +9,7 @@
 //! # fn main() -> seam::Result<()> {
 //! use candle_core::{Device, Tensor, Var};
 //! let w = Var::ones(8, candle_core::DType::F32, &Device::Cpu)?;
-//! let half = seam::Span { var: w.clone(), start: 4, len: 4, copy_at: None, copy_to: None }; // rank 1 of 2
+//! let half = seam::Span { var: w.clone(), start: 4, len: 4, copy_at: None }; // rank 1 of 2
 //! let mut opt = seam::AdamW::new(seam::AdamWConfig::default())?;
 //! let g = Tensor::ones(4, candle_core::DType::F32, &Device::Cpu)?;
 //! opt.step_spans_in(&[half], &[Some(g)], [0], |_| Ok::<(), seam::ModelError>(()), None)?;
@@ -31,16 +31,12 @@ use candle_core::{Tensor, Var};
 /// updated elements into the parameter's bf16 copy from element `copy_at` on, which must
 /// already exist (`crate::shadow::Bf16Shadows::copy`). `None`: the span lies in the
 /// parameter itself, at `start`.
-///
-/// `copy_to`: with `copy_at`, where AdamW writes the span's bf16 copy instead (`len`
-/// elements of bf16, the rank's own part of a copy that is whole only while gathered: FSDP).
 #[derive(Clone, Debug)]
 pub struct Span {
     pub var: Var,
     pub start: usize,
     pub len: usize,
     pub copy_at: Option<usize>,
-    pub copy_to: Option<Tensor>,
 }
 
 impl Span {
@@ -51,7 +47,6 @@ impl Span {
             start: 0,
             len: var.elem_count(),
             copy_at: None,
-            copy_to: None,
         }
     }
 
@@ -65,12 +60,8 @@ impl Span {
         self.copy_at.unwrap_or(self.start)
     }
 
-    /// A detached master's bf16 copy target: its own (`copy_to`) or its part of the
-    /// parameter's copy `whole`.
+    /// A detached master's bf16 copy target: its part of the parameter's copy `whole`.
     fn copy_target(&self, whole: Option<Tensor>, j: usize) -> Result<Tensor> {
-        if let Some(t) = &self.copy_to {
-            return Ok(t.clone());
-        }
         let c = whole.ok_or_else(|| {
             ModelError::Input(format!("parameter {j}: a detached master but no bf16 copy"))
         })?;

@@ -1,36 +1,95 @@
 //! FSDP (ZeRO-3): the bf16 copies sharded too. On top of sharded masters
-//! ([`crate::masters`]), each rank keeps only its chunk of every released parameter's bf16
-//! copy (AdamW writes it: `seam::Span::copy_to`); the copies the model reads are views into
-//! two stage buffers, the parameters of stage s in buffer s mod 2. Stage s's chunks are
-//! all-gathered there right before its forward and again right before its backward (the
-//! Ddp's stage hook after stage s + 1's backward: nothing runs between the two), as
-//! FSDP2 reshards after the forward. Validation gathers the same way
-//! ([`Zero1Overlap::before_stage`]), and in every micro-batch of an accumulating step
-//! (`ddp::Ddp::forward_backward_no_sync_with`). Gradients are reduce-scattered and freed
-//! as ZeRO-2's (accumulated micro-batches summed whole first, as ZeRO-2's are).
+//! ([`crate::masters`]), a rank keeps no bf16 copy of a released parameter at all: the
+//! copies the model reads are views into two stage buffers, the parameters of stage s in
+//! buffer s mod 2, and stage s is all-gathered there from each rank's f32 master chunk,
+//! cast to bf16 as the gather is launched (FSDP2's mixed precision, Megatron-Core's
+//! distributed optimizer): the same bits AdamW would write into a copy.
 //!
-//! Not yet: prefetching a stage ahead; a forward outside the step and validation
-//! (sampling from the model reads stale buffers).
+//! Each stage is gathered before its forward and again before its backward, one stage
+//! ahead (FSDP2's prefetch, reshard after forward). Right before forward stage s it
+//! waits for stage s (launched before stage s - 1) and launches stage s + 1 into the
+//! other buffer, whose last reader, stage s - 1, is queued before. After stage s's
+//! backward (the Ddp's stage hook) it waits for stage s - 1 and launches s - 2 into the
+//! buffer stage s just left. The last two forward stages stay for their backward.
+//! Validation gathers the same way ([`Zero1Overlap::before_stage`]), and so does every
+//! micro-batch of an accumulating step (`ddp::Ddp::forward_backward_no_sync_with`).
+//! Gradients are reduce-scattered and freed as ZeRO-2's (accumulated micro-batches
+//! summed whole first, as ZeRO-2's are).
+//!
+//! Not yet: a forward outside the step and validation (sampling reads stale buffers).
 
 use crate::error::{Result, Zero1Error};
 use crate::overlap::Zero1Overlap;
-use candle_core::{DType, Tensor};
-use comm::Communicator;
+use candle_core::{DType, Tensor, Var};
+use comm::{Communicator, Work};
 use seam::shadow::Bf16Shadows;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Per stage: its (this rank's chunk, the stage buffer's view) all-gather pairs.
+/// Per stage buffer: the stage it holds (or is being gathered into) and that gather.
+type Slot = (Option<usize>, Option<Work>);
+
+/// The stages' gathers: per stage, (this rank's f32 master chunk, the stage buffer's
+/// view of the parameter) pairs; per buffer, what it holds.
 pub(crate) struct Units {
-    stages: Vec<Vec<(Tensor, Tensor)>>,
+    stages: Vec<Vec<(Var, Tensor)>>,
+    slots: Mutex<[Slot; 2]>,
 }
 
 impl Units {
-    /// All-gathers stage `s`'s parameters into their stage buffer (the compute stream
-    /// waits; nothing for a stage without released parameters).
-    pub(crate) fn gather(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
-        match self.stages.get(s) {
-            Some(pairs) if !pairs.is_empty() => comm.all_gather_coalesced_async(pairs)?.wait(),
-            _ => Ok(()),
+    fn slots(&self) -> std::sync::MutexGuard<'_, [Slot; 2]> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Launches stage `s`'s all-gather into its buffer, unless it is there or on its way
+    /// (or the stage has no released parameters).
+    fn launch(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        let Some(pairs) = self.stages.get(s).filter(|p| !p.is_empty()) else {
+            return Ok(());
+        };
+        let mut slots = self.slots();
+        let slot = &mut slots[s % 2];
+        if slot.0 == Some(s) {
+            return Ok(());
+        }
+        if let Some(w) = slot.1.take() {
+            w.wait()?;
+        }
+        let sends = pairs
+            .iter()
+            .map(|(m, view)| Ok((m.as_tensor().to_dtype(DType::BF16)?, view.clone())))
+            .collect::<comm::Result<Vec<_>>>()?;
+        *slot = (Some(s), Some(comm.all_gather_coalesced_async(&sends)?));
+        Ok(())
+    }
+
+    /// Stage `s`'s parameters in their buffer before the next work on the compute stream.
+    fn ready(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        self.launch(s, comm)?;
+        let w = self.slots()[s % 2].1.take();
+        w.map_or(Ok(()), |w| w.wait())
+    }
+
+    /// Before forward stage `s`: a forward starts from nothing held (AdamW has run since).
+    pub(crate) fn before_forward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        if s == 0 {
+            let old = std::mem::take(&mut *self.slots());
+            for w in old.into_iter().filter_map(|s| s.1) {
+                w.wait()?;
+            }
+        }
+        self.ready(s, comm)?;
+        self.launch(s + 1, comm)
+    }
+
+    /// After backward stage `s` (before stage `s - 1`'s).
+    pub(crate) fn after_backward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        if s == 0 {
+            return Ok(());
+        }
+        self.ready(s - 1, comm)?;
+        match s {
+            1 => Ok(()),
+            s => self.launch(s - 2, comm),
         }
     }
 }
@@ -70,30 +129,28 @@ impl Zero1Overlap {
         for (s, ks) in by_stage.iter().enumerate() {
             let (mut off, mut pairs) = (0, Vec::new());
             for &(k, i) in ks {
-                let whole = shadows.copy(i).ok_or_else(|| {
-                    Zero1Error::Input(format!("parameter {i}: released without a bf16 copy"))
-                })?;
-                let span = &mut self.spans[k];
-                let chunk =
-                    seam::span::own(&whole.flatten_all()?.narrow(0, span.at(), span.len)?)?;
+                if shadows.copy(i).is_none() {
+                    let e = format!("parameter {i}: released without a bf16 copy");
+                    return Err(Zero1Error::Input(e));
+                }
                 let numel = self.shapes[i].elem_count();
                 let view = pool[s % 2].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                span.copy_to = Some(chunk.clone());
-                pairs.push((chunk, view));
+                self.from_master[k] = true;
+                pairs.push((self.spans[k].var.clone(), view));
                 off += numel;
                 n += 1;
             }
             units.push(pairs);
         }
-        let units = Arc::new(Units { stages: units });
+        let units = Arc::new(Units {
+            stages: units,
+            slots: Mutex::default(),
+        });
         self.units = Some(units.clone());
-        // After stage s's backward is queued, stage s - 1's parameters come back (their
-        // buffer's last reader, stage s + 1's backward, is queued before).
         let comm = self.comm.clone();
-        self.ddp.set_stage_hook(Some(Box::new(move |s| match s {
-            0 => Ok(()),
-            s => units.gather(s - 1, comm.as_ref()),
+        self.ddp.set_stage_hook(Some(Box::new(move |s| {
+            units.after_backward(s, comm.as_ref())
         })));
         Ok(n)
     }
@@ -104,13 +161,13 @@ impl Zero1Overlap {
         Ok(self.gather_stage()(s)?)
     }
 
-    /// What runs before each forward stage, in the step and outside it: FSDP's gather of
-    /// the stage's parameters (nothing where the copies are not sharded). A closure of
-    /// its own, for the Ddp's forward hooks beside `&mut self.ddp`.
+    /// What runs before each forward stage, in the step and outside it: FSDP's gathers
+    /// (nothing where the copies are not sharded). A closure of its own, for the Ddp's
+    /// forward hooks beside `&mut self.ddp`.
     pub(crate) fn gather_stage(&self) -> impl FnMut(usize) -> comm::Result<()> {
         let (units, comm) = (self.units.clone(), self.comm.clone());
         move |s| match &units {
-            Some(u) => u.gather(s, comm.as_ref()),
+            Some(u) => u.before_forward(s, comm.as_ref()),
             None => Ok(()),
         }
     }

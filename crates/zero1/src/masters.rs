@@ -59,7 +59,6 @@ impl Zero1Overlap {
                 start: 0,
                 len: span.len,
                 copy_at: Some(at),
-                copy_to: None,
             };
             self.params[i] = Var::zeros(1, DType::F32, master.device())?;
             params.release(i)?;
