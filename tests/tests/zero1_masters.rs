@@ -140,16 +140,25 @@ fn global_batch(_step: u64) -> Batch {
     )
 }
 
-/// ZeRO-1 (`fsdp`: ZeRO-3, the gradients released as ZeRO-2's and, once the masters are
-/// released, the copies sharded: zero1::fsdp).
-fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: bool) -> TrainStep {
+/// FSDP's gathers: reshard after forward, stages gathered ahead.
+type Gathers = Option<(bool, usize)>;
+
+/// The default FSDP.
+const FSDP: Gathers = Some((true, 1));
+
+/// ZeRO-1 (`fsdp`: ZeRO-3 with those gathers, the gradients released as ZeRO-2's and,
+/// once the masters are released, the copies sharded: zero1::fsdp).
+fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: Gathers) -> TrainStep {
     let opts = DdpOptions {
-        release_gradients: fsdp,
+        release_gradients: fsdp.is_some(),
         ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
     };
     let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
-    z.set_fsdp(fsdp);
+    z.set_fsdp(fsdp.is_some());
+    if let Some((reshard, depth)) = fsdp {
+        z.set_fsdp_gathers(reshard, depth).unwrap();
+    }
     let o = StepOptions {
         clip: 1.0,
         ..StepOptions::default()
@@ -198,7 +207,7 @@ type Run = (Vec<f64>, Vec<Vec<f32>>, usize);
 fn resumes_as_straight(ck: std::path::PathBuf, whole: &[Run]) {
     let resumed = on_ranks(WORLD, move |rank, comm| {
         let m = CopyMlp::new();
-        let mut st = step_for(comm.clone(), &m, false);
+        let mut st = step_for(comm.clone(), &m, None);
         assert_eq!(st.resume(&m, &ck, &comm).unwrap(), 3);
         run(&mut st, &m, (rank, 1), (3, STEPS))
     });
@@ -216,7 +225,7 @@ fn resumes_as_straight(ck: std::path::PathBuf, whole: &[Run]) {
 /// sharded too); `micro`: micro-batches a step (this rank's rows split); `save`: a
 /// checkpoint after step 3.
 fn train(
-    (sharded, fsdp, micro): (bool, bool, usize),
+    (sharded, fsdp, micro): (bool, Gathers, usize),
     save: Option<std::path::PathBuf>,
 ) -> Vec<Run> {
     on_ranks(WORLD, move |rank, comm| {
@@ -238,11 +247,11 @@ fn train(
 
 #[test]
 fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
-    let whole = train((false, false, 1), None);
+    let whole = train((false, None, 1), None);
     let dir = std::env::temp_dir().join(format!("zero1-masters-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ck = dir.join("step-3");
-    let sharded = train((true, false, 1), Some(ck.clone()));
+    let sharded = train((true, None, 1), Some(ck.clone()));
     assert_eq!(
         (whole[0].2, sharded[0].2),
         (0, 4),
@@ -272,11 +281,11 @@ fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
 /// whole masters, to the straight run's bits. Fails with a stage's gather left out.
 #[test]
 fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
-    let whole = train((false, false, 1), None);
+    let whole = train((false, None, 1), None);
     let dir = std::env::temp_dir().join(format!("zero1-fsdp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ck = dir.join("step-3");
-    let fsdp = train((true, true, 1), Some(ck.clone()));
+    let fsdp = train((true, FSDP, 1), Some(ck.clone()));
     assert_eq!(
         fsdp[0].2, 4,
         "W0..W3's masters released, their copies sharded"
@@ -292,15 +301,31 @@ fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
 /// once): the losses and validation losses of whole masters accumulating, bit for bit.
 #[test]
 fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
-    let whole = train((false, false, 2), None);
-    let fsdp = train((true, true, 2), None);
+    let whole = train((false, None, 2), None);
+    let fsdp = train((true, FSDP, 2), None);
     assert_eq!(fsdp[0].2, 4);
     for r in 0..WORLD {
         assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
     }
     assert_ne!(
         whole[0].0,
-        train((false, false, 1), None)[0].0,
+        train((false, None, 1), None)[0].0,
         "2 micro-batches differ"
     );
+}
+
+/// FSDP gathering two and three stages ahead, and keeping each forward's gather for the
+/// backward (`reshard_after_forward=False`), with and without accumulation: bit for bit as
+/// whole masters. Fails where the backward finds a stage's buffer holding another stage.
+#[test]
+fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
+    for micro in [1, 2] {
+        let whole = train((false, None, micro), None);
+        for gathers in [(true, 2), (true, 3), (false, 1), (false, 2)] {
+            let fsdp = train((true, Some(gathers), micro), None);
+            for r in 0..WORLD {
+                assert_eq!(whole[r].0, fsdp[r].0, "{gathers:?}, {micro} micro-batches, rank {r}");
+            }
+        }
+    }
 }

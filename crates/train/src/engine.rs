@@ -31,18 +31,44 @@ pub struct Engine {
 /// What one step reports.
 pub type StepOut = step::StepOut;
 
-/// `ZERO1_MASTERS`: `whole` (unset: the default) or `sharded` (zero1::masters: on CPU ranks
-/// bit for bit as `whole`, resume included, tests/tests/zero1_masters.rs; on GPUs it has
-/// run once, call 88, not yet checked bit for bit nor resumed there).
+/// `ZERO1_MASTERS`: `sharded` (unset: the default; zero1::masters, the ZeRO paper's
+/// ZeRO-1 and -2: zero1 and zero2 above one rank on GPUs keep each rank's part of the f32
+/// masters only; bit for bit as whole ones on CPU ranks with resume,
+/// tests/tests/zero1_masters.rs, and on nvidia-h200-x4, calls 90-92) or `whole`.
 pub(crate) fn sharded_masters() -> Result<bool> {
     match std::env::var("ZERO1_MASTERS").as_deref() {
-        Err(_) | Ok("whole") => Ok(false),
-        Ok("sharded") => Ok(true),
+        Err(_) | Ok("sharded") => Ok(true),
+        Ok("whole") => Ok(false),
         Ok(v) => {
-            let e = format!("ZERO1_MASTERS={v:?}: whole (the default) or sharded");
+            let e = format!("ZERO1_MASTERS={v:?}: sharded (the default) or whole");
             Err(crate::UserError(e).into())
         }
     }
+}
+
+/// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): `FSDP_RESHARD_AFTER_FORWARD`
+/// (`1`, the default, or `0`: FSDP2's `reshard_after_forward=False`) and `FSDP_PREFETCH`
+/// (stages gathered ahead, 1 to 4; 1 unset).
+fn fsdp_gathers() -> Result<(bool, usize)> {
+    let reshard = match std::env::var("FSDP_RESHARD_AFTER_FORWARD").as_deref() {
+        Err(_) | Ok("1") => true,
+        Ok("0") => false,
+        Ok(v) => {
+            let e = format!("FSDP_RESHARD_AFTER_FORWARD={v:?}: 1 (the default) or 0");
+            return Err(crate::UserError(e).into());
+        }
+    };
+    let depth = match std::env::var("FSDP_PREFETCH") {
+        Err(_) => 1,
+        Ok(v) => match v.parse::<usize>() {
+            Ok(d) if (1..=4).contains(&d) => d,
+            _ => {
+                let e = format!("FSDP_PREFETCH={v:?}: the stages gathered ahead, 1 to 4");
+                return Err(crate::UserError(e).into());
+            }
+        },
+    };
+    Ok((reshard, depth))
 }
 
 fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
@@ -90,6 +116,8 @@ impl Engine {
                 let mut z = Zero1Overlap::new(comm.clone(), &model, o, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
                 z.set_fsdp(stage == 3);
+                let (reshard, depth) = fsdp_gathers()?;
+                z.set_fsdp_gathers(reshard, depth)?;
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {
@@ -130,8 +158,9 @@ impl Engine {
         })
     }
 
-    /// With `ZERO1_MASTERS=sharded`, ZeRO's sharded f32 masters (zero1 and zero2 above one
-    /// rank on GPUs): the model drops the whole masters whose parts its strategy keeps.
+    /// ZeRO's sharded f32 masters (zero1 and zero2 above one rank on GPUs, unless
+    /// `ZERO1_MASTERS=whole`; fsdp always): the model drops the whole masters whose parts
+    /// its strategy keeps.
     /// After the resume and the initial export, which read whole masters.
     pub fn release_masters(&mut self) -> Result<()> {
         if !sharded_masters()? && !self.fsdp() {
@@ -142,8 +171,8 @@ impl Engine {
             match (n, self.fsdp()) {
                 (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),
                 (0, false) => {}
-                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters and bf16 copies, gathered stage by stage; no samples at the end (the weights are never whole at once)"),
-                (n, false) => eprintln!("train: f32 masters sharded (ZERO1_MASTERS=sharded): each rank keeps its part of {n} parameters' masters"),
+                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters, gathered stage by stage in bf16; no samples at the end (the weights are never whole at once)"),
+                (n, false) => eprintln!("train: f32 masters sharded: each rank keeps its part of {n} parameters' masters (ZERO1_MASTERS=whole keeps them whole)"),
             }
         }
         Ok(())

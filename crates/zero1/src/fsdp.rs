@@ -11,6 +11,9 @@
 //! other buffer, whose last reader, stage s - 1, is queued before. After stage s's
 //! backward (the Ddp's stage hook) it waits for stage s - 1 and launches s - 2 into the
 //! buffer stage s just left. The last two forward stages stay for their backward.
+//! [`Zero1Overlap::set_fsdp_gathers`]: k stages ahead in k + 1 buffers, or a buffer per
+//! stage kept from the forward, so that the backward gathers nothing (the memory of the
+//! whole bf16 parameters, as ZeRO-2's).
 //! Validation gathers the same way ([`Zero1Overlap::before_stage`]), and so does every
 //! micro-batch of an accumulating step (`ddp::Ddp::forward_backward_no_sync_with`).
 //! Gradients are reduce-scattered and freed as ZeRO-2's (accumulated micro-batches
@@ -28,15 +31,17 @@ use std::sync::{Arc, Mutex};
 /// Per stage buffer: the stage it holds (or is being gathered into) and that gather.
 type Slot = (Option<usize>, Option<Work>);
 
-/// The stages' gathers: per stage, (this rank's f32 master chunk, the stage buffer's
-/// view of the parameter) pairs; per buffer, what it holds.
+/// The stages' gathers: per stage, (this rank's f32 master chunk, its stage buffer's view
+/// of the parameter) pairs; stage s lives in buffer s mod `slots.len()`; `depth` stages
+/// are gathered ahead.
 pub(crate) struct Units {
     stages: Vec<Vec<(Var, Tensor)>>,
-    slots: Mutex<[Slot; 2]>,
+    slots: Mutex<Vec<Slot>>,
+    depth: usize,
 }
 
 impl Units {
-    fn slots(&self) -> std::sync::MutexGuard<'_, [Slot; 2]> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Vec<Slot>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -47,7 +52,8 @@ impl Units {
             return Ok(());
         };
         let mut slots = self.slots();
-        let slot = &mut slots[s % 2];
+        let n = slots.len();
+        let slot = &mut slots[s % n];
         if slot.0 == Some(s) {
             return Ok(());
         }
@@ -65,32 +71,36 @@ impl Units {
     /// Stage `s`'s parameters in their buffer before the next work on the compute stream.
     fn ready(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
         self.launch(s, comm)?;
-        let w = self.slots()[s % 2].1.take();
+        let mut slots = self.slots();
+        let n = slots.len();
+        let w = slots[s % n].1.take();
+        drop(slots);
         w.map_or(Ok(()), |w| w.wait())
     }
 
     /// Before forward stage `s`: a forward starts from nothing held (AdamW has run since).
+    /// Stage s + k goes into the buffer of stage s + k - buffers ≤ s - 1, queued before.
     pub(crate) fn before_forward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
         if s == 0 {
-            let old = std::mem::take(&mut *self.slots());
+            let old: Vec<Slot> = self.slots().iter_mut().map(std::mem::take).collect();
             for w in old.into_iter().filter_map(|s| s.1) {
                 w.wait()?;
             }
         }
         self.ready(s, comm)?;
-        self.launch(s + 1, comm)
+        (1..=self.depth).try_for_each(|k| self.launch(s + k, comm))
     }
 
-    /// After backward stage `s` (before stage `s - 1`'s).
+    /// After backward stage `s` (before stage `s - 1`'s): stage s - k goes into the buffer
+    /// of stage s - k + buffers ≥ s, whose backward is queued.
     pub(crate) fn after_backward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
         if s == 0 {
             return Ok(());
         }
         self.ready(s - 1, comm)?;
-        match s {
-            1 => Ok(()),
-            s => self.launch(s - 2, comm),
-        }
+        (2..=self.depth + 1)
+            .filter(|&k| k <= s)
+            .try_for_each(|k| self.launch(s - k, comm))
     }
 }
 
@@ -113,17 +123,22 @@ impl Zero1Overlap {
         let size = |ks: &Vec<(usize, usize)>| -> usize {
             ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
         };
-        let len = by_stage.iter().map(size).max().unwrap_or(0);
+        let (reshard, depth) = self.fsdp_gathers;
+        // Kept from the forward to the backward: a buffer per stage; else depth + 1.
+        let nbuf = if reshard { depth + 1 } else { stages.max(1) };
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
             return Ok(0);
         };
-        if len == 0 {
+        if by_stage.iter().all(|ks| ks.is_empty()) {
             return Ok(0);
         }
-        let pool = [
-            Tensor::zeros(len, DType::BF16, &dev)?,
-            Tensor::zeros(len, DType::BF16, &dev)?,
-        ];
+        let pool = (0..nbuf)
+            .map(|b| {
+                let stages_here = by_stage.iter().skip(b).step_by(nbuf);
+                let len = stages_here.map(size).max().unwrap_or(0).max(1);
+                Tensor::zeros(len, DType::BF16, &dev)
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
         let mut units = Vec::with_capacity(stages);
         let mut n = 0;
         for (s, ks) in by_stage.iter().enumerate() {
@@ -134,7 +149,7 @@ impl Zero1Overlap {
                     return Err(Zero1Error::Input(e));
                 }
                 let numel = self.shapes[i].elem_count();
-                let view = pool[s % 2].narrow(0, off, numel)?;
+                let view = pool[s % nbuf].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
                 self.from_master[k] = true;
                 pairs.push((self.spans[k].var.clone(), view));
@@ -145,7 +160,8 @@ impl Zero1Overlap {
         }
         let units = Arc::new(Units {
             stages: units,
-            slots: Mutex::default(),
+            slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
+            depth,
         });
         self.units = Some(units.clone());
         let comm = self.comm.clone();
@@ -176,6 +192,19 @@ impl Zero1Overlap {
     /// shards the copies too: FSDP. Build the Ddp with `release_gradients` (ZeRO-2's).
     pub fn set_fsdp(&mut self, on: bool) {
         self.fsdp = on;
+    }
+
+    /// FSDP's gathers, before [`Self::shard_copies`]: `reshard` (the default) gathers each
+    /// stage again for its backward, else its forward's gather is kept (FSDP2's
+    /// `reshard_after_forward=False`: a buffer per stage, the whole bf16 parameters held at
+    /// the backward's start); `depth` stages are gathered ahead (1, the default, to 4).
+    pub fn set_fsdp_gathers(&mut self, reshard: bool, depth: usize) -> Result<()> {
+        if !(1..=4).contains(&depth) {
+            let e = format!("FSDP prefetch depth {depth}: stages gathered ahead, 1 to 4");
+            return Err(Zero1Error::Input(e));
+        }
+        self.fsdp_gathers = (reshard, depth);
+        Ok(())
     }
 
     /// Whether this is FSDP ([`Self::set_fsdp`]).

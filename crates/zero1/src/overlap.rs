@@ -73,6 +73,8 @@ pub struct Zero1Overlap {
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
     /// Per span: FSDP gathers its parameter from the master chunk (AdamW writes no copy).
     pub(crate) from_master: Vec<bool>,
+    /// FSDP: (reshard after forward, stages gathered ahead) (`set_fsdp_gathers`).
+    pub(crate) fsdp_gathers: (bool, usize),
     pub(crate) fsdp: bool,
 }
 
@@ -153,6 +155,7 @@ impl Zero1Overlap {
             stage_params,
             units: None,
             from_master,
+            fsdp_gathers: (true, 1),
             fsdp: false,
         })
     }
