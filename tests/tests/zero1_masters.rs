@@ -1,4 +1,4 @@
-//! ZeRO's sharded f32 masters (`zero1::masters`, train's `ZERO1_MASTERS=sharded`) on CPU
+//! ZeRO's sharded f32 masters (`zero1::masters`, train's default) on CPU
 //! ranks, with any `StagedModel` that reads its weights through their bf16 copies: here a
 //! five-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
 //! by `Zero1Overlap` through `TrainStep` with clipping, it computes bit for bit what it
@@ -324,7 +324,10 @@ fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
         for gathers in [(true, 2), (true, 3), (false, 1), (false, 2)] {
             let fsdp = train((true, Some(gathers), micro), None);
             for r in 0..WORLD {
-                assert_eq!(whole[r].0, fsdp[r].0, "{gathers:?}, {micro} micro-batches, rank {r}");
+                assert_eq!(
+                    whole[r].0, fsdp[r].0,
+                    "{gathers:?}, {micro} micro-batches, rank {r}"
+                );
             }
         }
     }

@@ -36,10 +36,11 @@ pub struct LmArgs {
     /// the gradients at once.
     #[arg(long)]
     pub eager: bool,
-    /// With --model: ZeRO-1 and ZeRO-2 keep only each rank's part of the f32 masters they
-    /// shard (train with ZERO1_MASTERS=sharded).
+    /// With --model: ZeRO-1 and ZeRO-2 keep the whole f32 masters (train with
+    /// ZERO1_MASTERS=whole) instead of each rank's part of those they shard (train's
+    /// default).
     #[arg(long)]
-    pub sharded_masters: bool,
+    pub whole_masters: bool,
     /// With --model: vocabulary [default: 10000].
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<i64>,
@@ -76,7 +77,7 @@ impl LmArgs {
                 ("--bf16", self.bf16),
                 ("--no-clip", self.no_clip),
                 ("--eager", self.eager),
-                ("--sharded-masters", self.sharded_masters),
+                ("--whole-masters", self.whole_masters),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
@@ -107,7 +108,7 @@ impl LmArgs {
             bf16: self.bf16,
             clip: !self.no_clip,
             captured: !self.eager,
-            sharded_masters: self.sharded_masters,
+            sharded_masters: !self.whole_masters,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

@@ -57,7 +57,7 @@ pub struct Input {
     /// eagerly): see [`Phase::Captured`].
     pub captured: bool,
     /// ZeRO-1 and ZeRO-2 keep the f32 masters they shard in place as each rank's part
-    /// alone (`ZERO1_MASTERS=sharded`: zero1::masters), not whole.
+    /// alone (zero1::masters: train's default; `ZERO1_MASTERS=whole` keeps them whole).
     pub sharded_masters: bool,
 }
 

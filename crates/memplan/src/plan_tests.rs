@@ -218,10 +218,32 @@ fn the_captured_plan_is_within_five_percent_of_the_measured_peaks() {
     }
 }
 
-/// With sharded masters (`ZERO1_MASTERS=sharded`), ZeRO-1 at xl on 4 GPUs peaked at 13.29
-/// GiB (call 88, nvidia-h200-x4); whole, 21.60.
+/// With sharded masters (train's default for zero1 and zero2 above one rank; fsdp always),
+/// the peaks measured on nvidia-h200-x4, bf16, 8 × 128 tokens a GPU, clipping, captured
+/// (calls 91 and 93): the plan within 10 % (issue 50's bar) of each.
 #[test]
-fn sharded_masters_plan_within_five_percent_of_the_measured_peak() {
+fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
+    let cases = [
+        ("xl", Strategy::Zero1, 13.29),
+        ("xl", Strategy::Zero2, 12.70),
+        ("xl", Strategy::Fsdp, 9.19),
+        ("6.7B", Strategy::Zero1, 43.22),
+        ("6.7B", Strategy::Zero2, 35.63),
+        ("6.7B", Strategy::Fsdp, 24.41),
+        ("13B", Strategy::Fsdp, 47.55),
+    ];
+    for (name, s, measured) in cases {
+        let sharded = Input {
+            captured: true,
+            sharded_masters: true,
+            ..input(name, 4, 8, true)
+        };
+        let gib = plan(&sharded, s).peak() as f64 / GIB;
+        assert!(
+            (gib / measured - 1.0).abs() < 0.10,
+            "{name} {s:?}: plan {gib:.2} GiB, measured {measured}"
+        );
+    }
     let whole = Input {
         captured: true,
         ..input("xl", 4, 8, true)
@@ -234,8 +256,6 @@ fn sharded_masters_plan_within_five_percent_of_the_measured_peak() {
         plan(&sharded, Strategy::Zero1),
         plan(&whole, Strategy::Zero1),
     );
-    let gib = p.peak() as f64 / GIB;
-    assert!((gib / 13.29 - 1.0).abs() < 0.05, "plan {gib:.2} GiB");
     assert!(q.bytes.masters > 3 * p.bytes.masters, "{q:?} {p:?}");
     assert_eq!(plan(&sharded, Strategy::Ddp), plan(&whole, Strategy::Ddp));
 }

@@ -1,7 +1,7 @@
 //! The f32 masters of [`Zero1Overlap`]: when they are stale and made whole again
 //! ([`Zero1Overlap::sync_params`]), and sharded masters.
 //!
-//! Sharded f32 masters (`ZERO1_MASTERS=sharded` in train): the ZeRO paper's ZeRO-1 and
+//! Sharded f32 masters (train's default for zero1 and zero2 above one rank on GPUs): the ZeRO paper's ZeRO-1 and
 //! ZeRO-2, where a rank keeps the f32
 //! master of its part of each parameter only, not the whole of every one (12Ψ/N bytes of
 //! optimizer state with the masters, not 4Ψ + 8Ψ/N).
