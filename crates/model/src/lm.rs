@@ -149,12 +149,26 @@ impl TransformerLm {
     /// Logits (batch, seq, vocab) in f32 for token ids `input` (batch, seq): every stage
     /// but the loss, for sampling. Checks the ids like a batch.
     pub fn logits(&self, input: &Tensor) -> Result<Tensor> {
+        self.logits_with(input, |_| Ok(()))
+    }
+
+    /// [`Self::logits`] with `before_stage(s)` right before each stage's weights are read
+    /// (the last, the head's, as in a forward): where a distributed strategy gathers them
+    /// (FSDP), every rank calls this together.
+    pub fn logits_with(
+        &self,
+        input: &Tensor,
+        mut before_stage: impl FnMut(usize) -> Result<()>,
+    ) -> Result<Tensor> {
         self.check_ids(input, "token")?;
         let batch = Batch::new(input.clone(), input.clone());
+        before_stage(0)?;
         let mut x = self.forward_stage(0, None, &batch)?;
         for s in 1..=self.cfg.layers {
+            before_stage(s)?;
             x = self.forward_stage(s, Some(&x), &batch)?;
         }
+        before_stage(self.cfg.layers + 1)?;
         let h = rms_norm(&x, &self.w(self.norm)?, self.cfg.norm_eps)?;
         Ok(linear(&h, &self.w(self.head)?)?.to_dtype(DType::F32)?)
     }

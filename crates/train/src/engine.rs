@@ -171,18 +171,29 @@ impl Engine {
             match (n, self.fsdp()) {
                 (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),
                 (0, false) => {}
-                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters, gathered stage by stage in bf16; no samples at the end (the weights are never whole at once)"),
+                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters, gathered stage by stage in bf16 (every rank samples at the end)"),
                 (n, false) => eprintln!("train: f32 masters sharded: each rank keeps its part of {n} parameters' masters (ZERO1_MASTERS=whole keeps them whole)"),
             }
         }
         Ok(())
     }
 
-    /// Whether the model can be sampled after training: not where FSDP sharded its bf16
-    /// copies (its weights are whole only stage by stage, inside a step or validation).
-    pub fn can_sample(&self) -> bool {
+    /// Whether every rank samples together after training: where FSDP sharded the bf16
+    /// copies, the model's weights are whole only stage by stage, each stage gathered by
+    /// every rank ([`Self::before_sample_stage`]).
+    pub fn samples_together(&self) -> bool {
         let z = self.step.strategy_as::<Zero1Overlap>();
-        !z.is_some_and(|z| z.copies_sharded())
+        z.is_some_and(|z| z.copies_sharded())
+    }
+
+    /// Before stage `s` of a sampling forward: FSDP's gather of its weights (nothing
+    /// elsewhere).
+    pub fn before_sample_stage(&self, s: usize) -> Result<()> {
+        let z = self.step.strategy_as::<Zero1Overlap>();
+        match z.filter(|z| z.copies_sharded()) {
+            Some(z) => Ok(z.before_stage(s)?),
+            None => Ok(()),
+        }
     }
 
     /// Whether the strategy is FSDP (`--strategy fsdp`: the model's weights are whole only

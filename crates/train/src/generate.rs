@@ -46,15 +46,17 @@ pub fn pick(logits: &[f32], o: &SampleOpts, rng: &mut SplitMix64) -> u32 {
     idx[idx.len() - 1] as u32
 }
 
-/// The continuation of `prompt` (the new text only).
+/// The continuation of `prompt` (the new text only). `before_stage(s)` runs before each
+/// stage of every forward (`TransformerLm::logits_with`: where FSDP gathers the weights,
+/// every rank samples together, with the same `rng`).
 pub fn continue_text(
     m: &TransformerLm,
     tok: &Tokenizer,
     eot: u32,
-    prompt: &str,
-    o: &SampleOpts,
+    (prompt, o): (&str, &SampleOpts),
     rng: &mut SplitMix64,
     dev: &Device,
+    mut before_stage: impl FnMut(usize) -> Result<()>,
 ) -> Result<String> {
     let mut ids: Vec<u32> = tok
         .encode(prompt, false)
@@ -68,7 +70,10 @@ pub fn continue_text(
     let ctx = m.config().context;
     for _ in 0..o.max_new {
         let w = &ids[ids.len().saturating_sub(ctx)..];
-        let logits = m.logits(&Tensor::from_vec(w.to_vec(), (1, w.len()), dev)?)?;
+        let input = Tensor::from_vec(w.to_vec(), (1, w.len()), dev)?;
+        let logits = m.logits_with(&input, |s| {
+            before_stage(s).map_err(|e| model::ModelError::Input(format!("{e:#}")))
+        })?;
         let last: Vec<f32> = logits
             .squeeze(0)?
             .get(w.len() - 1)?

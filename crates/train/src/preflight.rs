@@ -125,7 +125,7 @@ mod tests {
             "{e}"
         );
         assert!(
-            e.contains("Would fit") && e.contains("zero1 at world 4, 8"),
+            e.contains("Would fit") && e.contains("zero1 at world 2, 4, 8"),
             "{e}"
         );
         let zero1 = (plan::Strategy::Zero1, "zero1");

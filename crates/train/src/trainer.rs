@@ -360,7 +360,10 @@ pub fn run_rank(
             &title,
         )?;
     }
-    if let (0, Some(so), true, true) = (rank, &o.samples, end == c.steps, e.can_sample()) {
+    // Rank 0 samples; under FSDP every rank does, with the same generator (each stage's
+    // weights are gathered by all), and rank 0 writes.
+    let sampling = rank == 0 || e.samples_together();
+    if let (true, Some(so), true) = (sampling, &o.samples, end == c.steps) {
         let mut rng = SplitMix64::new(c.seed ^ 0x5A3F1E);
         let mut text = String::new();
         for p in generate::PROMPTS {
@@ -368,15 +371,17 @@ pub fn run_rank(
                 &e.model,
                 &ds.tokenizer,
                 ds.meta.eot,
-                p,
-                so,
+                (p, so),
                 &mut rng,
                 &dev,
+                |s| e.before_sample_stage(s),
             )?;
             text += &format!("{p}{cont}\n\n");
             s.samples.push((p.to_string(), cont));
         }
-        checkpoint::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
+        if rank == 0 {
+            checkpoint::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
+        }
     }
     Ok(s)
 }

@@ -19,7 +19,8 @@
 //! Gradients are reduce-scattered and freed as ZeRO-2's (accumulated micro-batches
 //! summed whole first, as ZeRO-2's are).
 //!
-//! Not yet: a forward outside the step and validation (sampling reads stale buffers).
+//! A forward outside the step (validation, `train`'s samples) calls
+//! [`Zero1Overlap::before_stage`] before each stage, on every rank together.
 
 use crate::error::{Result, Zero1Error};
 use crate::overlap::Zero1Overlap;

@@ -356,7 +356,15 @@ fn sample(a: &Sample) -> Result<()> {
         return Ok(());
     }
     for p in prompts {
-        let t = generate::continue_text(&m, &ds.tokenizer, ds.meta.eot, &p, &gen, &mut rng, &dev)?;
+        let t = generate::continue_text(
+            &m,
+            &ds.tokenizer,
+            ds.meta.eot,
+            (&p, &gen),
+            &mut rng,
+            &dev,
+            |_| Ok(()),
+        )?;
         if !say(format!("--- {p}{t}"))? {
             break;
         }
