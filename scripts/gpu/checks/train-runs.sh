@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Helpers of the `train run` device calls (session 19 on), sourced by a call's script from
+# the packed folder (copy both into .gpu/). Before sourcing, the script sets CALL (its
+# results go to /tmp/$CALL, tarred into $OUT/c.tgz after each job) and, optionally,
+# TABLE_ONLY=MODEL (a GEMM table for that model alone; unset: one table per model, made by
+# the first run of the model and read by the others).
+#   train NAME OUT MODEL WORLD STRATEGY GLOBAL STOP [args...]: `train run` to step STOP
+#       (--stop-after), env from ENVS, timeout TMO (120 s); prints its median step (from
+#       step 6) and peak line.
+#   same A B [AFTER]: whether runs A and B logged the same loss and gradient norm, bit for
+#       bit, at every step after AFTER.
+#   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
+export NCCL_NVLS_ENABLE=0
+cd "$(dirname "${BASH_SOURCE[0]}")"
+for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
+R=/tmp/$CALL; rm -rf "$R"; mkdir -p "$R"; O="${OUT:-/tmp/out}"; mkdir -p "$O"
+pack() { tar czf "$O/c.tgz" -C /tmp "$CALL"; }
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$R/gpu.txt"
+D=/tmp/dnext; bin/train prepare --data "$D" > /dev/null 2>&1
+ms() { python3 -c "
+import json,statistics,sys
+t=[json.loads(l) for l in open(sys.argv[1]+'/log.jsonl') if '\"train\"' in l]
+print(round(int(sys.argv[2])*128/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,3))" "$1" "$2"; }
+train() {
+  local n=$1 out=$2 m=$3 w=$4 st=$5 g=$6 k=$7; shift 7
+  local t0=$(date +%s) T="$R/gemm-$m.json"
+  [ -z "$TABLE_ONLY" ] || [ "$m" = "$TABLE_ONLY" ] || T=/nonexistent
+  env $ENVS timeout ${TMO:-120} bin/comm-launch --nproc-per-node $w -- bin/train run --data "$D" --out "$out" --model $m --bf16 \
+    --global-batch $g --steps 100000 --stop-after $k --eval-every 100000 --strategy $st --backend nccl --no-progress \
+    $([ -f "$T" ] && echo --gemm-choices "$T") "$@" > "$R/$n.txt" 2>&1 \
+    || { echo "$n failed ($(( $(date +%s) - t0 )) s)"; tail -4 "$R/$n.txt"; pack; return 1; }
+  [ -f "$T" ] || [ "$T" = /nonexistent ] || [ ! -f "$out/gemm-choices.json" ] || cp "$out/gemm-choices.json" "$T"
+  cp "$out/log.jsonl" "$R/$n.log.jsonl"
+  echo "$n ($(( $(date +%s) - t0 )) s): $(ms "$out" $g) ms; $(grep -h 'peak GPU memory' "$R/$n.txt" | sort | tail -1 | cut -c1-300)"
+  grep -h "masters sharded" "$R/$n.txt" | head -1; pack
+}
+same() { python3 - "$R/$1.log.jsonl" "$R/$2.log.jsonl" "${3:-0}" <<'PY'
+import json,sys
+def rec(p): return {r['step']:(r['loss'],r.get('grad_norm')) for r in map(json.loads,open(p)) if r.get('type')=='train'}
+a,b,lo=rec(sys.argv[1]),rec(sys.argv[2]),int(sys.argv[3])
+common=sorted(s for s in a if s in b and s>lo)
+diff=[s for s in common if a[s]!=b[s]]
+print(f"{sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: {len(common)} steps after {lo}, {'ALL EQUAL' if not diff else 'differ from step %d: %s vs %s'%(diff[0],a[diff[0]],b[diff[0]])}")
+PY
+}
+torch() {
+  local t0=$(date +%s)
+  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node 4 anchors/torch_train_best.py "$D" $1 --dtype bf16 \
+    --variant $2 --parallel fsdp2 --global-batch 32 --steps $3 2> "$R/torch-$1-$2.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
+  echo "torch fsdp2 $1 $2: $(( $(date +%s) - t0 )) s"; pack
+}
