@@ -41,6 +41,13 @@ pub struct LmArgs {
     /// default).
     #[arg(long)]
     pub whole_masters: bool,
+    /// With --model: FSDP keeps each stage's forward gather for the backward (train with
+    /// FSDP_RESHARD_AFTER_FORWARD=0).
+    #[arg(long)]
+    pub fsdp_keep: bool,
+    /// With --model: stages FSDP gathers ahead, 1 to 4 (train's FSDP_PREFETCH) [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub fsdp_prefetch: Option<i64>,
     /// With --model: vocabulary [default: 10000].
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<i64>,
@@ -78,6 +85,8 @@ impl LmArgs {
                 ("--no-clip", self.no_clip),
                 ("--eager", self.eager),
                 ("--whole-masters", self.whole_masters),
+                ("--fsdp-keep", self.fsdp_keep),
+                ("--fsdp-prefetch", self.fsdp_prefetch.is_some()),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
@@ -109,6 +118,10 @@ impl LmArgs {
             clip: !self.no_clip,
             captured: !self.eager,
             sharded_masters: !self.whole_masters,
+            fsdp_gathers: (
+                !self.fsdp_keep,
+                positive("--fsdp-prefetch", self.fsdp_prefetch, 1, 4)?,
+            ),
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

@@ -59,6 +59,10 @@ pub struct Input {
     /// ZeRO-1 and ZeRO-2 keep the f32 masters they shard in place as each rank's part
     /// alone (zero1::masters: train's default; `ZERO1_MASTERS=whole` keeps them whole).
     pub sharded_masters: bool,
+    /// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): re-gathered for the backward
+    /// (`true`, the default; `false`: each stage's forward gather kept), and how many stages
+    /// ahead (1 by default): the stage buffers it holds.
+    pub fsdp_gathers: (bool, usize),
 }
 
 /// The moments of a step at which memory can peak.
@@ -269,7 +273,12 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             },
             // On one rank nothing is sharded: the whole copies, as single's.
             Fsdp if !multi => mul(psi, if i.bf16 { 2 } else { 0 }),
-            Fsdp => mul(mul(sh.block_params().max(table), 2), e),
+            // Kept after the forward: every released parameter whole (all but the
+            // embedding table); else depth + 1 stage buffers.
+            Fsdp => match i.fsdp_gathers {
+                (false, _) => mul(psi.saturating_sub(table), e),
+                (true, depth) => mul(mul(sh.block_params().max(table), 1 + u(depth)), e),
+            },
             _ => mul(psi, 2),
         }
     };

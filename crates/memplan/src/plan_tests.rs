@@ -13,6 +13,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         clip: true,
         captured: false,
         sharded_masters: false,
+        fsdp_gathers: (true, 1),
     }
 }
 
@@ -242,6 +243,20 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
         assert!(
             (gib / measured - 1.0).abs() < 0.10,
             "{name} {s:?}: plan {gib:.2} GiB, measured {measured}"
+        );
+    }
+    // FSDP two stages ahead (9.30) and kept after the forward (12.70), call 93.
+    for (gathers, measured) in [((true, 2), 9.30), ((false, 1), 12.70)] {
+        let fsdp = Input {
+            captured: true,
+            sharded_masters: true,
+            fsdp_gathers: gathers,
+            ..input("xl", 4, 8, true)
+        };
+        let gib = plan(&fsdp, Strategy::Fsdp).peak() as f64 / GIB;
+        assert!(
+            (gib / measured - 1.0).abs() < 0.10,
+            "fsdp {gathers:?}: plan {gib:.2} GiB, measured {measured}"
         );
     }
     let whole = Input {

@@ -49,7 +49,7 @@ pub(crate) fn sharded_masters() -> Result<bool> {
 /// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): `FSDP_RESHARD_AFTER_FORWARD`
 /// (`1`, the default, or `0`: FSDP2's `reshard_after_forward=False`) and `FSDP_PREFETCH`
 /// (stages gathered ahead, 1 to 4; 1 unset).
-fn fsdp_gathers() -> Result<(bool, usize)> {
+pub(crate) fn fsdp_gathers() -> Result<(bool, usize)> {
     let reshard = match std::env::var("FSDP_RESHARD_AFTER_FORWARD").as_deref() {
         Err(_) | Ok("1") => true,
         Ok("0") => false,

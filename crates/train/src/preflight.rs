@@ -52,6 +52,7 @@ fn plan_input(
         clip: c.clip > 0.0,
         captured,
         sharded_masters: crate::engine::sharded_masters().unwrap_or(false),
+        fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((true, 1)),
     };
     (input, rows_at)
 }
