@@ -50,6 +50,7 @@ mod plugin;
 pub mod sharded;
 mod sharded_checkpoint;
 mod sharded_step;
+mod switches;
 pub mod zero;
 
 pub use error::{Result, Zero1Error};
