@@ -372,10 +372,10 @@ impl Ddp {
         let loss = tape.loss().clone();
         let (sums, hook) = (&mut self.accumulated, &mut self.stage_hook);
         tape.backward_into(sums, None, |s, _| -> Result<()> {
-            match hook.as_mut() {
-                Some(h) => Ok(h(s)?),
-                None => Ok(()),
+            if let Some(h) = hook.as_mut() {
+                h(s)?;
             }
+            Ok(())
         })?;
         self.micro_batches += 1;
         Ok(loss)

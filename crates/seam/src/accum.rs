@@ -24,7 +24,7 @@ use candle_core::{CpuStorage, CustomOp2, DType, InplaceOp2, Layout, Shape, Tenso
 /// `g` in a new f32 buffer of its own, times `scale` if given.
 pub fn own_f32(g: &Tensor, scale: Option<f64>) -> Result<Tensor> {
     let f = match g.dtype() {
-        DType::F32 => g.force_contiguous()?,
+        DType::F32 => crate::span::own(g)?,
         _ => g.to_dtype(DType::F32)?.contiguous()?,
     };
     Ok(match scale {

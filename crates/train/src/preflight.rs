@@ -51,7 +51,8 @@ fn plan_input(
         bf16: c.bf16,
         clip: c.clip > 0.0,
         captured,
-        sharded_masters: crate::engine::sharded_masters().unwrap_or(false),
+        // A bad value plans as the default; the engine refuses it, naming the variable.
+        sharded_masters: crate::engine::sharded_masters().unwrap_or(true),
         fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((true, 1)),
     };
     (input, rows_at)

@@ -152,7 +152,6 @@ impl Zero1Overlap {
                 let numel = self.shapes[i].elem_count();
                 let view = pool[s % nbuf].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                self.from_master[k] = true;
                 pairs.push((self.spans[k].var.clone(), view));
                 off += numel;
                 n += 1;

@@ -71,8 +71,6 @@ pub struct Zero1Overlap {
     /// whether releasing the masters shards the copies too.
     pub(crate) stage_params: Vec<Vec<usize>>,
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
-    /// Per span: FSDP gathers its parameter from the master chunk (AdamW writes no copy).
-    pub(crate) from_master: Vec<bool>,
     /// FSDP: (reshard after forward, stages gathered ahead) (`set_fsdp_gathers`).
     pub(crate) fsdp_gathers: (bool, usize),
     pub(crate) fsdp: bool,
@@ -137,7 +135,6 @@ impl Zero1Overlap {
             ddp.buckets().iter().map(|b| b.params.clone()).collect();
         let gathers = Gathers::new(&bucket_params, flat_params, &stage_params);
         let stage_params = stage_params.clone();
-        let from_master = vec![false; spans.len()];
         Ok(Self {
             comm,
             ddp,
@@ -154,7 +151,6 @@ impl Zero1Overlap {
             params,
             stage_params,
             units: None,
-            from_master,
             fsdp_gathers: (true, 1),
             fsdp: false,
         })
@@ -279,10 +275,12 @@ impl Zero1Overlap {
         let (comm, spans, owner, gathers) =
             (&self.comm, &self.spans, &self.owner, &mut self.gathers);
         let (w, params) = (comm.world_size(), &self.params);
-        // FSDP's spans: no copy to write (crate::fsdp gathers from the masters).
-        let from_master = &self.from_master;
-        let index: Vec<Option<usize>> = (owner.iter().zip(from_master))
-            .map(|(o, &m)| o.1.filter(|_| !m))
+        // FSDP's spans (every detached master once the copies are sharded): no copy to
+        // write, crate::fsdp gathers from the masters.
+        let sharded = self.units.is_some();
+        let from_master = |k: usize| sharded && owner[k].1.is_some() && spans[k].copy_at.is_some();
+        let index: Vec<Option<usize>> = (0..owner.len())
+            .map(|k| owner[k].1.filter(|_| !from_master(k)))
             .collect();
         // The parts whose bf16 copies AdamW writes (seam::Span) and this step gathers.
         let copies = shadows.filter(|s| self.bf16_gather && w > 1 && s.enabled());
@@ -313,7 +311,7 @@ impl Zero1Overlap {
                 // On the CPU only a detached master's AdamW writes its copy (crate::masters).
                 let on_copy = spans[k].copy_at.is_some() || spans[k].var.device().is_cuda();
                 let copy = who.zip(copies).filter(|(i, s)| s.gatherable(*i) && on_copy);
-                if let (Some((i, sh)), true) = (copy, from_master[k]) {
+                if let (Some((i, sh)), true) = (copy, from_master(k)) {
                     sh.hold(i); // FSDP: gathered stage by stage before each use
                 } else if let Some((i, sh)) = copy {
                     let c = sh.copy(i).ok_or_else(|| {

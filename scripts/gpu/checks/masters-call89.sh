@@ -9,41 +9,9 @@
 #    as zero1 w2 (16 rows a GPU).
 # C. peaks and steps: bench single --clip 1; xl single w1; zero1 (default and adamw:2),
 #    zero2 at w4; 6.7B zero1 and zero2 at w4, zero2 at w2. Results under $OUT/c.
-export NCCL_NVLS_ENABLE=0
-cd "$(dirname "$0")"
-for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
-R=/tmp/c89; rm -rf "$R"; mkdir -p "$R"; O="${OUT:-/tmp/out}"; mkdir -p "$O"
-pack() { tar czf "$O/c.tgz" -C /tmp c89; }
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$R/gpu.txt"
-D=/tmp/dnext; bin/train prepare --data "$D" > /dev/null 2>&1
-vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$D/meta.json")"
-T="$R/gemm.json"
-ms() { python3 -c "
-import json,statistics,sys
-t=[json.loads(l) for l in open(sys.argv[1]+'/log.jsonl') if '\"train\"' in l]
-print(round(int(sys.argv[2])*128/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,3))" "$1" "$2"; }
-# train NAME OUT MODEL WORLD STRATEGY GLOBAL STOP [extra args...]; env through ENVS.
-train() {
-  local n=$1 out=$2 m=$3 w=$4 st=$5 g=$6 k=$7; shift 7
-  local t0=$(date +%s)
-  env $ENVS timeout 120 bin/comm-launch --nproc-per-node $w -- bin/train run --data "$D" --out "$out" --model $m --bf16 \
-    --global-batch $g --steps 100000 --stop-after $k --eval-every 100000 --strategy $st --backend nccl --no-progress \
-    $([ -f "$T" ] && [ $m = xl ] && echo --gemm-choices "$T") "$@" > "$R/$n.txt" 2>&1 \
-    || { echo "$n failed ($(( $(date +%s) - t0 )) s)"; tail -4 "$R/$n.txt"; pack; return 1; }
-  [ -f "$T" ] || [ $m != xl ] || cp "$out/gemm-choices.json" "$T"
-  cp "$out/log.jsonl" "$R/$n.log.jsonl"
-  echo "$n ($(( $(date +%s) - t0 )) s): $(ms "$out" $g) ms; $(grep -h 'peak GPU memory' "$R/$n.txt" | sort | tail -1 | cut -c1-300)"
-  grep -h "masters sharded" "$R/$n.txt" | head -1; pack
-}
-same() { python3 - "$R/$1.log.jsonl" "$R/$2.log.jsonl" "${3:-0}" <<'PY'
-import json,sys
-def rec(p): return {r['step']:(r['loss'],r.get('grad_norm')) for r in map(json.loads,open(p)) if r.get('type')=='train'}
-a,b,lo=rec(sys.argv[1]),rec(sys.argv[2]),int(sys.argv[3])
-common=sorted(s for s in a if s in b and s>lo)
-diff=[s for s in common if a[s]!=b[s]]
-print(f"{sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: {len(common)} steps after {lo}, {'ALL EQUAL' if not diff else 'differ from step %d: %s vs %s'%(diff[0],a[diff[0]],b[diff[0]])}")
-PY
-}
+# Its helpers (as run) are now scripts/gpu/checks/train-runs.sh.
+CALL=c89; TABLE_ONLY=xl; source "$(dirname "$0")/train-runs.sh"
+T="$R/gemm-xl.json"
 echo "== A"
 ENVS="" train single-xl-w1 /tmp/c xl 1 single 8 30 --fresh --ckpt-every 100000
 ENVS="ZERO1_MASTERS=whole" train zero1-whole /tmp/a1 xl 4 zero1 32 30 --fresh --ckpt-every 100000

@@ -17,6 +17,7 @@ R=/tmp/$CALL; rm -rf "$R"; mkdir -p "$R"; O="${OUT:-/tmp/out}"; mkdir -p "$O"
 pack() { tar czf "$O/c.tgz" -C /tmp "$CALL"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$R/gpu.txt"
 D=/tmp/dnext; bin/train prepare --data "$D" > /dev/null 2>&1
+vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$D/meta.json")"
 ms() { python3 -c "
 import json,statistics,sys
 t=[json.loads(l) for l in open(sys.argv[1]+'/log.jsonl') if '\"train\"' in l]
