@@ -140,11 +140,12 @@ fn global_batch(_step: u64) -> Batch {
     )
 }
 
-/// FSDP's gathers: reshard after forward, stages gathered ahead.
-type Gathers = Option<(bool, usize)>;
+/// FSDP's gathers: the last stages kept from the forward (`usize::MAX`: all), stages
+/// gathered ahead.
+type Gathers = Option<(usize, usize)>;
 
 /// The default FSDP.
-const FSDP: Gathers = Some((true, 1));
+const FSDP: Gathers = Some((0, 1));
 
 /// ZeRO-1 (`fsdp`: ZeRO-3 with those gathers, the gradients released as ZeRO-2's and,
 /// once the masters are released, the copies sharded: zero1::fsdp).
@@ -156,8 +157,8 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: Gat
     let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
     z.set_fsdp(fsdp.is_some());
-    if let Some((reshard, depth)) = fsdp {
-        z.set_fsdp_gathers(reshard, depth).unwrap();
+    if let Some((keep_last, depth)) = fsdp {
+        z.set_fsdp_gathers(keep_last, depth).unwrap();
     }
     let o = StepOptions {
         clip: 1.0,
@@ -314,14 +315,17 @@ fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
     );
 }
 
-/// FSDP gathering two and three stages ahead, and keeping each forward's gather for the
-/// backward (`reshard_after_forward=False`), with and without accumulation: bit for bit as
-/// whole masters. Fails where the backward finds a stage's buffer holding another stage.
+/// FSDP gathering two and three stages ahead, keeping the last stages' forward gathers for
+/// the backward, and keeping every one (`reshard_after_forward=False`), with and without
+/// accumulation: bit for bit as whole masters. Fails where the backward finds a stage's
+/// buffer holding another stage.
 #[test]
 fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
     for micro in [1, 2] {
         let whole = train((false, None, micro), None);
-        for gathers in [(true, 2), (true, 3), (false, 1), (false, 2)] {
+        let kept = [(1, 1), (2, 1), (3, 1), (2, 2), (4, 1)];
+        let all = [(usize::MAX, 1), (usize::MAX, 2)];
+        for gathers in [(0, 2), (0, 3)].into_iter().chain(kept).chain(all) {
             let fsdp = train((true, Some(gathers), micro), None);
             for r in 0..WORLD {
                 assert_eq!(

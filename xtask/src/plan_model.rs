@@ -45,6 +45,10 @@ pub struct LmArgs {
     /// FSDP_RESHARD_AFTER_FORWARD=0).
     #[arg(long)]
     pub fsdp_keep: bool,
+    /// With --model: FSDP keeps the last K stages' forward gathers for the backward (train's
+    /// FSDP_KEEP_LAST) [default: 0].
+    #[arg(long, allow_negative_numbers = true)]
+    pub fsdp_keep_last: Option<i64>,
     /// With --model: stages FSDP gathers ahead, 1 to 4 (train's FSDP_PREFETCH) [default: 1].
     #[arg(long, allow_negative_numbers = true)]
     pub fsdp_prefetch: Option<i64>,
@@ -86,6 +90,7 @@ impl LmArgs {
                 ("--eager", self.eager),
                 ("--whole-masters", self.whole_masters),
                 ("--fsdp-keep", self.fsdp_keep),
+                ("--fsdp-keep-last", self.fsdp_keep_last.is_some()),
                 ("--fsdp-prefetch", self.fsdp_prefetch.is_some()),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
@@ -119,7 +124,15 @@ impl LmArgs {
             captured: !self.eager,
             sharded_masters: !self.whole_masters,
             fsdp_gathers: (
-                !self.fsdp_keep,
+                match (self.fsdp_keep, self.fsdp_keep_last) {
+                    (true, Some(_)) => {
+                        bail!("--fsdp-keep keeps every stage: drop --fsdp-keep-last")
+                    }
+                    (true, None) => usize::MAX,
+                    (false, None) => 0,
+                    (false, Some(k)) if k >= 0 => k as usize,
+                    (false, Some(k)) => bail!("--fsdp-keep-last must be 0 or more, got {k}"),
+                },
                 positive("--fsdp-prefetch", self.fsdp_prefetch, 1, 4)?,
             ),
         };

@@ -190,9 +190,25 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     expect("all_gather_coalesced (separate)", &pairs[0].1, &want)?;
     let want: Vec<f32> = ranks().flat_map(|k| [k, k + 0.5]).collect();
     expect("all_gather_coalesced (in place, bf16)", &whole, &want)?;
+    // Mixed-precision gathers: f32 parts cast into bf16 wholes (in place on the GPU).
+    let wholes = [
+        Tensor::zeros(3 * n, DType::BF16, dev)?,
+        Tensor::zeros(n, DType::BF16, dev)?,
+    ];
+    let parts = [
+        Tensor::new(&[r + 0.25, 2.0 * r, -r][..], dev)?,
+        Tensor::new(&[r + 1.0 / 3.0][..], dev)?,
+    ];
+    let pairs: Vec<_> = parts.iter().cloned().zip(wholes.iter().cloned()).collect();
+    c.all_gather_cast_coalesced_async(&pairs)?.wait()?;
+    let want: Vec<f32> = ranks().flat_map(|k| [k + 0.25, 2.0 * k, -k]).collect();
+    expect("all_gather_cast_coalesced (bf16 of f32)", &wholes[0], &want)?;
+    let third = |k: f32| half::bf16::from_f32(k + 1.0 / 3.0).to_f32();
+    let want: Vec<f32> = ranks().map(third).collect();
+    expect("all_gather_cast_coalesced (rounded)", &wholes[1], &want)?;
     c.all_reduce_coalesced_async(&[], ReduceOp::Sum)?
         .synchronize()?;
-    checks += 4;
+    checks += 6;
 
     // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;

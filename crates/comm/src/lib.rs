@@ -196,6 +196,20 @@ pub trait Communicator: Send + Sync {
         Ok(Work::all(works))
     }
 
+    /// Mixed-precision all-gathers (FSDP2's mixed precision, Megatron-Core's distributed
+    /// optimizer): each pair's input, this rank's part in a wider dtype (f32 masters), is
+    /// cast to its output's dtype (bf16) into this rank's chunk of the output, and the
+    /// outputs are gathered in place as one launch. The default casts on the compute stream
+    /// (candle's `to_dtype`) and gathers; NCCL casts on its communication stream, so that
+    /// the casts overlap compute instead of queueing before it.
+    fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
+        let sends = pairs
+            .iter()
+            .map(|(i, o)| Ok((i.to_dtype(o.dtype())?, o.clone())))
+            .collect::<Result<Vec<_>>>()?;
+        self.all_gather_coalesced_async(&sends)
+    }
+
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {
         self.all_reduce_async(buf, op)?.wait()
     }

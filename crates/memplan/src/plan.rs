@@ -59,10 +59,10 @@ pub struct Input {
     /// ZeRO-1 and ZeRO-2 keep the f32 masters they shard in place as each rank's part
     /// alone (zero1::masters: train's default; `ZERO1_MASTERS=whole` keeps them whole).
     pub sharded_masters: bool,
-    /// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): re-gathered for the backward
-    /// (`true`, the default; `false`: each stage's forward gather kept), and how many stages
-    /// ahead (1 by default): the stage buffers it holds.
-    pub fsdp_gathers: (bool, usize),
+    /// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): how many of the last
+    /// stages keep their forward gather for the backward (0, the default; `usize::MAX`:
+    /// every one), and how many stages ahead (1 by default): the stage buffers it holds.
+    pub fsdp_gathers: (usize, usize),
 }
 
 /// The moments of a step at which memory can peak.
@@ -273,11 +273,15 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             },
             // On one rank nothing is sharded: the whole copies, as single's.
             Fsdp if !multi => mul(psi, if i.bf16 { 2 } else { 0 }),
-            // Kept after the forward: every released parameter whole (all but the
-            // embedding table); else depth + 1 stage buffers.
+            // Every stage kept after the forward: every released parameter whole (all
+            // but the embedding table); else depth + 1 stage buffers and one for each
+            // stage kept (counted as blocks).
             Fsdp => match i.fsdp_gathers {
-                (false, _) => mul(psi.saturating_sub(table), e),
-                (true, depth) => mul(mul(sh.block_params().max(table), 1 + u(depth)), e),
+                (keep, _) if keep >= sh.layers => mul(psi.saturating_sub(table), e),
+                (keep, depth) => {
+                    let buffers = 1 + u(depth) + u(keep);
+                    mul(mul(sh.block_params().max(table), buffers), e)
+                }
             },
             _ => mul(psi, 2),
         }

@@ -281,7 +281,7 @@ mod tests {
             clip: true,
             captured: true,
             sharded_masters: false,
-            fsdp_gathers: (true, 1),
+            fsdp_gathers: (0, 1),
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

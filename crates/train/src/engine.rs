@@ -46,14 +46,31 @@ pub(crate) fn sharded_masters() -> Result<bool> {
     }
 }
 
-/// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): `FSDP_RESHARD_AFTER_FORWARD`
-/// (`1`, the default, or `0`: FSDP2's `reshard_after_forward=False`) and `FSDP_PREFETCH`
-/// (stages gathered ahead, 1 to 4; 1 unset).
-pub(crate) fn fsdp_gathers() -> Result<(bool, usize)> {
-    let reshard = match std::env::var("FSDP_RESHARD_AFTER_FORWARD").as_deref() {
-        Err(_) | Ok("1") => true,
-        Ok("0") => false,
-        Ok(v) => {
+/// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): the last stages kept from
+/// the forward for the backward, `FSDP_RESHARD_AFTER_FORWARD=0` (all: FSDP2's
+/// `reshard_after_forward=False`) or `FSDP_KEEP_LAST=K` (the last K; 0 unset), and
+/// `FSDP_PREFETCH` (stages gathered ahead, 1 to 4; 1 unset).
+pub(crate) fn fsdp_gathers() -> Result<(usize, usize)> {
+    let last = match std::env::var("FSDP_KEEP_LAST") {
+        Err(_) => None,
+        Ok(v) => match v.parse::<usize>() {
+            Ok(k) => Some(k),
+            _ => {
+                let e = format!("FSDP_KEEP_LAST={v:?}: the last stages kept gathered, 0 or more");
+                return Err(crate::UserError(e).into());
+            }
+        },
+    };
+    let keep_last = match (std::env::var("FSDP_RESHARD_AFTER_FORWARD").as_deref(), last) {
+        (Err(_) | Ok("1"), k) => k.unwrap_or(0),
+        (Ok("0"), None) => usize::MAX,
+        (Ok("0"), Some(k)) => {
+            let e = format!(
+                "FSDP_RESHARD_AFTER_FORWARD=0 keeps every stage, FSDP_KEEP_LAST={k} the last {k}: set one"
+            );
+            return Err(crate::UserError(e).into());
+        }
+        (Ok(v), _) => {
             let e = format!("FSDP_RESHARD_AFTER_FORWARD={v:?}: 1 (the default) or 0");
             return Err(crate::UserError(e).into());
         }
@@ -68,7 +85,7 @@ pub(crate) fn fsdp_gathers() -> Result<(bool, usize)> {
             }
         },
     };
-    Ok((reshard, depth))
+    Ok((keep_last, depth))
 }
 
 fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
@@ -116,8 +133,8 @@ impl Engine {
                 let mut z = Zero1Overlap::new(comm.clone(), &model, o, adamw_cfg(c))?;
                 z.set_gather_ahead(true);
                 z.set_fsdp(stage == 3);
-                let (reshard, depth) = fsdp_gathers()?;
-                z.set_fsdp_gathers(reshard, depth)?;
+                let (keep_last, depth) = fsdp_gathers()?;
+                z.set_fsdp_gathers(keep_last, depth)?;
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {

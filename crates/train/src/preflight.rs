@@ -53,7 +53,7 @@ fn plan_input(
         captured,
         // A bad value plans as the default; the engine refuses it, naming the variable.
         sharded_masters: crate::engine::sharded_masters().unwrap_or(true),
-        fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((true, 1)),
+        fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((0, 1)),
     };
     (input, rows_at)
 }

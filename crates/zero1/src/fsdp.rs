@@ -3,7 +3,9 @@
 //! copies the model reads are views into two stage buffers, the parameters of stage s in
 //! buffer s mod 2, and stage s is all-gathered there from each rank's f32 master chunk,
 //! cast to bf16 as the gather is launched (FSDP2's mixed precision, Megatron-Core's
-//! distributed optimizer): the same bits AdamW would write into a copy.
+//! distributed optimizer): the same bits AdamW would write into a copy. The communicator
+//! casts (`comm::Communicator::all_gather_cast_coalesced_async`; NCCL on its own stream,
+//! so the casts overlap compute).
 //!
 //! Each stage is gathered before its forward and again before its backward, one stage
 //! ahead (FSDP2's prefetch, reshard after forward). Right before forward stage s it
@@ -11,9 +13,11 @@
 //! other buffer, whose last reader, stage s - 1, is queued before. After stage s's
 //! backward (the Ddp's stage hook) it waits for stage s - 1 and launches s - 2 into the
 //! buffer stage s just left. The last two forward stages stay for their backward.
-//! [`Zero1Overlap::set_fsdp_gathers`]: k stages ahead in k + 1 buffers, or a buffer per
-//! stage kept from the forward, so that the backward gathers nothing (the memory of the
-//! whole bf16 parameters, as ZeRO-2's).
+//! [`Zero1Overlap::set_fsdp_gathers`]: k stages ahead in k + 1 buffers; and the last
+//! stages' forward gathers kept for their backward, in a buffer each (all of them: the
+//! backward gathers nothing, in the memory of the whole bf16 parameters, as ZeRO-2's).
+//! Kept stages' backwards gather nothing, and while they run the stages before them wait
+//! in the shared buffers from the forward, so the look-ahead finds them there.
 //! Validation gathers the same way ([`Zero1Overlap::before_stage`]), and so does every
 //! micro-batch of an accumulating step (`ddp::Ddp::forward_backward_no_sync_with`).
 //! Gradients are reduce-scattered and freed as ZeRO-2's (accumulated micro-batches
@@ -33,12 +37,16 @@ use std::sync::{Arc, Mutex};
 type Slot = (Option<usize>, Option<Work>);
 
 /// The stages' gathers: per stage, (this rank's f32 master chunk, its stage buffer's view
-/// of the parameter) pairs; stage s lives in buffer s mod `slots.len()`; `depth` stages
-/// are gathered ahead.
+/// of the parameter) pairs; stage s lives in buffer `slot_of[s]`; `depth` stages are
+/// gathered ahead.
 pub(crate) struct Units {
     stages: Vec<Vec<(Var, Tensor)>>,
+    slot_of: Vec<usize>,
     slots: Mutex<Vec<Slot>>,
     depth: usize,
+    /// `FSDP_CAST=compute`: cast the shards on the compute stream, not where the
+    /// communicator casts them (NCCL: its own stream), to measure what that saves.
+    cast_on_compute: bool,
 }
 
 impl Units {
@@ -53,28 +61,41 @@ impl Units {
             return Ok(());
         };
         let mut slots = self.slots();
-        let n = slots.len();
-        let slot = &mut slots[s % n];
+        let slot = &mut slots[self.slot_of[s]];
         if slot.0 == Some(s) {
             return Ok(());
         }
         if let Some(w) = slot.1.take() {
             w.wait()?;
         }
-        let sends = pairs
-            .iter()
-            .map(|(m, view)| Ok((m.as_tensor().to_dtype(DType::BF16)?, view.clone())))
-            .collect::<comm::Result<Vec<_>>>()?;
-        *slot = (Some(s), Some(comm.all_gather_coalesced_async(&sends)?));
+        let work = match self.cast_on_compute {
+            true => {
+                let sends = pairs
+                    .iter()
+                    .map(|(m, view)| Ok((m.as_tensor().to_dtype(DType::BF16)?, view.clone())))
+                    .collect::<comm::Result<Vec<_>>>()?;
+                comm.all_gather_coalesced_async(&sends)?
+            }
+            false => {
+                let pairs: Vec<_> = pairs
+                    .iter()
+                    .map(|(m, view)| (m.as_tensor().clone(), view.clone()))
+                    .collect();
+                comm.all_gather_cast_coalesced_async(&pairs)?
+            }
+        };
+        *slot = (Some(s), Some(work));
         Ok(())
     }
 
     /// Stage `s`'s parameters in their buffer before the next work on the compute stream.
     fn ready(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
         self.launch(s, comm)?;
+        let Some(&b) = self.slot_of.get(s) else {
+            return Ok(());
+        };
         let mut slots = self.slots();
-        let n = slots.len();
-        let w = slots[s % n].1.take();
+        let w = slots[b].1.take();
         drop(slots);
         w.map_or(Ok(()), |w| w.wait())
     }
@@ -124,9 +145,9 @@ impl Zero1Overlap {
         let size = |ks: &Vec<(usize, usize)>| -> usize {
             ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
         };
-        let (reshard, depth) = self.fsdp_gathers;
-        // Kept from the forward to the backward: a buffer per stage; else depth + 1.
-        let nbuf = if reshard { depth + 1 } else { stages.max(1) };
+        let (keep_last, depth) = self.fsdp_gathers;
+        let slot_of = slots_of(stages, keep_last, depth);
+        let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
             return Ok(0);
         };
@@ -135,8 +156,8 @@ impl Zero1Overlap {
         }
         let pool = (0..nbuf)
             .map(|b| {
-                let stages_here = by_stage.iter().skip(b).step_by(nbuf);
-                let len = stages_here.map(size).max().unwrap_or(0).max(1);
+                let here = (0..stages).filter(|&s| slot_of[s] == b);
+                let len = here.map(|s| size(&by_stage[s])).max().unwrap_or(0).max(1);
                 Tensor::zeros(len, DType::BF16, &dev)
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
@@ -150,7 +171,7 @@ impl Zero1Overlap {
                     return Err(Zero1Error::Input(e));
                 }
                 let numel = self.shapes[i].elem_count();
-                let view = pool[s % nbuf].narrow(0, off, numel)?;
+                let view = pool[slot_of[s]].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
                 pairs.push((self.spans[k].var.clone(), view));
                 off += numel;
@@ -160,8 +181,10 @@ impl Zero1Overlap {
         }
         let units = Arc::new(Units {
             stages: units,
+            slot_of,
             slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
             depth,
+            cast_on_compute: std::env::var("FSDP_CAST").is_ok_and(|v| v == "compute"),
         });
         self.units = Some(units.clone());
         let comm = self.comm.clone();
@@ -194,16 +217,18 @@ impl Zero1Overlap {
         self.fsdp = on;
     }
 
-    /// FSDP's gathers, before [`Self::shard_copies`]: `reshard` (the default) gathers each
-    /// stage again for its backward, else its forward's gather is kept (FSDP2's
-    /// `reshard_after_forward=False`: a buffer per stage, the whole bf16 parameters held at
-    /// the backward's start); `depth` stages are gathered ahead (1, the default, to 4).
-    pub fn set_fsdp_gathers(&mut self, reshard: bool, depth: usize) -> Result<()> {
+    /// FSDP's gathers, before [`Self::shard_copies`]: the last `keep_last` stages keep
+    /// their forward's gather for their backward (FSDP2's `reshard_after_forward=False`
+    /// for those modules: a buffer each; `usize::MAX`: every stage, the whole bf16
+    /// parameters held at the backward's start, as ZeRO-2's), the others are gathered
+    /// again (0, the default: FSDP2's reshard after forward); `depth` stages are gathered
+    /// ahead (1, the default, to 4).
+    pub fn set_fsdp_gathers(&mut self, keep_last: usize, depth: usize) -> Result<()> {
         if !(1..=4).contains(&depth) {
             let e = format!("FSDP prefetch depth {depth}: stages gathered ahead, 1 to 4");
             return Err(Zero1Error::Input(e));
         }
-        self.fsdp_gathers = (reshard, depth);
+        self.fsdp_gathers = (keep_last, depth);
         Ok(())
     }
 
@@ -215,5 +240,32 @@ impl Zero1Overlap {
     /// Whether the copies are sharded ([`Self::shard_copies`]).
     pub fn copies_sharded(&self) -> bool {
         self.units.is_some()
+    }
+}
+
+/// Each stage's buffer: the first stages share depth + 1 buffers in turn (stage s in
+/// s mod (depth + 1)); each of the last `keep_last` has one of its own after them.
+fn slots_of(stages: usize, keep_last: usize, depth: usize) -> Vec<usize> {
+    let first_kept = stages.saturating_sub(keep_last);
+    let ring = if first_kept == 0 { 0 } else { depth + 1 };
+    (0..stages)
+        .map(|s| match s < first_kept {
+            true => s % ring,
+            false => ring + s - first_kept,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slots_of;
+
+    #[test]
+    fn kept_stages_get_buffers_of_their_own() {
+        assert_eq!(slots_of(5, 0, 1), [0, 1, 0, 1, 0]);
+        assert_eq!(slots_of(5, 2, 1), [0, 1, 0, 2, 3]);
+        assert_eq!(slots_of(5, 2, 2), [0, 1, 2, 3, 4]);
+        assert_eq!(slots_of(3, usize::MAX, 1), [0, 1, 2]);
+        assert_eq!(slots_of(3, 3, 4), [0, 1, 2]);
     }
 }

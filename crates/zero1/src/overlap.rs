@@ -71,8 +71,9 @@ pub struct Zero1Overlap {
     /// whether releasing the masters shards the copies too.
     pub(crate) stage_params: Vec<Vec<usize>>,
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
-    /// FSDP: (reshard after forward, stages gathered ahead) (`set_fsdp_gathers`).
-    pub(crate) fsdp_gathers: (bool, usize),
+    /// FSDP: (the last stages kept gathered from the forward, stages gathered ahead)
+    /// (`set_fsdp_gathers`).
+    pub(crate) fsdp_gathers: (usize, usize),
     pub(crate) fsdp: bool,
 }
 
@@ -151,7 +152,7 @@ impl Zero1Overlap {
             params,
             stage_params,
             units: None,
-            fsdp_gathers: (true, 1),
+            fsdp_gathers: (0, 1),
             fsdp: false,
         })
     }

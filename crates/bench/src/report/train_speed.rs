@@ -59,7 +59,7 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         // run.sh's train-speed runs are captured steps (train's default on CUDA).
         captured: true,
         sharded_masters: false,
-        fsdp_gathers: (true, 1),
+        fsdp_gathers: (0, 1),
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)

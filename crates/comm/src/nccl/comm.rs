@@ -91,7 +91,7 @@ impl NcclComm {
         &self.device
     }
 
-    fn check_cuda(&self, op: &'static str, t: &Tensor) -> Result<()> {
+    pub(super) fn check_cuda(&self, op: &'static str, t: &Tensor) -> Result<()> {
         check_buffer(op, self.rank, t)?;
         if !t.device().same_device(&self.device) {
             return Err(CommError::invalid(
@@ -108,7 +108,7 @@ impl NcclComm {
     }
 
     /// Queue point: the communication stream waits for the compute stream.
-    fn before(&self) -> Result<()> {
+    pub(super) fn before(&self) -> Result<()> {
         let ev = self
             .compute
             .record_event(None)
@@ -347,6 +347,10 @@ impl Communicator for NcclComm {
             });
         }
         self.launch_all(name, &calls)
+    }
+
+    fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
+        self.gather_cast(pairs)
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
