@@ -1,7 +1,8 @@
 //! With the `cuda` feature, compiles kernels/*.cu to PTX with the CUDA 13.0 nvcc
 //! (`cargo xtask toolchain` installs it; CUDA_ROOT points at it) for CUDA_COMPUTE_CAP
 //! (default 90). The PTX is embedded and JIT-compiled by the driver at first use.
-//! Shared by the build scripts of seam (kernels/adamw.cu) and model (kernels/fused.cu),
+//! Shared by the build scripts of seam (kernels/adamw.cu), model (kernels/fused.cu) and
+//! comm (kernels/cast.cu),
 //! which include this file with `#[path]` and pass their kernel names.
 
 use std::path::PathBuf;

@@ -157,4 +157,13 @@ mod tests {
         let of = plan::Strategy::of_train("zero1:200").unwrap();
         assert_eq!(plan::plan(&input, of).peak(), z, "zero1:MB plans as zero1");
     }
+
+    #[test]
+    fn fsdp_buckets_are_its_own_unless_named() {
+        use crate::config::{zero_buckets, FSDP_BUCKET, ZERO1_BUCKET};
+        assert_eq!(zero_buckets("fsdp").unwrap(), Some((3, FSDP_BUCKET)));
+        assert_eq!(zero_buckets("zero2").unwrap(), Some((2, ZERO1_BUCKET)));
+        let named = ddp::Strategy::Bucketed { bucket_mb: 50.0 };
+        assert_eq!(zero_buckets("fsdp:50").unwrap(), Some((3, named)));
+    }
 }

@@ -1,69 +1,51 @@
-//! Mixed-precision all-gathers on the communication stream: each f32 input cast into this
-//! rank's chunk of its bf16 output by candle's own cast kernel, launched on the
-//! communication stream after it waits for compute, then the outputs gathered in place
-//! as one NCCL group. The casts so overlap the compute stream's work instead of queueing
-//! in it (FSDP casts every stage's shards twice a step).
+//! Mixed-precision all-gathers on the communication stream: the f32 inputs cast into this
+//! rank's chunks of their bf16 outputs by kernels/cast.cu (up to eight runs a launch,
+//! 16-byte reads), launched on the communication stream after it waits for compute, then
+//! the outputs gathered in place as one NCCL group. The casts so overlap the compute
+//! stream's work instead of queueing in it (FSDP casts every stage's shards twice a step).
 
 use super::comm::NcclComm;
 use crate::error::{CommError, Result};
 use crate::{Communicator, PendingWork, Tensor, Work};
-use candle_core::cuda_backend::{kernels, CudaStorage, CudaStorageSlice};
-use candle_core::{DType, InplaceOp2, Layout};
-use cudarc::driver::{
-    CudaFunction, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+use candle_core::cuda_backend::cudarc::driver::{
+    DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
 };
+use candle_core::{DType, Storage};
 
-/// Casts its source (f32) into its destination (bf16, the same number of elements), on
-/// `stream`.
-struct CastOnStream<'a> {
-    stream: &'a CudaStream,
-    func: &'a CudaFunction,
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/cast.ptx"));
+
+/// Runs a launch takes (`COMM_CAST_RUNS` in kernels/cast.cu).
+const RUNS: usize = 8;
+
+/// The kernel's argument: per run, source, destination and elements (unused runs zero).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Runs {
+    src: [u64; RUNS],
+    dst: [u64; RUNS],
+    n: [u64; RUNS],
 }
 
-impl InplaceOp2 for CastOnStream<'_> {
-    fn name(&self) -> &'static str {
-        "cast-on-comm-stream"
-    }
-    fn cpu_fwd(
-        &self,
-        _: &mut candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
-        candle_core::bail!("the communication stream's cast needs CUDA tensors")
-    }
-    fn cuda_fwd(
-        &self,
-        dst: &mut CudaStorage,
-        dl: &Layout,
-        src: &CudaStorage,
-        sl: &Layout,
-    ) -> candle_core::Result<()> {
-        let n = dl.shape().elem_count();
-        if sl.shape().elem_count() != n || !dl.is_contiguous() || !sl.is_contiguous() {
-            candle_core::bail!("cast: contiguous buffers of one length expected");
+// SAFETY: plain data, laid out as kernels/cast.cu's `struct Runs`.
+unsafe impl DeviceRepr for Runs {}
+
+/// The device address of `t`'s first element (`T`-sized elements).
+fn address(t: &Tensor, size: u64, stream: &cudarc::driver::CudaStream) -> Result<u64> {
+    let (st, l) = t.storage_and_layout();
+    let Storage::Cuda(c) = &*st else {
+        return Err(CommError::Candle(candle_core::Error::Msg(
+            "cast: a CUDA tensor expected".into(),
+        )));
+    };
+    let base = match t.dtype() {
+        DType::F32 => c.as_cuda_slice::<f32>()?.device_ptr(stream).0,
+        DType::BF16 => c.as_cuda_slice::<half::bf16>()?.device_ptr(stream).0,
+        d => {
+            let e = format!("cast: {d:?} tensor (f32 into bf16 only)");
+            return Err(CommError::Candle(candle_core::Error::Msg(e)));
         }
-        let (CudaStorageSlice::BF16(d), CudaStorageSlice::F32(s)) = (&mut dst.slice, &src.slice)
-        else {
-            candle_core::bail!("cast: f32 into bf16 only");
-        };
-        let (dp, _g) = d.device_ptr_mut(self.stream);
-        let (sp, _h) = s.device_ptr(self.stream);
-        let (dp, sp) = (
-            dp + 2 * dl.start_offset() as u64,
-            sp + 4 * sl.start_offset() as u64,
-        );
-        // candle's `cast_f32_bf16(numel, num_dims, info, inp, out)`; no info: contiguous.
-        let (dims, info) = (0usize, 0u64);
-        let mut b = self.stream.launch_builder(self.func);
-        b.arg(&n).arg(&dims).arg(&info).arg(&sp).arg(&dp);
-        // SAFETY: the arguments match the kernel's signature; both buffers hold `n`
-        // elements from their pointers and outlive the launch (the Work keeps them).
-        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }
-            .map(|_| ())
-            .map_err(|e| candle_core::Error::Msg(format!("cast launch: {e:?}")))
-    }
+    };
+    Ok(base + size * l.start_offset() as u64)
 }
 
 impl NcclComm {
@@ -98,14 +80,41 @@ impl NcclComm {
             in_place.push((output.narrow(0, self.rank * n, n)?, output.clone()));
         }
         let dev = self.device().as_cuda_device()?;
-        let func = dev.get_or_load_func("cast_f32_bf16", &kernels::CAST)?;
+        let func = dev.get_or_load_custom_func("comm_cast_f32_bf16", "comm_cast", PTX)?;
         self.before()?;
-        let cast = CastOnStream {
-            stream: &self.stream,
-            func: &func,
-        };
-        for ((chunk, _), (input, _)) in in_place.iter().zip(pairs) {
-            chunk.inplace_op2(input, &cast)?;
+        let casts: Vec<(u64, u64, u64)> = in_place
+            .iter()
+            .zip(pairs)
+            .map(|((chunk, _), (input, _))| {
+                let src = address(input, 4, &self.stream)?;
+                Ok((
+                    src,
+                    address(chunk, 2, &self.stream)?,
+                    input.elem_count() as u64,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        for group in casts.chunks(RUNS) {
+            let mut runs = Runs::default();
+            for (k, &(s, d, n)) in group.iter().enumerate() {
+                (runs.src[k], runs.dst[k], runs.n[k]) = (s, d, n);
+            }
+            let most = group.iter().map(|c| c.2).max().unwrap_or(0);
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    most.div_ceil(4 * 256).clamp(1, 132 * 4) as u32,
+                    group.len() as u32,
+                    1,
+                ),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = self.stream.launch_builder(&func);
+            b.arg(&runs);
+            // SAFETY: `Runs` is the kernel's argument; every run's source holds n f32 and
+            // its destination (this rank's chunk of the output) n bf16, and both outlive
+            // the cast (the returned Work holds them until the gathers after it).
+            unsafe { b.launch(cfg) }.map_err(super::comm::drv("cuLaunchKernel (cast)"))?;
         }
         // The gathers wait for compute again (nothing was queued since). The inputs live
         // until the compute stream waits for the gathers, which come after the casts.
