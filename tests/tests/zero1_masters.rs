@@ -1,6 +1,6 @@
 //! ZeRO's sharded f32 masters (`zero1::masters`, train's default) on CPU
-//! ranks, with any `StagedModel` that reads its weights through their bf16 copies: here a
-//! five-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
+//! ranks, with any `StagedModel` that reads its weights through their bf16 copies: here an
+//! eight-stage linear model with hand-written stages (the LM does so only on CUDA). Trained
 //! by `Zero1Overlap` through `TrainStep` with clipping, it computes bit for bit what it
 //! computes with whole masters; its checkpoint (the released masters gathered one at a
 //! time) resumes, with whole masters, to the same bits as the straight run. It fails with
@@ -19,15 +19,16 @@ use zero1::Zero1Overlap;
 
 const WORLD: usize = 2;
 const STEPS: u64 = 6;
-/// Inputs and hidden width: W0..W3 have 256 × 256 = 65,536 elements each, enough for
-/// ZeRO-1 to shard them in place (and so to detach their masters); W4 (16 × 256) goes
-/// through a flat bucket. Four released stages: FSDP's stage 3 takes stage 1's buffer, so
-/// stage 1's backward (whose input gradient needs W1) needs its gather again.
+/// Inputs and hidden width: W0..W6 have 256 × 256 = 65,536 elements each, enough for
+/// ZeRO-1 to shard them in place (and so to detach their masters); W7 (16 × 256) goes
+/// through a flat bucket. Seven released stages: FSDP's stage 3 takes stage 1's buffer, so
+/// stage 1's backward (whose input gradient needs W1) needs its gather again; units of two
+/// stages make four units, so a unit's buffer is taken back while it still has a backward.
 const D: usize = 256;
 const OUT: usize = 16;
-const STAGES: usize = 5;
+const STAGES: usize = 8;
 
-/// `loss = mean((x W0ᵀ W1ᵀ W2ᵀ W3ᵀ W4ᵀ - t)²)`, each weight read as its bf16 copy (or the bf16
+/// `loss = mean((x W0ᵀ W1ᵀ … W7ᵀ - t)²)`, each weight read as its bf16 copy (or the bf16
 /// cast of its master where no copy is the value), computed in f32.
 struct CopyMlp {
     params: ParamSet,
@@ -140,12 +141,12 @@ fn global_batch(_step: u64) -> Batch {
     )
 }
 
-/// FSDP's gathers: the last stages kept from the forward (`usize::MAX`: all), stages
-/// gathered ahead.
-type Gathers = Option<(usize, usize)>;
+/// FSDP's gathers: the last stages kept from the forward (`usize::MAX`: all), units
+/// gathered ahead, stages a unit.
+type Gathers = Option<(usize, usize, usize)>;
 
 /// The default FSDP.
-const FSDP: Gathers = Some((0, 1));
+const FSDP: Gathers = Some((0, 1, 1));
 
 /// ZeRO-1 (`fsdp`: ZeRO-3 with those gathers, the gradients released as ZeRO-2's and,
 /// once the masters are released, the copies sharded: zero1::fsdp).
@@ -157,8 +158,9 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: Gat
     let mut z = Zero1Overlap::new(comm, m, opts, AdamWConfig::default()).unwrap();
     z.set_gather_ahead(true);
     z.set_fsdp(fsdp.is_some());
-    if let Some((keep_last, depth)) = fsdp {
+    if let Some((keep_last, depth, unit)) = fsdp {
         z.set_fsdp_gathers(keep_last, depth).unwrap();
+        z.set_fsdp_unit(unit).unwrap();
     }
     let o = StepOptions {
         clip: 1.0,
@@ -255,8 +257,8 @@ fn sharded_masters_train_and_resume_bit_for_bit_as_whole_masters() {
     let sharded = train((true, None, 1), Some(ck.clone()));
     assert_eq!(
         (whole[0].2, sharded[0].2),
-        (0, 4),
-        "W0..W3's masters released, W4's kept"
+        (0, STAGES - 1),
+        "W0..W6's masters released, W7's kept"
     );
     assert_eq!(
         sharded[0].0.len() as u64,
@@ -288,8 +290,9 @@ fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
     let ck = dir.join("step-3");
     let fsdp = train((true, FSDP, 1), Some(ck.clone()));
     assert_eq!(
-        fsdp[0].2, 4,
-        "W0..W3's masters released, their copies sharded"
+        fsdp[0].2,
+        STAGES - 1,
+        "W0..W6's masters released, their copies sharded"
     );
     for r in 0..WORLD {
         assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
@@ -304,7 +307,7 @@ fn fsdp_trains_and_resumes_bit_for_bit_as_whole_masters() {
 fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
     let whole = train((false, None, 2), None);
     let fsdp = train((true, FSDP, 2), None);
-    assert_eq!(fsdp[0].2, 4);
+    assert_eq!(fsdp[0].2, STAGES - 1);
     for r in 0..WORLD {
         assert_eq!(whole[r].0, fsdp[r].0, "rank {r}'s losses and validations");
     }
@@ -316,16 +319,25 @@ fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
 }
 
 /// FSDP gathering two and three stages ahead, keeping the last stages' forward gathers for
-/// the backward, and keeping every one (`reshard_after_forward=False`), with and without
-/// accumulation: bit for bit as whole masters. Fails where the backward finds a stage's
-/// buffer holding another stage.
+/// the backward, keeping every one (`reshard_after_forward=False`), and gathering two or
+/// three stages as a unit (with those), with and without accumulation: bit for bit as
+/// whole masters. Fails where the backward finds a buffer holding another stage.
 #[test]
 fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
     for micro in [1, 2] {
         let whole = train((false, None, micro), None);
-        let kept = [(1, 1), (2, 1), (3, 1), (2, 2), (4, 1)];
-        let all = [(usize::MAX, 1), (usize::MAX, 2)];
-        for gathers in [(0, 2), (0, 3)].into_iter().chain(kept).chain(all) {
+        let ahead = [(0, 2, 1), (0, 3, 1)];
+        let kept = [(1, 1, 1), (2, 1, 1), (3, 1, 1), (2, 2, 1), (4, 1, 1)];
+        let all = [(usize::MAX, 1, 1), (usize::MAX, 2, 1)];
+        let units = [
+            (0, 1, 2),
+            (0, 2, 2),
+            (0, 1, 3),
+            (1, 1, 2),
+            (3, 1, 2),
+            (usize::MAX, 1, 2),
+        ];
+        for gathers in ahead.into_iter().chain(kept).chain(all).chain(units) {
             let fsdp = train((true, Some(gathers), micro), None);
             for r in 0..WORLD {
                 assert_eq!(

@@ -52,6 +52,9 @@ pub struct LmArgs {
     /// With --model: stages FSDP gathers ahead, 1 to 4 (train's FSDP_PREFETCH) [default: 1].
     #[arg(long, allow_negative_numbers = true)]
     pub fsdp_prefetch: Option<i64>,
+    /// With --model: stages FSDP gathers as one unit, 1 to 8 (train's FSDP_UNIT) [default: 1].
+    #[arg(long, allow_negative_numbers = true)]
+    pub fsdp_unit: Option<i64>,
     /// With --model: vocabulary [default: 10000].
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<i64>,
@@ -92,6 +95,7 @@ impl LmArgs {
                 ("--fsdp-keep", self.fsdp_keep),
                 ("--fsdp-keep-last", self.fsdp_keep_last.is_some()),
                 ("--fsdp-prefetch", self.fsdp_prefetch.is_some()),
+                ("--fsdp-unit", self.fsdp_unit.is_some()),
                 ("--vocab", self.vocab.is_some()),
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
@@ -135,6 +139,7 @@ impl LmArgs {
                 },
                 positive("--fsdp-prefetch", self.fsdp_prefetch, 1, 4)?,
             ),
+            fsdp_unit: positive("--fsdp-unit", self.fsdp_unit, 1, 8)?,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

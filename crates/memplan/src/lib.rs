@@ -10,7 +10,7 @@
 //! use memplan::{plan, Input, Shape, Strategy};
 //! let shape = Shape::by_name("6.7B", 10_000, 128).unwrap();
 //! let i = Input { shape, world: 4, rows: 8, accum: 1, bf16: true, clip: true, captured: true,
-//!                    sharded_masters: false, fsdp_gathers: (0, 1) };
+//!                    sharded_masters: false, fsdp_gathers: (0, 1), fsdp_unit: 1 };
 //! let (ddp, zero1) = (plan(&i, Strategy::Ddp), plan(&i, Strategy::Zero1));
 //! assert!(zero1.peak() < ddp.peak());
 //! assert_eq!(4 * zero1.bytes.optimizer, ddp.bytes.optimizer);

@@ -63,6 +63,9 @@ pub struct Input {
     /// stages keep their forward gather for the backward (0, the default; `usize::MAX`:
     /// every one), and how many stages ahead (1 by default): the stage buffers it holds.
     pub fsdp_gathers: (usize, usize),
+    /// FSDP's unit (zero1::Zero1Overlap::set_fsdp_unit): stages gathered as one, into one
+    /// buffer (1 by default); the gathers ahead and the kept stages count in units.
+    pub fsdp_unit: usize,
 }
 
 /// The moments of a step at which memory can peak.
@@ -279,8 +282,9 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             Fsdp => match i.fsdp_gathers {
                 (keep, _) if keep >= sh.layers => mul(psi.saturating_sub(table), e),
                 (keep, depth) => {
-                    let buffers = 1 + u(depth) + u(keep);
-                    mul(mul(sh.block_params().max(table), buffers), e)
+                    let unit = i.fsdp_unit.max(1);
+                    let buffers = (1 + depth) * unit + keep.div_ceil(unit) * unit;
+                    mul(mul(sh.block_params().max(table), u(buffers)), e)
                 }
             },
             _ => mul(psi, 2),

@@ -14,6 +14,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         captured: false,
         sharded_masters: false,
         fsdp_gathers: (0, 1),
+        fsdp_unit: 1,
     }
 }
 

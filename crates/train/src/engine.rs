@@ -88,6 +88,21 @@ pub(crate) fn fsdp_gathers() -> Result<(usize, usize)> {
     Ok((keep_last, depth))
 }
 
+/// FSDP's unit (zero1::Zero1Overlap::set_fsdp_unit): `FSDP_UNIT`, stages gathered as one
+/// (1 to 8; 1 unset).
+pub(crate) fn fsdp_unit() -> Result<usize> {
+    match std::env::var("FSDP_UNIT") {
+        Err(_) => Ok(1),
+        Ok(v) => match v.parse::<usize>() {
+            Ok(k) if (1..=8).contains(&k) => Ok(k),
+            _ => {
+                let e = format!("FSDP_UNIT={v:?}: stages gathered as one, 1 to 8");
+                Err(crate::UserError(e).into())
+            }
+        },
+    }
+}
+
 fn adamw_cfg(c: &TrainConfig) -> AdamWConfig {
     AdamWConfig {
         lr: c.lr,
@@ -135,6 +150,7 @@ impl Engine {
                 z.set_fsdp(stage == 3);
                 let (keep_last, depth) = fsdp_gathers()?;
                 z.set_fsdp_gathers(keep_last, depth)?;
+                z.set_fsdp_unit(fsdp_unit()?)?;
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {

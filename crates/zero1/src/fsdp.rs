@@ -13,6 +13,8 @@
 //! other buffer, whose last reader, stage s - 1, is queued before. After stage s's
 //! backward (the Ddp's stage hook) it waits for stage s - 1 and launches s - 2 into the
 //! buffer stage s just left. The last two forward stages stay for their backward.
+//! [`Zero1Overlap::set_fsdp_unit`]: several consecutive stages gathered as one unit, in
+//! one launch into one buffer (then read "unit" for "stage" above and below).
 //! [`Zero1Overlap::set_fsdp_gathers`]: k stages ahead in k + 1 buffers; and the last
 //! stages' forward gathers kept for their backward, in a buffer each (all of them: the
 //! backward gathers nothing, in the memory of the whole bf16 parameters, as ZeRO-2's).
@@ -33,14 +35,17 @@ use comm::{Communicator, Work};
 use seam::shadow::Bf16Shadows;
 use std::sync::{Arc, Mutex};
 
-/// Per stage buffer: the stage it holds (or is being gathered into) and that gather.
+/// Per buffer: the unit it holds (or is being gathered into) and that gather.
 type Slot = (Option<usize>, Option<Work>);
 
-/// The stages' gathers: per stage, (this rank's f32 master chunk, its stage buffer's view
-/// of the parameter) pairs; stage s lives in buffer `slot_of[s]`; `depth` stages are
-/// gathered ahead.
+/// The gathers, by unit (`unit` consecutive stages gathered as one launch): per unit,
+/// (this rank's f32 master chunk, its buffer's view of the parameter) pairs; unit u lives
+/// in buffer `slot_of[u]`; `depth` units are gathered ahead.
 pub(crate) struct Units {
-    stages: Vec<Vec<(Var, Tensor)>>,
+    units: Vec<Vec<(Var, Tensor)>>,
+    /// Per stage, its unit; per unit, its first stage.
+    unit_of: Vec<usize>,
+    first: Vec<usize>,
     slot_of: Vec<usize>,
     slots: Mutex<Vec<Slot>>,
     depth: usize,
@@ -54,15 +59,15 @@ impl Units {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Launches stage `s`'s all-gather into its buffer, unless it is there or on its way
-    /// (or the stage has no released parameters).
-    fn launch(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
-        let Some(pairs) = self.stages.get(s).filter(|p| !p.is_empty()) else {
+    /// Launches unit `u`'s all-gather into its buffer, unless it is there or on its way
+    /// (or the unit has no released parameters).
+    fn launch(&self, u: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        let Some(pairs) = self.units.get(u).filter(|p| !p.is_empty()) else {
             return Ok(());
         };
         let mut slots = self.slots();
-        let slot = &mut slots[self.slot_of[s]];
-        if slot.0 == Some(s) {
+        let slot = &mut slots[self.slot_of[u]];
+        if slot.0 == Some(u) {
             return Ok(());
         }
         if let Some(w) = slot.1.take() {
@@ -84,14 +89,14 @@ impl Units {
                 comm.all_gather_cast_coalesced_async(&pairs)?
             }
         };
-        *slot = (Some(s), Some(work));
+        *slot = (Some(u), Some(work));
         Ok(())
     }
 
-    /// Stage `s`'s parameters in their buffer before the next work on the compute stream.
-    fn ready(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
-        self.launch(s, comm)?;
-        let Some(&b) = self.slot_of.get(s) else {
+    /// Unit `u`'s parameters in their buffer before the next work on the compute stream.
+    fn ready(&self, u: usize, comm: &dyn Communicator) -> comm::Result<()> {
+        self.launch(u, comm)?;
+        let Some(&b) = self.slot_of.get(u) else {
             return Ok(());
         };
         let mut slots = self.slots();
@@ -100,8 +105,9 @@ impl Units {
         w.map_or(Ok(()), |w| w.wait())
     }
 
-    /// Before forward stage `s`: a forward starts from nothing held (AdamW has run since).
-    /// Stage s + k goes into the buffer of stage s + k - buffers ≤ s - 1, queued before.
+    /// Before forward stage `s`, where it starts a unit u: a forward starts from nothing
+    /// held (AdamW has run since). Unit u + k goes into the buffer of unit u + k - buffers
+    /// ≤ u - 1, queued before.
     pub(crate) fn before_forward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
         if s == 0 {
             let old: Vec<Slot> = self.slots().iter_mut().map(std::mem::take).collect();
@@ -109,20 +115,28 @@ impl Units {
                 w.wait()?;
             }
         }
-        self.ready(s, comm)?;
-        (1..=self.depth).try_for_each(|k| self.launch(s + k, comm))
+        let Some(&u) = self.unit_of.get(s).filter(|&&u| self.first[u] == s) else {
+            return Ok(());
+        };
+        self.ready(u, comm)?;
+        (1..=self.depth).try_for_each(|k| self.launch(u + k, comm))
     }
 
-    /// After backward stage `s` (before stage `s - 1`'s): stage s - k goes into the buffer
-    /// of stage s - k + buffers ≥ s, whose backward is queued.
+    /// After backward stage `s`, where it starts a unit u (before stage `s - 1`'s, the
+    /// last of unit u - 1): unit u - k goes into the buffer of unit u - k + buffers ≥ u,
+    /// whose backward is queued.
     pub(crate) fn after_backward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
-        if s == 0 {
+        let Some(&u) = self
+            .unit_of
+            .get(s)
+            .filter(|&&u| u > 0 && self.first[u] == s)
+        else {
             return Ok(());
-        }
-        self.ready(s - 1, comm)?;
+        };
+        self.ready(u - 1, comm)?;
         (2..=self.depth + 1)
-            .filter(|&k| k <= s)
-            .try_for_each(|k| self.launch(s - k, comm))
+            .filter(|&k| k <= u)
+            .try_for_each(|k| self.launch(u - k, comm))
     }
 }
 
@@ -146,7 +160,17 @@ impl Zero1Overlap {
             ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
         };
         let (keep_last, depth) = self.fsdp_gathers;
-        let slot_of = slots_of(stages, keep_last, depth);
+        // Units of `unit` consecutive stages; those holding any of the last `keep_last`
+        // stages are kept.
+        let unit = self.fsdp_unit.max(1);
+        let unit_of: Vec<usize> = (0..stages).map(|s| s / unit).collect();
+        let nunits = stages.div_ceil(unit);
+        let kept = match stages.checked_sub(keep_last.max(1)) {
+            _ if keep_last == 0 => 0,
+            Some(s) => nunits - unit_of[s],
+            None => nunits,
+        };
+        let slot_of = slots_of(nunits, kept, depth);
         let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
             return Ok(0);
@@ -154,33 +178,41 @@ impl Zero1Overlap {
         if by_stage.iter().all(|ks| ks.is_empty()) {
             return Ok(0);
         }
+        let unit_size = |u: usize| -> usize {
+            (0..stages)
+                .filter(|&s| unit_of[s] == u)
+                .map(|s| size(&by_stage[s]))
+                .sum()
+        };
         let pool = (0..nbuf)
             .map(|b| {
-                let here = (0..stages).filter(|&s| slot_of[s] == b);
-                let len = here.map(|s| size(&by_stage[s])).max().unwrap_or(0).max(1);
+                let here = (0..nunits).filter(|&u| slot_of[u] == b);
+                let len = here.map(unit_size).max().unwrap_or(0).max(1);
                 Tensor::zeros(len, DType::BF16, &dev)
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let mut units = Vec::with_capacity(stages);
+        let mut units: Vec<Vec<(Var, Tensor)>> = vec![Vec::new(); nunits];
+        let mut offsets = vec![0; nunits];
         let mut n = 0;
         for (s, ks) in by_stage.iter().enumerate() {
-            let (mut off, mut pairs) = (0, Vec::new());
+            let u = unit_of[s];
             for &(k, i) in ks {
                 if shadows.copy(i).is_none() {
                     let e = format!("parameter {i}: released without a bf16 copy");
                     return Err(Zero1Error::Input(e));
                 }
                 let numel = self.shapes[i].elem_count();
-                let view = pool[slot_of[s]].narrow(0, off, numel)?;
+                let view = pool[slot_of[u]].narrow(0, offsets[u], numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                pairs.push((self.spans[k].var.clone(), view));
-                off += numel;
+                units[u].push((self.spans[k].var.clone(), view));
+                offsets[u] += numel;
                 n += 1;
             }
-            units.push(pairs);
         }
         let units = Arc::new(Units {
-            stages: units,
+            units,
+            unit_of,
+            first: (0..nunits).map(|u| u * unit).collect(),
             slot_of,
             slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
             depth,
@@ -232,6 +264,19 @@ impl Zero1Overlap {
         Ok(())
     }
 
+    /// FSDP's unit, before [`Self::shard_copies`]: `stages` consecutive stages gathered as
+    /// one launch into one buffer (1, the default, to 8; FSDP2 wraps several blocks as one
+    /// module so). Fewer, larger gathers, and `stages` times the buffers' memory; the
+    /// prefetch depth and the kept stages count units then.
+    pub fn set_fsdp_unit(&mut self, stages: usize) -> Result<()> {
+        if !(1..=8).contains(&stages) {
+            let e = format!("FSDP unit of {stages} stages: 1 to 8");
+            return Err(Zero1Error::Input(e));
+        }
+        self.fsdp_unit = stages;
+        Ok(())
+    }
+
     /// Whether this is FSDP ([`Self::set_fsdp`]).
     pub fn fsdp(&self) -> bool {
         self.fsdp
@@ -243,8 +288,8 @@ impl Zero1Overlap {
     }
 }
 
-/// Each stage's buffer: the first stages share depth + 1 buffers in turn (stage s in
-/// s mod (depth + 1)); each of the last `keep_last` has one of its own after them.
+/// Each unit's buffer: the first units share depth + 1 buffers in turn (unit u in
+/// u mod (depth + 1)); each of the last `keep_last` has one of its own after them.
 fn slots_of(stages: usize, keep_last: usize, depth: usize) -> Vec<usize> {
     let first_kept = stages.saturating_sub(keep_last);
     let ring = if first_kept == 0 { 0 } else { depth + 1 };
