@@ -17,9 +17,10 @@ pub trait PendingWork: Send {
 #[must_use = "a Work must be waited on before its buffers are used"]
 pub struct Work(Box<dyn PendingWork>);
 
-struct Done;
+/// Finished, holding what it was given until it is dropped.
+struct Done<T>(#[allow(dead_code)] T);
 
-impl PendingWork for Done {
+impl<T: Send> PendingWork for Done<T> {
     fn wait(self: Box<Self>) -> Result<()> {
         Ok(())
     }
@@ -61,7 +62,12 @@ impl Work {
     }
     /// A collective that already finished (CPU backend).
     pub fn completed() -> Self {
-        Work(Box::new(Done))
+        Work(Box::new(Done(())))
+    }
+    /// Finished, but holding `keep` until waited for: buffers that queued GPU work still
+    /// reads (placed after the handles of that work in [`Work::all`]).
+    pub fn completed_holding<T: Send + 'static>(keep: T) -> Self {
+        Work(Box::new(Done(keep)))
     }
     pub fn wait(self) -> Result<()> {
         self.0.wait()

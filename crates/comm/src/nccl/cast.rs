@@ -6,7 +6,7 @@
 
 use super::comm::NcclComm;
 use crate::error::{CommError, Result};
-use crate::{Communicator, PendingWork, Tensor, Work};
+use crate::{Communicator, Tensor, Work};
 use candle_core::cuda_backend::cudarc::driver::{
     DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
 };
@@ -119,22 +119,7 @@ impl NcclComm {
         // The gathers wait for compute again (nothing was queued since). The inputs live
         // until the compute stream waits for the gathers, which come after the casts.
         let gathers = self.all_gather_coalesced_async(&in_place)?;
-        let inputs = pairs.iter().map(|(i, _)| i.clone()).collect();
-        Ok(Work::all(vec![gathers, Work::new(Box::new(Held(inputs)))]))
-    }
-}
-
-/// The casts' inputs, held until the gathers after them are waited for.
-struct Held(#[allow(dead_code)] Vec<Tensor>);
-
-impl PendingWork for Held {
-    fn wait(self: Box<Self>) -> Result<()> {
-        Ok(())
-    }
-    fn synchronize(self: Box<Self>) -> Result<()> {
-        Ok(())
-    }
-    fn is_completed(&self) -> Result<bool> {
-        Ok(true)
+        let inputs: Vec<Tensor> = pairs.iter().map(|(i, _)| i.clone()).collect();
+        Ok(Work::all(vec![gathers, Work::completed_holding(inputs)]))
     }
 }
