@@ -12,7 +12,9 @@
 //! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; ZeRO-1: a
 //!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies beside
 //!   the next step's forward (as `zero1` runs them since session 17: Megatron-Core's
-//!   overlap_param_gather); what outlasts the work beside it is exposed, and the work
+//!   overlap_param_gather); FSDP: the reduce-scatter and an all-gather of the bf16
+//!   weights beside the backward, another all-gather beside the forward, each gather a
+//!   stage's weights (2Ψ/layers bytes); what outlasts the work beside it is exposed, and the work
 //!   beside a collective loses `contention` × the collective's time (fitted to DDP at
 //!   world 2).
 
@@ -65,27 +67,40 @@ impl Default for Rates {
     }
 }
 
-/// The strategies a projection covers: `train`'s DDP (`bucketed:MB`) and ZeRO-1 (`zero1:MB`).
+/// The strategies a projection covers: `train`'s DDP (`bucketed:MB`), ZeRO-1 and ZeRO-2
+/// (`zero1:MB`, `zero2:MB`: the same collectives) and FSDP (`fsdp:MB`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Collectives {
     Single,
     Ddp { bucket_mb: f64 },
     Zero1 { bucket_mb: f64 },
+    Fsdp { bucket_mb: f64 },
 }
 
 /// ZeRO-1's (and ZeRO-2's) bucket size when `--strategy` names none: train's default
 /// (`train::config::ZERO1_BUCKET` is made of it).
 pub const ZERO1_BUCKET_MB: f64 = 400.0;
 
+/// FSDP's bucket size when `--strategy` names none: train's default
+/// (`train::config::FSDP_BUCKET` is made of it). Its buckets only reduce-scatter.
+pub const FSDP_BUCKET_MB: f64 = 200.0;
+
 impl Collectives {
-    /// The projection of a `train --strategy` name: `single`, `bucketed:MB`, `zero1[:MB]`
-    /// and `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without
-    /// MB); `None` for others.
+    /// The projection of a `train --strategy` name: `single`, `bucketed:MB`, `zero1[:MB]`,
+    /// `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without MB)
+    /// and `fsdp[:MB]` (200 MB without); `None` for others.
     pub fn of_train(s: &str) -> Option<Self> {
         let mb = |rest: &str| match rest {
             "" => Some(ZERO1_BUCKET_MB),
             r => r.strip_prefix(':')?.parse().ok(),
         };
+        if let Some(rest) = s.strip_prefix("fsdp") {
+            let bucket_mb = match rest {
+                "" => FSDP_BUCKET_MB,
+                r => r.strip_prefix(':')?.parse().ok()?,
+            };
+            return Some(Collectives::Fsdp { bucket_mb });
+        }
         match s {
             "single" => Some(Collectives::Single),
             s if s.starts_with("bucketed:") => Some(Collectives::Ddp {
@@ -140,7 +155,7 @@ impl Rates {
         let part = (n - 1.0) / n;
         let bucket = |mb: f64| (mb * 1e6).min(grads); // a bucket's gradients, bytes
         let optimizer = match sync {
-            Collectives::Zero1 { .. } => 28.0 * psi / n / self.adamw_bps,
+            Collectives::Zero1 { .. } | Collectives::Fsdp { .. } => 28.0 * psi / n / self.adamw_bps,
             _ => 28.0 * psi / self.adamw_bps,
         };
         // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
@@ -155,6 +170,12 @@ impl Rates {
             Collectives::Zero1 { bucket_mb } => {
                 let t = part * grads / self.busbw(bucket(bucket_mb), world);
                 (t, t)
+            }
+            Collectives::Fsdp { bucket_mb } => {
+                let stage = grads / shape.layers.max(1) as f64;
+                let gather = part * grads / self.busbw(stage, world);
+                let scatter = part * grads / self.busbw(bucket(bucket_mb), world);
+                (scatter + gather, gather)
             }
         };
         let comm = bwd + fwd;
@@ -178,13 +199,19 @@ pub const PROJECTED: [usize; 6] = [1, 2, 4, 8, 16, 64];
 
 /// The strategies a projection table shows: DDP as `train`'s default, ZeRO-1 at 25 MB and
 /// at its default 400 MB.
-pub const SHOWN: [(&str, Collectives); 3] = [
+pub const SHOWN: [(&str, Collectives); 4] = [
     ("bucketed:25", Collectives::Ddp { bucket_mb: 25.0 }),
     ("zero1:25", Collectives::Zero1 { bucket_mb: 25.0 }),
     (
         "zero1 (400 MB)",
         Collectives::Zero1 {
             bucket_mb: ZERO1_BUCKET_MB,
+        },
+    ),
+    (
+        "fsdp (200 MB)",
+        Collectives::Fsdp {
+            bucket_mb: FSDP_BUCKET_MB,
         },
     ),
 ];
@@ -268,8 +295,35 @@ mod tests {
             Collectives::of_train("zero2:50"),
             Some(Collectives::Zero1 { bucket_mb: 50.0 })
         );
+        assert_eq!(
+            Collectives::of_train("fsdp"),
+            Some(Collectives::Fsdp { bucket_mb: 200.0 })
+        );
+        assert_eq!(
+            Collectives::of_train("fsdp:50"),
+            Some(Collectives::Fsdp { bucket_mb: 50.0 })
+        );
+        assert_eq!(Collectives::of_train("fsdp:x"), None);
         assert_eq!(Collectives::of_train("zero1x"), None);
         assert_eq!(Collectives::of_train("sharded"), None);
+    }
+
+    /// FSDP moves 1.5× ZeRO-1's bytes, each gather a stage's weights: slower than ZeRO-1
+    /// above one rank, with its optimizer as ZeRO-1's.
+    #[test]
+    fn fsdp_gathers_twice_beside_zero1s_once() {
+        let r = Rates::default();
+        let at = |c, w| r.project(&xl(), 1024, c, w);
+        let (z, f) = (
+            Collectives::Zero1 { bucket_mb: 400.0 },
+            Collectives::Fsdp { bucket_mb: 200.0 },
+        );
+        assert_eq!(at(f, 1).step, at(z, 1).step);
+        for w in [2, 4, 8, 64] {
+            assert!(at(f, w).comm > 1.5 * at(z, w).comm, "world {w}");
+            assert!(at(f, w).step > at(z, w).step, "world {w}");
+            assert_eq!(at(f, w).optimizer, at(z, w).optimizer);
+        }
     }
 
     #[test]

@@ -228,7 +228,9 @@ pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
 /// holds up the backward's gathers behind it. At world 4, xl bf16 (nvidia-h200-x4, call 99)
 /// a step took 51.05 ms with 25 MB buckets, 50.36 with 50, 50.45 with 100, 50.09 with 200
 /// and 52.01 with 400. ZeRO-2 keeps ZeRO-1's: its buckets gather too (zero2:50 took 50.74).
-pub const FSDP_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed { bucket_mb: 200.0 };
+pub const FSDP_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
+    bucket_mb: model::plan::time::FSDP_BUCKET_MB,
+};
 
 /// The ZeRO stage (1, 2, or 3: `fsdp`) and its buckets where `strategy` is `zero1`, `zero2`
 /// or `fsdp`
