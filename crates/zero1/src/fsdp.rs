@@ -253,8 +253,8 @@ impl Zero1Overlap {
     /// their forward's gather for their backward (FSDP2's `reshard_after_forward=False`
     /// for those modules: a buffer each; `usize::MAX`: every stage, the whole bf16
     /// parameters held at the backward's start, as ZeRO-2's), the others are gathered
-    /// again (0, the default: FSDP2's reshard after forward); `depth` stages are gathered
-    /// ahead (1, the default, to 4).
+    /// again (0, the default: FSDP2's reshard after forward); `depth` stages (units:
+    /// [`Self::set_fsdp_unit`]) are gathered ahead (1, the default, to 4).
     pub fn set_fsdp_gathers(&mut self, keep_last: usize, depth: usize) -> Result<()> {
         if !(1..=4).contains(&depth) {
             let e = format!("FSDP prefetch depth {depth}: stages gathered ahead, 1 to 4");
@@ -267,7 +267,7 @@ impl Zero1Overlap {
     /// FSDP's unit, before [`Self::shard_copies`]: `stages` consecutive stages gathered as
     /// one launch into one buffer (1, the default, to 8; FSDP2 wraps several blocks as one
     /// module so). Fewer, larger gathers, and `stages` times the buffers' memory; the
-    /// prefetch depth and the kept stages count units then.
+    /// prefetch depth counts units then, and a unit holding any of the kept stages is kept.
     pub fn set_fsdp_unit(&mut self, stages: usize) -> Result<()> {
         if !(1..=8).contains(&stages) {
             let e = format!("FSDP unit of {stages} stages: 1 to 8");
@@ -289,14 +289,14 @@ impl Zero1Overlap {
 }
 
 /// Each unit's buffer: the first units share depth + 1 buffers in turn (unit u in
-/// u mod (depth + 1)); each of the last `keep_last` has one of its own after them.
-fn slots_of(stages: usize, keep_last: usize, depth: usize) -> Vec<usize> {
-    let first_kept = stages.saturating_sub(keep_last);
+/// u mod (depth + 1)); each of the last `kept` has one of its own after them.
+fn slots_of(units: usize, kept: usize, depth: usize) -> Vec<usize> {
+    let first_kept = units.saturating_sub(kept);
     let ring = if first_kept == 0 { 0 } else { depth + 1 };
-    (0..stages)
-        .map(|s| match s < first_kept {
-            true => s % ring,
-            false => ring + s - first_kept,
+    (0..units)
+        .map(|u| match u < first_kept {
+            true => u % ring,
+            false => ring + u - first_kept,
         })
         .collect()
 }
