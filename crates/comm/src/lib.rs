@@ -203,11 +203,7 @@ pub trait Communicator: Send + Sync {
     /// (candle's `to_dtype`) and gathers; NCCL casts on its communication stream, so that
     /// the casts overlap compute instead of queueing before it.
     fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
-        let sends = pairs
-            .iter()
-            .map(|(i, o)| Ok((i.to_dtype(o.dtype())?, o.clone())))
-            .collect::<Result<Vec<_>>>()?;
-        self.all_gather_coalesced_async(&sends)
+        all_gather_cast_on_compute(self, pairs)
     }
 
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {
@@ -222,6 +218,20 @@ pub trait Communicator: Send + Sync {
     fn broadcast(&self, buf: &Tensor, root: usize) -> Result<()> {
         self.broadcast_async(buf, root)?.wait()
     }
+}
+
+/// [`Communicator::all_gather_cast_coalesced_async`] with the casts on the compute stream
+/// (candle's `to_dtype`), then the gathers as one launch: the trait's default, NCCL's for
+/// the pairs it does not cast itself, and what FSDP's `FSDP_CAST=compute` measures.
+pub fn all_gather_cast_on_compute<C: Communicator + ?Sized>(
+    c: &C,
+    pairs: &[(Tensor, Tensor)],
+) -> Result<Work> {
+    let sends = pairs
+        .iter()
+        .map(|(i, o)| Ok((i.to_dtype(o.dtype())?, o.clone())))
+        .collect::<Result<Vec<_>>>()?;
+    c.all_gather_coalesced_async(&sends)
 }
 
 /// Which backend [`init_from_env`] builds.

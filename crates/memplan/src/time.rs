@@ -90,15 +90,12 @@ impl Collectives {
     /// `zero2[:MB]` (the same collectives as ZeRO-1; 400 MB, train's default, without MB)
     /// and `fsdp[:MB]` (200 MB without); `None` for others.
     pub fn of_train(s: &str) -> Option<Self> {
-        let mb = |rest: &str| match rest {
-            "" => Some(ZERO1_BUCKET_MB),
+        let mb = |rest: &str, default: f64| match rest {
+            "" => Some(default),
             r => r.strip_prefix(':')?.parse().ok(),
         };
         if let Some(rest) = s.strip_prefix("fsdp") {
-            let bucket_mb = match rest {
-                "" => FSDP_BUCKET_MB,
-                r => r.strip_prefix(':')?.parse().ok()?,
-            };
+            let bucket_mb = mb(rest, FSDP_BUCKET_MB)?;
             return Some(Collectives::Fsdp { bucket_mb });
         }
         match s {
@@ -107,7 +104,7 @@ impl Collectives {
                 bucket_mb: s["bucketed:".len()..].parse().ok()?,
             }),
             s if s.starts_with("zero1") || s.starts_with("zero2") => Some(Collectives::Zero1 {
-                bucket_mb: mb(&s[5..])?,
+                bucket_mb: mb(&s[5..], ZERO1_BUCKET_MB)?,
             }),
             _ => None,
         }
@@ -282,30 +279,21 @@ mod tests {
 
     #[test]
     fn train_names_project_as_their_collectives() {
-        assert_eq!(Collectives::of_train("single"), Some(Collectives::Single));
-        assert_eq!(
-            Collectives::of_train("bucketed:25"),
-            Some(Collectives::Ddp { bucket_mb: 25.0 })
-        );
-        assert_eq!(
-            Collectives::of_train("zero1"),
-            Some(Collectives::Zero1 { bucket_mb: 400.0 })
-        );
-        assert_eq!(
-            Collectives::of_train("zero2:50"),
-            Some(Collectives::Zero1 { bucket_mb: 50.0 })
-        );
-        assert_eq!(
-            Collectives::of_train("fsdp"),
-            Some(Collectives::Fsdp { bucket_mb: 200.0 })
-        );
-        assert_eq!(
-            Collectives::of_train("fsdp:50"),
-            Some(Collectives::Fsdp { bucket_mb: 50.0 })
-        );
-        assert_eq!(Collectives::of_train("fsdp:x"), None);
-        assert_eq!(Collectives::of_train("zero1x"), None);
-        assert_eq!(Collectives::of_train("sharded"), None);
+        use Collectives::{Ddp, Fsdp, Single, Zero1};
+        let cases = [
+            ("single", Some(Single)),
+            ("bucketed:25", Some(Ddp { bucket_mb: 25.0 })),
+            ("zero1", Some(Zero1 { bucket_mb: 400.0 })),
+            ("zero2:50", Some(Zero1 { bucket_mb: 50.0 })),
+            ("fsdp", Some(Fsdp { bucket_mb: 200.0 })),
+            ("fsdp:50", Some(Fsdp { bucket_mb: 50.0 })),
+            ("fsdp:x", None),
+            ("zero1x", None),
+            ("sharded", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(Collectives::of_train(name), want, "{name}");
+        }
     }
 
     /// FSDP moves 1.5× ZeRO-1's bytes, each gather a stage's weights: slower than ZeRO-1

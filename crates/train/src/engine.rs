@@ -51,16 +51,8 @@ pub(crate) fn sharded_masters() -> Result<bool> {
 /// `reshard_after_forward=False`) or `FSDP_KEEP_LAST=K` (the last K; 0 unset), and
 /// `FSDP_PREFETCH` (stages gathered ahead, 1 to 4; 1 unset).
 pub(crate) fn fsdp_gathers() -> Result<(usize, usize)> {
-    let last = match std::env::var("FSDP_KEEP_LAST") {
-        Err(_) => None,
-        Ok(v) => match v.parse::<usize>() {
-            Ok(k) => Some(k),
-            _ => {
-                let e = format!("FSDP_KEEP_LAST={v:?}: the last stages kept gathered, 0 or more");
-                return Err(crate::UserError(e).into());
-            }
-        },
-    };
+    let what = "the last stages kept gathered, 0 or more";
+    let last = env_count("FSDP_KEEP_LAST", 0..=usize::MAX, what)?;
     let keep_last = match (std::env::var("FSDP_RESHARD_AFTER_FORWARD").as_deref(), last) {
         (Err(_) | Ok("1"), k) => k.unwrap_or(0),
         (Ok("0"), None) => usize::MAX,
@@ -75,30 +67,29 @@ pub(crate) fn fsdp_gathers() -> Result<(usize, usize)> {
             return Err(crate::UserError(e).into());
         }
     };
-    let depth = match std::env::var("FSDP_PREFETCH") {
-        Err(_) => 1,
-        Ok(v) => match v.parse::<usize>() {
-            Ok(d) if (1..=4).contains(&d) => d,
-            _ => {
-                let e = format!("FSDP_PREFETCH={v:?}: the stages gathered ahead, 1 to 4");
-                return Err(crate::UserError(e).into());
-            }
-        },
-    };
-    Ok((keep_last, depth))
+    let depth = env_count("FSDP_PREFETCH", 1..=4, "the stages gathered ahead, 1 to 4")?;
+    Ok((keep_last, depth.unwrap_or(1)))
 }
 
 /// FSDP's unit (zero1::Zero1Overlap::set_fsdp_unit): `FSDP_UNIT`, stages gathered as one
 /// (1 to 8; 1 unset).
 pub(crate) fn fsdp_unit() -> Result<usize> {
-    match std::env::var("FSDP_UNIT") {
-        Err(_) => Ok(1),
+    let unit = env_count("FSDP_UNIT", 1..=8, "stages gathered as one, 1 to 8")?;
+    Ok(unit.unwrap_or(1))
+}
+
+/// The count in environment variable `name` (`None` unset); a value that is not an
+/// integer in `range` is the user's error, naming the variable and `what` it takes.
+fn env_count(
+    name: &str,
+    range: std::ops::RangeInclusive<usize>,
+    what: &str,
+) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
         Ok(v) => match v.parse::<usize>() {
-            Ok(k) if (1..=8).contains(&k) => Ok(k),
-            _ => {
-                let e = format!("FSDP_UNIT={v:?}: stages gathered as one, 1 to 8");
-                Err(crate::UserError(e).into())
-            }
+            Ok(k) if range.contains(&k) => Ok(Some(k)),
+            _ => Err(crate::UserError(format!("{name}={v:?}: {what}")).into()),
         },
     }
 }

@@ -30,7 +30,7 @@
 
 use crate::error::{Result, Zero1Error};
 use crate::overlap::Zero1Overlap;
-use candle_core::{DType, Tensor, Var};
+use candle_core::{DType, Tensor};
 use comm::{Communicator, Work};
 use seam::shadow::Bf16Shadows;
 use std::sync::{Arc, Mutex};
@@ -39,13 +39,13 @@ use std::sync::{Arc, Mutex};
 type Slot = (Option<usize>, Option<Work>);
 
 /// The gathers, by unit (`unit` consecutive stages gathered as one launch): per unit,
-/// (this rank's f32 master chunk, its buffer's view of the parameter) pairs; unit u lives
+/// (this rank's f32 master chunk, its buffer's view of the parameter) pairs, as
+/// `Communicator::all_gather_cast_coalesced_async` takes them; unit u lives
 /// in buffer `slot_of[u]`; `depth` units are gathered ahead.
 pub(crate) struct Units {
-    units: Vec<Vec<(Var, Tensor)>>,
-    /// Per stage, its unit; per unit, its first stage.
-    unit_of: Vec<usize>,
-    first: Vec<usize>,
+    units: Vec<Vec<(Tensor, Tensor)>>,
+    /// Stages a unit: unit u holds stages u·unit up to (u + 1)·unit.
+    unit: usize,
     slot_of: Vec<usize>,
     slots: Mutex<Vec<Slot>>,
     depth: usize,
@@ -74,20 +74,8 @@ impl Units {
             w.wait()?;
         }
         let work = match self.cast_on_compute {
-            true => {
-                let sends = pairs
-                    .iter()
-                    .map(|(m, view)| Ok((m.as_tensor().to_dtype(DType::BF16)?, view.clone())))
-                    .collect::<comm::Result<Vec<_>>>()?;
-                comm.all_gather_coalesced_async(&sends)?
-            }
-            false => {
-                let pairs: Vec<_> = pairs
-                    .iter()
-                    .map(|(m, view)| (m.as_tensor().clone(), view.clone()))
-                    .collect();
-                comm.all_gather_cast_coalesced_async(&pairs)?
-            }
+            true => comm::all_gather_cast_on_compute(comm, pairs)?,
+            false => comm.all_gather_cast_coalesced_async(pairs)?,
         };
         *slot = (Some(u), Some(work));
         Ok(())
@@ -115,9 +103,10 @@ impl Units {
                 w.wait()?;
             }
         }
-        let Some(&u) = self.unit_of.get(s).filter(|&&u| self.first[u] == s) else {
+        if !s.is_multiple_of(self.unit) {
             return Ok(());
-        };
+        }
+        let u = s / self.unit;
         self.ready(u, comm)?;
         (1..=self.depth).try_for_each(|k| self.launch(u + k, comm))
     }
@@ -126,13 +115,10 @@ impl Units {
     /// last of unit u - 1): unit u - k goes into the buffer of unit u - k + buffers ≥ u,
     /// whose backward is queued.
     pub(crate) fn after_backward(&self, s: usize, comm: &dyn Communicator) -> comm::Result<()> {
-        let Some(&u) = self
-            .unit_of
-            .get(s)
-            .filter(|&&u| u > 0 && self.first[u] == s)
-        else {
+        if s == 0 || !s.is_multiple_of(self.unit) {
             return Ok(());
-        };
+        }
+        let u = s / self.unit;
         self.ready(u - 1, comm)?;
         (2..=self.depth + 1)
             .filter(|&k| k <= u)
@@ -147,72 +133,65 @@ impl Zero1Overlap {
     pub fn shard_copies(&mut self, shadows: &Bf16Shadows) -> Result<usize> {
         let stages = self.stage_params.len();
         // Per stage: (span, parameter) of its released parameters.
-        let mut by_stage: Vec<Vec<(usize, usize)>> = vec![Vec::new(); stages];
+        let (keep_last, depth) = self.fsdp_gathers;
+        // Units of `unit` consecutive stages; those holding any of the last `keep_last`
+        // stages are kept.
+        let unit = self.fsdp_unit.max(1);
+        let nunits = stages.div_ceil(unit);
+        let kept = match keep_last {
+            0 => 0,
+            k if k >= stages => nunits,
+            k => nunits - (stages - k) / unit,
+        };
+        // Per unit: (span, parameter) of its stages' released parameters.
+        let mut by_unit: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nunits];
         for (k, span) in self.spans.iter().enumerate() {
             let (Some(i), Some(_)) = (self.owner[k].1, span.copy_at) else {
                 continue;
             };
             let s = (0..stages).find(|&s| self.stage_params[s].contains(&i));
             let s = s.ok_or_else(|| Zero1Error::Input(format!("parameter {i}: in no stage")))?;
-            by_stage[s].push((k, i));
+            by_unit[s / unit].push((k, i));
         }
         let size = |ks: &Vec<(usize, usize)>| -> usize {
             ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
-        };
-        let (keep_last, depth) = self.fsdp_gathers;
-        // Units of `unit` consecutive stages; those holding any of the last `keep_last`
-        // stages are kept.
-        let unit = self.fsdp_unit.max(1);
-        let unit_of: Vec<usize> = (0..stages).map(|s| s / unit).collect();
-        let nunits = stages.div_ceil(unit);
-        let kept = match stages.checked_sub(keep_last.max(1)) {
-            _ if keep_last == 0 => 0,
-            Some(s) => nunits - unit_of[s],
-            None => nunits,
         };
         let slot_of = slots_of(nunits, kept, depth);
         let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
             return Ok(0);
         };
-        if by_stage.iter().all(|ks| ks.is_empty()) {
+        if by_unit.iter().all(|ks| ks.is_empty()) {
             return Ok(0);
         }
-        let unit_size = |u: usize| -> usize {
-            (0..stages)
-                .filter(|&s| unit_of[s] == u)
-                .map(|s| size(&by_stage[s]))
-                .sum()
-        };
         let pool = (0..nbuf)
             .map(|b| {
                 let here = (0..nunits).filter(|&u| slot_of[u] == b);
-                let len = here.map(unit_size).max().unwrap_or(0).max(1);
+                let len = here.map(|u| size(&by_unit[u])).max().unwrap_or(0).max(1);
                 Tensor::zeros(len, DType::BF16, &dev)
             })
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let mut units: Vec<Vec<(Var, Tensor)>> = vec![Vec::new(); nunits];
-        let mut offsets = vec![0; nunits];
+        let mut units = Vec::with_capacity(nunits);
         let mut n = 0;
-        for (s, ks) in by_stage.iter().enumerate() {
-            let u = unit_of[s];
+        for (u, ks) in by_unit.iter().enumerate() {
+            let (mut off, mut pairs) = (0, Vec::new());
             for &(k, i) in ks {
                 if shadows.copy(i).is_none() {
                     let e = format!("parameter {i}: released without a bf16 copy");
                     return Err(Zero1Error::Input(e));
                 }
                 let numel = self.shapes[i].elem_count();
-                let view = pool[slot_of[u]].narrow(0, offsets[u], numel)?;
+                let view = pool[slot_of[u]].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                units[u].push((self.spans[k].var.clone(), view));
-                offsets[u] += numel;
+                pairs.push((self.spans[k].var.as_tensor().clone(), view));
+                off += numel;
                 n += 1;
             }
+            units.push(pairs);
         }
         let units = Arc::new(Units {
             units,
-            unit_of,
-            first: (0..nunits).map(|u| u * unit).collect(),
+            unit,
             slot_of,
             slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
             depth,

@@ -55,11 +55,7 @@ impl NcclComm {
         let name = "all_gather_cast";
         let ours = |(i, o): &(Tensor, Tensor)| i.dtype() == DType::F32 && o.dtype() == DType::BF16;
         if pairs.is_empty() || !pairs.iter().all(ours) {
-            let sends = pairs
-                .iter()
-                .map(|(i, o)| Ok((i.to_dtype(o.dtype())?, o.clone())))
-                .collect::<Result<Vec<_>>>()?;
-            return self.all_gather_coalesced_async(&sends);
+            return crate::all_gather_cast_on_compute(self, pairs);
         }
         let mut in_place = Vec::with_capacity(pairs.len());
         for (input, output) in pairs {
