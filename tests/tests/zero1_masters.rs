@@ -142,7 +142,8 @@ fn global_batch(_step: u64) -> Batch {
 }
 
 /// FSDP's gathers: the last stages kept from the forward (`usize::MAX`: all), units
-/// gathered ahead, stages a unit.
+/// gathered ahead, stages a unit (0: zero1's default, memplan::fsdp_unit: here, with
+/// stages of a few hundred bytes, every stage in one unit).
 type Gathers = Option<(usize, usize, usize)>;
 
 /// The default FSDP.
@@ -160,7 +161,9 @@ fn step_for(comm: std::sync::Arc<dyn comm::Communicator>, m: &CopyMlp, fsdp: Gat
     z.set_fsdp(fsdp.is_some());
     if let Some((keep_last, depth, unit)) = fsdp {
         z.set_fsdp_gathers(keep_last, depth).unwrap();
-        z.set_fsdp_unit(unit).unwrap();
+        if unit > 0 {
+            z.set_fsdp_unit(unit).unwrap();
+        }
     }
     let o = StepOptions {
         clip: 1.0,
@@ -238,6 +241,12 @@ fn train(
             true => st.release_masters(&mut m.params).unwrap(),
             false => 0,
         };
+        if let Some((_, _, unit)) = fsdp.filter(|_| sharded) {
+            // Unset, stages of a few hundred bytes: the default's most, 8 (all of them).
+            let want = if unit == 0 { 8 } else { unit };
+            let z = st.strategy_as::<Zero1Overlap>().unwrap();
+            assert_eq!(z.fsdp_unit_used(), Some(want), "the stages a unit");
+        }
         let (mut losses, _) = run(&mut st, &m, (rank, micro), (0, 3));
         if let Some(dir) = &save {
             st.save(&m, dir, &comm).unwrap();
@@ -320,7 +329,8 @@ fn fsdp_accumulates_bit_for_bit_as_whole_masters() {
 
 /// FSDP gathering two and three stages ahead, keeping the last stages' forward gathers for
 /// the backward, keeping every one (`reshard_after_forward=False`), and gathering two or
-/// three stages as a unit (with those), with and without accumulation: bit for bit as
+/// three stages as a unit (with those) or all eight (the default unit of stages this
+/// small), with and without accumulation: bit for bit as
 /// whole masters. Fails where the backward finds a buffer holding another stage.
 #[test]
 fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
@@ -336,6 +346,8 @@ fn fsdp_prefetched_or_kept_is_bit_for_bit_as_whole_masters() {
             (1, 1, 2),
             (3, 1, 2),
             (usize::MAX, 1, 2),
+            (0, 1, 0),
+            (2, 1, 0),
         ];
         for gathers in ahead.into_iter().chain(kept).chain(all).chain(units) {
             let fsdp = train((true, Some(gathers), micro), None);

@@ -52,7 +52,8 @@ pub struct LmArgs {
     /// With --model: stages FSDP gathers ahead, 1 to 4 (train's FSDP_PREFETCH) [default: 1].
     #[arg(long, allow_negative_numbers = true)]
     pub fsdp_prefetch: Option<i64>,
-    /// With --model: stages FSDP gathers as one unit, 1 to 8 (train's FSDP_UNIT) [default: 1].
+    /// With --model: stages FSDP gathers as one unit, 1 to 8 (train's FSDP_UNIT) [default:
+    /// as many as make 200 MB, memplan::fsdp_unit].
     #[arg(long, allow_negative_numbers = true)]
     pub fsdp_unit: Option<i64>,
     /// With --model: vocabulary [default: 10000].
@@ -139,7 +140,10 @@ impl LmArgs {
                 },
                 positive("--fsdp-prefetch", self.fsdp_prefetch, 1, 4)?,
             ),
-            fsdp_unit: positive("--fsdp-unit", self.fsdp_unit, 1, 8)?,
+            fsdp_unit: match self.fsdp_unit {
+                None => None,
+                u => Some(positive("--fsdp-unit", u, 1, 8)?),
+            },
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

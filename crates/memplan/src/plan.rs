@@ -64,8 +64,9 @@ pub struct Input {
     /// every one), and how many stages ahead (1 by default): the stage buffers it holds.
     pub fsdp_gathers: (usize, usize),
     /// FSDP's unit (zero1::Zero1Overlap::set_fsdp_unit): stages gathered as one, into one
-    /// buffer (1 by default); the gathers ahead and the kept stages count in units.
-    pub fsdp_unit: usize,
+    /// buffer (`None`: the default, [`crate::fsdp_unit`] of the largest stage); the gathers ahead
+    /// and the kept stages count in units.
+    pub fsdp_unit: Option<usize>,
 }
 
 /// The moments of a step at which memory can peak.
@@ -282,7 +283,11 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             Fsdp => match i.fsdp_gathers {
                 (keep, _) if keep >= sh.layers => mul(psi.saturating_sub(table), e),
                 (keep, depth) => {
-                    let unit = i.fsdp_unit.max(1);
+                    let stage = sh.block_params().max(table);
+                    let unit = i
+                        .fsdp_unit
+                        .unwrap_or_else(|| crate::fsdp_unit(mul(stage, e)))
+                        .max(1);
                     let buffers = (1 + depth) * unit + keep.div_ceil(unit) * unit;
                     mul(mul(sh.block_params().max(table), u(buffers)), e)
                 }

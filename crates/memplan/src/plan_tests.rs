@@ -14,7 +14,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         captured: false,
         sharded_masters: false,
         fsdp_gathers: (0, 1),
-        fsdp_unit: 1,
+        fsdp_unit: None,
     }
 }
 
@@ -228,7 +228,7 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
     let cases = [
         ("xl", Strategy::Zero1, 13.29),
         ("xl", Strategy::Zero2, 12.70),
-        ("xl", Strategy::Fsdp, 9.19),
+        ("xl", Strategy::Fsdp, 9.46),
         ("6.7B", Strategy::Zero1, 43.22),
         ("6.7B", Strategy::Zero2, 35.63),
         ("6.7B", Strategy::Fsdp, 24.41),
@@ -246,28 +246,38 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
             "{name} {s:?}: plan {gib:.2} GiB, measured {measured}"
         );
     }
-    // FSDP two stages ahead (9.30) and kept after the forward (12.70), call 93; the last
-    // 8, 16 and 24 stages kept (call 96), 24 kept and two ahead (call 100).
-    let kept = [
-        ((8, 1), 9.72),
-        ((16, 1), 10.33),
-        ((24, 1), 10.94),
-        ((24, 2), 10.99),
+    // FSDP by (unit, gathers): two stages ahead (9.30) and kept after the forward
+    // (12.70), call 93; the last 8, 16 and 24 stages kept (call 96), 24 kept and two
+    // ahead (call 100), all in units of one stage; units of 2, 3 and 4 stages, with the
+    // last 6 or 24 kept, 24 and two units ahead (calls 101 and 102).
+    let fsdp = [
+        (1, (0, 2), 9.30),
+        (1, (usize::MAX, 1), 12.70),
+        (1, (8, 1), 9.72),
+        (1, (16, 1), 10.33),
+        (1, (24, 1), 10.94),
+        (1, (24, 2), 10.99),
+        (2, (0, 1), 9.31),
+        (3, (0, 1), 9.46),
+        (4, (0, 1), 9.61),
+        (2, (24, 1), 11.07),
+        (3, (6, 1), 10.00),
+        (3, (24, 1), 11.37),
+        (3, (24, 2), 11.60),
+        (2, (24, 2), 11.22),
     ];
-    for (gathers, measured) in [((0, 2), 9.30), ((usize::MAX, 1), 12.70)]
-        .into_iter()
-        .chain(kept)
-    {
+    for (unit, gathers, measured) in fsdp {
         let fsdp = Input {
             captured: true,
             sharded_masters: true,
             fsdp_gathers: gathers,
+            fsdp_unit: Some(unit),
             ..input("xl", 4, 8, true)
         };
         let gib = plan(&fsdp, Strategy::Fsdp).peak() as f64 / GIB;
         assert!(
             (gib / measured - 1.0).abs() < 0.10,
-            "fsdp {gathers:?}: plan {gib:.2} GiB, measured {measured}"
+            "fsdp unit {unit}, {gathers:?}: plan {gib:.2} GiB, measured {measured}"
         );
     }
     let whole = Input {
@@ -284,4 +294,19 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
     );
     assert!(q.bytes.masters > 3 * p.bytes.masters, "{q:?} {p:?}");
     assert_eq!(plan(&sharded, Strategy::Ddp), plan(&whole, Strategy::Ddp));
+}
+
+/// FSDP's default unit: three of xl's 82 MB blocks, one of 6.7B's and 13B's (0.4 and 0.6 GB).
+#[test]
+fn fsdp_default_unit_gathers_200_mb_or_more() {
+    let unit = |name: &str| {
+        let sh = Shape::by_name(name, 10_000, 128).unwrap();
+        crate::fsdp_unit(2 * sh.block_params())
+    };
+    assert_eq!((unit("xl"), unit("6.7B"), unit("13B")), (3, 1, 1));
+    assert_eq!((crate::fsdp_unit(0), crate::fsdp_unit(1)), (8, 8));
+    assert_eq!(
+        (crate::fsdp_unit(100_000_000), crate::fsdp_unit(99_999_999)),
+        (2, 3)
+    );
 }

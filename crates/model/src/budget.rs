@@ -282,7 +282,7 @@ mod tests {
             captured: true,
             sharded_masters: false,
             fsdp_gathers: (0, 1),
-            fsdp_unit: 1,
+            fsdp_unit: None,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

@@ -72,10 +72,9 @@ pub(crate) fn fsdp_gathers() -> Result<(usize, usize)> {
 }
 
 /// FSDP's unit (zero1::Zero1Overlap::set_fsdp_unit): `FSDP_UNIT`, stages gathered as one
-/// (1 to 8; 1 unset).
-pub(crate) fn fsdp_unit() -> Result<usize> {
-    let unit = env_count("FSDP_UNIT", 1..=8, "stages gathered as one, 1 to 8")?;
-    Ok(unit.unwrap_or(1))
+/// (1 to 8; unset, `None`: zero1's default, memplan::fsdp_unit).
+pub(crate) fn fsdp_unit() -> Result<Option<usize>> {
+    env_count("FSDP_UNIT", 1..=8, "stages gathered as one, 1 to 8")
 }
 
 /// The count in environment variable `name` (`None` unset); a value that is not an
@@ -141,7 +140,9 @@ impl Engine {
                 z.set_fsdp(stage == 3);
                 let (keep_last, depth) = fsdp_gathers()?;
                 z.set_fsdp_gathers(keep_last, depth)?;
-                z.set_fsdp_unit(fsdp_unit()?)?;
+                if let Some(unit) = fsdp_unit()? {
+                    z.set_fsdp_unit(unit)?;
+                }
                 Box::new(z)
             }
             ("sharded", _) if dev.is_cuda() => {
@@ -195,7 +196,10 @@ impl Engine {
             match (n, self.fsdp()) {
                 (0, true) => eprintln!("train: --strategy fsdp: nothing to shard here (a bf16 model on CUDA above one rank has bf16 copies to shard): it runs as zero2"),
                 (0, false) => {}
-                (n, true) => eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters, gathered stage by stage in bf16 (every rank samples at the end)"),
+                (n, true) => {
+                    let unit = self.step.strategy_as::<Zero1Overlap>().and_then(|z| z.fsdp_unit_used()).unwrap_or(1);
+                    eprintln!("train: fsdp: each rank keeps its part of {n} parameters' f32 masters, gathered {unit} stage(s) at a time in bf16 (FSDP_UNIT sets it; every rank samples at the end)")
+                }
                 (n, false) => eprintln!("train: f32 masters sharded: each rank keeps its part of {n} parameters' masters (ZERO1_MASTERS=whole keeps them whole)"),
             }
         }

@@ -54,7 +54,7 @@ fn plan_input(
         // A bad value plans as the default; the engine refuses it, naming the variable.
         sharded_masters: crate::engine::sharded_masters().unwrap_or(true),
         fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((0, 1)),
-        fsdp_unit: crate::engine::fsdp_unit().unwrap_or(1),
+        fsdp_unit: crate::engine::fsdp_unit().unwrap_or(None),
     };
     (input, rows_at)
 }

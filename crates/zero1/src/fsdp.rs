@@ -13,8 +13,9 @@
 //! other buffer, whose last reader, stage s - 1, is queued before. After stage s's
 //! backward (the Ddp's stage hook) it waits for stage s - 1 and launches s - 2 into the
 //! buffer stage s just left. The last two forward stages stay for their backward.
-//! [`Zero1Overlap::set_fsdp_unit`]: several consecutive stages gathered as one unit, in
-//! one launch into one buffer (then read "unit" for "stage" above and below).
+//! Units ([`Zero1Overlap::set_fsdp_unit`]): several consecutive stages gathered as one,
+//! in one launch into one buffer (read "unit" for "stage" above and below); by default as
+//! many as make 200 MB (`memplan::fsdp_unit`).
 //! [`Zero1Overlap::set_fsdp_gathers`]: k stages ahead in k + 1 buffers; and the last
 //! stages' forward gathers kept for their backward, in a buffer each (all of them: the
 //! backward gathers nothing, in the memory of the whole bf16 parameters, as ZeRO-2's).
@@ -132,26 +133,38 @@ impl Zero1Overlap {
     /// slots point at the stage buffers.
     pub fn shard_copies(&mut self, shadows: &Bf16Shadows) -> Result<usize> {
         let stages = self.stage_params.len();
-        // Per stage: (span, parameter) of its released parameters.
         let (keep_last, depth) = self.fsdp_gathers;
-        // Units of `unit` consecutive stages; those holding any of the last `keep_last`
-        // stages are kept.
-        let unit = self.fsdp_unit.max(1);
-        let nunits = stages.div_ceil(unit);
-        let kept = match keep_last {
-            0 => 0,
-            k if k >= stages => nunits,
-            k => nunits - (stages - k) / unit,
-        };
-        // Per unit: (span, parameter) of its stages' released parameters.
-        let mut by_unit: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nunits];
+        // Per stage: (span, parameter) of its released parameters.
+        let mut by_stage: Vec<Vec<(usize, usize)>> = vec![Vec::new(); stages];
         for (k, span) in self.spans.iter().enumerate() {
             let (Some(i), Some(_)) = (self.owner[k].1, span.copy_at) else {
                 continue;
             };
             let s = (0..stages).find(|&s| self.stage_params[s].contains(&i));
             let s = s.ok_or_else(|| Zero1Error::Input(format!("parameter {i}: in no stage")))?;
-            by_unit[s / unit].push((k, i));
+            by_stage[s].push((k, i));
+        }
+        // Units of `unit` consecutive stages (by default as many as make 200 MB of the
+        // largest stage's bf16: memplan::fsdp_unit); those holding any of the last
+        // `keep_last` stages are kept.
+        let largest = by_stage.iter().map(|ks| {
+            ks.iter()
+                .map(|&(_, i)| 2 * self.shapes[i].elem_count() as u64)
+                .sum::<u64>()
+        });
+        let unit = match self.fsdp_unit {
+            Some(unit) => unit.max(1),
+            None => memplan::fsdp_unit(largest.max().unwrap_or(0)),
+        };
+        let nunits = stages.div_ceil(unit);
+        let kept = match keep_last {
+            0 => 0,
+            k if k >= stages => nunits,
+            k => nunits - (stages - k) / unit,
+        };
+        let mut by_unit: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nunits];
+        for (s, ks) in by_stage.into_iter().enumerate() {
+            by_unit[s / unit].extend(ks);
         }
         let size = |ks: &Vec<(usize, usize)>| -> usize {
             ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
@@ -244,16 +257,23 @@ impl Zero1Overlap {
     }
 
     /// FSDP's unit, before [`Self::shard_copies`]: `stages` consecutive stages gathered as
-    /// one launch into one buffer (1, the default, to 8; FSDP2 wraps several blocks as one
-    /// module so). Fewer, larger gathers, and `stages` times the buffers' memory; the
-    /// prefetch depth counts units then, and a unit holding any of the kept stages is kept.
+    /// one launch into one buffer (1 to 8; FSDP2 wraps several blocks as one module so).
+    /// Fewer, larger gathers, and `stages` times the buffers' memory; the prefetch depth
+    /// counts units then, and a unit holding any of the kept stages is kept. Unset, as
+    /// many as make 200 MB of the largest stage's bf16 (`memplan::fsdp_unit`: three of
+    /// xl's blocks, one of 6.7B's).
     pub fn set_fsdp_unit(&mut self, stages: usize) -> Result<()> {
         if !(1..=8).contains(&stages) {
             let e = format!("FSDP unit of {stages} stages: 1 to 8");
             return Err(Zero1Error::Input(e));
         }
-        self.fsdp_unit = stages;
+        self.fsdp_unit = Some(stages);
         Ok(())
+    }
+
+    /// The stages a unit once the copies are sharded ([`Self::shard_copies`]).
+    pub fn fsdp_unit_used(&self) -> Option<usize> {
+        self.units.as_ref().map(|u| u.unit)
     }
 
     /// Whether this is FSDP ([`Self::set_fsdp`]).

@@ -74,8 +74,8 @@ pub struct Zero1Overlap {
     /// FSDP: (the last stages kept gathered from the forward, stages gathered ahead)
     /// (`set_fsdp_gathers`).
     pub(crate) fsdp_gathers: (usize, usize),
-    /// FSDP: stages gathered as one unit (`set_fsdp_unit`).
-    pub(crate) fsdp_unit: usize,
+    /// FSDP: stages gathered as one unit (`set_fsdp_unit`; `None`: memplan::fsdp_unit).
+    pub(crate) fsdp_unit: Option<usize>,
     pub(crate) fsdp: bool,
 }
 
@@ -155,7 +155,7 @@ impl Zero1Overlap {
             stage_params,
             units: None,
             fsdp_gathers: (0, 1),
-            fsdp_unit: 1,
+            fsdp_unit: None,
             fsdp: false,
         })
     }

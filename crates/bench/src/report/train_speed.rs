@@ -60,7 +60,7 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         captured: true,
         sharded_masters: false,
         fsdp_gathers: (0, 1),
-        fsdp_unit: 1,
+        fsdp_unit: None,
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
