@@ -250,7 +250,7 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
     // FSDP by (unit, gathers): two stages ahead (9.30) and kept after the forward
     // (12.70), call 93; the last 8, 16 and 24 stages kept (call 96), 24 kept and two
     // ahead (call 100), all in units of one stage; units of 2, 3 and 4 stages, with the
-    // last 6 or 24 kept, 24 and two units ahead (calls 101 and 102).
+    // last 6, 12 or 24 kept, 24 and two units ahead (calls 101, 102 and 106).
     let fsdp = [
         (1, (0, 2), 9.30),
         (1, (usize::MAX, 1), 12.70),
@@ -263,6 +263,7 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
         (4, (0, 1), 9.61),
         (2, (24, 1), 11.07),
         (3, (6, 1), 10.00),
+        (3, (12, 1), 10.46),
         (3, (24, 1), 11.37),
         (3, (24, 2), 11.60),
         (2, (24, 2), 11.22),
