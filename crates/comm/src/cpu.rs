@@ -19,7 +19,7 @@
 use crate::error::{CommError, Result};
 use crate::host::{read_bytes, write_bytes, RawBuf};
 use crate::reduce::{reduce_across, Aligned};
-use crate::validate::{check_buffer, check_pair, check_root};
+use crate::validate::{check_cpu_buffer, check_pair, check_root};
 use crate::{CommOptions, Communicator, ReduceOp, Work};
 use candle_core::{DType, Tensor};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -224,21 +224,6 @@ impl CpuComm {
             root,
         }
     }
-
-    fn check_cpu(&self, op: &'static str, t: &Tensor) -> Result<()> {
-        check_buffer(op, self.rank, t)?;
-        if !t.device().is_cpu() {
-            return Err(CommError::invalid(
-                op,
-                self.rank,
-                format!(
-                    "the CPU backend needs CPU tensors, got {:?}",
-                    t.device().location()
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 impl Drop for CpuComm {
@@ -277,7 +262,7 @@ impl Communicator for CpuComm {
 
     fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
         const OP: &str = "all_reduce";
-        self.check_cpu(OP, buf)?;
+        check_cpu_buffer(OP, self.rank, buf)?;
         let (count, dtype, world) = (buf.elem_count(), buf.dtype(), self.shared.world);
         let sig = self.sig(OP, buf, 0);
         write_bytes(OP, self.rank, buf, |bytes| {
@@ -305,7 +290,7 @@ impl Communicator for CpuComm {
         const OP: &str = "reduce_scatter";
         let (rank, world) = (self.rank, self.shared.world);
         check_pair(OP, rank, world, output, input)?;
-        self.check_cpu(OP, input)?;
+        check_cpu_buffer(OP, self.rank, input)?;
         let (m, dtype) = (output.elem_count(), input.dtype());
         let esz = dtype.size_in_bytes();
         let sig = self.sig(OP, input, 0);
@@ -332,7 +317,7 @@ impl Communicator for CpuComm {
         const OP: &str = "all_gather";
         let rank = self.rank;
         check_pair(OP, rank, self.shared.world, input, output)?;
-        self.check_cpu(OP, input)?;
+        check_cpu_buffer(OP, self.rank, input)?;
         let sig = self.sig(OP, input, 0);
         let gathered = read_bytes(OP, rank, input, |bytes| {
             let all = self.exchange_checked(sig, RawBuf::of(bytes))?;
@@ -357,7 +342,7 @@ impl Communicator for CpuComm {
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
         const OP: &str = "broadcast";
         check_root(OP, self.rank, self.shared.world, root)?;
-        self.check_cpu(OP, buf)?;
+        check_cpu_buffer(OP, self.rank, buf)?;
         let sig = self.sig(OP, buf, root);
         if self.rank == root {
             read_bytes(OP, self.rank, buf, |bytes| {

@@ -29,6 +29,17 @@ pub fn check_buffer(op: &'static str, rank: usize, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// A buffer of the CPU backends (threads and processes): [`check_buffer`]'s, on the CPU.
+pub fn check_cpu_buffer(op: &'static str, rank: usize, t: &Tensor) -> Result<()> {
+    check_buffer(op, rank, t)?;
+    if !t.device().is_cpu() {
+        let at = t.device().location();
+        let e = format!("the CPU backend needs CPU tensors, got {at:?}");
+        return Err(CommError::invalid(op, rank, e));
+    }
+    Ok(())
+}
+
 /// Input and output of reduce-scatter / all-gather: same dtype and device, and
 /// `big` = world × `small` elements.
 pub fn check_pair(

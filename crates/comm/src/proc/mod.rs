@@ -20,7 +20,7 @@ mod wire;
 use crate::error::{CommError, Result};
 use crate::host::{read_bytes, write_bytes};
 use crate::reduce::Aligned;
-use crate::validate::{check_buffer, check_pair, check_root};
+use crate::validate::{check_cpu_buffer, check_pair, check_root};
 use crate::{CommOptions, Communicator, DistEnv, ReduceOp, Work};
 use candle_core::{DType, Tensor};
 use plan::Plan;
@@ -131,21 +131,6 @@ impl ProcComm {
             },
         })
     }
-
-    fn check_cpu(&self, op: &'static str, t: &Tensor) -> Result<()> {
-        check_buffer(op, self.rank, t)?;
-        if !t.device().is_cpu() {
-            return Err(CommError::invalid(
-                op,
-                self.rank,
-                format!(
-                    "the CPU backend needs CPU tensors, got {:?}",
-                    t.device().location()
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
 
 impl Communicator for ProcComm {
@@ -161,7 +146,7 @@ impl Communicator for ProcComm {
 
     fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
         const OP: &str = "all_reduce";
-        self.check_cpu(OP, buf)?;
+        check_cpu_buffer(OP, self.rank, buf)?;
         let (count, dtype) = (buf.elem_count(), buf.dtype());
         let plan = plan::all_reduce(count, dtype.size_in_bytes(), self.world, self.rank);
         write_bytes(OP, self.rank, buf, |b| {
@@ -173,7 +158,7 @@ impl Communicator for ProcComm {
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
         const OP: &str = "reduce_scatter";
         check_pair(OP, self.rank, self.world, output, input)?;
-        self.check_cpu(OP, input)?;
+        check_cpu_buffer(OP, self.rank, input)?;
         let (m, dtype) = (output.elem_count(), input.dtype());
         let esz = dtype.size_in_bytes();
         let mut work = Aligned::new(m * self.world * esz);
@@ -194,7 +179,7 @@ impl Communicator for ProcComm {
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
         const OP: &str = "all_gather";
         check_pair(OP, self.rank, self.world, input, output)?;
-        self.check_cpu(OP, input)?;
+        check_cpu_buffer(OP, self.rank, input)?;
         let (m, dtype) = (input.elem_count(), input.dtype());
         let esz = dtype.size_in_bytes();
         let mut work = Aligned::new(m * self.world * esz);
@@ -215,7 +200,7 @@ impl Communicator for ProcComm {
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
         const OP: &str = "broadcast";
         check_root(OP, self.rank, self.world, root)?;
-        self.check_cpu(OP, buf)?;
+        check_cpu_buffer(OP, self.rank, buf)?;
         let (count, dtype) = (buf.elem_count(), buf.dtype());
         let len = count * dtype.size_in_bytes();
         let plan = plan::broadcast(len, self.world, self.rank, root);
