@@ -25,14 +25,14 @@ fn cpu_bytes<'a>(s: &'a CpuStorage, layout: &Layout, count: usize) -> Result<&'a
         CpuStorage::F64(v) => view!(v),
         CpuStorage::BF16(v) => view!(v),
         CpuStorage::F16(v) => view!(v),
-        other => {
-            return Err(candle_core::Error::Msg(format!(
-                "CPU backend: unsupported dtype {:?}",
-                candle_core::backend::BackendStorage::dtype(other)
-            ))
-            .into())
-        }
+        other => return Err(unsupported(other)),
     })
+}
+
+/// A storage of a dtype the CPU backends do not carry.
+fn unsupported(s: &CpuStorage) -> crate::CommError {
+    let dtype = candle_core::backend::BackendStorage::dtype(s);
+    candle_core::Error::Msg(format!("CPU backend: unsupported dtype {dtype:?}")).into()
 }
 
 fn cpu_bytes_mut<'a>(s: &'a mut CpuStorage, layout: &Layout, count: usize) -> Result<&'a mut [u8]> {
@@ -49,13 +49,7 @@ fn cpu_bytes_mut<'a>(s: &'a mut CpuStorage, layout: &Layout, count: usize) -> Re
         CpuStorage::F64(v) => view!(v),
         CpuStorage::BF16(v) => view!(v),
         CpuStorage::F16(v) => view!(v),
-        other => {
-            return Err(candle_core::Error::Msg(format!(
-                "CPU backend: unsupported dtype {:?}",
-                candle_core::backend::BackendStorage::dtype(other)
-            ))
-            .into())
-        }
+        other => return Err(unsupported(other)),
     })
 }
 
