@@ -5,6 +5,7 @@
 //! is exposed, never the rest of a larger buffer it is a view of.
 
 use crate::error::{CommError, Result};
+use crate::validate::not_cpu;
 use candle_core::{CpuStorage, InplaceOp1, Layout, Storage, Tensor};
 use std::cell::RefCell;
 
@@ -30,7 +31,7 @@ fn cpu_bytes<'a>(s: &'a CpuStorage, layout: &Layout, count: usize) -> Result<&'a
 }
 
 /// A storage of a dtype the CPU backends do not carry.
-fn unsupported(s: &CpuStorage) -> crate::CommError {
+fn unsupported(s: &CpuStorage) -> CommError {
     let dtype = candle_core::backend::BackendStorage::dtype(s);
     candle_core::Error::Msg(format!("CPU backend: unsupported dtype {dtype:?}")).into()
 }
@@ -51,17 +52,6 @@ fn cpu_bytes_mut<'a>(s: &'a mut CpuStorage, layout: &Layout, count: usize) -> Re
         CpuStorage::F16(v) => view!(v),
         other => return Err(unsupported(other)),
     })
-}
-
-fn not_cpu(op: &'static str, rank: usize, t: &Tensor) -> CommError {
-    CommError::invalid(
-        op,
-        rank,
-        format!(
-            "the CPU backend needs CPU tensors, got {:?}",
-            t.device().location()
-        ),
-    )
 }
 
 /// Runs `f` on the tensor's bytes under the storage's read lock.

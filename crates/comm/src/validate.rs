@@ -33,11 +33,19 @@ pub fn check_buffer(op: &'static str, rank: usize, t: &Tensor) -> Result<()> {
 pub fn check_cpu_buffer(op: &'static str, rank: usize, t: &Tensor) -> Result<()> {
     check_buffer(op, rank, t)?;
     if !t.device().is_cpu() {
-        let at = t.device().location();
-        let e = format!("the CPU backend needs CPU tensors, got {at:?}");
-        return Err(CommError::invalid(op, rank, e));
+        return Err(not_cpu(op, rank, t));
     }
     Ok(())
+}
+
+/// The error of a tensor not on the CPU where a CPU backend needs one.
+pub(crate) fn not_cpu(op: &'static str, rank: usize, t: &Tensor) -> CommError {
+    let at = t.device().location();
+    CommError::invalid(
+        op,
+        rank,
+        format!("the CPU backend needs CPU tensors, got {at:?}"),
+    )
 }
 
 /// Input and output of reduce-scatter / all-gather: same dtype and device, and
