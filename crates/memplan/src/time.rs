@@ -169,8 +169,10 @@ impl Rates {
                 (t, t)
             }
             Collectives::Fsdp { bucket_mb } => {
+                // One gather a unit (memplan::fsdp_unit's default: 3 of xl's stages).
                 let stage = grads / shape.layers.max(1) as f64;
-                let gather = part * grads / self.busbw(stage, world);
+                let unit = crate::fsdp_unit(stage as u64) as f64;
+                let gather = part * grads / self.busbw(unit * stage, world);
                 let scatter = part * grads / self.busbw(bucket(bucket_mb), world);
                 (scatter + gather, gather)
             }
@@ -296,7 +298,7 @@ mod tests {
         }
     }
 
-    /// FSDP moves 1.5× ZeRO-1's bytes, each gather a stage's weights: slower than ZeRO-1
+    /// FSDP moves 1.5× ZeRO-1's bytes, each gather a unit's weights: slower than ZeRO-1
     /// above one rank, with its optimizer as ZeRO-1's.
     #[test]
     fn fsdp_gathers_twice_beside_zero1s_once() {
