@@ -49,6 +49,27 @@ pub fn pick(logits: &[f32], o: &SampleOpts, rng: &mut SplitMix64) -> u32 {
 /// The continuation of `prompt` (the new text only). `before_stage(s)` runs before each
 /// stage of every forward (`TransformerLm::logits_with`: where FSDP gathers the weights,
 /// every rank samples together, with the same `rng`).
+/// The end-of-run samples: each of [`PROMPTS`] and its continuation, drawn with one
+/// generator seeded from the run's `seed`; `before_stage` as [`continue_text`]'s.
+pub fn samples(
+    m: &TransformerLm,
+    tok: &Tokenizer,
+    eot: u32,
+    o: &SampleOpts,
+    seed: u64,
+    dev: &Device,
+    mut before_stage: impl FnMut(usize) -> Result<()>,
+) -> Result<Vec<(String, String)>> {
+    let mut rng = SplitMix64::new(seed ^ 0x5A3F1E);
+    PROMPTS
+        .iter()
+        .map(|&p| {
+            let cont = continue_text(m, tok, eot, (p, o), &mut rng, dev, &mut before_stage)?;
+            Ok((p.to_string(), cont))
+        })
+        .collect()
+}
+
 pub fn continue_text(
     m: &TransformerLm,
     tok: &Tokenizer,

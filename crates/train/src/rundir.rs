@@ -67,6 +67,23 @@ impl Drop for RunLock {
     }
 }
 
+/// Rank 0's hold on `out` for a run (`None` on the other ranks): its lock, one run at a
+/// time; with `fresh` (`--fresh`), the previous run's files moved aside first, said on
+/// stderr.
+pub fn claim(rank: usize, out: &Path, fresh: bool) -> Result<Option<RunLock>> {
+    if rank != 0 {
+        return Ok(None);
+    }
+    let lock = lock(out)?;
+    if fresh {
+        if let Some(dest) = move_aside(out)? {
+            let (o, d) = (out.display(), dest.display());
+            eprintln!("train: --fresh: the previous run in {o} moved to {d}");
+        }
+    }
+    Ok(Some(lock))
+}
+
 /// Takes `out`'s lock (creating `out`), or fails at once naming the run that holds it.
 pub fn lock(out: &Path) -> Result<RunLock> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

@@ -6,7 +6,6 @@ use crate::data::Dataset;
 use crate::engine::Engine;
 use crate::generate::{self, SampleOpts};
 use crate::log::{self, Log, Record};
-use crate::rng::SplitMix64;
 use crate::sampler::{shard, Sampler};
 use crate::{export, schedule, state};
 use anyhow::{bail, Context, Result};
@@ -108,21 +107,7 @@ pub fn run_rank(
 ) -> Result<Summary> {
     let (rank, world) = (comm.rank(), comm.world_size());
     crate::users(c.validate(world))?;
-    // Rank 0 owns the directory for the run: one run at a time; --fresh moves the last
-    // one aside first.
-    let _lock = match rank {
-        0 => Some(crate::rundir::lock(&o.out)?),
-        _ => None,
-    };
-    if rank == 0 && !o.resume {
-        if let Some(dest) = crate::rundir::move_aside(&o.out)? {
-            eprintln!(
-                "train: --fresh: the previous run in {} moved to {}",
-                o.out.display(),
-                dest.display()
-            );
-        }
-    }
+    let _lock = crate::rundir::claim(rank, &o.out, !o.resume)?;
     // Data the run cannot use, or a run that cannot fit: the user's to change.
     let ds = crate::users(Dataset::open(&o.data))?;
     let data_id = state::DataId::of(&ds)?;
@@ -364,22 +349,14 @@ pub fn run_rank(
     // weights are gathered by all), and rank 0 writes.
     let sampling = rank == 0 || e.samples_together();
     if let (true, Some(so), true) = (sampling, &o.samples, end == c.steps) {
-        let mut rng = SplitMix64::new(c.seed ^ 0x5A3F1E);
-        let mut text = String::new();
-        for p in generate::PROMPTS {
-            let cont = generate::continue_text(
-                &e.model,
-                &ds.tokenizer,
-                ds.meta.eot,
-                (p, so),
-                &mut rng,
-                &dev,
-                |s| e.before_sample_stage(s),
-            )?;
-            text += &format!("{p}{cont}\n\n");
-            s.samples.push((p.to_string(), cont));
-        }
+        let (m, tok, eot) = (&e.model, &ds.tokenizer, ds.meta.eot);
+        s.samples = generate::samples(m, tok, eot, so, c.seed, &dev, |s| e.before_sample_stage(s))?;
         if rank == 0 {
+            let text: String = s
+                .samples
+                .iter()
+                .map(|(p, c)| format!("{p}{c}\n\n"))
+                .collect();
             checkpoint::write_atomic(&o.out.join("samples.txt"), text.as_bytes())?;
         }
     }
