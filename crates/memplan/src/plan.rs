@@ -289,7 +289,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
                         .unwrap_or_else(|| crate::fsdp_unit(mul(stage, e)))
                         .max(1);
                     let buffers = (1 + depth) * unit + keep.div_ceil(unit) * unit;
-                    mul(mul(sh.block_params().max(table), u(buffers)), e)
+                    mul(mul(stage, u(buffers)), e)
                 }
             },
             _ => mul(psi, 2),

@@ -46,9 +46,6 @@ pub fn pick(logits: &[f32], o: &SampleOpts, rng: &mut SplitMix64) -> u32 {
     idx[idx.len() - 1] as u32
 }
 
-/// The continuation of `prompt` (the new text only). `before_stage(s)` runs before each
-/// stage of every forward (`TransformerLm::logits_with`: where FSDP gathers the weights,
-/// every rank samples together, with the same `rng`).
 /// The end-of-run samples: each of [`PROMPTS`] and its continuation, drawn with one
 /// generator seeded from the run's `seed`; `before_stage` as [`continue_text`]'s.
 pub fn samples(
@@ -70,6 +67,9 @@ pub fn samples(
         .collect()
 }
 
+/// The continuation of `prompt` (the new text only). `before_stage(s)` runs before each
+/// stage of every forward (`TransformerLm::logits_with`: where FSDP gathers the weights,
+/// every rank samples together, with the same `rng`).
 pub fn continue_text(
     m: &TransformerLm,
     tok: &Tokenizer,

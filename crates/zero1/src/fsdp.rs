@@ -144,17 +144,17 @@ impl Zero1Overlap {
             let s = s.ok_or_else(|| Zero1Error::Input(format!("parameter {i}: in no stage")))?;
             by_stage[s].push((k, i));
         }
+        // Elements of a stage's or a unit's released parameters.
+        let size = |ks: &Vec<(usize, usize)>| -> usize {
+            ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
+        };
         // Units of `unit` consecutive stages (by default as many as make 200 MB of the
         // largest stage's bf16: memplan::fsdp_unit); those holding any of the last
         // `keep_last` stages are kept.
-        let largest = by_stage.iter().map(|ks| {
-            ks.iter()
-                .map(|&(_, i)| 2 * self.shapes[i].elem_count() as u64)
-                .sum::<u64>()
-        });
         let unit = match self.fsdp_unit {
             Some(unit) => unit.max(1),
-            None => memplan::fsdp_unit(largest.max().unwrap_or(0)),
+            // The buffers are bf16: 2 bytes an element.
+            None => memplan::fsdp_unit(2 * by_stage.iter().map(size).max().unwrap_or(0) as u64),
         };
         let nunits = stages.div_ceil(unit);
         let kept = match keep_last {
@@ -166,9 +166,6 @@ impl Zero1Overlap {
         for (s, ks) in by_stage.into_iter().enumerate() {
             by_unit[s / unit].extend(ks);
         }
-        let size = |ks: &Vec<(usize, usize)>| -> usize {
-            ks.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum()
-        };
         let slot_of = slots_of(nunits, kept, depth);
         let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
