@@ -210,6 +210,32 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         .synchronize()?;
     checks += 6;
 
+    // The same gathers into views of one gather buffer (NCCL with COMM_NCCL_WINDOWS=1: a
+    // window), chunks of 3, 1 and 5 elements a rank, cast and plain, as FSDP and ZeRO-1 do.
+    let buf = c.gather_buffer(9 * n, DType::BF16, dev)?;
+    let views = [
+        buf.narrow(0, 0, 3 * n)?,
+        buf.narrow(0, 3 * n, n)?,
+        buf.narrow(0, 4 * n, 5 * n)?,
+    ];
+    let five: Vec<f32> = (0..5).map(|j| r + j as f32).collect();
+    let parts = [parts[0].clone(), parts[1].clone(), Tensor::new(five, dev)?];
+    let pairs: Vec<_> = parts.iter().cloned().zip(views.iter().cloned()).collect();
+    c.all_gather_cast_coalesced_async(&pairs)?.wait()?;
+    let want: Vec<f32> = ranks()
+        .flat_map(|k| [k + 0.25, 2.0 * k, -k])
+        .chain(ranks().map(third))
+        .chain(ranks().flat_map(|k| (0..5).map(move |j| k + j as f32)))
+        .collect();
+    expect("all_gather_cast_coalesced (gather buffer)", &buf, &want)?;
+    let mine = views[1].narrow(0, c.rank(), 1)?;
+    mine.slice_set(&Tensor::new(&[7.0 * r], dev)?.to_dtype(DType::BF16)?, 0, 0)?;
+    c.all_gather_coalesced_async(&[(mine, views[1].clone())])?
+        .wait()?;
+    let want: Vec<f32> = ranks().map(|k| 7.0 * k).collect();
+    expect("all_gather in place (gather buffer)", &views[1], &want)?;
+    checks += 2;
+
     // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
     match c.all_reduce(&t, ReduceOp::Sum) {

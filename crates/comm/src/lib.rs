@@ -43,6 +43,7 @@ pub use proc::ProcComm;
 pub use timeline::{CollectiveSpan, Mark, Timeline};
 pub use work::{PendingWork, Work};
 
+use candle_core::{DType, Device};
 use std::time::{Duration, Instant};
 
 /// Reduction applied by all-reduce and reduce-scatter.
@@ -204,6 +205,15 @@ pub trait Communicator: Send + Sync {
     /// the casts overlap compute instead of queueing before it.
     fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
         all_gather_cast_on_compute(self, pairs)
+    }
+
+    /// A zeroed one-dimensional buffer of `len` elements on `device`, for all-gathers to
+    /// write into in place. Every rank makes the same buffers in the same order (NCCL: a
+    /// collective call). NCCL with `COMM_NCCL_WINDOWS=1` allocates it from NCCL and
+    /// registers it as a symmetric window, so that its gathers can run on the copy
+    /// engines (`nccl::window`); the default is `Tensor::zeros`.
+    fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        Ok(Tensor::zeros(len, dtype, device)?)
     }
 
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {

@@ -6,8 +6,12 @@ use candle_core::Device;
 /// "train: peak GPU memory X GiB (...)" for this rank (run.sh's records read it): the
 /// process's peak, and where `first` (the peak over the first, eager step, after which the
 /// pool's mark was reset) is known, the peak of the steps after it; `None` off CUDA.
+/// Gather buffers in NCCL windows (`comm::nccl::window_bytes`, made before the first
+/// step and held to the end) are outside the pool: added to every figure.
 pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
-    let after = seam::memory::process_peak(dev);
+    let windows = comm::nccl::window_bytes();
+    let add = |b: Option<u64>| b.map(|b| b + windows);
+    let (first, after) = (add(first), add(seam::memory::process_peak(dev)));
     let gib = seam::memory::gib(after.max(first))?;
     let later = match seam::memory::gib(after.filter(|_| first.is_some())) {
         Some(l) => format!("; after the first step {l:.2} GiB"),
@@ -16,7 +20,7 @@ pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
     // Its parts: what the pool holds between steps (parameters, optimizer state, buffers
     // kept), the captured step's own memory (its transients), the pool's mark since the reset.
     let parts = match (
-        seam::memory::gib(seam::memory::current(dev)),
+        seam::memory::gib(add(seam::memory::current(dev))),
         seam::memory::gib(seam::graph::mem_high(dev)),
         seam::memory::gib(seam::memory::peak(dev)),
     ) {
@@ -25,7 +29,14 @@ pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
         ),
         _ => String::new(),
     };
-    Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's buffers and the CUDA context aside){later}{parts}"))
+    let win = match windows {
+        0 => String::new(),
+        b => format!(
+            ", {:.2} GiB of them gather buffers in NCCL windows",
+            b as f64 / (1u64 << 30) as f64
+        ),
+    };
+    Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's own buffers and the CUDA context aside){later}{parts}{win}"))
 }
 
 impl Summary {

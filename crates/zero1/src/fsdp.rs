@@ -178,9 +178,11 @@ impl Zero1Overlap {
             .map(|b| {
                 let here = (0..nunits).filter(|&u| slot_of[u] == b);
                 let len = here.map(|u| size(&by_unit[u])).max().unwrap_or(0).max(1);
-                Tensor::zeros(len, DType::BF16, &dev)
+                // The communicator's buffer (NCCL: a window whose gathers can run on the
+                // copy engines).
+                self.comm.gather_buffer(len, DType::BF16, &dev)
             })
-            .collect::<candle_core::Result<Vec<_>>>()?;
+            .collect::<comm::Result<Vec<_>>>()?;
         let mut units = Vec::with_capacity(nunits);
         let mut n = 0;
         for (u, ks) in by_unit.iter().enumerate() {

@@ -41,14 +41,23 @@ impl Zero1Overlap {
             return Ok(0);
         }
         self.sync_params()?;
+        let releasable = |k: usize| {
+            let i = self.owner[k].1?;
+            let ok = self.spans[k].copy_at.is_none() && params.bf16_shadows().gatherable(i);
+            ok.then_some(i)
+        };
+        let mine: Vec<(usize, usize)> = (0..self.spans.len())
+            .filter_map(|k| releasable(k).map(|i| (k, i)))
+            .collect();
+        // The copies the step gathers in place, in one buffer of the communicator's (NCCL:
+        // a window, whose gathers take fewer SMs); FSDP moves them into its unit buffers.
+        if !self.fsdp {
+            self.copies_in_gather_buffer(params, &mine)?;
+        }
         let mut released = 0;
-        for k in 0..self.spans.len() {
-            let Some(i) = self.owner[k].1 else { continue };
+        for (k, i) in mine {
             let span = self.spans[k].clone();
             let master = span.var.as_tensor();
-            if span.copy_at.is_some() || !params.bf16_shadows().gatherable(i) {
-                continue;
-            }
             // The whole copy, from the whole master (the value the next forward reads).
             params.bf16_shadows().write(i, master)?;
             params.bf16_shadows().hold(i);
@@ -65,6 +74,25 @@ impl Zero1Overlap {
             released += 1;
         }
         Ok(released)
+    }
+
+    /// Makes the copies of parameters `mine` ((span, parameter) pairs) views into one
+    /// `Communicator::gather_buffer`, in that order (the same on every rank).
+    fn copies_in_gather_buffer(&self, params: &ParamSet, mine: &[(usize, usize)]) -> Result<()> {
+        let Some(&(k0, _)) = mine.first() else {
+            return Ok(());
+        };
+        let dev = self.spans[k0].var.device().clone();
+        let len = mine.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum();
+        let buf = self.comm.gather_buffer(len, DType::BF16, &dev)?;
+        let mut off = 0;
+        for &(_, i) in mine {
+            let n = self.shapes[i].elem_count();
+            let view = buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
+            params.bf16_shadows().set_copy(i, view);
+            off += n;
+        }
+        Ok(())
     }
 
     /// Every parameter's f32 value, for a checkpoint: the masters held whole as they are;

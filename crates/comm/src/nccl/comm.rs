@@ -10,6 +10,7 @@ use super::events::EventLog;
 use super::launch_op::{Call, Launch};
 use super::raw::{unique_id, RawComm};
 use super::watchdog::{Pending, Watchdog};
+use super::window::Windows;
 use super::work::NcclWork;
 use crate::error::{CommError, Result};
 use crate::validate::{check_buffer, check_pair, check_root, in_place};
@@ -53,6 +54,8 @@ pub struct NcclComm {
     /// `COMM_NCCL_LAUNCH_IDENTITY=1`: launch one rank's identity calls anyway
     /// ([`Self::identity`]), to measure what skipping them saves.
     launch_identity: bool,
+    /// Gather buffers registered as NCCL windows (`super::window`).
+    pub(super) windows: Windows,
 }
 
 impl NcclComm {
@@ -71,6 +74,7 @@ impl NcclComm {
         ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
         let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
+        let windows = Windows::new(raw.clone(), compute.clone(), stream.clone())?;
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -83,6 +87,7 @@ impl NcclComm {
             watchdog,
             timeline: Mutex::new(None),
             launch_identity: std::env::var("COMM_NCCL_LAUNCH_IDENTITY").is_ok_and(|v| v == "1"),
+            windows,
         })
     }
 
@@ -351,6 +356,18 @@ impl Communicator for NcclComm {
 
     fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
         self.gather_cast(pairs)
+    }
+
+    fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        if !device.same_device(&self.device) {
+            let e = format!(
+                "buffer on {:?}, this rank's NCCL device is {:?}",
+                device.location(),
+                self.device.location()
+            );
+            return Err(CommError::invalid("gather_buffer", self.rank, e));
+        }
+        self.window_buffer(len, dtype)
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {

@@ -23,6 +23,8 @@ mod device;
 mod events;
 #[cfg(feature = "cuda")]
 mod launch_op;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
+mod policy;
 #[cfg(feature = "cuda")]
 pub mod raw;
 #[cfg(feature = "cuda")]
@@ -30,13 +32,18 @@ mod shapes;
 #[cfg(feature = "cuda")]
 mod watchdog;
 #[cfg(feature = "cuda")]
+mod window;
+#[cfg(feature = "cuda")]
 mod work;
 #[cfg(feature = "cuda")]
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
 pub use device::{cuda_device, gpu_count};
+pub use policy::WINDOWS_MIN_NCCL;
+#[cfg(feature = "cuda")]
+pub use window::window_bytes;
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{cuda_device, gpu_count, NcclComm};
+pub use stub::{cuda_device, gpu_count, window_bytes, NcclComm};

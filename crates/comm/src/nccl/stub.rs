@@ -24,6 +24,11 @@ pub fn gpu_count() -> Result<usize> {
     unavailable()
 }
 
+/// No NCCL windows without the `cuda` feature.
+pub fn window_bytes() -> u64 {
+    0
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()
