@@ -124,8 +124,20 @@ impl ParamSet {
     /// freed once no one else holds the `Var`. Refused for a parameter whose copy is not
     /// held: its forward would read the placeholder.
     pub fn release(&mut self, i: usize) -> Result<()> {
+        self.release_as(i, true)
+    }
+
+    /// [`Self::release`] before parameter `i` has a copy, for a distributed optimizer that
+    /// sets it right after, before any forward (FSDP: a view into the buffer its gathers
+    /// fill before each use), so that the copies need not exist beside the whole masters.
+    pub fn release_uncopied(&mut self, i: usize) -> Result<()> {
+        self.release_as(i, false)
+    }
+
+    fn release_as(&mut self, i: usize, copied: bool) -> Result<()> {
         let name = self.names.get(i).cloned().unwrap_or_default();
-        if i >= self.vars.len() || !self.bf16.gatherable(i) || self.bf16.copy(i).is_none() {
+        let no_copy = copied && self.bf16.copy(i).is_none();
+        if i >= self.vars.len() || !self.bf16.gatherable(i) || no_copy {
             return Err(crate::ModelError::Input(format!(
                 "parameter {i} ({name}): only a parameter read through its bf16 copy, written, may release its f32 master"
             )));

@@ -6,13 +6,18 @@ use candle_core::Device;
 /// "train: peak GPU memory X GiB (...)" for this rank (run.sh's records read it): the
 /// process's peak, and where `first` (the peak over the first, eager step, after which the
 /// pool's mark was reset) is known, the peak of the steps after it; `None` off CUDA.
-/// Gather buffers in NCCL windows (`comm::nccl::window_bytes`, made before the first
-/// step and held to the end) are outside the pool: added to every figure.
-pub(crate) fn peak_line(first: Option<u64>, dev: &Device) -> Option<String> {
+/// Gather buffers in NCCL windows (`comm::nccl::window_bytes`) are outside the pool. They
+/// are made once, after `before_windows` (the pool's mark then, which does not count
+/// them), and held to the end: added to every later figure.
+pub(crate) fn peak_line(
+    before_windows: Option<u64>,
+    first: Option<u64>,
+    dev: &Device,
+) -> Option<String> {
     let windows = comm::nccl::window_bytes();
     let add = |b: Option<u64>| b.map(|b| b + windows);
-    let (first, after) = (add(first), add(seam::memory::process_peak(dev)));
-    let gib = seam::memory::gib(after.max(first))?;
+    let after = add(seam::memory::process_peak(dev));
+    let gib = seam::memory::gib(after.max(add(first)).max(before_windows))?;
     let later = match seam::memory::gib(after.filter(|_| first.is_some())) {
         Some(l) => format!("; after the first step {l:.2} GiB"),
         None => String::new(),

@@ -152,6 +152,10 @@ pub fn run_rank(
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
     }
+    // The pool's mark before any gather buffer in NCCL windows (release_masters makes
+    // them: comm::nccl::window_bytes); the peaks after it count them (summary::peak_line).
+    let before_windows = seam::memory::peak(&dev);
+    seam::memory::reset_peak(&dev);
     e.release_masters()?; // after the resume and the export: they read whole masters
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
@@ -322,7 +326,7 @@ pub fn run_rank(
         }
     }
     bar.finish_and_clear();
-    if let Some(line) = crate::summary::peak_line(first_peak, &dev) {
+    if let Some(line) = crate::summary::peak_line(before_windows, first_peak, &dev) {
         eprintln!("{line}"); // every rank's own: a launcher prefixes it with the rank
     }
     crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;

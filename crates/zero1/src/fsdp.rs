@@ -127,19 +127,32 @@ impl Units {
     }
 }
 
+/// FSDP's copies placed in their unit buffers as the masters are released
+/// ([`Zero1Overlap::place_copies`]), for [`Zero1Overlap::shard_copies`].
+pub(crate) struct Placed {
+    /// Per unit: (span, view of its parameter in the unit's buffer).
+    views: Vec<Vec<(usize, Tensor)>>,
+    unit: usize,
+    slot_of: Vec<usize>,
+}
+
 impl Zero1Overlap {
-    /// After [`Self::release_masters`]: shards the released parameters' bf16 copies (see
-    /// the module's doc); returns how many. The copies' memory goes once the model's
-    /// slots point at the stage buffers.
-    pub fn shard_copies(&mut self, shadows: &Bf16Shadows) -> Result<usize> {
+    /// FSDP, as [`Self::release_masters`] ends, once it released `mine` ((span,
+    /// parameter) pairs, the same on every rank): makes each one's bf16 copy a view into
+    /// its unit's buffer
+    /// (the communicator's [`comm::Communicator::gather_buffer`]: NCCL windows where
+    /// NCCL's symmetric kernels can gather), so that no whole copy is ever made: the
+    /// gathers fill them before each use.
+    pub(crate) fn place_copies(
+        &mut self,
+        shadows: &Bf16Shadows,
+        mine: &[(usize, usize)],
+    ) -> Result<()> {
         let stages = self.stage_params.len();
         let (keep_last, depth) = self.fsdp_gathers;
         // Per stage: (span, parameter) of its released parameters.
         let mut by_stage: Vec<Vec<(usize, usize)>> = vec![Vec::new(); stages];
-        for (k, span) in self.spans.iter().enumerate() {
-            let (Some(i), Some(_)) = (self.owner[k].1, span.copy_at) else {
-                continue;
-            };
+        for &(k, i) in mine {
             let s = (0..stages).find(|&s| self.stage_params[s].contains(&i));
             let s = s.ok_or_else(|| Zero1Error::Input(format!("parameter {i}: in no stage")))?;
             by_stage[s].push((k, i));
@@ -169,44 +182,68 @@ impl Zero1Overlap {
         let slot_of = slots_of(nunits, kept, depth);
         let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
         let Some(dev) = self.spans.first().map(|s| s.var.device().clone()) else {
-            return Ok(0);
+            return Ok(());
         };
         if by_unit.iter().all(|ks| ks.is_empty()) {
-            return Ok(0);
+            return Ok(());
         }
         let pool = (0..nbuf)
             .map(|b| {
                 let here = (0..nunits).filter(|&u| slot_of[u] == b);
                 let len = here.map(|u| size(&by_unit[u])).max().unwrap_or(0).max(1);
-                // The communicator's buffer (NCCL: a window whose gathers can run on the
-                // copy engines).
+                // The communicator's buffer (NCCL: a window whose gathers take its
+                // symmetric kernels).
                 self.comm.gather_buffer(len, DType::BF16, &dev)
             })
             .collect::<comm::Result<Vec<_>>>()?;
-        let mut units = Vec::with_capacity(nunits);
-        let mut n = 0;
+        let mut views = Vec::with_capacity(nunits);
         for (u, ks) in by_unit.iter().enumerate() {
-            let (mut off, mut pairs) = (0, Vec::new());
+            let (mut off, mut here) = (0, Vec::new());
             for &(k, i) in ks {
-                if shadows.copy(i).is_none() {
-                    let e = format!("parameter {i}: released without a bf16 copy");
-                    return Err(Zero1Error::Input(e));
-                }
                 let numel = self.shapes[i].elem_count();
                 let view = pool[slot_of[u]].narrow(0, off, numel)?;
                 shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                pairs.push((self.spans[k].var.as_tensor().clone(), view));
+                here.push((k, view));
                 off += numel;
-                n += 1;
             }
-            units.push(pairs);
+            views.push(here);
         }
+        self.placed = Some(Placed {
+            views,
+            unit,
+            slot_of,
+        });
+        Ok(())
+    }
+
+    /// After [`Self::release_masters`] (which placed them: `place_copies`): shards
+    /// the released parameters' bf16 copies (see the module's doc); returns how many.
+    pub fn shard_copies(&mut self, _shadows: &Bf16Shadows) -> Result<usize> {
+        let Some(Placed {
+            views,
+            unit,
+            slot_of,
+        }) = self.placed.take()
+        else {
+            return Ok(0);
+        };
+        let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
+        let n = views.iter().map(Vec::len).sum();
+        // Each unit's (this rank's f32 master chunk, its parameter's view) pairs.
+        let units = views
+            .into_iter()
+            .map(|u| {
+                u.into_iter()
+                    .map(|(k, v)| (self.spans[k].var.as_tensor().clone(), v))
+                    .collect()
+            })
+            .collect();
         let units = Arc::new(Units {
             units,
             unit,
             slot_of,
             slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
-            depth,
+            depth: self.fsdp_gathers.1,
             cast_on_compute: std::env::var("FSDP_CAST").is_ok_and(|v| v == "compute"),
         });
         self.units = Some(units.clone());

@@ -34,7 +34,8 @@ impl Zero1Overlap {
     /// time, so that the whole masters never exist beside all the chunks; returns how many:
     /// none on one rank, without bf16 copies (a bf16 model on CUDA; on the CPU where enabled
     /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). Each copy is
-    /// written from its master first and held, so that the next forward reads it.
+    /// written from its master first and held, so that the next forward reads it (not with
+    /// FSDP, which gathers the copies before each use: [`Self::shard_copies`]).
     pub fn release_masters(&mut self, params: &mut ParamSet) -> Result<usize> {
         let w = self.comm.world_size();
         if w == 1 || !self.bf16_gather || !params.bf16_shadows().enabled() {
@@ -50,17 +51,20 @@ impl Zero1Overlap {
             .filter_map(|k| releasable(k).map(|i| (k, i)))
             .collect();
         // The copies the step gathers in place, in one buffer of the communicator's (NCCL:
-        // a window, whose gathers take fewer SMs); FSDP moves them into its unit buffers.
+        // a window, whose gathers take fewer SMs); FSDP's in its unit buffers.
         if !self.fsdp {
             self.copies_in_gather_buffer(params, &mine)?;
         }
         let mut released = 0;
-        for (k, i) in mine {
+        for &(k, i) in &mine {
             let span = self.spans[k].clone();
             let master = span.var.as_tensor();
-            // The whole copy, from the whole master (the value the next forward reads).
-            params.bf16_shadows().write(i, master)?;
-            params.bf16_shadows().hold(i);
+            // The whole copy, from the whole master (the value the next forward reads);
+            // FSDP's are gathered before each use instead (place_copies, below).
+            if !self.fsdp {
+                params.bf16_shadows().write(i, master)?;
+                params.bf16_shadows().hold(i);
+            }
             let chunk = Var::from_tensor(&span.view()?)?;
             let at = span.start;
             self.spans[k] = seam::Span {
@@ -70,8 +74,15 @@ impl Zero1Overlap {
                 copy_at: Some(at),
             };
             self.params[i] = Var::zeros(1, DType::F32, master.device())?;
-            params.release(i)?;
+            match self.fsdp {
+                true => params.release_uncopied(i)?,
+                false => params.release(i)?,
+            }
             released += 1;
+        }
+        // FSDP's copies: views into its unit buffers, made once the whole masters are gone.
+        if self.fsdp {
+            self.place_copies(params.bf16_shadows(), &mine)?;
         }
         Ok(released)
     }

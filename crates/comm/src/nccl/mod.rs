@@ -39,11 +39,13 @@ mod work;
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
 pub use device::{cuda_device, gpu_count};
-pub use policy::WINDOWS_MIN_NCCL;
+pub use policy::{windows_note, WINDOWS_MIN_NCCL};
+#[cfg(feature = "cuda")]
+pub use raw::version;
 #[cfg(feature = "cuda")]
 pub use window::window_bytes;
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{cuda_device, gpu_count, window_bytes, NcclComm};
+pub use stub::{cuda_device, gpu_count, version, window_bytes, NcclComm};

@@ -26,6 +26,7 @@ pub fn unique_id() -> Result<[u8; 128]> {
     Ok(id.internal.map(|c| c as u8))
 }
 
+/// The loaded NCCL's version, as `ncclGetVersion` gives it (2.28.9: 22809).
 pub fn version() -> Option<i32> {
     result::get_nccl_version().ok()
 }

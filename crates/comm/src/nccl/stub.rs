@@ -24,6 +24,11 @@ pub fn gpu_count() -> Result<usize> {
     unavailable()
 }
 
+/// No NCCL without the `cuda` feature.
+pub fn version() -> Option<i32> {
+    None
+}
+
 /// No NCCL windows without the `cuda` feature.
 pub fn window_bytes() -> u64 {
     0

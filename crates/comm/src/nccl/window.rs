@@ -22,7 +22,7 @@ use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
 use candle_core::cuda_backend::CudaStorage;
-use candle_core::{DType, Storage};
+use candle_core::{DType, Device, Storage};
 use cudarc::driver::CudaStream;
 use cudarc::nccl::sys;
 use std::ffi::c_void;
@@ -93,11 +93,21 @@ impl Drop for Windows {
 
 impl NcclComm {
     /// [`crate::Communicator::gather_buffer`]: see the module's doc.
-    pub(super) fn window_buffer(&self, len: usize, dtype: DType) -> Result<Tensor> {
-        if !self.windows.on || self.world == 1 || len == 0 {
-            return Ok(Tensor::zeros(len, dtype, self.device())?);
-        }
+    pub(super) fn window_buffer(
+        &self,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
         let name = "gather_buffer";
+        if !device.same_device(self.device()) {
+            let (here, ours) = (device.location(), self.device().location());
+            let e = format!("buffer on {here:?}, this rank's NCCL device is {ours:?}");
+            return Err(CommError::invalid(name, self.rank, e));
+        }
+        if !self.windows.on || self.world == 1 || len == 0 {
+            return Ok(Tensor::zeros(len, dtype, device)?);
+        }
         let bytes = len * dtype.size_in_bytes();
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
