@@ -48,8 +48,8 @@ pub struct NcclComm {
     pub(super) stream: Arc<CudaStream>,
     pub(super) raw: Arc<RawComm>,
     pub(super) opts: CommOptions,
-    seq: AtomicU64,
-    watchdog: Watchdog,
+    pub(super) seq: AtomicU64,
+    pub(super) watchdog: Watchdog,
     pub(super) timeline: Mutex<Option<EventLog>>,
     /// `COMM_NCCL_LAUNCH_IDENTITY=1`: launch one rank's identity calls anyway
     /// ([`Self::identity`]), to measure what skipping them saves.

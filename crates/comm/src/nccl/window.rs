@@ -21,7 +21,7 @@ use super::policy::windows_wanted;
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
-use candle_core::cuda_backend::CudaStorage;
+use candle_core::cuda_backend::{CudaDevice, CudaStorage};
 use candle_core::{DType, Device, Storage};
 use cudarc::driver::CudaStream;
 use cudarc::nccl::sys;
@@ -108,17 +108,42 @@ impl NcclComm {
         if !self.windows.on || self.world == 1 || len == 0 {
             return Ok(Tensor::zeros(len, dtype, device)?);
         }
+        // The buffer as candle storage. SAFETY (of each): `len` elements of device memory
+        // at the address, alive until the windows are freed; the slice is never dropped
+        // (below), so cudarc never frees it.
+        type Wrap = fn(&Arc<CudaStream>, u64, usize, CudaDevice) -> CudaStorage;
+        let wrap: Wrap = match dtype {
+            DType::BF16 => |s, at, len, dev| {
+                CudaStorage::wrap_cuda_slice(
+                    unsafe { s.upgrade_device_ptr::<half::bf16>(at, len) },
+                    dev,
+                )
+            },
+            DType::F32 => |s, at, len, dev| {
+                CudaStorage::wrap_cuda_slice(unsafe { s.upgrade_device_ptr::<f32>(at, len) }, dev)
+            },
+            d => {
+                let e = format!("{d:?} gather buffer in an NCCL window (bf16 or f32 only)");
+                return Err(CommError::invalid(name, self.rank, e));
+            }
+        };
         let bytes = len * dtype.size_in_bytes();
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
         let r = unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result();
         self.raw.check("ncclMemAlloc", r)?;
         let mut win: sys::ncclWindow_t = std::ptr::null_mut();
+        // Every rank registers together: a rank that never comes fails them all, after the
+        // timeout, through the watchdog (as a collective's host call would).
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.watchdog
+            .in_call(Some(("gather_buffer (ncclCommWindowRegister)", seq)));
         // SAFETY: `ptr` holds `bytes`; every rank registers its buffers in the same order.
         let r = unsafe {
             sys::ncclCommWindowRegister(self.raw.ptr(), ptr, bytes, &mut win, WIN_COLL_SYMMETRIC)
         }
         .result();
+        self.watchdog.in_call(None);
         if let Err(e) = self.raw.check("ncclCommWindowRegister", r) {
             // SAFETY: allocated above and not registered.
             unsafe { sys::ncclMemFree(ptr) };
@@ -131,25 +156,7 @@ impl NcclComm {
             .push((ptr, win, bytes as u64));
         HELD.fetch_add(bytes as u64, Ordering::Relaxed);
         let dev = self.device().as_cuda_device()?.clone();
-        let at = ptr as u64;
-        // SAFETY: `bytes` of device memory at `at`, alive until the windows are freed; the
-        // slice is never dropped (below), so cudarc never frees it.
-        let storage = unsafe {
-            match dtype {
-                DType::BF16 => CudaStorage::wrap_cuda_slice(
-                    self.compute.upgrade_device_ptr::<half::bf16>(at, len),
-                    dev,
-                ),
-                DType::F32 => CudaStorage::wrap_cuda_slice(
-                    self.compute.upgrade_device_ptr::<f32>(at, len),
-                    dev,
-                ),
-                d => {
-                    let e = format!("{d:?} gather buffer (bf16 or f32 only)");
-                    return Err(CommError::invalid(name, self.rank, e));
-                }
-            }
-        };
+        let storage = wrap(&self.compute, ptr as u64, len, dev);
         let t = Tensor::from_storage(
             Storage::Cuda(storage),
             len,
