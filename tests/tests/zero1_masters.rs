@@ -246,6 +246,14 @@ fn train(
             let want = if unit == 0 { 8 } else { unit };
             let z = st.strategy_as::<Zero1Overlap>().unwrap();
             assert_eq!(z.fsdp_unit_used(), Some(want), "the stages a unit");
+            if unit == 0 {
+                // No whole copy of its own: every copy is a view into the one unit buffer.
+                let mine = (0..m.params.len()).filter(|&i| m.params.is_released(i));
+                let copies = mine.map(|i| m.params.bf16_shadows().copy(i).expect("a copy"));
+                let mut at: Vec<usize> = copies.map(|c| storage_address(&c)).collect();
+                at.dedup();
+                assert!(released > 1 && at.len() == 1, "{released} copies in {at:?}");
+            }
         }
         let (mut losses, _) = run(&mut st, &m, (rank, micro), (0, 3));
         if let Some(dir) = &save {
@@ -255,6 +263,15 @@ fn train(
         losses.extend(more);
         (losses, w, released)
     })
+}
+
+/// Where a CPU tensor's storage starts (bf16).
+fn storage_address(t: &Tensor) -> usize {
+    let (st, _) = t.storage_and_layout();
+    match &*st {
+        candle_core::Storage::Cpu(candle_core::CpuStorage::BF16(v)) => v.as_ptr() as usize,
+        _ => panic!("a bf16 CPU tensor expected"),
+    }
 }
 
 #[test]
