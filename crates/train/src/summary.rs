@@ -7,8 +7,9 @@ use candle_core::Device;
 /// process's peak, and where `first` (the peak over the first, eager step, after which the
 /// pool's mark was reset) is known, the peak of the steps after it; `None` off CUDA.
 /// Gather buffers in NCCL windows (`comm::nccl::window_bytes`) are outside the pool. They
-/// are made once, after `before_windows` (the pool's mark then, which does not count
-/// them), and held to the end: added to every later figure.
+/// are made once, at the end of `release_masters` (after `before_windows`, the pool's mark
+/// until then, which does not count them), and held to the end: added to every later
+/// figure.
 pub(crate) fn peak_line(
     before_windows: Option<u64>,
     first: Option<u64>,

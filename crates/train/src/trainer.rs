@@ -152,11 +152,14 @@ pub fn run_rank(
             export::weights(&e.model, &o.out.join(export::INIT_FILE))?;
         }
     }
-    // The pool's mark before any gather buffer in NCCL windows (release_masters makes
-    // them: comm::nccl::window_bytes); the peaks after it count them (summary::peak_line).
-    let before_windows = seam::memory::peak(&dev);
+    // The pool's mark before any gather buffer in NCCL windows (comm::nccl::window_bytes):
+    // release_masters makes them as it ends, once the whole masters are gone. The peaks
+    // after it count them (summary::peak_line).
+    let before = seam::memory::peak(&dev);
     seam::memory::reset_peak(&dev);
     e.release_masters()?; // after the resume and the export: they read whole masters
+    let before_windows = seam::memory::peak(&dev).max(before);
+    seam::memory::reset_peak(&dev);
     let mut log = if rank == 0 {
         Some(Log::open(&o.out.join("log.jsonl"), start)?)
     } else {

@@ -33,9 +33,9 @@ impl Zero1Overlap {
     /// releases the whole one from `params` (`seam::ParamSet::release`), one parameter at a
     /// time, so that the whole masters never exist beside all the chunks; returns how many:
     /// none on one rank, without bf16 copies (a bf16 model on CUDA; on the CPU where enabled
-    /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). Each copy is
-    /// written from its master first and held, so that the next forward reads it (not with
-    /// FSDP, which gathers the copies before each use: [`Self::shard_copies`]).
+    /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). The copies
+    /// are made after (see below), whole and held, so that the next forward reads them (not
+    /// with FSDP, which gathers its copies before each use: [`Self::shard_copies`]).
     pub fn release_masters(&mut self, params: &mut ParamSet) -> Result<usize> {
         let w = self.comm.world_size();
         if w == 1 || !self.bf16_gather || !params.bf16_shadows().enabled() {
@@ -50,21 +50,10 @@ impl Zero1Overlap {
         let mine: Vec<(usize, usize)> = (0..self.spans.len())
             .filter_map(|k| releasable(k).map(|i| (k, i)))
             .collect();
-        // The copies the step gathers in place, in one buffer of the communicator's (NCCL:
-        // a window, whose gathers take fewer SMs); FSDP's in its unit buffers.
-        if !self.fsdp {
-            self.copies_in_gather_buffer(params, &mine)?;
-        }
         let mut released = 0;
         for &(k, i) in &mine {
             let span = self.spans[k].clone();
             let master = span.var.as_tensor();
-            // The whole copy, from the whole master (the value the next forward reads);
-            // FSDP's are gathered before each use instead (place_copies, below).
-            if !self.fsdp {
-                params.bf16_shadows().write(i, master)?;
-                params.bf16_shadows().hold(i);
-            }
             let chunk = Var::from_tensor(&span.view()?)?;
             let at = span.start;
             self.spans[k] = seam::Span {
@@ -74,21 +63,25 @@ impl Zero1Overlap {
                 copy_at: Some(at),
             };
             self.params[i] = Var::zeros(1, DType::F32, master.device())?;
-            match self.fsdp {
-                true => params.release_uncopied(i)?,
-                false => params.release(i)?,
-            }
+            // Its copy comes below, once no whole master is left beside it.
+            params.release_uncopied(i)?;
             released += 1;
         }
-        // FSDP's copies: views into its unit buffers, made once the whole masters are gone.
-        if self.fsdp {
-            self.place_copies(params.bf16_shadows(), &mine)?;
+        // The copies, made once the whole masters are gone (no whole bf16 copy ever sits
+        // beside them): FSDP's views into its unit buffers, gathered before each use;
+        // the others' views into one gather buffer (NCCL: a window, whose gathers take
+        // fewer SMs), gathered now from the ranks' chunks, the bits the whole master's
+        // cast gives.
+        match self.fsdp {
+            true => self.place_copies(params.bf16_shadows(), &mine)?,
+            false => self.copies_in_gather_buffer(params, &mine)?,
         }
         Ok(released)
     }
 
-    /// Makes the copies of parameters `mine` ((span, parameter) pairs) views into one
-    /// `Communicator::gather_buffer`, in that order (the same on every rank).
+    /// Makes the copies of parameters `mine` ((span, parameter) pairs, released) views into
+    /// one `Communicator::gather_buffer`, in that order (the same on every rank), and
+    /// gathers them from the ranks' f32 chunks, cast to bf16 (the copies are then held).
     fn copies_in_gather_buffer(&self, params: &ParamSet, mine: &[(usize, usize)]) -> Result<()> {
         let Some(&(k0, _)) = mine.first() else {
             return Ok(());
@@ -96,13 +89,17 @@ impl Zero1Overlap {
         let dev = self.spans[k0].var.device().clone();
         let len = mine.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum();
         let buf = self.comm.gather_buffer(len, DType::BF16, &dev)?;
-        let mut off = 0;
-        for &(_, i) in mine {
+        let (mut off, mut pairs) = (0, Vec::with_capacity(mine.len()));
+        for &(k, i) in mine {
             let n = self.shapes[i].elem_count();
-            let view = buf.narrow(0, off, n)?.reshape(self.shapes[i].clone())?;
-            params.bf16_shadows().set_copy(i, view);
+            let view = buf.narrow(0, off, n)?;
+            params
+                .bf16_shadows()
+                .set_copy(i, view.reshape(self.shapes[i].clone())?);
+            pairs.push((self.spans[k].var.as_tensor().flatten_all()?, view));
             off += n;
         }
+        self.comm.all_gather_cast_coalesced_async(&pairs)?.wait()?;
         Ok(())
     }
 
