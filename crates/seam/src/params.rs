@@ -128,8 +128,8 @@ impl ParamSet {
     }
 
     /// [`Self::release`] before parameter `i` has a copy, for a distributed optimizer that
-    /// sets it right after, before any forward (FSDP: a view into the buffer its gathers
-    /// fill before each use), so that the copies need not exist beside the whole masters.
+    /// sets it right after, before any forward (ZeRO: a view into the buffer its gathers
+    /// fill), so that no whole copy need exist beside the whole masters.
     pub fn release_uncopied(&mut self, i: usize) -> Result<()> {
         self.release_as(i, false)
     }

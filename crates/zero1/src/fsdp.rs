@@ -139,10 +139,9 @@ pub(crate) struct Placed {
 impl Zero1Overlap {
     /// FSDP, as [`Self::release_masters`] ends, once it released `mine` ((span,
     /// parameter) pairs, the same on every rank): makes each one's bf16 copy a view into
-    /// its unit's buffer
-    /// (the communicator's [`comm::Communicator::gather_buffer`]: NCCL windows where
-    /// NCCL's symmetric kernels can gather), so that no whole copy is ever made: the
-    /// gathers fill them before each use.
+    /// its unit's buffer (the communicator's [`comm::Communicator::gather_buffer`]: NCCL
+    /// windows, where NCCL's symmetric kernels gather), so that no whole copy is ever
+    /// made: the gathers fill them before each use.
     pub(crate) fn place_copies(
         &mut self,
         shadows: &Bf16Shadows,
@@ -218,7 +217,7 @@ impl Zero1Overlap {
 
     /// After [`Self::release_masters`] (which placed them: `place_copies`): shards
     /// the released parameters' bf16 copies (see the module's doc); returns how many.
-    pub fn shard_copies(&mut self, _shadows: &Bf16Shadows) -> Result<usize> {
+    pub fn shard_copies(&mut self) -> Result<usize> {
         let Some(Placed {
             views,
             unit,

@@ -10,9 +10,13 @@
 //! forward reads only its bf16 copy (the copies being what the step all-gathers), this
 //! rank's chunk of the f32 master into a `Var` of its own (`seam::Span::copy_at`): AdamW
 //! steps that chunk and writes its bf16 copy into the parameter's copy, which the step
-//! all-gathers as before; the model's whole master is released (`seam::ParamSet::release`)
-//! right after its chunk is made, which frees it. The arithmetic is the same, element by
-//! element: a replay computes the bits it computed before.
+//! all-gathers as before; the model's whole master is released
+//! (`seam::ParamSet::release_uncopied`) right after its chunk is made, which frees it. Once
+//! no whole master is left, the copies are made: views into one gather buffer
+//! (`comm::Communicator::gather_buffer`), all-gathered from the ranks' chunks, cast to bf16
+//! (the bits the whole master's cast gives); FSDP's, views into its unit buffers. So no
+//! whole bf16 copy ever sits beside the whole masters. The arithmetic is the same, element
+//! by element: a replay computes the bits it computed before.
 //!
 //! What reads a whole f32 master afterwards gathers it: a checkpoint
 //! ([`Zero1Overlap::whole_params`], one parameter at a time, to the host on rank 0).
@@ -30,7 +34,7 @@ use seam::ParamSet;
 
 impl Zero1Overlap {
     /// Detaches this rank's chunk of every master it may (see the module's doc) and
-    /// releases the whole one from `params` (`seam::ParamSet::release`), one parameter at a
+    /// releases the whole one from `params` (`seam::ParamSet::release_uncopied`), one at a
     /// time, so that the whole masters never exist beside all the chunks; returns how many:
     /// none on one rank, without bf16 copies (a bf16 model on CUDA; on the CPU where enabled
     /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). The copies

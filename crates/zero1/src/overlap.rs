@@ -71,7 +71,7 @@ pub struct Zero1Overlap {
     /// whether releasing the masters shards the copies too.
     pub(crate) stage_params: Vec<Vec<usize>>,
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
-    /// FSDP: the copies placed before the masters' release, until [`Self::shard_copies`].
+    /// FSDP: the copies placed as the masters' release ends, until [`Self::shard_copies`].
     pub(crate) placed: Option<crate::fsdp::Placed>,
     /// FSDP: (the last stages kept gathered from the forward, stages gathered ahead)
     /// (`set_fsdp_gathers`).

@@ -64,7 +64,7 @@ impl Strategy for Zero1Overlap {
     fn release_masters(&mut self, params: &mut seam::ParamSet) -> Result<usize> {
         let released = Zero1Overlap::release_masters(self, params)?;
         if self.fsdp {
-            self.shard_copies(params.bf16_shadows())?;
+            self.shard_copies()?;
         }
         Ok(released)
     }
