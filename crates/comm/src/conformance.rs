@@ -210,8 +210,8 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         .synchronize()?;
     checks += 6;
 
-    // The same gathers into views of one gather buffer (NCCL with COMM_NCCL_WINDOWS=1: a
-    // window), chunks of 3, 1 and 5 elements a rank, cast and plain, as FSDP and ZeRO-1 do.
+    // The same gathers into views of one gather buffer (NCCL 2.28.7 or later: a window),
+    // chunks of 3, 1 and 5 elements a rank, cast and plain, as FSDP and ZeRO-1 do.
     let buf = c.gather_buffer(9 * n, DType::BF16, dev)?;
     let views = [
         buf.narrow(0, 0, 3 * n)?,

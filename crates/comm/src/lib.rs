@@ -209,9 +209,10 @@ pub trait Communicator: Send + Sync {
 
     /// A zeroed one-dimensional buffer of `len` elements on `device`, for all-gathers to
     /// write into in place. Every rank makes the same buffers in the same order (NCCL: a
-    /// collective call). NCCL with `COMM_NCCL_WINDOWS=1` allocates it from NCCL and
-    /// registers it as a symmetric window, so that its gathers can run on the copy
-    /// engines (`nccl::window`); the default is `Tensor::zeros`.
+    /// collective call). NCCL 2.28.7 or later allocates it and registers it as a
+    /// symmetric window, so that it gathers into it with its symmetric kernels
+    /// (`nccl::window`; `COMM_NCCL_WINDOWS=0` turns that off); the default is
+    /// `Tensor::zeros`.
     fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
         Ok(Tensor::zeros(len, dtype, device)?)
     }

@@ -203,13 +203,7 @@ impl Engine {
                 (n, false) => eprintln!("train: f32 masters sharded: each rank keeps its part of {n} parameters' masters (ZERO1_MASTERS=whole keeps them whole)"),
             }
             if n > 0 && self.comm.backend() == "nccl" {
-                let env = std::env::var("COMM_NCCL_WINDOWS").ok();
-                let note = comm::nccl::windows_note(
-                    comm::nccl::window_bytes(),
-                    comm::nccl::version(),
-                    env.as_deref(),
-                );
-                eprintln!("train: {note}");
+                eprintln!("train: {}", comm::nccl::windows_note());
             }
         }
         Ok(())

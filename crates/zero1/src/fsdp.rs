@@ -130,7 +130,7 @@ impl Units {
 /// FSDP's copies placed in their unit buffers as the masters are released
 /// ([`Zero1Overlap::place_copies`]), for [`Zero1Overlap::shard_copies`].
 pub(crate) struct Placed {
-    /// Per unit: (span, view of its parameter in the unit's buffer).
+    /// Per unit: (span, flat view of its parameter in the unit's buffer).
     views: Vec<Vec<(usize, Tensor)>>,
     unit: usize,
     slot_of: Vec<usize>,
@@ -195,18 +195,11 @@ impl Zero1Overlap {
                 self.comm.gather_buffer(len, DType::BF16, &dev)
             })
             .collect::<comm::Result<Vec<_>>>()?;
-        let mut views = Vec::with_capacity(nunits);
-        for (u, ks) in by_unit.iter().enumerate() {
-            let (mut off, mut here) = (0, Vec::new());
-            for &(k, i) in ks {
-                let numel = self.shapes[i].elem_count();
-                let view = pool[slot_of[u]].narrow(0, off, numel)?;
-                shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
-                here.push((k, view));
-                off += numel;
-            }
-            views.push(here);
-        }
+        let views = by_unit
+            .iter()
+            .enumerate()
+            .map(|(u, ks)| self.copies_into(shadows, &pool[slot_of[u]], ks))
+            .collect::<Result<_>>()?;
         self.placed = Some(Placed {
             views,
             unit,

@@ -93,18 +93,34 @@ impl Zero1Overlap {
         let dev = self.spans[k0].var.device().clone();
         let len = mine.iter().map(|&(_, i)| self.shapes[i].elem_count()).sum();
         let buf = self.comm.gather_buffer(len, DType::BF16, &dev)?;
-        let (mut off, mut pairs) = (0, Vec::with_capacity(mine.len()));
-        for &(k, i) in mine {
-            let n = self.shapes[i].elem_count();
-            let view = buf.narrow(0, off, n)?;
-            params
-                .bf16_shadows()
-                .set_copy(i, view.reshape(self.shapes[i].clone())?);
-            pairs.push((self.spans[k].var.as_tensor().flatten_all()?, view));
-            off += n;
-        }
+        let pairs = self
+            .copies_into(params.bf16_shadows(), &buf, mine)?
+            .into_iter()
+            .map(|(k, view)| Ok((self.spans[k].var.as_tensor().flatten_all()?, view)))
+            .collect::<Result<Vec<_>>>()?;
         self.comm.all_gather_cast_coalesced_async(&pairs)?.wait()?;
         Ok(())
+    }
+
+    /// Makes the copies of parameters `mine` ((span, parameter) pairs) consecutive views
+    /// into `buf` from its start, in that order (the model reads them in their shapes);
+    /// returns (span, flat view) of each, for the gathers that fill them.
+    pub(crate) fn copies_into(
+        &self,
+        shadows: &seam::shadow::Bf16Shadows,
+        buf: &Tensor,
+        mine: &[(usize, usize)],
+    ) -> Result<Vec<(usize, Tensor)>> {
+        let mut off = 0;
+        mine.iter()
+            .map(|&(k, i)| {
+                let n = self.shapes[i].elem_count();
+                let view = buf.narrow(0, off, n)?;
+                shadows.set_copy(i, view.reshape(self.shapes[i].clone())?);
+                off += n;
+                Ok((k, view))
+            })
+            .collect()
     }
 
     /// Every parameter's f32 value, for a checkpoint: the masters held whole as they are;

@@ -6,7 +6,7 @@ use crate::error::{CommError, Result};
 /// The first NCCL whose symmetric kernels this relies on. 2.28.7's release notes fix
 /// "potential data corruption with built-in symmetric kernels for small messages with size
 /// granularity under 8 bytes or when multiple symmetric operations were aggregated in a
-/// group"; 2.28.3 did both here (docs/results/fsdp-h200x4.md, calls 108 and 109).
+/// group"; 2.28.3 did both here (docs/results/windows-h200x4.md, calls 108 and 109).
 pub const WINDOWS_MIN_NCCL: i32 = 22807;
 
 /// Whether gather buffers are windows: as `COMM_NCCL_WINDOWS` (`env`) says, 1 or 0;
@@ -40,9 +40,15 @@ fn dotted(version: Option<i32>) -> String {
     })
 }
 
-/// One line on where this process's gather buffers are: `bytes` in windows
-/// (`window_bytes`), the runtime NCCL `version`, `COMM_NCCL_WINDOWS` (`env`).
-pub fn windows_note(bytes: u64, version: Option<i32>, env: Option<&str>) -> String {
+/// One line on where this process's gather buffers are, for a run's log: from the bytes
+/// in windows (`window_bytes`), the loaded NCCL's version and `COMM_NCCL_WINDOWS`.
+pub fn windows_note() -> String {
+    let env = std::env::var("COMM_NCCL_WINDOWS").ok();
+    note(super::window_bytes(), super::version(), env.as_deref())
+}
+
+/// [`windows_note`] of `bytes` in windows, NCCL `version` and `COMM_NCCL_WINDOWS` (`env`).
+fn note(bytes: u64, version: Option<i32>, env: Option<&str>) -> String {
     let v = dotted(version);
     match (bytes, env) {
         (b, _) if b > 0 => format!(
@@ -84,14 +90,14 @@ mod tests {
 
     #[test]
     fn the_note_says_where_the_buffers_are_and_why() {
-        let on = windows_note(3 << 29, Some(22809), None);
+        let on = note(3 << 29, Some(22809), None);
         assert!(on.contains("1.50 GiB") && on.contains("2.28.9"), "{on}");
-        let old = windows_note(0, Some(22803), None);
+        let old = note(0, Some(22803), None);
         assert!(
             old.contains("2.28.3 is loaded") && old.contains("2.28.7"),
             "{old}"
         );
-        let off = windows_note(0, Some(22809), Some("0"));
+        let off = note(0, Some(22809), Some("0"));
         assert!(off.contains("COMM_NCCL_WINDOWS=0"), "{off}");
     }
 }
