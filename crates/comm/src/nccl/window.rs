@@ -23,7 +23,7 @@ use crate::error::{CommError, Result};
 use crate::Tensor;
 use candle_core::cuda_backend::{CudaDevice, CudaStorage};
 use candle_core::{DType, Device, Storage};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{result, CudaStream};
 use cudarc::nccl::sys;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -165,7 +165,16 @@ impl NcclComm {
         );
         // The storage's last reference is never dropped: NCCL's memory, freed above.
         std::mem::forget(t.clone());
-        t.zero_set().map_err(CommError::Candle)?;
+        // Zeroed by the driver. Not by candle's `zero_set`: its kernel counts elements in
+        // 32 bits and never ends past 2^32 of them (zero1's copies at 6.7B, 6.7e9 bf16,
+        // hung there: calls 113-114).
+        self.compute
+            .context()
+            .bind_to_thread()
+            .map_err(drv("cuCtxSetCurrent"))?;
+        // SAFETY: `bytes` bytes at `ptr`, allocated above on this device, used by nothing yet.
+        unsafe { result::memset_d8_async(ptr as u64, 0, bytes, self.compute.cu_stream()) }
+            .map_err(drv("cuMemsetD8Async"))?;
         self.compute
             .synchronize()
             .map_err(drv("cuStreamSynchronize"))?;
