@@ -175,6 +175,9 @@ impl NcclComm {
         // SAFETY: `bytes` bytes at `ptr`, allocated above on this device, used by nothing yet.
         unsafe { result::memset_d8_async(ptr as u64, 0, bytes, self.compute.cu_stream()) }
             .map_err(drv("cuMemsetD8Async"))?;
+        // Watched like a collective: a stream that never drains fails the rank after the
+        // timeout, with a message, instead of blocking the sync below for ever.
+        crate::Communicator::watch_queued(self, "gather_buffer (zeroing)")?;
         self.compute
             .synchronize()
             .map_err(drv("cuStreamSynchronize"))?;
