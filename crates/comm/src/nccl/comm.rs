@@ -13,9 +13,9 @@ use super::watchdog::{Pending, Watchdog};
 use super::window::Windows;
 use super::work::NcclWork;
 use crate::error::{CommError, Result};
-use crate::validate::{check_buffer, check_pair, check_root, in_place};
-use crate::{store, CommOptions, Communicator, DistEnv, ReduceOp, Tensor, Work};
-use candle_core::{DType, Device};
+use crate::validate::{check_buffer, check_pair, in_place};
+use crate::{store, CommOptions, DistEnv, ReduceOp, Tensor, Work};
+use candle_core::Device;
 use cudarc::driver::{CudaStream, DriverError};
 use cudarc::nccl::result::{group_end, group_start};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +30,7 @@ pub(super) fn drv(call: &'static str) -> impl Fn(DriverError) -> CommError {
 
 /// Whether `stream` is being captured into a CUDA graph (asked of the driver: cudarc's
 /// own query first takes any error its context recorded, and reads as "no" then).
-fn capturing(stream: &CudaStream) -> bool {
+pub(super) fn capturing(stream: &CudaStream) -> bool {
     use cudarc::driver::{result, sys::CUstreamCaptureStatus as S};
     // SAFETY: the stream is alive for the call.
     matches!(
@@ -125,7 +125,7 @@ impl NcclComm {
     /// communication stream waits for compute, the host call runs under the watchdog's
     /// eye (NCCL can block there connecting to a peer that is gone), completion is
     /// recorded and handed back as a [`Work`].
-    fn launch(
+    pub(super) fn launch(
         &self,
         op: &'static str,
         call: Call,
@@ -139,7 +139,7 @@ impl NcclComm {
     /// launch, one completion event recorded after `ncclGroupEnd`; cudarc's per-buffer
     /// events inside the group come before the launch, so only this event orders later
     /// work).
-    fn launch_all(
+    pub(super) fn launch_all(
         &self,
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
@@ -215,7 +215,7 @@ impl NcclComm {
 
     /// In-place all-reduces of `bufs` as one launch (`name` and shape-check `code` say
     /// which call it was): every buffer is checked before any is agreed on or sent.
-    fn all_reduce_list(
+    pub(super) fn all_reduce_list(
         &self,
         name: &'static str,
         code: i64,
@@ -238,7 +238,7 @@ impl NcclComm {
 
     /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
     /// [`Self::all_reduce_list`] checks.
-    fn reduce_scatter_list(
+    pub(super) fn reduce_scatter_list(
         &self,
         name: &'static str,
         code: i64,
@@ -307,107 +307,5 @@ impl NcclComm {
             ordered: false,
             _keep: keep,
         })))
-    }
-}
-
-impl Communicator for NcclComm {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-    fn world_size(&self) -> usize {
-        self.world
-    }
-    fn backend(&self) -> &'static str {
-        "nccl"
-    }
-
-    fn all_reduce_async(&self, buf: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.all_reduce_list("all_reduce", 1, &[buf], op)
-    }
-
-    fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op)
-    }
-
-    fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
-        self.all_gather_coalesced_async(&[(input.clone(), output.clone())])
-    }
-
-    fn all_gather_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
-        let name = match pairs.len() {
-            1 => "all_gather",
-            _ => "all_gather_coalesced",
-        };
-        let mut calls = Vec::with_capacity(pairs.len());
-        for (input, output) in pairs {
-            check_pair(name, self.rank, self.world, input, output)?;
-            self.check_cuda(name, input)?;
-            self.agree(name, 3, input.elem_count(), input.dtype(), 0)?;
-            calls.push(match in_place(name, self.rank, input, output)? {
-                true => {
-                    let (small, at) = (input.elem_count(), self.rank * input.elem_count());
-                    (Call::AllGatherInPlace { small, at }, output, None)
-                }
-                false => (Call::AllGather, output, Some(input)),
-            });
-        }
-        self.launch_all(name, &calls)
-    }
-
-    fn all_gather_cast_coalesced_async(&self, pairs: &[(Tensor, Tensor)]) -> Result<Work> {
-        self.gather_cast(pairs)
-    }
-
-    fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        self.window_buffer(len, dtype, device)
-    }
-
-    fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {
-        check_root("broadcast", self.rank, self.world, root)?;
-        self.check_cuda("broadcast", buf)?;
-        self.agree("broadcast", 4, buf.elem_count(), buf.dtype(), root)?;
-        self.launch("broadcast", Call::Broadcast(root), buf, None)
-    }
-
-    fn all_reduce_coalesced_async(&self, bufs: &[Tensor], op: ReduceOp) -> Result<Work> {
-        let bufs: Vec<&Tensor> = bufs.iter().collect();
-        self.all_reduce_list("all_reduce_coalesced", 5, &bufs, op)
-    }
-
-    fn reduce_scatter_coalesced_async(
-        &self,
-        pairs: &[(Tensor, Tensor)],
-        op: ReduceOp,
-    ) -> Result<Work> {
-        let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op)
-    }
-
-    fn watch_queued(&self, what: &'static str) -> Result<()> {
-        if capturing(&self.compute) {
-            return Err(CommError::invalid(
-                "watch_queued",
-                self.rank,
-                "called inside a CUDA graph capture (call it after the replay)",
-            ));
-        }
-        let event = Arc::new(
-            self.compute
-                .record_event(None)
-                .map_err(drv("cuEventRecord"))?,
-        );
-        self.watchdog.push(Pending {
-            seq: self.seq.load(Ordering::Relaxed),
-            op: what,
-            event,
-            deadline: crate::deadline_after(self.opts.timeout),
-        });
-        Ok(())
-    }
-
-    fn barrier(&self) -> Result<()> {
-        // Like PyTorch: an all-reduce of one element, then block the host on it.
-        let t = Tensor::zeros(1, DType::F32, &self.device)?;
-        self.all_reduce_async(&t, ReduceOp::Sum)?.synchronize()
     }
 }

@@ -1,8 +1,9 @@
 //! NCCL backend: one process per GPU, NCCL over cudarc.
 //!
 //! Layering as in cudarc: `raw` owns the `ncclComm_t` and turns every NCCL return code
-//! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `comm` implements
-//! [`crate::Communicator`] on candle CUDA tensors (`cast`: its mixed-precision gathers), queueing collectives on a dedicated
+//! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `api` implements
+//! [`crate::Communicator`] on candle CUDA tensors through `comm`'s launch paths (`cast`:
+//! its mixed-precision gathers; `window`: gather buffers), queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
 //! enforces the timeout on collectives in flight; `work` is their handle; `device` opens the GPU (cudarc's per-allocation event tracking off: NcclComm orders
 //! its stream itself); `events` records an opt-in
@@ -13,6 +14,8 @@
 //! constructing one returns [`crate::CommError::Unavailable`] (candle's dummy-backend
 //! pattern).
 
+#[cfg(feature = "cuda")]
+mod api;
 #[cfg(feature = "cuda")]
 mod cast;
 #[cfg(feature = "cuda")]
