@@ -14,6 +14,9 @@ replays after --skip), as one JSON line each and a short table:
 
 Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline]
 (--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms.)
+Each record's `gaps` says where the idle time sits: per kernel that starts after an idle
+gap (its name's first 60 characters), the median over replays of its gaps' sum (ms) and
+count, the top K by time; `gap_pairs` the same per (kernel that ended last > kernel after).
 """
 import csv
 import glob
@@ -94,6 +97,18 @@ def one_replay(ks, next_start):
     ov = intersect(comp, comm)
     cats = defaultdict(int)
     names = defaultdict(int)
+    # Idle before each kernel: from the latest end of anything before it to its start.
+    gaps = defaultdict(lambda: [0, 0])
+    pairs = defaultdict(lambda: [0, 0])
+    seen_end, last = None, ""
+    for k in sorted(ks, key=lambda k: int(k["start_ns"])):
+        st, en = int(k["start_ns"]), int(k["end_ns"])
+        if seen_end is not None and st > seen_end:
+            for table, key in ((gaps, k["name"][:60]), (pairs, f"{last[:40]} > {k['name'][:40]}")):
+                table[key][0] += st - seen_end
+                table[key][1] += 1
+        if seen_end is None or en >= seen_end:
+            seen_end, last = en, k["name"]
     for k in ks:
         d = int(k["end_ns"]) - int(k["start_ns"])
         cats[category(k["name"])] += d
@@ -109,6 +124,8 @@ def one_replay(ks, next_start):
         "kernels": len(ks),
         "cats": dict(cats),
         "names": dict(names),
+        "gaps": dict(gaps),
+        "gap_pairs": dict(pairs),
     }
 
 
@@ -153,6 +170,12 @@ def summarize(path, skip, top, label, dump):
             names[n].append(d)
     tops = sorted(names.items(), key=lambda kv: -statistics.median(kv[1]))[:top]
     out["top"] = [[n[:90], median_ms(v), len(v) and round(len(v) / len(stats), 2)] for n, v in tops]
+    for field in ("gaps", "gap_pairs"):
+        names = {n for s in stats for n in s[field]}
+        by = {n: ([s[field].get(n, [0, 0])[0] for s in stats], [s[field].get(n, [0, 0])[1] for s in stats])
+              for n in names}
+        best = sorted(by.items(), key=lambda kv: -statistics.median(kv[1][0]))[:top]
+        out[field] = [[n, median_ms(t), statistics.median(c)] for n, (t, c) in best]
     if dump:
         out["timeline"] = timeline(reps[skip + len(stats) // 2])
     dropped = sum(1 for r in rows if r["kind"] == "D")
