@@ -8,7 +8,8 @@ replays after --skip), as one JSON line each and a short table:
 - compute: the union of the non-NCCL kernels' intervals; comm: the union of NCCL's;
 - overlap: where both run; comm_alone: NCCL running with no compute kernel (exposed
   communication); idle: inside the span, nothing running at all;
-- per category (gemm, attention, adamw, norm, nccl, other) the summed kernel time, and the
+- per category (gemm, attention, adamw, norm, nccl, memset, memcpy, other) the summed
+  kernel time (the graph's memsets and memcpys counted as work beside the kernels), and the
   top kernels by time. Comparing the categories of a world-2 trace with a world-1 trace of
   the same model shows what communication costs the kernels beside it.
 
@@ -29,6 +30,10 @@ from collections import defaultdict
 
 def category(name):
     n = name.lower()
+    if n.startswith("memset:"):
+        return "memset"
+    if n.startswith("memcpy"):
+        return "memcpy"
     if "nccl" in n:
         return "nccl"
     if any(s in n for s in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "cublas")):
@@ -75,14 +80,16 @@ def intersect(a, b):
 
 def replays(rows):
     """The step graph's replays: among graph kernels, the graph id whose launches run the
-    most kernels; each launch (correlation id) one replay, in time order."""
+    most kernels; each launch (correlation id) one replay, in time order, with the graph's
+    memsets and memcpys (kinds S and C) beside its kernels."""
     by_graph = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["kind"] == "K" and int(r["graph_id"]) != 0:
+        if r["kind"] in ("K", "S", "C") and int(r["graph_id"]) != 0:
             by_graph[r["graph_id"]][r["correlation"]].append(r)
     if not by_graph:
         return []
-    gid = max(by_graph, key=lambda g: max(len(v) for v in by_graph[g].values()) * len(by_graph[g]))
+    kernels = lambda ks: sum(1 for k in ks if k["kind"] == "K")
+    gid = max(by_graph, key=lambda g: max(kernels(v) for v in by_graph[g].values()) * len(by_graph[g]))
     launches = list(by_graph[gid].values())
     launches.sort(key=lambda ks: min(int(k["start_ns"]) for k in ks))
     return launches
@@ -121,7 +128,7 @@ def one_replay(ks, next_start):
         "overlap": ov,
         "comm_alone": length(comm) - ov,
         "idle": (end - start) - length(alls),
-        "kernels": len(ks),
+        "kernels": sum(1 for k in ks if k["kind"] == "K"),
         "cats": dict(cats),
         "names": dict(names),
         "gaps": dict(gaps),
