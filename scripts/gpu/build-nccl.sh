@@ -5,11 +5,12 @@
 # enough to travel in .gpu/ (the device tool's 64 MiB). For a device whose NCCL predates
 # 2.28.7, where NCCL windows (comm::nccl::window) stay off.
 #   bash scripts/gpu/build-nccl.sh SRC [OUT]   SRC: an NCCL source tree (e.g. tag
-#   v2.28.9-1); OUT (default .gpu/nccl) gets libnccl.so.2.gz (22 MB, 10 MB gzipped).
+#   v2.28.9-1); OUT (default target/nccl, which `cargo xtask gpu-pack` copies into
+#   .gpu/nccl) gets libnccl.so.2.gz (22 MB, 10 MB gzipped).
 # About 15 minutes on two cores. On the device: gunzip it and put its folder first on
 # LD_LIBRARY_PATH (scripts/gpu/checks/fsdp-call110.sh).
 set -euo pipefail
-SRC="$1"; OUT="${2:-.gpu/nccl}"
+SRC="$1"; OUT="${2:-target/nccl}"
 eval "$(bash scripts/install-cuda-toolchain.sh --env)"
 make -C "$SRC" -j"$(nproc)" src.build CUDA_HOME="$CUDA_HOME" CUDA_LIB="$CUDA_HOME/lib" \
   NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \

@@ -112,6 +112,13 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         let text: String = runs.iter().map(|r| r.join("\t") + "\n").collect();
         std::fs::write(dest.join(format!("bench-runs-{n}.tsv")), text)?;
     }
+    // NCCL built from source by scripts/gpu/build-nccl.sh, where it was (for a device whose
+    // NCCL predates 2.28.7; a run puts .gpu/nccl first on LD_LIBRARY_PATH to use it).
+    let nccl = root().join("target/nccl/libnccl.so.2.gz");
+    if nccl.exists() {
+        std::fs::create_dir_all(dest.join("nccl"))?;
+        std::fs::copy(&nccl, dest.join("nccl/libnccl.so.2.gz")).context("copying target/nccl")?;
+    }
     // The kernel tracer (run.sh's `trace` job): CUPTI from its wheel, built with gcc.
     let mut cupti = Command::new("bash");
     cupti.arg(root().join("scripts/cupti/build.sh"));
