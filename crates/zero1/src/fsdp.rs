@@ -127,22 +127,14 @@ impl Units {
     }
 }
 
-/// FSDP's copies placed in their unit buffers as the masters are released
-/// ([`Zero1Overlap::place_copies`]), for [`Zero1Overlap::shard_copies`].
-pub(crate) struct Placed {
-    /// Per unit: (span, flat view of its parameter in the unit's buffer).
-    views: Vec<Vec<(usize, Tensor)>>,
-    unit: usize,
-    slot_of: Vec<usize>,
-}
-
 impl Zero1Overlap {
     /// FSDP, as [`Self::release_masters`] ends, once it released `mine` ((span,
-    /// parameter) pairs, the same on every rank): makes each one's bf16 copy a view into
-    /// its unit's buffer (the communicator's [`comm::Communicator::gather_buffer`]: NCCL
-    /// windows, where NCCL's symmetric kernels gather), so that no whole copy is ever
-    /// made: the gathers fill them before each use.
-    pub(crate) fn place_copies(
+    /// parameter) pairs, the same on every rank): shards their bf16 copies (see the
+    /// module's doc). Each copy becomes a view into its unit's buffer (the communicator's
+    /// [`comm::Communicator::gather_buffer`]: NCCL windows, where NCCL's symmetric
+    /// kernels gather), so that no whole copy is ever made: the gathers fill them before
+    /// each use.
+    pub(crate) fn shard_copies(
         &mut self,
         shadows: &Bf16Shadows,
         mine: &[(usize, usize)],
@@ -195,47 +187,22 @@ impl Zero1Overlap {
                 self.comm.gather_buffer(len, DType::BF16, &dev)
             })
             .collect::<comm::Result<Vec<_>>>()?;
-        let views = by_unit
+        // Each unit's (this rank's f32 master chunk, its parameter's view) pairs.
+        let units = by_unit
             .iter()
             .enumerate()
-            .map(|(u, ks)| self.copies_into(shadows, &pool[slot_of[u]], ks))
-            .collect::<Result<_>>()?;
-        self.placed = Some(Placed {
-            views,
-            unit,
-            slot_of,
-        });
-        Ok(())
-    }
-
-    /// After [`Self::release_masters`] (which placed them: `place_copies`): shards
-    /// the released parameters' bf16 copies (see the module's doc); returns how many.
-    pub fn shard_copies(&mut self) -> Result<usize> {
-        let Some(Placed {
-            views,
-            unit,
-            slot_of,
-        }) = self.placed.take()
-        else {
-            return Ok(0);
-        };
-        let nbuf = slot_of.iter().max().map_or(1, |&b| b + 1);
-        let n = views.iter().map(Vec::len).sum();
-        // Each unit's (this rank's f32 master chunk, its parameter's view) pairs.
-        let units = views
-            .into_iter()
-            .map(|u| {
-                u.into_iter()
-                    .map(|(k, v)| (self.spans[k].var.as_tensor().clone(), v))
-                    .collect()
+            .map(|(u, ks)| {
+                let views = self.copies_into(shadows, &pool[slot_of[u]], ks)?;
+                let chunk = |k: usize| self.spans[k].var.as_tensor().clone();
+                Ok(views.into_iter().map(|(k, v)| (chunk(k), v)).collect())
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let units = Arc::new(Units {
             units,
             unit,
             slot_of,
             slots: Mutex::new((0..nbuf).map(|_| (None, None)).collect()),
-            depth: self.fsdp_gathers.1,
+            depth,
             cast_on_compute: std::env::var("FSDP_CAST").is_ok_and(|v| v == "compute"),
         });
         self.units = Some(units.clone());
@@ -243,7 +210,7 @@ impl Zero1Overlap {
         self.ddp.set_stage_hook(Some(Box::new(move |s| {
             units.after_backward(s, comm.as_ref())
         })));
-        Ok(n)
+        Ok(())
     }
 
     /// Work before stage `s` of a forward outside the step (validation): FSDP's gather
@@ -269,12 +236,13 @@ impl Zero1Overlap {
         self.fsdp = on;
     }
 
-    /// FSDP's gathers, before [`Self::shard_copies`]: the last `keep_last` stages keep
-    /// their forward's gather for their backward (FSDP2's `reshard_after_forward=False`
-    /// for those modules: a buffer each; `usize::MAX`: every stage, the whole bf16
-    /// parameters held at the backward's start, as ZeRO-2's), the others are gathered
-    /// again (0, the default: FSDP2's reshard after forward); `depth` stages (units:
-    /// [`Self::set_fsdp_unit`]) are gathered ahead (1, the default, to 4).
+    /// FSDP's gathers, before [`Self::release_masters`] shards the copies: the last
+    /// `keep_last` stages keep their forward's gather for their backward (FSDP2's
+    /// `reshard_after_forward=False` for those modules: a buffer each; `usize::MAX`:
+    /// every stage, the whole bf16 parameters held at the backward's start, as ZeRO-2's),
+    /// the others are gathered again (0, the default: FSDP2's reshard after forward);
+    /// `depth` stages (units: [`Self::set_fsdp_unit`]) are gathered ahead (1, the
+    /// default, to 4).
     pub fn set_fsdp_gathers(&mut self, keep_last: usize, depth: usize) -> Result<()> {
         if !(1..=4).contains(&depth) {
             let e = format!("FSDP prefetch depth {depth}: stages gathered ahead, 1 to 4");
@@ -284,8 +252,9 @@ impl Zero1Overlap {
         Ok(())
     }
 
-    /// FSDP's unit, before [`Self::shard_copies`]: `stages` consecutive stages gathered as
-    /// one launch into one buffer (1 to 8; FSDP2 wraps several blocks as one module so).
+    /// FSDP's unit, before [`Self::release_masters`] shards the copies: `stages`
+    /// consecutive stages gathered as one launch into one buffer (1 to 8; FSDP2 wraps
+    /// several blocks as one module so).
     /// Fewer, larger gathers, and `stages` times the buffers' memory; the prefetch depth
     /// counts units then, and a unit holding any of the kept stages is kept. Unset, as
     /// many as make 200 MB of the largest stage's bf16 (`memplan::fsdp_unit`: three of
@@ -299,7 +268,7 @@ impl Zero1Overlap {
         Ok(())
     }
 
-    /// The stages a unit once the copies are sharded ([`Self::shard_copies`]).
+    /// The stages a unit once the copies are sharded ([`Self::release_masters`]).
     pub fn fsdp_unit_used(&self) -> Option<usize> {
         self.units.as_ref().map(|u| u.unit)
     }
@@ -309,7 +278,7 @@ impl Zero1Overlap {
         self.fsdp
     }
 
-    /// Whether the copies are sharded ([`Self::shard_copies`]).
+    /// Whether the copies are sharded ([`Self::release_masters`], with FSDP).
     pub fn copies_sharded(&self) -> bool {
         self.units.is_some()
     }

@@ -39,7 +39,7 @@ impl Zero1Overlap {
     /// none on one rank, without bf16 copies (a bf16 model on CUDA; on the CPU where enabled
     /// by hand, for tests), or with the f32 gather (`set_bf16_gather(false)`). The copies
     /// are made after (see below), whole and held, so that the next forward reads them (not
-    /// with FSDP, which gathers its copies before each use: [`Self::shard_copies`]).
+    /// with FSDP, which shards its copies and gathers them before each use: `shard_copies`).
     pub fn release_masters(&mut self, params: &mut ParamSet) -> Result<usize> {
         let w = self.comm.world_size();
         if w == 1 || !self.bf16_gather || !params.bf16_shadows().enabled() {
@@ -77,7 +77,7 @@ impl Zero1Overlap {
         // fewer SMs), gathered now from the ranks' chunks, the bits the whole master's
         // cast gives.
         match self.fsdp {
-            true => self.place_copies(params.bf16_shadows(), &mine)?,
+            true => self.shard_copies(params.bf16_shadows(), &mine)?,
             false => self.copies_in_gather_buffer(params, &mine)?,
         }
         Ok(released)

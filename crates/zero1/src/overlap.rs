@@ -71,8 +71,6 @@ pub struct Zero1Overlap {
     /// whether releasing the masters shards the copies too.
     pub(crate) stage_params: Vec<Vec<usize>>,
     pub(crate) units: Option<std::sync::Arc<crate::fsdp::Units>>,
-    /// FSDP: the copies placed as the masters' release ends, until [`Self::shard_copies`].
-    pub(crate) placed: Option<crate::fsdp::Placed>,
     /// FSDP: (the last stages kept gathered from the forward, stages gathered ahead)
     /// (`set_fsdp_gathers`).
     pub(crate) fsdp_gathers: (usize, usize),
@@ -156,7 +154,6 @@ impl Zero1Overlap {
             params,
             stage_params,
             units: None,
-            placed: None,
             fsdp_gathers: (0, 1),
             fsdp_unit: None,
             fsdp: false,

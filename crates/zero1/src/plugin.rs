@@ -62,11 +62,7 @@ impl Strategy for Zero1Overlap {
     }
 
     fn release_masters(&mut self, params: &mut seam::ParamSet) -> Result<usize> {
-        let released = Zero1Overlap::release_masters(self, params)?;
-        if self.fsdp {
-            self.shard_copies()?;
-        }
-        Ok(released)
+        Ok(Zero1Overlap::release_masters(self, params)?)
     }
 
     fn before_stage(&mut self, s: usize) -> Result<()> {
