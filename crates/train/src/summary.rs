@@ -35,12 +35,9 @@ pub(crate) fn peak_line(
         ),
         _ => String::new(),
     };
-    let win = match windows {
-        0 => String::new(),
-        b => format!(
-            ", {:.2} GiB of them gather buffers in NCCL windows",
-            b as f64 / (1u64 << 30) as f64
-        ),
+    let win = match seam::memory::gib(Some(windows).filter(|&b| b > 0)) {
+        Some(w) => format!(", {w:.2} GiB of them gather buffers in NCCL windows"),
+        None => String::new(),
     };
     Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's own buffers and the CUDA context aside){later}{parts}{win}"))
 }
