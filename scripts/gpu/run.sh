@@ -243,7 +243,8 @@ job() {
       # captured graphs included): TRACE_MODEL (xl) bf16, 8 x 128 per GPU, clipping at 1.0,
       # each strategy of TRACE_STRATEGIES ("single" at world 1, "zero1 bucketed:25" at
       # TRACE_WORLD, 2), 20 steps, TRACE_ACCUM (1) micro-batches; per process its median
-      # replay and timeline go to trace.txt (trace.jsonl: the same as JSON lines).
+      # replay and timeline go to trace.txt (trace.jsonl: the same as JSON lines);
+      # TRACE_KEEP=1 keeps each run's raw records as trace-<strategy>-a<accum>.csv.gz.
       [ -e "$HERE/cupti/libtrace.so" ] || { echo "trace: no cupti/ in the packed folder (cargo xtask gpu-pack builds it)"; return 2; }
       local p="$RES/trace" st w rc=0; mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
@@ -259,6 +260,7 @@ job() {
           --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
         python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a" --timeline > "$d.summary" || rc=1
         grep '^{' "$d.summary" >> "$RES/trace.jsonl"; grep -v '^{' "$d.summary" | tee -a "$RES/trace.txt"
+        [ "${TRACE_KEEP:-0}" = 1 ] && cat "$d"/trace-*.csv | gzip > "$RES/trace-${st%%:*}-a$a.csv.gz"
         rm -rf "$d" "$p/run"
       done
       rm -rf "$p/data"; return $rc ;;
