@@ -178,6 +178,15 @@ FOR_DTYPES(ENTRIES3)
   }
 FOR_DTYPES(ENTRIES4)
 
+// The GEMM tuner's cold L2 (src/gemm/tune.rs): n 16-byte words of scratch zeroed by a kernel,
+// so that in the graph it times the GEMM follows a kernel, as in the step (a memset node
+// before it would change the gaps around the GEMM).
+extern "C" __global__ void l2_flush(uint4 *p, unsigned long long n) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    p[i] = make_uint4(0, 0, 0, 0);
+}
+
 extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, int, float) {
   colsum_f32(x, y, n0, n1);
 }

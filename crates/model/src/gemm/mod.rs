@@ -19,9 +19,11 @@
 //! hand-written backward passes them; anything else is made contiguous first.
 //!
 //! Tuning: the first call of a shape (outside CUDA-graph capture) times up to
-//! 16 (`lt::CANDIDATES`) algorithms and keeps the fastest for the process; during capture
-//! an untuned shape takes cuBLASLt's first heuristic. `MODEL_GEMM_TUNE=0` turns timing
-//! off (the first heuristic everywhere: the same algorithm on every run). [`tuned`]
+//! 16 (`tune::CANDIDATES`) algorithms, each as a CUDA graph replays it (cuBLASLt's memset
+//! before some kernels costs µs there, not in a stream: `tune`'s docs), and keeps the
+//! fastest for the process; during capture an untuned shape takes cuBLASLt's first
+//! heuristic. `MODEL_GEMM_TUNE=0` turns timing off (the first heuristic everywhere: the
+//! same algorithm on every run); `MODEL_GEMM_TUNE=stream` times in the stream. [`tuned`]
 //! lists what was timed. Timing noise can make two processes choose differently, and two
 //! algorithms round differently: [`choices`] is the process's table (a candidate index per
 //! shape) and [`set_choices`] restores one, so that a resumed or repeated run computes the
@@ -36,6 +38,8 @@ mod lt;
 #[cfg(feature = "cuda")]
 mod op;
 mod table;
+#[cfg(feature = "cuda")]
+mod tune;
 
 pub use table::Table;
 

@@ -86,7 +86,7 @@ fn run(
                     alpha: 1.0,
                     beta: if c.is_some() { 1.0 } else { 0.0 },
                 };
-                lt::execute(key, &x, &s)?;
+                lt::execute(key, &x, &dev)?;
             }
             CudaStorage::wrap_cuda_slice(out, dev)
         }};
@@ -180,7 +180,7 @@ fn sum_into(
                 alpha: scale,
                 beta: $beta,
             };
-            lt::execute(key, &x, &s)?;
+            lt::execute(key, &x, &dev)?;
         }};
     }
     match sum {

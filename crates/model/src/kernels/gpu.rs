@@ -105,6 +105,24 @@ fn go<T: DeviceRepr>(
     Ok(out)
 }
 
+/// Zeroes `bytes` (a multiple of 16) at device address `ptr` with a kernel (`l2_flush`): the
+/// GEMM tuner's cold L2.
+pub(crate) fn l2_flush(dev: &candle_core::CudaDevice, ptr: u64, bytes: usize) -> Result<()> {
+    let func = dev.get_or_load_custom_func("l2_flush", "model_fused", PTX)?;
+    let words = (bytes / 16) as u64;
+    let mut b = func.builder();
+    b.arg(&ptr).arg(&words);
+    let cfg = LaunchConfig {
+        grid_dim: (1024, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `ptr` holds `bytes` writable bytes (the caller's scratch); the arguments match
+    // the kernel's (uint4 *, unsigned long long).
+    unsafe { b.launch(cfg) }.w()?;
+    Ok(())
+}
+
 /// Whether every input is 16-byte aligned with rows of `cols` elements that keep it so:
 /// the condition of the kernels that move 16 bytes per lane (`*_v`).
 pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {

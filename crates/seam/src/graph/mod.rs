@@ -48,6 +48,11 @@
 
 use candle_core::Device;
 
+#[cfg(feature = "cuda")]
+mod nodes;
+#[cfg(feature = "cuda")]
+pub use nodes::splice;
+
 /// The captured work and the tensors it returns (rewritten by every replay).
 pub struct CapturedStep<T> {
     /// Dropped before the graph: freeing graph allocations outside it is allowed.
