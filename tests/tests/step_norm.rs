@@ -5,7 +5,8 @@
 //! parameter order). The step reports where it took the norm: in the backward where the
 //! gradients are final there, after it where they are not (two ranks, accumulated
 //! micro-batches, an f32 gradient sent as bf16). On one rank a bf16 wire sends nothing and
-//! casts nothing: DDP and ZeRO-1 equal one process bit for bit.
+//! casts nothing: DDP and ZeRO-1 equal one process bit for bit. On two ranks with two
+//! micro-batches, the sums sent as bf16 follow one process within the wire's rounding.
 
 mod common;
 
@@ -151,5 +152,36 @@ fn on_one_rank_a_bf16_wire_changes_nothing() {
         );
         let inside = run(1, 1, NormPlace::InBackward, sync);
         assert_eq!(inside.taken, Some(NormPlace::InBackward), "{what}");
+    }
+}
+
+/// Two ranks, two micro-batches, a bf16 wire: the last micro-batch's f32 sums go out as bf16
+/// in one pass (`seam::accum::sum_new_as`). DDP and ZeRO-1 follow one process (f32, the same
+/// two micro-batches of the whole batch) within the wire's rounding: the norms (taken before
+/// clipping, so a sum that lost a micro-batch or its average shows) and the weights.
+#[test]
+fn accumulated_sums_sent_as_bf16_follow_one_process() {
+    let single = run(1, 2, NormPlace::After, local);
+    for (what, sync) in [
+        ("ddp", bf16_wire as MakeStrategy),
+        ("zero1", zero1_bf16_wire),
+    ] {
+        let r = run(2, 2, NormPlace::After, sync);
+        let worst = r
+            .norms
+            .iter()
+            .zip(&single.norms)
+            .map(|(a, b)| (a - b).abs() / b)
+            .fold(0.0, f64::max);
+        let d = max_diff(&r.weights, &single.weights);
+        eprintln!("{what}: worst relative norm difference {worst:e}, weights {d:e}");
+        assert!(
+            worst <= 1e-2,
+            "{what}: norms differ by {worst:e} (relative)"
+        );
+        assert!(
+            d <= 2e-3,
+            "{what}: weights differ by {d:e} from one process"
+        );
     }
 }

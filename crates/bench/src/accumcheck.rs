@@ -2,8 +2,9 @@
 //! micro-batches of f32 and bf16 gradients from 7 to 2^21 + 3 elements (the small ones summed
 //! many to a launch, the large ones one kernel each), the first two summed into new
 //! buffers, the last averaging; and some parameters summed in place in the weight-gradient
-//! GEMM as the block does (`model::gemm::weight_grad_sum`). The sums round as the host's
-//! do, so apart from the GEMMs the bits must match.
+//! GEMM as the block does (`model::gemm::weight_grad_sum`); and the last micro-batch's sums
+//! sent in bf16 in one pass (`sum_new_as`) against the sum then the cast. The sums round as
+//! the host's do, so apart from the GEMMs the bits must match.
 
 use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
@@ -49,6 +50,26 @@ pub fn run(gpu: &Device) -> Result<String> {
             );
         }
     }
+    // DDP's last micro-batch into its bf16 wire (seam::accum::sum_new_as): the bits of the
+    // sum in place, then candle's cast, on the GPU.
+    let mut acc = Accumulator::default();
+    acc.add(grads(1, gpu)?, None)?;
+    acc.add(grads(2, gpu)?, None)?;
+    for (i, (sum, g)) in acc.take()?.into_iter().zip(grads(3, gpu)?).enumerate() {
+        let (sum, g) = (sum.expect("a sum"), g.expect("a gradient"));
+        let fused = seam::accum::sum_new_as(&sum, &g, Some(0.25), DType::BF16)?;
+        let own = sum.affine(1.0, 0.0)?;
+        seam::accum::accumulate(&own, &g, Some(0.25))?;
+        let cast = own.to_dtype(DType::BF16)?;
+        // bf16 → f32 is exact: equal f32 bits are equal bf16 bits.
+        let bits = |t: &Tensor| -> Result<Vec<u32>> {
+            let v = t.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+            Ok(v.iter().map(|x| x.to_bits()).collect())
+        };
+        if bits(&fused)? != bits(&cast)? {
+            bail!("accumulate: sum {i} into bf16 in one pass differs from the sum then the cast");
+        }
+    }
     // Parameter 0 summed in its GEMM through a lent accumulator, parameter 1 returned.
     let (x, g) = (
         Tensor::randn(0f32, 1., (256, 96), gpu)?.to_dtype(DType::BF16)?,
@@ -77,7 +98,7 @@ pub fn run(gpu: &Device) -> Result<String> {
         }
     }
     Ok(format!(
-        "model-check seam::accum on the GPU vs the host: {} sums of 4 micro-batches (f32, bf16; 7 to 2^21+3 elements), bit-identical; a weight gradient summed in its GEMM and one returned agree: OK",
+        "model-check seam::accum on the GPU vs the host: {} sums of 4 micro-batches (f32, bf16; 7 to 2^21+3 elements), bit-identical; the same into bf16 in one pass as the sum then the cast; a weight gradient summed in its GEMM and one returned agree: OK",
         got.len()
     ))
 }

@@ -210,8 +210,17 @@ fn prepare(
     let dev = ddp.device.clone();
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
     let mut in_place_grads = Vec::new();
+    // The dtype an accumulated sum goes out in: the wire's (on one rank nothing is sent).
+    let sent = match ddp.comm.world_size() {
+        1 => DType::F32,
+        _ => dtype,
+    };
     for &i in &bucket.params {
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
+            // Sent in bf16: the sum and the cast in one pass (the sum is not kept).
+            (Some(g), Some(a)) if sent == DType::BF16 && a.dtype() == DType::F32 => {
+                seam::accum::sum_new_as(a, &g, fold, DType::BF16)?
+            }
             // The accumulated sum is this step's own buffer: added to in place.
             (Some(g), Some(a)) => {
                 seam::accum::accumulate(a, &g, fold)?;

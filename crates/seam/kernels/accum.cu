@@ -23,9 +23,25 @@ __device__ __forceinline__ float one(float x, float y, float s, int scale) {
   return scale ? __fmul_rn(t, s) : t;
 }
 
+__device__ __forceinline__ void store4(float *o, unsigned long long i, float4 v) {
+  reinterpret_cast<float4 *>(o)[i] = v;
+}
+// Rounded to nearest even, as a cast of the f32 result (candle's to_dtype) rounds.
+__device__ __forceinline__ void store4(__nv_bfloat16 *o, unsigned long long i, float4 v) {
+  __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+  uint2 raw;
+  raw.x = *reinterpret_cast<unsigned int *>(&a);
+  raw.y = *reinterpret_cast<unsigned int *>(&b);
+  reinterpret_cast<uint2 *>(o)[i] = raw;
+}
+__device__ __forceinline__ void store1(float *o, unsigned long long i, float v) { o[i] = v; }
+__device__ __forceinline__ void store1(__nv_bfloat16 *o, unsigned long long i, float v) {
+  o[i] = __float2bfloat16_rn(v);
+}
+
 // Four elements per thread where every start is 16-byte aligned (vec4), then the rest.
-template <typename X, typename Y>
-__device__ void accum(float *out, const X *x, const Y *y, const unsigned long long n,
+template <typename O, typename X, typename Y>
+__device__ void accum(O *out, const X *x, const Y *y, const unsigned long long n,
                       const float s, const int scale, const int vec4) {
   const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
@@ -34,14 +50,14 @@ __device__ void accum(float *out, const X *x, const Y *y, const unsigned long lo
     const unsigned long long n4 = n / 4;
     for (unsigned long long i = first; i < n4; i += stride) {
       const float4 a = load4(x, i), b = load4(y, i);
-      reinterpret_cast<float4 *>(out)[i] = make_float4(
-          one(a.x, b.x, s, scale), one(a.y, b.y, s, scale), one(a.z, b.z, s, scale),
-          one(a.w, b.w, s, scale));
+      store4(out, i,
+             make_float4(one(a.x, b.x, s, scale), one(a.y, b.y, s, scale),
+                         one(a.z, b.z, s, scale), one(a.w, b.w, s, scale)));
     }
     done = 4 * n4;
   }
   for (unsigned long long i = done + first; i < n; i += stride)
-    out[i] = one(to_f(x[i]), to_f(y[i]), s, scale);
+    store1(out, i, one(to_f(x[i]), to_f(y[i]), s, scale));
 }
 
 #define ACCUM(name, X, Y)                                                                      \
@@ -55,6 +71,19 @@ ACCUM(accum_f32_f32, float, float)
 ACCUM(accum_f32_bf16, float, __nv_bfloat16)
 ACCUM(accum_bf16_f32, __nv_bfloat16, float)
 ACCUM(accum_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+
+// The last micro-batch's sum going out in bf16 (DDP's and ZeRO's wire): out <- bf16((x + y) * s),
+// x the f32 sum: one pass (8 bytes an element for a bf16 gradient) where the sum in place
+// and a cast moved 16. The bits of that sum, then that cast.
+#define ACCUM_TO_BF16(name, Y)                                                                 \
+  extern "C" __global__ void name(__nv_bfloat16 *out, const float *x, const Y *y,              \
+                                  const unsigned long long n, const float s, const int scale,  \
+                                  const int vec4) {                                            \
+    accum(out, x, y, n, s, scale, vec4);                                                       \
+  }
+
+ACCUM_TO_BF16(accum_to_bf16_f32_f32, float)
+ACCUM_TO_BF16(accum_to_bf16_f32_bf16, __nv_bfloat16)
 
 // In place: out <- (out + y) * s.
 #define ACCUM_IN_PLACE(name, Y)                                                                \

@@ -57,7 +57,13 @@ fn same_size(a: &Tensor, g: &Tensor) -> Result<()> {
 pub fn accumulate(acc: &Tensor, g: &Tensor, scale: Option<f64>) -> Result<()> {
     in_place_ok(acc)?;
     same_size(acc, g)?;
-    acc.inplace_op2(&operand(g)?, &Accum { scale })?;
+    acc.inplace_op2(
+        &operand(g)?,
+        &Accum {
+            scale,
+            out: DType::F32,
+        },
+    )?;
     Ok(())
 }
 
@@ -106,15 +112,32 @@ fn in_place_ok(acc: &Tensor) -> Result<()> {
 /// `(a + b)·scale` in a new f32 buffer (a and b: as many elements, any float dtype), one
 /// pass.
 pub fn sum_new(a: &Tensor, b: &Tensor, scale: Option<f64>) -> Result<Tensor> {
+    sum_new_as(a, b, scale, DType::F32)
+}
+
+/// [`sum_new`] into a new buffer of `dtype` (f32 or bf16; `a` an f32 sum for bf16): the
+/// bits of the f32 result cast to `dtype`, in one pass. DDP and ZeRO send the last
+/// micro-batch's sums this way (8 bytes an element for a bf16 gradient, where summing in
+/// place and then casting moved 16).
+pub fn sum_new_as(a: &Tensor, b: &Tensor, scale: Option<f64>, dtype: DType) -> Result<Tensor> {
     same_size(a, b)?;
+    if dtype != DType::F32 && (dtype != DType::BF16 || a.dtype() != DType::F32) {
+        return Err(ModelError::Input(format!(
+            "accumulate: a {dtype:?} result from a {:?} sum (f32 results, or bf16 from an f32 sum)",
+            a.dtype()
+        )));
+    }
     let shape = a.shape().clone();
     let a = operand(a)?.flatten_all()?;
     let b = operand(b)?.flatten_all()?;
-    Ok(a.apply_op2_no_bwd(&b, &Accum { scale })?.reshape(shape)?)
+    let op = Accum { scale, out: dtype };
+    Ok(a.apply_op2_no_bwd(&b, &op)?.reshape(shape)?)
 }
 
 struct Accum {
     scale: Option<f64>,
+    /// The dtype of a new buffer ([`CustomOp2`]); f32 in place.
+    out: DType,
 }
 
 impl Accum {
@@ -201,7 +224,11 @@ impl CustomOp2 for Accum {
         let n = al.shape().elem_count();
         let mut out = vec![0f32; n];
         self.host(&mut out, Some(a), al.start_offset(), b, bl.start_offset())?;
-        Ok((CpuStorage::F32(out), Shape::from(n)))
+        let out = match self.out {
+            DType::BF16 => CpuStorage::BF16(out.into_iter().map(half::bf16::from_f32).collect()),
+            _ => CpuStorage::F32(out),
+        };
+        Ok((out, Shape::from(n)))
     }
 
     #[cfg(feature = "cuda")]
@@ -214,22 +241,30 @@ impl CustomOp2 for Accum {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let n = al.shape().elem_count();
         let dev = a.device.clone();
-        // SAFETY: every element is written by the kernel below before anything reads it.
-        let mut out = unsafe { dev.alloc::<f32>(n)? };
-        let mut view = out.slice_mut(0..n);
-        cuda::launch(
-            &dev,
-            &mut view,
-            Some((a, al.start_offset())),
-            (b, bl.start_offset()),
-            n,
-            self.scale,
-            true,
-        )?;
-        Ok((
-            candle_core::CudaStorage::wrap_cuda_slice(out, dev),
-            Shape::from(n),
-        ))
+        macro_rules! go {
+            ($t:ty) => {{
+                // SAFETY: every element is written by the kernel below before anything
+                // reads it.
+                let mut out = unsafe { dev.alloc::<$t>(n)? };
+                let mut view = out.slice_mut(0..n);
+                let x = Some((a, al.start_offset()));
+                cuda::launch(
+                    &dev,
+                    &mut view,
+                    x,
+                    (b, bl.start_offset()),
+                    n,
+                    self.scale,
+                    true,
+                )?;
+                candle_core::CudaStorage::wrap_cuda_slice(out, dev.clone())
+            }};
+        }
+        let out = match self.out {
+            DType::BF16 => go!(half::bf16),
+            _ => go!(f32),
+        };
+        Ok((out, Shape::from(n)))
     }
 }
 
@@ -284,6 +319,35 @@ mod tests {
                 .unwrap(),
             [2.0, 4.0]
         );
+    }
+
+    #[test]
+    fn a_sum_sent_in_bf16_has_the_bits_of_the_sum_then_the_cast() {
+        let d = Device::Cpu;
+        let a = Tensor::new(&[0.1f32, -2.5, 3.0e-3, 1.0e7, -7.77], &d).unwrap();
+        let g = Tensor::new(&[0.7f32, 1.0 / 3.0, 9.0, 1.0, 0.01], &d)
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .unwrap();
+        let got = sum_new_as(&a, &g, Some(0.25), DType::BF16).unwrap();
+        assert_eq!(got.dtype(), DType::BF16);
+        let own = a.affine(1.0, 0.0).unwrap();
+        accumulate(&own, &g, Some(0.25)).unwrap();
+        let want = own.to_dtype(DType::BF16).unwrap();
+        let bits = |t: &Tensor| -> Vec<u16> {
+            let v = t.to_vec1::<half::bf16>().unwrap();
+            v.iter().map(|x| x.to_bits()).collect()
+        };
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(
+            a.to_vec1::<f32>().unwrap()[0],
+            0.1,
+            "the sum is left as it was"
+        );
+        let e = sum_new_as(&g, &a, None, DType::BF16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("BF16") && e.contains("f32 sum"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use super::{in_place_ok, operand, same_size, Job};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaStream, CudaViewMut, DevicePtr, LaunchConfig, PushKernelArg,
+    CudaStream, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaDevice, CudaStorage, WrapErr};
 use candle_core::{DType, Device, Shape, Storage, Tensor};
@@ -20,18 +20,24 @@ fn tag(d: DType) -> candle_core::Result<&'static str> {
 }
 
 /// `out ← (x + y)·s` (`x` None: out itself), n elements from each start offset; 16-byte
-/// accesses where every start allows them.
-pub(super) fn launch(
+/// accesses where every start allows them. `out` is f32, or bf16 (`T` = `half::bf16`) with
+/// `x` an f32 sum.
+pub(super) fn launch<T: DeviceRepr>(
     dev: &CudaDevice,
-    out: &mut CudaViewMut<'_, f32>,
+    out: &mut CudaViewMut<'_, T>,
     x: Option<(&CudaStorage, usize)>,
     (y, yo): (&CudaStorage, usize),
     n: usize,
     scale: Option<f64>,
     out_aligned: bool,
 ) -> candle_core::Result<()> {
+    let bf16_out = std::mem::size_of::<T>() == 2;
     let kernel = match x {
         None => format!("accum_in_place_{}", tag(y.dtype())?),
+        Some((x, _)) if bf16_out && x.dtype() == DType::F32 => {
+            format!("accum_to_bf16_f32_{}", tag(y.dtype())?)
+        }
+        Some(_) if bf16_out => candle_core::bail!("accumulate: a bf16 result needs an f32 sum"),
         Some((x, _)) => format!("accum_{}_{}", tag(x.dtype())?, tag(y.dtype())?),
     };
     let func = dev.get_or_load_custom_func(&kernel, "seam_accum", PTX)?;
@@ -68,8 +74,9 @@ pub(super) fn launch(
         b.arg(&yb);
     }
     b.arg(&n64).arg(&s).arg(&on).arg(&v4);
-    // SAFETY: the kernel's signature matches: out n f32, x and y n elements of their
-    // types (x absent: the in-place kernel).
+    // SAFETY: the kernel's signature matches: out n elements of its type (f32, or bf16 for
+    // the accum_to_bf16 kernels), x and y n elements of theirs (x absent: the in-place
+    // kernel).
     unsafe { b.launch(cfg) }.w()?;
     Ok(())
 }

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Call 127 (session 24's plan for the next session; not run: no device time left), two
+# GPUs, from the packed folder (copy this and train-runs.sh into .gpu/). Call 126 found
+# zero1 at world 2 taking 3.417x its --accum 1 step at --accum 4 (+7.6 % over world 1's
+# ratio; issue 48's bar is 5 %); bucketed:25 3.088x (-2.7 %). Both --accum 4 steps were about
+# 15 ms over 3 no-sync micro-batches + their --accum 1 step. Since then the last
+# micro-batch's f32 sums go out as bf16 in one pass (seam::accum::sum_new_as: 8 bytes a
+# parameter where the sum in place and the cast moved 16). Expected: zero1 and bucketed
+# --accum 4 about 3 ms shorter at xl. Then model-check (its accum check covers the new
+# kernel, bit for bit against the sum then the cast), and traces of zero1 at world 2,
+# --accum 4 and 1, to account for the rest.
+CALL=call127
+source "$(dirname "$0")/train-runs.sh"
+timeout 200 bin/bench model-check > "$R/model-check.txt" 2>&1; echo "model-check rc $?: $(grep -c ': OK' "$R/model-check.txt") OK"
+grep -E "accum|rror" "$R/model-check.txt" | head -3
+for st in single bucketed:25 zero1; do
+  w=2; [ $st = single ] && w=1
+  for a in 1 4; do TMO=60 train ${st%%:*}-w$w-a$a /tmp/r-$a xl $w $st $((8 * w * a)) 20 --accum $a --fresh; done
+done
+python3 - "$R" <<'PY'
+import json, statistics, sys
+def ms(n, g):
+    t = [json.loads(l) for l in open(f"{sys.argv[1]}/{n}.log.jsonl") if '"train"' in l]
+    return g * 128 / statistics.median(r["tokens_per_s"] for r in t if r["step"] >= 6) * 1e3
+base = None
+for st, w in (("single", 1), ("bucketed", 2), ("zero1", 2)):
+    try:
+        a1, a4 = ms(f"{st}-w{w}-a1", 8 * w), ms(f"{st}-w{w}-a4", 32 * w)
+    except OSError:
+        continue
+    r = a4 / a1; base = base or r
+    print(f"{st:9} world {w}: accum 1 {a1:.2f} ms, accum 4 {a4:.2f} ms, ratio {r:.3f}, vs world 1 {100 * (r / base - 1):+.1f} %")
+PY
+pack
+for a in 4 1; do
+  TRACE_STRATEGIES=zero1 TRACE_WORLD=2 TRACE_ACCUM=$a OUT=$R bash run.sh trace > "$R/trace-job-a$a.txt" 2>&1 || echo "trace accum $a failed"
+done
+cat "$R/trace.txt"
+pack
