@@ -10,6 +10,11 @@
 #   same A B [AFTER]: whether runs A and B logged the same loss and gradient norm, bit for
 #       bit, at every step after AFTER.
 #   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
+#   traces [N]: each record of $R/trace.jsonl (run.sh trace with OUT=$R): period, idle,
+#       kernels, categories, and its N (4) largest gaps by the kernels around them.
+#   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
+#       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
+#       first's (issue 48's world-2 bar).
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "${BASH_SOURCE[0]}")"
 for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
@@ -49,4 +54,29 @@ torch() {
   timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node 4 anchors/torch_train_best.py "$D" $1 --dtype bf16 \
     --variant $2 --parallel fsdp2 --global-batch 32 --steps $3 2> "$R/torch-$1-$2.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
   echo "torch fsdp2 $1 $2: $(( $(date +%s) - t0 )) s"; pack
+}
+traces() { python3 - "$R" "${1:-4}" <<'PY'
+import json, sys
+for l in open(f"{sys.argv[1]}/trace.jsonl"):
+    r = json.loads(l)
+    print(r["label"], "period", r["period_ms"], "idle", r["idle_ms"], "kernels", r["kernels"], r["category_ms"])
+    for g in r["gap_pairs"][:int(sys.argv[2])]:
+        print("   ", g)
+PY
+}
+ratios() { python3 - "$R" "$@" <<'PY'
+import json, statistics, sys
+def ms(n, g):
+    t = [json.loads(l) for l in open(f"{sys.argv[1]}/{n}.log.jsonl") if '"train"' in l]
+    return g * 128 / statistics.median(r["tokens_per_s"] for r in t if r["step"] >= 6) * 1e3
+base = None
+for arg in sys.argv[2:]:
+    n, g = arg.split(":")
+    try:
+        a1, a4 = ms(f"{n}-a1", int(g)), ms(f"{n}-a4", 4 * int(g))
+    except OSError:
+        continue
+    r = a4 / a1; base = base or r
+    print(f"{n:12} accum 1 {a1:.2f} ms, accum 4 {a4:.2f} ms, ratio {r:.3f}, vs the first {100 * (r / base - 1):+.1f} %")
+PY
 }
