@@ -209,18 +209,26 @@ impl Zero1Overlap {
         Ok(out)
     }
 
-    /// Forward and backward without communication: the gradients are summed locally and
-    /// reduce-scattered with the next [`Self::forward_backward`] (gradient accumulation).
+    /// Forward and backward without communication of gradients: they are summed locally
+    /// and reduce-scattered with the next [`Self::forward_backward`] (gradient
+    /// accumulation). The first micro-batch of a step is one of these: the last step's
+    /// gathers start beside its forward, which waits for each bucket right before the first
+    /// stage that reads it, as [`Self::forward_backward_observed`] does (waiting for them
+    /// all first left the whole all-gather in front of the forward).
     pub fn forward_backward_no_sync(
         &mut self,
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
-        self.complete_gathers()?;
+        self.gathers.launch_queued(self.comm.as_ref(), false)?;
         let mut fsdp = self.gather_stage();
-        Ok(self
-            .ddp
-            .forward_backward_no_sync_with(model, batch, |s| Ok(fsdp(s)?))?)
+        let (gathers, params) = (&mut self.gathers, &self.params);
+        let loss = self.ddp.forward_backward_no_sync_with(model, batch, |s| {
+            fsdp(s)?;
+            gathers.before_stage(s, params)
+        })?;
+        self.complete_gathers()?;
+        Ok(loss)
     }
 
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every

@@ -5,8 +5,10 @@
 # ratio; issue 48's bar is 5 %); bucketed:25 3.088x (-2.7 %). Both --accum 4 steps were about
 # 15 ms over 3 no-sync micro-batches + their --accum 1 step. Since then the last
 # micro-batch's f32 sums go out as bf16 in one pass (seam::accum::sum_new_as: 8 bytes a
-# parameter where the sum in place and the cast moved 16). Expected: zero1 and bucketed
-# --accum 4 about 3 ms shorter at xl. Then model-check (its accum check covers the new
+# parameter where the sum in place and the cast moved 16), and zero1's first micro-batch no
+# longer waits for the whole all-gather before its forward (it waited per stage only in a
+# synced micro-batch). Expected at xl: bucketed --accum 4 about 3 ms shorter, zero1's
+# several ms more (the gather of 3.1 GB of bf16 hidden behind the forward). Then model-check (its accum check covers the new
 # kernel, bit for bit against the sum then the cast), and traces of zero1 at world 2,
 # --accum 4 and 1, to account for the rest.
 CALL=call127
