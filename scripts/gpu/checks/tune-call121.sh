@@ -14,12 +14,5 @@ done
 for a in 4 1; do
   TRACE_STRATEGIES=single TRACE_ACCUM=$a TRACE_KEEP=1 OUT=$R bash run.sh trace > "$R/trace-job-a$a.txt" 2>&1 || echo "trace accum $a failed"
 done
-python3 - "$R" <<'PY'
-import json, sys
-for l in open(f"{sys.argv[1]}/trace.jsonl"):
-    r = json.loads(l)
-    print(r["label"], "period", r["period_ms"], "idle", r["idle_ms"], "kernels", r["kernels"], r["category_ms"])
-    for g in r["gap_pairs"][:5]:
-        print("   ", g)
-PY
+traces 5
 pack

@@ -18,13 +18,6 @@ for a in 1 4; do
 done
 ENVS=MODEL_GEMM_TUNE_PLAIN=1
 TRACE_STRATEGIES=single TRACE_ACCUM=4 TRACE_KEEP=1 OUT=$R MODEL_GEMM_TUNE_PLAIN=1 bash run.sh trace > "$R/trace-job-a4.txt" 2>&1 || echo "trace failed"
-python3 - "$R" <<'PY'
-import json, sys
-for l in open(f"{sys.argv[1]}/trace.jsonl"):
-    r = json.loads(l)
-    print(r["label"], "period", r["period_ms"], "idle", r["idle_ms"], "kernels", r["kernels"], r["category_ms"])
-    for g in r["gap_pairs"][:4]:
-        print("   ", g)
-PY
+traces 4
 grep -h "candidate" "$R/tune-log-a4.txt" | head -40 | cut -c1-200
 pack

@@ -10,18 +10,5 @@ for st in single bucketed:25 zero1; do
   w=2; [ $st = single ] && w=1
   for a in 1 4; do TMO=60 train ${st%%:*}-w$w-a$a /tmp/r-$a xl $w $st $((8 * w * a)) 15 --accum $a --fresh; done
 done
-python3 - "$R" <<'PY'
-import json, statistics, sys
-def ms(n, g):
-    t = [json.loads(l) for l in open(f"{sys.argv[1]}/{n}.log.jsonl") if '"train"' in l]
-    return g * 128 / statistics.median(r["tokens_per_s"] for r in t if r["step"] >= 6) * 1e3
-base = None
-for st, w in (("single", 1), ("bucketed", 2), ("zero1", 2)):
-    try:
-        a1, a4 = ms(f"{st}-w{w}-a1", 8 * w), ms(f"{st}-w{w}-a4", 32 * w)
-    except OSError:
-        continue
-    r = a4 / a1; base = base or r
-    print(f"{st:9} world {w}: accum 1 {a1:.2f} ms, accum 4 {a4:.2f} ms, ratio {r:.3f}, vs world 1 {100 * (r / base - 1):+.1f} %")
-PY
+ratios single-w1:8 bucketed-w2:16 zero1-w2:16
 pack
