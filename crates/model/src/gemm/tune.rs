@@ -165,9 +165,9 @@ pub(super) fn choose(
             Mode::Graph => graph_us(dev, &t, || flush().is_ok() && gemm(&h.algo))?,
             _ => None,
         };
+        // Where no graph could be made of it, the candidate is timed in the stream.
         let us = match graph {
             Some((us, _)) => Some(us - base),
-            None if mode() == Mode::Graph => None,
             None => stream_us(s, &t, || flush().is_ok(), || gemm(&h.algo))?,
         };
         if log {
