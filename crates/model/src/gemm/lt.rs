@@ -1,7 +1,7 @@
 //! cuBLASLt for [`super::matmul`]: one handle and one 32 MiB workspace per stream, one
 //! plan (descriptors and algorithm) per shape, the algorithm chosen once among cuBLASLt's
-//! heuristic candidates (`super::tune`). The process keeps one choice per shape (the candidate's index in
-//! cuBLASLt's list, `super::choices`), which every stream uses.
+//! heuristic candidates (`super::tune`). The process keeps one choice per shape (the
+//! candidate's index in cuBLASLt's list, `super::choices`), which every stream uses.
 //!
 //! Row-major D (m × n) = A (m × k) · B (k × n) is column-major Dᵀ = Bᵀ · Aᵀ, so cuBLASLt's
 //! first operand is B's buffer and its second A's; a transposed view is the transpose op
