@@ -191,22 +191,9 @@ impl Zero1Overlap {
         batch: &Batch,
         observe: impl FnMut(usize, &seam::Grads) -> ddp::error::Result<()>,
     ) -> Result<(Tensor, bool)> {
-        // The last step's gathers start now, beside this forward, which waits for each
-        // bucket right before the first stage that reads it.
-        self.gathers.launch_queued(self.comm.as_ref(), false)?;
-        let mut fsdp = self.gather_stage();
-        let (gathers, params) = (&mut self.gathers, &self.params);
-        let out = self.ddp.forward_backward_observed(
-            model,
-            batch,
-            |s| {
-                fsdp(s)?;
-                gathers.before_stage(s, params)
-            },
-            observe,
-        )?;
-        self.complete_gathers()?;
-        Ok(out)
+        self.beside_gathers(|ddp, before| {
+            ddp.forward_backward_observed(model, batch, before, observe)
+        })
     }
 
     /// Forward and backward without communication of gradients: they are summed locally
@@ -220,15 +207,27 @@ impl Zero1Overlap {
         model: &dyn StagedModel,
         batch: &Batch,
     ) -> Result<Tensor> {
+        self.beside_gathers(|ddp, before| ddp.forward_backward_no_sync_with(model, batch, before))
+    }
+
+    /// Runs `pass` (one of the Ddp's forward-backwards) with `before(s)` before forward
+    /// stage `s`: the last step's gathers start now, beside this forward, which waits for
+    /// each bucket right before the first stage that reads it (and FSDP's gathers its
+    /// stage's); whatever is still in flight after is completed.
+    fn beside_gathers<T>(
+        &mut self,
+        pass: impl FnOnce(&mut Ddp, &mut dyn FnMut(usize) -> ddp::Result<()>) -> ddp::Result<T>,
+    ) -> Result<T> {
         self.gathers.launch_queued(self.comm.as_ref(), false)?;
         let mut fsdp = self.gather_stage();
         let (gathers, params) = (&mut self.gathers, &self.params);
-        let loss = self.ddp.forward_backward_no_sync_with(model, batch, |s| {
+        let mut before = |s: usize| -> ddp::Result<()> {
             fsdp(s)?;
             gathers.before_stage(s, params)
-        })?;
+        };
+        let out = pass(&mut self.ddp, &mut before)?;
         self.complete_gathers()?;
-        Ok(loss)
+        Ok(out)
     }
 
     /// Collects the averaged gradient slices, steps AdamW on them, and all-gathers every
