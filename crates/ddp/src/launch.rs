@@ -210,15 +210,14 @@ fn prepare(
     let dev = ddp.device.clone();
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
     let mut in_place_grads = Vec::new();
-    // The dtype an accumulated sum goes out in: the wire's (on one rank nothing is sent).
-    let sent = match ddp.comm.world_size() {
-        1 => DType::F32,
-        _ => dtype,
-    };
+    // The wire's dtype where anything is sent. On one rank nothing is (the collective is
+    // the identity): a gradient reduced alone keeps its own dtype, so no cast runs and the
+    // step computes what one process computes.
+    let wire = (ddp.comm.world_size() > 1).then_some(dtype);
     for &i in &bucket.params {
         let g = match (grads[i].take(), acc.and_then(|a| a[i].as_ref())) {
             // Sent in bf16: the sum and the cast in one pass (the sum is not kept).
-            (Some(g), Some(a)) if sent == DType::BF16 && a.dtype() == DType::F32 => {
+            (Some(g), Some(a)) if wire == Some(DType::BF16) && a.dtype() == DType::F32 => {
                 seam::accum::sum_new_as(a, &g, fold, DType::BF16)?
             }
             // The accumulated sum is this step's own buffer: added to in place.
@@ -238,13 +237,7 @@ fn prepare(
                 )));
             }
         };
-        // On one rank nothing is sent (the collective is the identity): a gradient reduced
-        // alone keeps its own dtype, so no cast runs and the step computes what one
-        // process computes.
-        let alone = match ddp.comm.world_size() {
-            1 => g.dtype(),
-            _ => dtype,
-        };
+        let alone = wire.unwrap_or(g.dtype());
         if ddp.opts.reduce_scatter {
             match ddp.shards_in_place(i) {
                 // Sharded where it lies (converted first where it is not in the wire dtype).
