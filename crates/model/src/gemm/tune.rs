@@ -130,7 +130,7 @@ pub(super) fn choose(
         .attribute(drv::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
         .w()? as usize;
     let flush_bytes = 2 * l2.max(1 << 20);
-    // SAFETY: scratch written by the memset before every read-free use.
+    // SAFETY: only ever written (by the flush kernel); never read.
     let scratch = unsafe { s.alloc::<u8>(flush_bytes) }.w()?;
     let (flush_ptr, _g) = scratch.device_ptr(s);
     let flush = || crate::kernels::gpu::l2_flush(dev, flush_ptr, flush_bytes);

@@ -30,8 +30,9 @@ fn check(what: &str, r: sys::CUresult) -> Result<(), String> {
 
 /// Queues what `f` queues into `main`'s capture, through a capture of its own on `side`
 /// whose small memsets become kernels. `Ok(false)`, with nothing queued, where there is
-/// nothing to change (no small memset, or a node other than kernels and memsets, or
-/// `SEAM_GRAPH_MEMSETS=keep`): the caller then queues the work on `main` itself.
+/// nothing to change (no memset, a memset over 4 KiB, a node other than kernels
+/// and memsets, or `SEAM_GRAPH_MEMSETS=keep`): the caller then queues the work on `main`
+/// itself.
 pub fn splice(
     d: &candle_core::CudaDevice,
     main: &Arc<CudaStream>,
@@ -65,21 +66,20 @@ fn copy_into_capture(
     main: &Arc<CudaStream>,
     g: sys::CUgraph,
 ) -> Result<bool, String> {
+    // Only kernels and small memsets, at least one memset: else the work is left as it is
+    // captured (a large memset is better on the copy path than in one block of threads).
     let all = nodes(g)?;
     let mut types = Vec::with_capacity(all.len());
-    let mut small = false;
     for &n in &all {
         let t = node_type(n)?;
         match t {
             sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL => {}
-            sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMSET => {
-                small |= memset_params(n)?.1 <= SMALL;
-            }
+            sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMSET if memset_params(n)?.1 <= SMALL => {}
             _ => return Ok(false),
         }
         types.push(t);
     }
-    if !small {
+    if !types.contains(&sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEMSET) {
         return Ok(false);
     }
     let func = d
