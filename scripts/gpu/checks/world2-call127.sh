@@ -21,6 +21,17 @@ for st in single bucketed:25 zero1; do
 done
 ratios single-w1:8 bucketed-w2:16 zero1-w2:16
 pack
+# Issue 47 (session 25): profile-x2.md found DDP's GEMMs 7 ms slower beside NCCL's kernels.
+# cuBLASLt's persistent kernels launch one CTA a SM; with NCCL holding some SMs, the last
+# CTAs run as a second wave. MODEL_GEMM_SM_TARGET plans every GEMM for fewer SMs (cuBLASLt's
+# SM count target). Each run tunes its own GEMMs (the table's indices are for 132 SMs).
+for sm in 116 100; do
+  TABLE_ONLY=none ENVS="MODEL_GEMM_SM_TARGET=$sm" TMO=60 train single-w1-sm$sm /tmp/r-s xl 1 single 8 20 --fresh
+  for st in bucketed:25 zero1; do
+    TABLE_ONLY=none ENVS="MODEL_GEMM_SM_TARGET=$sm" TMO=60 train ${st%%:*}-w2-sm$sm /tmp/r-s xl 2 $st 16 20 --fresh
+  done
+done
+TABLE_ONLY=none TMO=60 train bucketed-w2-tuned /tmp/r-s xl 2 bucketed:25 16 20 --fresh
 for a in 4 1; do
   TRACE_STRATEGIES=zero1 TRACE_WORLD=2 TRACE_ACCUM=$a OUT=$R bash run.sh trace > "$R/trace-job-a$a.txt" 2>&1 || echo "trace accum $a failed"
 done
