@@ -8,16 +8,13 @@
 # waits for them until the next forward.
 CALL=call130
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
-run single 1 single
-run zero1 2 zero1 $N NCCL_MIN_CTAS=32
-run zero1-ce 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2
-run zero1-ce-adamw 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw
-run zero1-ce-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:5
-run zero1-adamw 2 zero1 $N NCCL_MIN_CTAS=32 ZERO1_PARAM_GATHER=adamw
-run zero1-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 ZERO1_PARAM_GATHER=adamw:5
+xl single 1 single
+xl zero1 2 zero1 $N NCCL_MIN_CTAS=32
+xl zero1-ce 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2
+xl zero1-ce-adamw 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw
+xl zero1-ce-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:5
+xl zero1-adamw 2 zero1 $N NCCL_MIN_CTAS=32 ZERO1_PARAM_GATHER=adamw
+xl zero1-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 ZERO1_PARAM_GATHER=adamw:5
 same zero1 zero1-ce-adamw
 pack

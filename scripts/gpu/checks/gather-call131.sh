@@ -10,12 +10,9 @@
 # none 43.31. Here: how many beside AdamW (K = 3, 4, 6, 7).
 CALL=call131
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
-run single 1 single
-run zero1 2 zero1 $N NCCL_MIN_CTAS=32
-for k in 3 4 6 7; do run zero1-ce-adamw$k 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:$k; done
-run zero1-ce-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:5
+xl single 1 single
+xl zero1 2 zero1 $N NCCL_MIN_CTAS=32
+for k in 3 4 6 7; do xl zero1-ce-adamw$k 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:$k; done
+xl zero1-ce-adamw5 2 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:5
 pack

@@ -8,15 +8,12 @@
 # the forward waits for.)
 CALL=call133
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
 CE="$N NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:4"
-run single 1 single
-run ce-min32 2 zero1 $CE NCCL_MIN_CTAS=32
-run ce 2 zero1 $CE
-run ce-max16 2 zero1 $CE NCCL_MAX_CTAS=16
-run ce-max12 2 zero1 $CE NCCL_MAX_CTAS=12
-run ce-max8 2 zero1 $CE NCCL_MAX_CTAS=8
+xl single 1 single
+xl ce-min32 2 zero1 $CE NCCL_MIN_CTAS=32
+xl ce 2 zero1 $CE
+xl ce-max16 2 zero1 $CE NCCL_MAX_CTAS=16
+xl ce-max12 2 zero1 $CE NCCL_MAX_CTAS=12
+xl ce-max8 2 zero1 $CE NCCL_MAX_CTAS=8
 pack

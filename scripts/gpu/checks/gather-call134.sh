@@ -8,15 +8,12 @@
 # the forward waits for.)
 CALL=call134
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
 CE="$N NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:4"
-run single 1 single
-run ce-min32 2 zero1 $CE NCCL_MIN_CTAS=32
+xl single 1 single
+xl ce-min32 2 zero1 $CE NCCL_MIN_CTAS=32
 # Call 133: more CTAs helped (32: 39.70 ms, 0.957x; default 40.02), fewer hurt (16/12/8:
 # 40.48/41.42/42.69). Here 48 and 64.
-run ce-48 2 zero1 $CE NCCL_MIN_CTAS=48 NCCL_MAX_CTAS=48
-run ce-64 2 zero1 $CE NCCL_MIN_CTAS=64 NCCL_MAX_CTAS=64
+xl ce-48 2 zero1 $CE NCCL_MIN_CTAS=48 NCCL_MAX_CTAS=48
+xl ce-64 2 zero1 $CE NCCL_MIN_CTAS=64 NCCL_MAX_CTAS=64
 pack

@@ -8,14 +8,11 @@
 # the forward waits for.)
 CALL=call135
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
 CE="$N NCCL_CTA_POLICY=2 NCCL_MIN_CTAS=32"
-run single 1 single
+xl single 1 single
 # Calls 133-134: 32 CTAs and 4 of 10 buckets (400 MB) beside AdamW, 0.956x one GPU. Here
 # buckets of 200 MB (20), 8 or 9 beside AdamW: a finer split, and half the last
 # reduce-scatter, which nothing hides (0.5-0.7 ms in call 127's timeline).
-for k in 8 9; do run ce200-$k 2 zero1:200 $CE ZERO1_PARAM_GATHER=adamw:$k; done
+for k in 8 9; do xl ce200-$k 2 zero1:200 $CE ZERO1_PARAM_GATHER=adamw:$k; done
 pack

@@ -8,13 +8,10 @@
 # world 4 with K = 0 (all beside the forward), 1, 2, 3, 4, against the SM gathers and one GPU.
 CALL=call132
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=80
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
-run single 1 single
-run zero1-w4 4 zero1 $N NCCL_MIN_CTAS=32
-for k in 1 2 3 0 4; do run zero1-w4-ce$k 4 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:$k; done
-run zero1-w4-machine 4 zero1
-run bucketed-w4 4 bucketed:25
+xl single 1 single
+xl zero1-w4 4 zero1 $N NCCL_MIN_CTAS=32
+for k in 1 2 3 0 4; do xl zero1-w4-ce$k 4 zero1 $N NCCL_MIN_CTAS=32 NCCL_CTA_POLICY=2 ZERO1_PARAM_GATHER=adamw:$k; done
+xl zero1-w4-machine 4 zero1
+xl bucketed-w4 4 bucketed:25
 pack

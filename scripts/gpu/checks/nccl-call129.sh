@@ -7,20 +7,17 @@
 # its windows (symmetric kernels for zero1's gathers), and other bucket sizes.
 CALL=call129
 source "$(dirname "$0")/train-runs.sh"
-gunzip -kf nccl/libnccl.so.2.gz
-N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TMO=60
-run() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
-run single 1 single
-run zero1 2 zero1
-run zero1-min32 2 zero1 NCCL_MIN_CTAS=32
-run zero1-32 2 zero1 NCCL_MIN_CTAS=32 NCCL_MAX_CTAS=32
-run zero1-2289 2 zero1 $N
+xl single 1 single
+xl zero1 2 zero1
+xl zero1-min32 2 zero1 NCCL_MIN_CTAS=32
+xl zero1-32 2 zero1 NCCL_MIN_CTAS=32 NCCL_MAX_CTAS=32
+xl zero1-2289 2 zero1 $N
 grep -h "window" "$R/zero1-2289.txt" | head -2
-run zero1-2289-min32 2 zero1 $N NCCL_MIN_CTAS=32
-run zero1-200 2 zero1:200
-run zero1-800 2 zero1:800
-run bucketed 2 bucketed:25
-run bucketed-min32 2 bucketed:25 NCCL_MIN_CTAS=32
-run bucketed-400 2 bucketed:400
+xl zero1-2289-min32 2 zero1 $N NCCL_MIN_CTAS=32
+xl zero1-200 2 zero1:200
+xl zero1-800 2 zero1:800
+xl bucketed 2 bucketed:25
+xl bucketed-min32 2 bucketed:25 NCCL_MIN_CTAS=32
+xl bucketed-400 2 bucketed:400
 pack

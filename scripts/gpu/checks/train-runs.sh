@@ -7,6 +7,10 @@
 #   train NAME OUT MODEL WORLD STRATEGY GLOBAL STOP [args...]: `train run` to step STOP
 #       (--stop-after), env from ENVS, timeout TMO (120 s); prints its median step (from
 #       step 6) and peak line.
+#   xl NAME WORLD STRATEGY [ENV...]: `train` of xl, 8 x 128 tokens a GPU, 20 steps, fresh,
+#       with env ENV (NAME's run directory /tmp/r-NAME).
+#   $N: the env that loads NCCL 2.28.9 (nccl/libnccl.so.2.gz from scripts/gpu/build-nccl.sh,
+#       where the packed folder has it).
 #   same A B [AFTER]: whether runs A and B logged the same loss and gradient norm, bit for
 #       bit, at every step after AFTER.
 #   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
@@ -40,6 +44,9 @@ train() {
   echo "$n ($(( $(date +%s) - t0 )) s): $(ms "$out" $g) ms; $(grep -h 'peak GPU memory' "$R/$n.txt" | sort | tail -1 | cut -c1-300)"
   grep -h "masters sharded" "$R/$n.txt" | head -1; pack
 }
+xl() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((8 * w)) 20 --fresh; }
+[ -f nccl/libnccl.so.2.gz ] && gunzip -kf nccl/libnccl.so.2.gz
+N="LD_LIBRARY_PATH=$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 same() { python3 - "$R/$1.log.jsonl" "$R/$2.log.jsonl" "${3:-0}" <<'PY'
 import json,sys
 def rec(p): return {r['step']:(r['loss'],r.get('grad_norm')) for r in map(json.loads,open(p)) if r.get('type')=='train'}
