@@ -11,7 +11,10 @@ replays after --skip), as one JSON line each and a short table:
 - per category (gemm, attention, adamw, norm, nccl, memset, memcpy, other) the summed
   kernel time (the graph's memsets and memcpys counted as work beside the kernels), and the
   top kernels by time. Comparing the categories of a world-2 trace with a world-1 trace of
-  the same model shows what communication costs the kernels beside it.
+  the same model shows what communication costs the kernels beside it;
+- beside_nccl_ms: the same from one trace alone, per category: what the launches with NCCL
+  beside them take over the median of the same kernel's launches without (`beside_nccl`:
+  the top kernels by that).
 
 Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline]
 (--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms.)
@@ -117,10 +120,15 @@ def one_replay(ks, next_start):
                 table[key][1] += 1
         if seen_end is None or en >= seen_end:
             seen_end, last = en, k["name"]
+    # Each compute kernel's duration and the share of it that NCCL ran beside.
+    inst = defaultdict(list)
     for k in ks:
-        d = int(k["end_ns"]) - int(k["start_ns"])
+        st, en = int(k["start_ns"]), int(k["end_ns"])
+        d = en - st
         cats[category(k["name"])] += d
         names[k["name"]] += d
+        if category(k["name"]) != "nccl" and d > 0:
+            inst[k["name"]].append((d, intersect([[st, en]], comm) / d))
     return {
         "period": (next_start - start) if next_start else None,
         "span": end - start,
@@ -134,7 +142,34 @@ def one_replay(ks, next_start):
         "names": dict(names),
         "gaps": dict(gaps),
         "gap_pairs": dict(pairs),
+        "inst": dict(inst),
     }
+
+
+def beside(stats, top):
+    """What the compute kernels lose beside NCCL, from one trace: per kernel name, the
+    median duration of its launches with NCCL running through at least half of them against
+    that of its launches with no NCCL beside them (the same name: mostly the same shape, as
+    a block's GEMMs are); the loss is what the former take over the latter's median, per
+    replay. Returns (ms lost per category, the top names by loss:
+    [name, launches beside, alone, median beside us, median alone us, ms lost])."""
+    pooled = defaultdict(list)
+    for s in stats:
+        for n, v in s["inst"].items():
+            pooled[n].extend(v)
+    cats, rows = defaultdict(float), []
+    for n, v in pooled.items():
+        near = [d for d, f in v if f >= 0.5]
+        alone = [d for d, f in v if f == 0]
+        if not near or not alone:
+            continue
+        base = statistics.median(alone)
+        lost = sum(d - base for d in near) / len(stats) / 1e6
+        cats[category(n)] += lost
+        rows.append([n[:60], round(len(near) / len(stats), 1), round(len(alone) / len(stats), 1),
+                     round(statistics.median(near) / 1e3, 1), round(base / 1e3, 1), round(lost, 3)])
+    rows.sort(key=lambda r: -r[5])
+    return {c: round(v, 3) for c, v in sorted(cats.items())}, rows[:top]
 
 
 def timeline(ks, gap_ns=50_000):
@@ -184,6 +219,7 @@ def summarize(path, skip, top, label, dump):
               for n in names}
         best = sorted(by.items(), key=lambda kv: -statistics.median(kv[1][0]))[:top]
         out[field] = [[n, median_ms(t), statistics.median(c)] for n, (t, c) in best]
+    out["beside_nccl_ms"], out["beside_nccl"] = beside(stats, top)
     if dump:
         out["timeline"] = timeline(reps[skip + len(stats) // 2])
     dropped = sum(1 for r in rows if r["kind"] == "D")

@@ -15,7 +15,8 @@
 #       bit, at every step after AFTER.
 #   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
 #   traces [N]: each record of $R/trace.jsonl (run.sh trace with OUT=$R): period, idle,
-#       kernels, categories, and its N (4) largest gaps by the kernels around them.
+#       kernels, categories, its N (4) largest gaps by the kernels around them, and what the
+#       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N.
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
 #       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
 #       first's (issue 48's world-2 bar).
@@ -69,6 +70,10 @@ for l in open(f"{sys.argv[1]}/trace.jsonl"):
     print(r["label"], "period", r["period_ms"], "idle", r["idle_ms"], "kernels", r["kernels"], r["category_ms"])
     for g in r["gap_pairs"][:int(sys.argv[2])]:
         print("   ", g)
+    if r.get("beside_nccl_ms"):
+        print("    lost beside NCCL (ms)", r["beside_nccl_ms"])
+        for b in r["beside_nccl"][:int(sys.argv[2])]:
+            print("     ", b)
 PY
 }
 ratios() { python3 - "$R" "$@" <<'PY'
