@@ -234,8 +234,30 @@ pub(crate) fn beside_adamw(v: Option<String>) -> crate::error::Result<usize> {
     }
 }
 
+/// Whether ZeRO's buckets are tapered (`ddp::DdpOptions::taper`), from `ZERO1_TAPER`: unset
+/// or `1` yes, `0` no (ddp's own layout, to compare against).
+pub(crate) fn taper(v: Option<String>) -> crate::error::Result<bool> {
+    match v.as_deref() {
+        None | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(v) => Err(crate::error::Zero1Error::Input(format!(
+            "ZERO1_TAPER={v:?}: 1 (tapered buckets, the default) or 0 (ddp's layout)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_taper_switch_is_read_or_refused_naming_the_variable() {
+        use super::taper as t;
+        assert!(t(None).unwrap());
+        assert!(t(Some("1".into())).unwrap());
+        assert!(!t(Some("0".into())).unwrap());
+        let e = t(Some("yes".into())).unwrap_err().to_string();
+        assert!(e.contains("ZERO1_TAPER=\"yes\""), "{e}");
+    }
+
     #[test]
     fn the_gather_place_is_read_or_refused_naming_the_variable() {
         use super::beside_adamw as b;

@@ -32,7 +32,7 @@
 //! ```
 
 use crate::error::{Result, Zero1Error};
-use crate::gather::{beside_adamw, bucket_flat, Gathers, OpenBucket};
+use crate::gather::{beside_adamw, bucket_flat, taper, Gathers, OpenBucket};
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
 use ddp::{BucketShard, Ddp, DdpOptions};
@@ -104,6 +104,7 @@ impl Zero1Overlap {
         }
         let opts = DdpOptions {
             reduce_scatter: true,
+            taper: taper(std::env::var("ZERO1_TAPER").ok())?,
             ..opts.into()
         };
         let ddp = Ddp::new(comm.clone(), model, opts)?;
