@@ -39,8 +39,8 @@ pub struct DdpOptions {
     /// behaviour, where one divides the loss by k + 1 oneself).
     pub sum_micro_batches: bool,
     /// `Bucketed` only: buckets of whole stages, smallest where the backward ends
-    /// ([`crate::buckets::plan_tapered`]); ZeRO's reduce-scatters take them
-    /// (`zero1::Zero1Overlap`). Off: [`crate::buckets::plan`], PyTorch's layout.
+    /// ([`crate::buckets::plan_tapered`]); `zero1::Zero1Overlap` takes them with
+    /// `ZERO1_TAPER=1`. Off: [`crate::buckets::plan`], PyTorch's layout.
     pub taper: bool,
 }
 

@@ -234,14 +234,15 @@ pub(crate) fn beside_adamw(v: Option<String>) -> crate::error::Result<usize> {
     }
 }
 
-/// Whether ZeRO's buckets are tapered (`ddp::DdpOptions::taper`), from `ZERO1_TAPER`: unset
-/// or `1` yes, `0` no (ddp's own layout, to compare against).
+/// Whether ZeRO's buckets are tapered (`ddp::DdpOptions::taper`), from `ZERO1_TAPER`: `1`
+/// yes; unset or `0` no (ddp's own layout). Off by default until a GPU run measures it
+/// (scripts/gpu/checks/taper-call136.sh).
 pub(crate) fn taper(v: Option<String>) -> crate::error::Result<bool> {
     match v.as_deref() {
-        None | Some("1") => Ok(true),
-        Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        None | Some("0") => Ok(false),
         Some(v) => Err(crate::error::Zero1Error::Input(format!(
-            "ZERO1_TAPER={v:?}: 1 (tapered buckets, the default) or 0 (ddp's layout)"
+            "ZERO1_TAPER={v:?}: 1 (tapered buckets) or 0 (ddp's layout, the default)"
         ))),
     }
 }
@@ -251,7 +252,7 @@ mod tests {
     #[test]
     fn the_taper_switch_is_read_or_refused_naming_the_variable() {
         use super::taper as t;
-        assert!(t(None).unwrap());
+        assert!(!t(None).unwrap());
         assert!(t(Some("1".into())).unwrap());
         assert!(!t(Some("0".into())).unwrap());
         let e = t(Some("yes".into())).unwrap_err().to_string();

@@ -102,10 +102,11 @@ impl Zero1Overlap {
                 params[i].dtype()
             )));
         }
+        let opts: DdpOptions = opts.into();
         let opts = DdpOptions {
             reduce_scatter: true,
-            taper: taper(std::env::var("ZERO1_TAPER").ok())?,
-            ..opts.into()
+            taper: opts.taper || taper(std::env::var("ZERO1_TAPER").ok())?,
+            ..opts
         };
         let ddp = Ddp::new(comm.clone(), model, opts)?;
         let (w, r) = (comm.world_size(), comm.rank());
