@@ -156,29 +156,32 @@ impl Rates {
             _ => 28.0 * psi / self.adamw_bps,
         };
         // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
-        // and ZeRO-1's all-gather beside the next forward, each as its time alone.
-        let (bwd, fwd) = match sync {
-            _ if world <= 1 => (0.0, 0.0),
-            Collectives::Single => (0.0, 0.0),
-            Collectives::Ddp { bucket_mb } => (
-                2.0 * part * grads / self.busbw(bucket(bucket_mb), world),
-                0.0,
-            ),
+        // and ZeRO-1's all-gather beside the next forward, each as its time alone; and the
+        // pipeline's ends, which nothing can hide: the last bucket's collective after the
+        // backward, the first gather before the forward (call 127's trace: 0.5-0.7 and
+        // 0.47 ms at xl, world 2).
+        let t = |bytes: f64| part * bytes / self.busbw(bytes, world);
+        let (bwd, fwd, last, first) = match sync {
+            _ if world <= 1 => (0.0, 0.0, 0.0, 0.0),
+            Collectives::Single => (0.0, 0.0, 0.0, 0.0),
+            Collectives::Ddp { bucket_mb } => {
+                let b = bucket(bucket_mb);
+                (2.0 * t(b) * grads / b, 0.0, 2.0 * t(b), 0.0)
+            }
             Collectives::Zero1 { bucket_mb } => {
-                let t = part * grads / self.busbw(bucket(bucket_mb), world);
-                (t, t)
+                let b = bucket(bucket_mb);
+                (t(b) * grads / b, t(b) * grads / b, t(b), t(b))
             }
             Collectives::Fsdp { bucket_mb } => {
                 // One gather a unit (memplan::fsdp_unit's default: 3 of xl's stages).
                 let stage = grads / shape.layers.max(1) as f64;
-                let unit = crate::fsdp_unit(stage as u64) as f64;
-                let gather = part * grads / self.busbw(unit * stage, world);
-                let scatter = part * grads / self.busbw(bucket(bucket_mb), world);
-                (scatter + gather, gather)
+                let unit = crate::fsdp_unit(stage as u64) as f64 * stage;
+                let (b, gather) = (bucket(bucket_mb), t(unit) * grads / unit);
+                (t(b) * grads / b + gather, gather, t(b), t(unit))
             }
         };
         let comm = bwd + fwd;
-        let exposed = (bwd - backward).max(0.0) + (fwd - forward).max(0.0);
+        let exposed = (bwd - backward).max(last) + (fwd - forward).max(first);
         let hidden = bwd.min(backward) + fwd.min(forward);
         let slowdown = self.contention * hidden;
         Projection {
@@ -277,6 +280,20 @@ mod tests {
         assert!(z(16).comm > z(8).comm * 2.0, "16 ranks cross the network");
         let d = |w| r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 25.0 }, w);
         assert!(d(64).step > d(8).step && d(8).step > d(1).step);
+    }
+
+    /// ZeRO's last reduce-scatter and first gather run with nothing beside them: a larger
+    /// bucket leaves more of them, and DDP's exposure is at least its last all-reduce.
+    #[test]
+    fn the_pipelines_ends_are_exposed() {
+        let r = Rates::default();
+        let z = |mb| r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: mb }, 2);
+        assert!(z(100.0).exposed > 0.0);
+        assert!(z(800.0).exposed > z(400.0).exposed && z(400.0).exposed > z(100.0).exposed);
+        // 400 MB at world 2: each end half a bucket at the bus rate, 1.1-1.3 ms together.
+        assert!((1.1e-3..1.3e-3).contains(&z(400.0).exposed), "{:?}", z(400.0));
+        let d = r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 400.0 }, 2);
+        assert!(d.exposed >= 2.0 * 0.5 * 400e6 / r.busbw(400e6, 2) - 1e-12, "{d:?}");
     }
 
     #[test]
