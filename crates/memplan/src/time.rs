@@ -291,9 +291,16 @@ mod tests {
         assert!(z(100.0).exposed > 0.0);
         assert!(z(800.0).exposed > z(400.0).exposed && z(400.0).exposed > z(100.0).exposed);
         // 400 MB at world 2: each end half a bucket at the bus rate, 1.1-1.3 ms together.
-        assert!((1.1e-3..1.3e-3).contains(&z(400.0).exposed), "{:?}", z(400.0));
+        assert!(
+            (1.1e-3..1.3e-3).contains(&z(400.0).exposed),
+            "{:?}",
+            z(400.0)
+        );
         let d = r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 400.0 }, 2);
-        assert!(d.exposed >= 2.0 * 0.5 * 400e6 / r.busbw(400e6, 2) - 1e-12, "{d:?}");
+        assert!(
+            d.exposed >= 2.0 * 0.5 * 400e6 / r.busbw(400e6, 2) - 1e-12,
+            "{d:?}"
+        );
     }
 
     #[test]
