@@ -135,7 +135,7 @@ pub fn plan_for(opts: &DdpOptions, params: &[ParamInfo], elem_bytes: usize) -> V
 }
 
 /// `bucket_mb` MiB in elements of `elem_bytes` (at least 1).
-pub fn cap_elems(bucket_mb: f64, elem_bytes: usize) -> usize {
+fn cap_elems(bucket_mb: f64, elem_bytes: usize) -> usize {
     ((bucket_mb * 1024.0 * 1024.0) / elem_bytes as f64)
         .floor()
         .max(1.0) as usize

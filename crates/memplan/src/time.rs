@@ -170,7 +170,8 @@ impl Rates {
             }
             Collectives::Zero1 { bucket_mb } => {
                 let b = bucket(bucket_mb);
-                (t(b) * grads / b, t(b) * grads / b, t(b), t(b))
+                let all = t(b) * grads / b;
+                (all, all, t(b), t(b))
             }
             Collectives::Fsdp { bucket_mb } => {
                 // One gather a unit (memplan::fsdp_unit's default: 3 of xl's stages).

@@ -80,30 +80,10 @@ impl<T> CapturedStep<T> {
         #[cfg(feature = "cuda")]
         {
             use candle_core::cuda_backend::cudarc::driver::sys;
-            let g = self.graph.cu_graph();
-            let err = |what: &str, r: sys::CUresult| {
-                crate::error::ModelError::Input(format!("CUDA graph {what}: {r:?}"))
-            };
-            let mut n = 0usize;
-            // SAFETY: a null node array asks for the count only.
-            let r = unsafe { sys::cuGraphGetNodes(g, std::ptr::null_mut(), &mut n) };
-            if r != sys::CUresult::CUDA_SUCCESS {
-                return Err(err("node count", r));
-            }
-            let mut nodes = vec![std::ptr::null_mut(); n];
-            // SAFETY: `nodes` holds `n` slots.
-            let r = unsafe { sys::cuGraphGetNodes(g, nodes.as_mut_ptr(), &mut n) };
-            if r != sys::CUresult::CUDA_SUCCESS {
-                return Err(err("nodes", r));
-            }
+            let err = |e: String| crate::error::ModelError::Input(format!("CUDA {e}"));
             let mut kernels = 0;
-            for node in nodes.into_iter().take(n) {
-                let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-                // SAFETY: `node` belongs to the graph.
-                let r = unsafe { sys::cuGraphNodeGetType(node, &mut t) };
-                if r != sys::CUresult::CUDA_SUCCESS {
-                    return Err(err("node type", r));
-                }
+            for node in nodes::nodes(self.graph.cu_graph()).map_err(err)? {
+                let t = nodes::node_type(node).map_err(err)?;
                 kernels += usize::from(t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL);
             }
             Ok(Some(kernels))

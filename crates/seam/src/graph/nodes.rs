@@ -266,7 +266,7 @@ fn neighbours(node: sys::CUgraphNode, up: bool) -> Result<Vec<sys::CUgraphNode>,
 }
 
 /// The graph's nodes.
-fn nodes(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, String> {
+pub(super) fn nodes(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, String> {
     let mut n = 0usize;
     // SAFETY: a null node array asks for the count only.
     check("graph nodes", unsafe {
@@ -282,7 +282,7 @@ fn nodes(graph: sys::CUgraph) -> Result<Vec<sys::CUgraphNode>, String> {
 }
 
 /// A node's type.
-fn node_type(node: sys::CUgraphNode) -> Result<sys::CUgraphNodeType, String> {
+pub(super) fn node_type(node: sys::CUgraphNode) -> Result<sys::CUgraphNodeType, String> {
     let mut t = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
     // SAFETY: `node` belongs to a live graph.
     check("graph node type", unsafe {
