@@ -235,8 +235,9 @@ pub(crate) fn beside_adamw(v: Option<String>) -> crate::error::Result<usize> {
 }
 
 /// Whether ZeRO's buckets are tapered (`ddp::DdpOptions::taper`), from `ZERO1_TAPER`: `1`
-/// yes; unset or `0` no (ddp's own layout). Off by default until a GPU run measures it
-/// (scripts/gpu/checks/taper-call136.sh).
+/// yes; unset or `0` no (ddp's own layout). Off by default: at xl on 4 H200s it moved
+/// zero1's step by −0.3 to +0.7 ms, within the runs' spread (call 136,
+/// docs/results/world4-s26.md).
 pub(crate) fn taper(v: Option<String>) -> crate::error::Result<bool> {
     match v.as_deref() {
         Some("1") => Ok(true),
