@@ -458,7 +458,7 @@ PY
     full)
       # `cargo xtask bench --gpus N` for this machine: every run xtask would make (the list
       # gpu-pack wrote for N GPUs), the PyTorch anchors, `train run`'s speed beside the
-      # PyTorch trainer (train-speed: at world 1, and at world N on N GPUs), then the report
+      # PyTorch trainer (train-speed: train-speed-N.tsv's cases), then the report
       # (report.tgz). On one GPU there is no all-reduce (the report says why). FULL_CASES:
       # train-speed's cases ("xl:bf16").
       local n rc=0 line parts; n="$(nvidia-smi -L | wc -l)"
@@ -471,8 +471,12 @@ PY
       parts="allreduce single best ddp zero"; [ "$n" -eq 1 ] && parts="single best ddp zero"
       # shellcheck disable=SC2086
       SIZES=xl VARIANTS=compile-ro anchor $parts > /dev/null || rc=1
-      local worlds=1; [ "$n" -gt 1 ] && worlds="1 $n"
-      CASES="${FULL_CASES:-xl:bf16}" TS_WORLDS="$worlds" TS_STRATEGIES="single bucketed:25 zero1" job train-speed || rc=1
+      # train-speed's cases as `cargo xtask bench` runs them (xtask/src/bench_plan.rs):
+      # rows a GPU, worlds, strategies, PyTorch's trainers above world 1, tab-separated.
+      local b w st tp
+      while IFS=$'\t' read -r -u 3 b w st tp; do
+        CASES="${FULL_CASES:-xl:bf16}" TS_BATCH="$b" TS_WORLDS="$w" TS_STRATEGIES="$st" TS_TORCH_PARALLEL="$tp" job train-speed || rc=1
+      done 3< "$HERE/train-speed-$n.tsv"   # fd 3: the runs inside must not read the list
       local torch=(); [ -f "$RES/torch.jsonl" ] && torch=(--torch "$RES/torch.jsonl")
       "$BIN/bench" report --results "$RES/results.jsonl" ${torch[@]+"${torch[@]}"} \
         --isoflops "$HERE/isoflops_curves.json" --out "$RES/report" || rc=1

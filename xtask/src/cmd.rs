@@ -99,7 +99,7 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
         root().join("target/release/bench")
     };
     let results_s = results.to_string_lossy().to_string();
-    let runs = bench_runs(gpus, &results_s, &out_dir)?;
+    let runs = crate::bench_plan::bench_runs(gpus, &results_s, &out_dir)?;
     let bar = indicatif::ProgressBar::new(runs.len() as u64).with_style(
         indicatif::ProgressStyle::with_template("[{pos}/{len}] {bar:30} {elapsed} {msg}")
             .expect("static template"),
@@ -135,21 +135,22 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
             );
         }
         // `train run`'s speed beside the PyTorch trainer: run.sh's train-speed job, from
-        // the repository's binaries and anchors; on one GPU, and on all of them.
-        let worlds = match gpus {
-            1 => "1".to_string(),
-            n => format!("1 {n}"),
-        };
-        run(Command::new("bash")
-            .arg(root().join("scripts/gpu/run.sh"))
-            .arg("train-speed")
-            .env("BIN", root().join("target/release"))
-            .env("ANCHORS", root().join("scripts/anchors"))
-            .env("OUT", &out_dir)
-            .env("CASES", "xl:bf16")
-            .env("TS_WORLDS", worlds)
-            .env("TS_STRATEGIES", "single bucketed:25 zero1")
-            .env("TS_TORCH", if has_torch { "compile-ro" } else { " " }))?;
+        // the repository's binaries and anchors (issue 47's report: every strategy at
+        // worlds 1, 2, 4 ... and at 32 rows a GPU, PyTorch DDP and FSDP2 at each world).
+        for case in crate::bench_plan::train_speed_cases(gpus) {
+            run(Command::new("bash")
+                .arg(root().join("scripts/gpu/run.sh"))
+                .arg("train-speed")
+                .env("BIN", root().join("target/release"))
+                .env("ANCHORS", root().join("scripts/anchors"))
+                .env("OUT", &out_dir)
+                .env("CASES", "xl:bf16")
+                .env("TS_BATCH", case.batch.to_string())
+                .env("TS_WORLDS", &case.worlds)
+                .env("TS_STRATEGIES", case.strategies)
+                .env("TS_TORCH_PARALLEL", case.torch_parallel)
+                .env("TS_TORCH", if has_torch { "compile-ro" } else { " " }))?;
+        }
     }
     // The anchor's lines, when it ran (`bench report` refuses a --torch file that is absent).
     let torch = out_dir.join("torch.jsonl");
@@ -160,179 +161,6 @@ pub fn bench(gpus: usize, out: &str) -> Result<()> {
     }
     run(report.arg("--out").arg(&out_dir))?;
     Ok(())
-}
-
-/// Every benchmark run of `cargo xtask bench`, as `bench` arguments (each appends to
-/// `results`): on `gpus` GPUs at xl, or (`gpus` 0) the same pipeline on the CPU backend with
-/// the tiny LM (no speed claim: it shows the whole report on a laptop).
-pub fn bench_runs(
-    gpus: usize,
-    results: &str,
-    out_dir: &std::path::Path,
-) -> Result<Vec<Vec<String>>> {
-    let prof = out_dir.join("profile").to_string_lossy().to_string();
-    let traces = out_dir.join("traces").to_string_lossy().to_string();
-    let (g, g2) = (gpus.to_string(), gpus.min(2).to_string());
-    let ranks: Vec<String> = [2usize, 4, 6, 8]
-        .iter()
-        .filter(|&&r| r <= gpus)
-        .map(|r| r.to_string())
-        .collect();
-    let ranks = ranks.join(",");
-    // One GPU: no all-reduce (the report says why); DDP (overlapped, bucketed at 25 MB) and
-    // ZeRO-1 over NCCL at world 1.
-    let sweep: Vec<&str> = match gpus {
-        1 => vec!["--strategies", "overlap,bucketed", "--buckets-mb", "25"],
-        _ => vec![],
-    };
-    let runs: Vec<Vec<&str>> = if gpus > 0 {
-        let mut runs = vec![
-            vec!["allreduce", "--backend", "nccl", "--ranks", &ranks],
-            vec![
-                "single",
-                "--size",
-                "xl",
-                "--dtype",
-                "fp32,bf16",
-                "--mode",
-                "step",
-            ],
-            // Every strategy and bucket size, with traces.
-            vec![
-                "ddp",
-                "--backend",
-                "nccl",
-                "--ranks",
-                &g,
-                "--size",
-                "xl",
-                "--dtype",
-                "fp32,bf16",
-                "--trace-dir",
-                &traces,
-            ]
-            .into_iter()
-            .chain(sweep)
-            .collect(),
-            vec![
-                "zero1",
-                "--backend",
-                "nccl",
-                "--ranks",
-                &g2,
-                "--size",
-                "xl",
-                "--dtype",
-                "fp32,bf16",
-                "--bucket-mb",
-                "1",
-                "--modes",
-                "ddp,sharded,zero1-overlap,zero1-ahead",
-            ],
-            vec![
-                "profile",
-                "--size",
-                "xl",
-                "--dtype",
-                "fp32",
-                "--mode",
-                "step",
-                "--svg-dir",
-                &prof,
-            ],
-        ];
-        if ranks.is_empty() {
-            runs.remove(0);
-        }
-        runs
-    } else {
-        let tiny = ["--size", "tiny", "--warmup", "1", "--steps", "3"];
-        vec![
-            // Ranks as processes (the multi-process backend, the seeds' Gloo setting) ...
-            vec![
-                "allreduce",
-                "--backend",
-                "cpu",
-                "--ranks",
-                "2,4,6",
-                "--sizes-mib",
-                "0.5,1,10,50",
-                "--warmup",
-                "2",
-                "--iters",
-                "5",
-            ],
-            // ... and as threads of one process (the in-process backend).
-            vec![
-                "allreduce",
-                "--backend",
-                "cpu",
-                "--threads",
-                "--ranks",
-                "2,4",
-                "--sizes-mib",
-                "0.5,1,10,50",
-                "--warmup",
-                "2",
-                "--iters",
-                "5",
-            ],
-            [
-                &["single", "--cpu", "--dtype", "fp32", "--mode", "step"][..],
-                &tiny,
-            ]
-            .concat(),
-            [
-                &[
-                    "ddp",
-                    "--backend",
-                    "cpu",
-                    "--ranks",
-                    "2",
-                    "--dtype",
-                    "fp32",
-                    "--buckets-mb",
-                    "0.01,0.1,1",
-                ][..],
-                &tiny,
-            ]
-            .concat(),
-            [
-                &[
-                    "zero1",
-                    "--backend",
-                    "cpu",
-                    "--ranks",
-                    "2",
-                    "--bucket-mb",
-                    "0.1",
-                ][..],
-                &tiny,
-            ]
-            .concat(),
-            vec![
-                "profile",
-                "--cpu",
-                "--size",
-                "tiny",
-                "--dtype",
-                "fp32",
-                "--mode",
-                "step",
-                "--svg-dir",
-                &prof,
-            ],
-        ]
-    };
-    Ok(runs
-        .into_iter()
-        .map(|r| {
-            r.into_iter()
-                .chain(["--out", results])
-                .map(String::from)
-                .collect()
-        })
-        .collect())
 }
 
 pub fn launch(gpus: usize, command: &[String]) -> Result<()> {
@@ -346,28 +174,4 @@ pub fn launch(gpus: usize, command: &[String]) -> Result<()> {
     run(Command::new(root().join("target/release/comm-launch"))
         .args(args)
         .env("NCCL_NVLS_ENABLE", "0"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::bench_runs;
-    use std::path::Path;
-
-    #[test]
-    fn one_gpu_runs_everything_but_the_all_reduce() {
-        let one = bench_runs(1, "r.jsonl", Path::new("out")).unwrap();
-        let names: Vec<&str> = one.iter().map(|r| r[0].as_str()).collect();
-        assert_eq!(names, ["single", "ddp", "zero1", "profile"]);
-        let ddp = one[1].join(" ");
-        assert!(
-            ddp.contains("--ranks 1") && ddp.contains("--strategies overlap,bucketed"),
-            "{ddp}"
-        );
-        let two = bench_runs(2, "r.jsonl", Path::new("out")).unwrap();
-        assert_eq!(two[0][..5].join(" "), "allreduce --backend nccl --ranks 2");
-        assert!(
-            !two[2].join(" ").contains("--strategies"),
-            "every strategy on 2 GPUs"
-        );
-    }
 }

@@ -106,11 +106,22 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         )?;
     }
     // The runs of `cargo xtask bench --gpus N` for the machines without Rust: one file per
-    // GPU count, one run per line, arguments tab-separated; run.sh's `full` job reads them.
+    // GPU count, one run per line, arguments tab-separated; run.sh's `full` job reads them
+    // (and train-speed-N.tsv, the train-speed cases).
     for n in [1usize, 2, 4, 8] {
-        let runs = crate::cmd::bench_runs(n, "$RES/results.jsonl", std::path::Path::new("$RES"))?;
+        let runs =
+            crate::bench_plan::bench_runs(n, "$RES/results.jsonl", std::path::Path::new("$RES"))?;
         let text: String = runs.iter().map(|r| r.join("\t") + "\n").collect();
         std::fs::write(dest.join(format!("bench-runs-{n}.tsv")), text)?;
+        // And `train run`'s speed cases: rows a GPU, worlds, strategies, PyTorch's trainers.
+        let cases: String = crate::bench_plan::train_speed_cases(n)
+            .iter()
+            .map(|c| {
+                let (b, w, s, t) = (c.batch, &c.worlds, c.strategies, c.torch_parallel);
+                format!("{b}\t{w}\t{s}\t{t}\n")
+            })
+            .collect();
+        std::fs::write(dest.join(format!("train-speed-{n}.tsv")), cases)?;
     }
     // NCCL built from source by scripts/gpu/build-nccl.sh, where it was (for a device whose
     // NCCL predates 2.28.7; a run puts .gpu/nccl first on LD_LIBRARY_PATH to use it).

@@ -9,6 +9,7 @@
 //!   cargo xtask plan [--config F] [--json] ...  memory/communication accounting calculator
 //!   cargo xtask plan --model 6.7B --world 4 --batch 8 --bf16   the memory plan per strategy
 
+mod bench_plan;
 mod cmd;
 mod gpu;
 mod plan;
