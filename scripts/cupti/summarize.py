@@ -16,6 +16,13 @@ replays after --skip), as one JSON line each and a short table:
   beside them take over the median of the same kernel's launches without (`beside_nccl`:
   the top kernels by that).
 
+With several processes (the ranks of one run), one more record, `"bench": "cupti-skew"`:
+each collective's start on every rank (the i-th NCCL kernel of the i-th replay), and per
+rank the median over replays of its summed wait, the last rank's start less its own (NCCL's
+kernel holds its SMs from its start, and cannot finish before every rank has come), and
+how often it was the last to come. CUPTI's timestamps are the host's clock, so ranks on one
+host compare.
+
 Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline]
 (--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms.)
 Each record's `gaps` says where the idle time sits: per kernel that starts after an idle
@@ -228,6 +235,43 @@ def summarize(path, skip, top, label, dump):
     return out
 
 
+def skew(paths, skip, label):
+    """The ranks' waits in their collectives (see the module's doc), or None where the
+    processes' replays or collectives do not line up (then nothing is claimed)."""
+    per = []
+    for p in paths:
+        with open(p) as f:
+            reps = replays(list(csv.DictReader(f)))
+        per.append([sorted(int(k["start_ns"]) for k in ks if k["kind"] == "K" and category(k["name"]) == "nccl")
+                    for ks in reps])
+    n = min(len(r) for r in per)
+    if len(per) < 2 or n <= skip:
+        return None
+    # The last n replays of each: ranks may record a different number of warm-up launches.
+    per = [r[-n:][skip:] for r in per]
+    waits = [[] for _ in per]
+    last = [0] * len(per)
+    count = 0
+    for i in range(len(per[0])):
+        colls = [r[i] for r in per]
+        if len({len(c) for c in colls}) != 1:
+            return None
+        w = [0] * len(per)
+        for j in range(len(colls[0])):
+            starts = [c[j] for c in colls]
+            top = max(starts)
+            last[starts.index(top)] += 1
+            count += 1
+            for r, st in enumerate(starts):
+                w[r] += top - st
+        for r in range(len(per)):
+            waits[r].append(w[r])
+    return {"bench": "cupti-skew", "label": label, "ranks": len(per), "replays": len(per[0]),
+            "collectives": len(per[0][0]) if per[0] else 0,
+            "wait_ms": [median_ms(w) for w in waits],
+            "last_share": [round(l / count, 3) if count else None for l in last]}
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -242,6 +286,10 @@ def main():
         if s:
             res.append(s)
             print(json.dumps(s))
+    paths = sorted(glob.glob(os.path.join(d, "trace-*.csv")))
+    sk = skew(paths, skip, label) if len(paths) > 1 else None
+    if sk:
+        print(json.dumps(sk))
     print(f"{'trace':<22}{'period':>8}{'span':>8}{'compute':>9}{'comm':>7}{'overlap':>8}"
           f"{'alone':>7}{'idle':>7}  categories (ms)")
     for s in res:
@@ -249,6 +297,8 @@ def main():
         print(f"{s['label'][-12:] + ':' + s['file'][6:-4]:<22}{s['period_ms'] or 0:>8}{s['span_ms']:>8}"
               f"{s['compute_ms']:>9}{s['comm_ms']:>7}{s['overlap_ms']:>8}{s['comm_alone_ms']:>7}"
               f"{s['idle_ms']:>7}  {cats}")
+    if sk:
+        print(f"waits in collectives a replay (ms, by rank): {sk['wait_ms']}; last to come: {sk['last_share']}")
 
 
 if __name__ == "__main__":

@@ -240,11 +240,12 @@ job() {
       local rc=$?; tar czf "$RES/profile.tgz" -C "$RES" profile && rm -r "$RES/profile"; return $rc ;;
     trace)
       # Where one replay of `train run`'s step goes (scripts/cupti: CUPTI's kernel records,
-      # captured graphs included): TRACE_MODEL (xl) bf16, 8 x 128 per GPU, clipping at 1.0,
+      # captured graphs included): TRACE_MODEL (xl) bf16, TRACE_BATCH (8) x 128 per GPU, clipping at 1.0,
       # each strategy of TRACE_STRATEGIES ("single" at world 1, "zero1 bucketed:25" at
       # TRACE_WORLD, 2), 20 steps, TRACE_ACCUM (1) micro-batches; per process its median
       # replay and timeline go to trace.txt (trace.jsonl: the same as JSON lines);
-      # TRACE_KEEP=1 keeps each run's raw records as trace-<strategy>-a<accum>.csv.gz.
+      # TRACE_KEEP=1 keeps each run's raw records as trace-<strategy>-a<accum>.csv.gz. Above
+      # world 1 summarize.py also writes each rank's waits in its collectives (cupti-skew).
       [ -e "$HERE/cupti/libtrace.so" ] || { echo "trace: no cupti/ in the packed folder (cargo xtask gpu-pack builds it)"; return 2; }
       local p="$RES/trace" st w rc=0; mkdir -p "$p"
       "$BIN/train" prepare --data "$p/data" > "$p/prepare.txt" 2>&1 || { cat "$p/prepare.txt"; return 1; }
@@ -253,12 +254,12 @@ job() {
         w="${TRACE_WORLD:-2}"; [ "$st" = single ] && w=1
         local launch=() one=(--world 1) d="$p/${st%%:*}"; rm -rf "$d" "$p/run"; mkdir -p "$d"
         [ "$w" -gt 1 ] && launch=("$BIN/comm-launch" --nproc-per-node "$w" --) && one=()
-        echo "--- trace: ${TRACE_MODEL:-xl} bf16, --strategy $st, world $w, accum $a ($(date -u +%T))"
+        echo "--- trace: ${TRACE_MODEL:-xl} bf16, ${TRACE_BATCH:-8} x 128 a GPU, --strategy $st, world $w, accum $a ($(date -u +%T))"
         CUDA_INJECTION64_PATH="$HERE/cupti/libtrace.so" LD_LIBRARY_PATH="$HERE/cupti:${LD_LIBRARY_PATH:-}" CUPTI_TRACE_DIR="$d" \
-          "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$p/run" --model "${TRACE_MODEL:-xl}" --bf16 --global-batch $((8 * w * a)) --accum "$a" \
+          "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$p/run" --model "${TRACE_MODEL:-xl}" --bf16 --global-batch $((${TRACE_BATCH:-8} * w * a)) --accum "$a" \
           --steps 100000 --stop-after 20 --eval-every 100000 --ckpt-every 100000 --strategy "$st" --backend nccl "${one[@]}" \
           --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
-        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a" --timeline > "$d.summary" || rc=1
+        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a-b${TRACE_BATCH:-8}" --timeline > "$d.summary" || rc=1
         grep '^{' "$d.summary" >> "$RES/trace.jsonl"; grep -v '^{' "$d.summary" | tee -a "$RES/trace.txt"
         [ "${TRACE_KEEP:-0}" = 1 ] && cat "$d"/trace-*.csv | gzip > "$RES/trace-${st%%:*}-a$a.csv.gz"
         rm -rf "$d" "$p/run"

@@ -16,7 +16,8 @@
 #   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
 #   traces [N]: each record of $R/trace.jsonl (run.sh trace with OUT=$R): period, idle,
 #       kernels, categories, its N (4) largest gaps by the kernels around them, and what the
-#       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N.
+#       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N;
+#       with several ranks, each rank's waits in its collectives (cupti-skew).
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
 #       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
 #       first's (issue 48's world-2 bar).
@@ -67,6 +68,9 @@ traces() { python3 - "$R" "${1:-4}" <<'PY'
 import json, sys
 for l in open(f"{sys.argv[1]}/trace.jsonl"):
     r = json.loads(l)
+    if r.get("bench") == "cupti-skew":
+        print(r["label"], "waits in collectives (ms, by rank)", r["wait_ms"], "last to come", r["last_share"])
+        continue
     print(r["label"], "period", r["period_ms"], "idle", r["idle_ms"], "kernels", r["kernels"], r["category_ms"])
     for g in r["gap_pairs"][:int(sys.argv[2])]:
         print("   ", g)
