@@ -7,8 +7,19 @@
 # of all four ranks per strategy and size (run.sh trace): per rank, each category's time
 # against one GPU's, what the kernels lose beside NCCL, and the ranks' waits in their
 # collectives (summarize.py's cupti-skew).
+# First, two settings world 4 has not had (each a `train run`, about 20 s):
+# - the gathers on the SMs, K of the 10 buckets beside AdamW (a memory-bound kernel, not the
+#   GEMMs; at world 2 K = 5 took 0.45 ms off, call 130); call 132 tried only the copy
+#   engines there;
+# - ZeRO buckets of 200 and 800 MB (400 is the default; at world 2 both were slower).
 CALL=call141
 source "$(dirname "$0")/train-runs.sh"
+export TMO=80
+xl single 1 single
+xl zero1-w4 4 zero1
+for k in 1 2 3; do xl zero1-w4-adamw$k 4 zero1 ZERO1_PARAM_GATHER=adamw:$k; done
+xl zero1-200-w4 4 zero1:200
+xl zero1-800-w4 4 zero1:800
 for b in 8 32; do
   TRACE_BATCH=$b TRACE_STRATEGIES="single zero1 bucketed:25" TRACE_WORLD=4 OUT=$R bash run.sh trace > "$R/trace-job-b$b.txt" 2>&1 || echo "trace b$b failed"
   pack
