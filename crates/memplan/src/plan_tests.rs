@@ -55,6 +55,19 @@ fn at_world_1_every_strategy_is_single_up_to_communication_buffers() {
             let r = plan(&i, s);
             assert_eq!(no_comm(r.bytes), no_comm(single.bytes), "{s:?} bf16 {bf16}");
             assert_eq!((r.at, r.bytes.comm), (single.at, 0), "{s:?}");
+            // Captured too: zero2 and fsdp at world 1 peaked as single did (32.60 GiB at xl
+            // bf16, call 137), not at their sharded plan's 29.46.
+            let c = Input {
+                captured: true,
+                ..i.clone()
+            };
+            let (r, one) = (plan(&c, s), plan(&c, Strategy::Single));
+            assert_eq!(
+                no_comm(r.bytes),
+                no_comm(one.bytes),
+                "captured {s:?} bf16 {bf16}"
+            );
+            assert_eq!(r.at, one.at, "captured {s:?}");
         }
         // sharded at world 1 still copies every parameter into one flat f32 buffer for its
         // (identity) broadcast, and with clipping scales a f32 copy of every gradient.
