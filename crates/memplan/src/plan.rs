@@ -297,21 +297,14 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let nccl = if multi { NCCL_RESERVE } else { 0 };
     // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).
-    let in_flight = match split && multi {
-        true => mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)),
-        false => 0,
-    };
+    let in_flight = mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)) * u64::from(split && multi);
     let comm = |c: u64| sum([nccl, c, in_flight]);
     let step_extra = match s {
         Sharded => mul(owned, 4),
         Zero1 if multi => mul(mul(flat_part, w), 4),
         _ => 0,
     };
-    let scaled = if s == Sharded && i.clip {
-        mul(psi, 4)
-    } else {
-        0
-    };
+    let scaled = mul(psi, 4) * u64::from(s == Sharded && i.clip);
     let at = |p: Phase, grads: u64, activations: u64, c: u64| Bytes {
         masters,
         copies: copies(p),
