@@ -4,6 +4,8 @@
 # (single, bucketed:25 and zero1 at worlds 1 and 4; bench single on the same table;
 # PyTorch DDP compile-ro at world 4), then PyTorch's one-GPU trainer (compile-ro) at
 # 8 x 128, which call 137 had no time for. Output: $OUT/c.
+# As run, that last line found no data (train-speed deletes its data when it ends); call 139
+# ran it, and DDP at world 2, after `bin/train prepare` (docs/results/report-h200x4-s26/README.md).
 export NCCL_NVLS_ENABLE=0
 H="$(cd "$(dirname "$0")" && pwd)"
 export OUT="${OUT:-/tmp/out}/c"; mkdir -p "$OUT"
