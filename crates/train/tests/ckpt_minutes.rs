@@ -7,7 +7,8 @@ mod common;
 use common::cli::*;
 use std::path::Path;
 
-/// The steps of `out`'s complete checkpoints (a directory with its manifest).
+/// The steps of `out`'s complete checkpoints (a directory with its manifest, in `group-0/`
+/// for ZeRO's).
 fn complete(out: &Path) -> Vec<u64> {
     let mut steps: Vec<u64> = std::fs::read_dir(out.join("checkpoints"))
         .unwrap()
@@ -19,7 +20,10 @@ fn complete(out: &Path) -> Vec<u64> {
                 .strip_prefix("step-")?
                 .parse()
                 .ok()?;
-            p.join("manifest.json").is_file().then_some(n)
+            train::state::manifest_dir(&p)
+                .join("manifest.json")
+                .is_file()
+                .then_some(n)
         })
         .collect();
     steps.sort_unstable();

@@ -150,7 +150,8 @@ fn a_save_killed_before_its_manifest_is_done_again_on_resume() {
     // Killed after step 4's files (train.safetensors included) were renamed, before the
     // manifest: the step directory holds files no manifest lists.
     let step4 = train::state::step_dir(&out.join("checkpoints"), 4);
-    std::fs::remove_file(step4.join("manifest.json")).unwrap();
+    let manifest = train::state::manifest_dir(&step4).join("manifest.json");
+    std::fs::remove_file(manifest).unwrap();
     let e = ok(&out, &args[..4]);
     assert!(e.contains("replacing an incomplete checkpoint"), "{e}");
     assert_eq!(checkpoints(&out), vec![2, 4, 6]);

@@ -89,12 +89,12 @@ struct Run {
     context: Option<usize>,
     #[arg(long)]
     bf16: bool,
-    /// single, naive, flat, overlap, bucketed:MB, zero1 or zero1:MB (ZeRO-1: reduce-scatter,
-    /// sharded AdamW, all-gather; buckets of MB, 400 by default), zero2[:MB] (its gradients
-    /// freed once scattered), fsdp[:MB] (ZeRO-3: the f32 masters and the bf16 copies
-    /// sharded too, gathered stage by stage; bf16 on GPUs), sharded (all-reduce, then the
-    /// broadcast sharded optimizer).
-    #[arg(long, default_value = "bucketed:25")]
+    /// zero1 or zero1:MB (the default; ZeRO-1: reduce-scatter, sharded AdamW, all-gather;
+    /// buckets of MB, 400 by default; on one rank the single step), single, naive, flat,
+    /// overlap, bucketed:MB (DDP), zero2[:MB] (its gradients freed once scattered),
+    /// fsdp[:MB] (ZeRO-3: the f32 masters and the bf16 copies sharded too, gathered stage by
+    /// stage; bf16 on GPUs), sharded (all-reduce, then the broadcast sharded optimizer).
+    #[arg(long, default_value = "zero1")]
     strategy: String,
     /// auto: the GPU (NCCL) where built with CUDA and one is visible, else the CPU; cpu;
     /// nccl. The run says which it took.
