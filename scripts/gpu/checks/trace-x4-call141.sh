@@ -20,6 +20,12 @@ xl zero1-w4 4 zero1
 for k in 1 2 3; do xl zero1-w4-adamw$k 4 zero1 ZERO1_PARAM_GATHER=adamw:$k; done
 xl zero1-200-w4 4 zero1:200
 xl zero1-800-w4 4 zero1:800
+# zero1 became train's default in session 26, measured at xl only. At small (one 400 MB
+# bucket holds every gradient, so nothing overlaps the backward) the paper puts zero1 at
+# 1.13x one GPU at world 2 and zero1:25 at 0.99x, bucketed:25 at 1.17x: measure them.
+sm() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n small $w $st $((8 * w)) 40 --fresh; }
+sm small-single 1 single
+for w in 2 4; do for st in zero1 zero1:25 bucketed:25; do sm small-${st/:/-}-w$w $w $st; done; done
 for b in 8 32; do
   TRACE_BATCH=$b TRACE_STRATEGIES="single zero1 bucketed:25" TRACE_WORLD=4 OUT=$R bash run.sh trace > "$R/trace-job-b$b.txt" 2>&1 || echo "trace b$b failed"
   pack
