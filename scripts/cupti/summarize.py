@@ -198,10 +198,8 @@ def median_ms(xs):
     return round(statistics.median(xs) / 1e6, 3) if xs else None
 
 
-def summarize(path, skip, top, label, dump):
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    reps = replays(rows)
+def summarize(path, rows, reps, skip, top, label, dump):
+    """One process's record from its trace file's rows and their replays (`replays`)."""
     if len(reps) <= skip + 1:
         return None
     starts = [min(int(k["start_ns"]) for k in ks) for ks in reps]
@@ -235,15 +233,12 @@ def summarize(path, skip, top, label, dump):
     return out
 
 
-def skew(paths, skip, label):
-    """The ranks' waits in their collectives (see the module's doc), or None where the
-    processes' replays or collectives do not line up (then nothing is claimed)."""
-    per = []
-    for p in paths:
-        with open(p) as f:
-            reps = replays(list(csv.DictReader(f)))
-        per.append([sorted(int(k["start_ns"]) for k in ks if k["kind"] == "K" and category(k["name"]) == "nccl")
-                    for ks in reps])
+def skew(ranks, skip, label):
+    """The ranks' waits in their collectives (see the module's doc), from each process's
+    replays (`replays`), or None where the processes' replays or collectives do not line
+    up (then nothing is claimed)."""
+    per = [[sorted(int(k["start_ns"]) for k in ks if k["kind"] == "K" and category(k["name"]) == "nccl")
+            for ks in reps] for reps in ranks]
     n = min(len(r) for r in per)
     if len(per) < 2 or n <= skip:
         return None
@@ -280,14 +275,16 @@ def main():
     opt = lambda name, default: (args[args.index(name) + 1] if name in args else default)
     skip, top, label = int(opt("--skip", 5)), int(opt("--top", 12)), opt("--label", d)
     dump = "--timeline" in args
-    res = []
+    res, ranks = [], []
     for p in sorted(glob.glob(os.path.join(d, "trace-*.csv"))):
-        s = summarize(p, skip, top, label, dump)
+        with open(p) as f:
+            rows = list(csv.DictReader(f))
+        ranks.append(replays(rows))
+        s = summarize(p, rows, ranks[-1], skip, top, label, dump)
         if s:
             res.append(s)
             print(json.dumps(s))
-    paths = sorted(glob.glob(os.path.join(d, "trace-*.csv")))
-    sk = skew(paths, skip, label) if len(paths) > 1 else None
+    sk = skew(ranks, skip, label) if len(ranks) > 1 else None
     if sk:
         print(json.dumps(sk))
     print(f"{'trace':<22}{'period':>8}{'span':>8}{'compute':>9}{'comm':>7}{'overlap':>8}"
