@@ -362,9 +362,9 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     // and FSDP free each gradient once scattered, and a graph reuses what it frees
     // (model-check's probe, call 90): their eager phases hold. With sharded masters the
     // one captured step measured (ZeRO-1, xl, world 4, call 88: 13.29 GiB, its graph
-    // 4.09) peaked where the eager phases put it. On one rank ZeRO-2 and FSDP hold what
-    // single holds (call 137).
-    let holds = matches!(s, Single | Ddp | Zero1) || (!multi && matches!(s, Zero2 | Fsdp));
+    // 4.09) peaked where the eager phases put it. On one rank nothing is scattered, so
+    // ZeRO-2 and FSDP hold every gradient as single does (call 137).
+    let holds = s != Sharded && !(split && multi);
     if i.captured && !in_backward && holds && released == 0 {
         let grads = sum([g_head, mul(l, g_blk), acc]);
         let bytes = Bytes {
