@@ -217,18 +217,30 @@ fn launch(
     Ok(())
 }
 
-/// How many buckets a step gathers beside its AdamW, from `ZERO1_PARAM_GATHER`: unset or
-/// `forward` none (all at the next forward), `adamw` all, `adamw:K` the first K.
-pub(crate) fn beside_adamw(v: Option<String>) -> crate::error::Result<usize> {
+/// How many of a step's `buckets` (at `world` ranks) gather beside its AdamW, the rest at the
+/// next forward, from `ZERO1_PARAM_GATHER`: unset, ⌈buckets ÷ world⌉; `forward` none;
+/// `adamw` all; `adamw:K` the first K.
+///
+/// Beside AdamW (memory-bound) the gathers take SMs from no GEMM, but too many and the step's
+/// end waits for them. AdamW's shard shrinks as 1 ÷ world, and so does what hides beside it.
+/// At xl bf16, 10 buckets, on 4 H200s (calls 141 and 143, docs/results/world4-s27.md):
+/// - world 4: K = 0 (all at the forward) 40.04 ms, K = 3 39.33, 4 39.74, 5 40.12;
+/// - world 2: K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
+pub(crate) fn beside_adamw(
+    v: Option<String>,
+    buckets: usize,
+    world: usize,
+) -> crate::error::Result<usize> {
     match v.as_deref() {
-        None | Some("forward") => Ok(0),
+        None => Ok(buckets.div_ceil(world.max(1))),
+        Some("forward") => Ok(0),
         Some("adamw") => Ok(usize::MAX),
         Some(s) => s
             .strip_prefix("adamw:")
             .and_then(|k| k.parse().ok())
             .ok_or_else(|| {
                 crate::error::Zero1Error::Input(format!(
-                    "ZERO1_PARAM_GATHER={s:?}: forward, adamw or adamw:K (K buckets beside AdamW, the rest at the next forward)"
+                    "ZERO1_PARAM_GATHER={s:?}: forward, adamw or adamw:K (K buckets beside AdamW, the rest at the next forward); unset: ⌈buckets ÷ world⌉"
                 ))
             }),
     }
@@ -262,12 +274,14 @@ mod tests {
 
     #[test]
     fn the_gather_place_is_read_or_refused_naming_the_variable() {
-        use super::beside_adamw as b;
-        assert_eq!(b(None).unwrap(), 0);
-        assert_eq!(b(Some("forward".into())).unwrap(), 0);
-        assert_eq!(b(Some("adamw".into())).unwrap(), usize::MAX);
-        assert_eq!(b(Some("adamw:2".into())).unwrap(), 2);
-        let e = b(Some("adam".into())).unwrap_err().to_string();
+        let b = |v: Option<&str>| super::beside_adamw(v.map(String::from), 10, 4);
+        assert_eq!(b(None).unwrap(), 3);
+        assert_eq!(super::beside_adamw(None, 10, 2).unwrap(), 5);
+        assert_eq!(super::beside_adamw(None, 1, 4).unwrap(), 1);
+        assert_eq!(b(Some("forward")).unwrap(), 0);
+        assert_eq!(b(Some("adamw")).unwrap(), usize::MAX);
+        assert_eq!(b(Some("adamw:2")).unwrap(), 2);
+        let e = b(Some("adam")).unwrap_err().to_string();
         assert!(e.contains("ZERO1_PARAM_GATHER=\"adam\""), "{e}");
     }
 }

@@ -54,7 +54,7 @@ pub struct Zero1Overlap {
     pub(crate) gathers: Gathers,
     pub(crate) gather_ahead: bool,
     /// With gather-ahead, the first buckets gathered beside AdamW, the rest at the next
-    /// forward (`ZERO1_PARAM_GATHER`: gather::beside_adamw).
+    /// forward (⌈buckets ÷ world⌉ unless `ZERO1_PARAM_GATHER` says: gather::beside_adamw).
     gather_beside_adamw: usize,
     /// All-gather the bf16 copies of the parameters sharded in place, not their f32
     /// masters, where the model reads them only through the copies (on by default;
@@ -138,6 +138,11 @@ impl Zero1Overlap {
             .collect();
         let bucket_params: Vec<Vec<usize>> =
             ddp.buckets().iter().map(|b| b.params.clone()).collect();
+        let gather_beside_adamw = beside_adamw(
+            std::env::var("ZERO1_PARAM_GATHER").ok(),
+            bucket_params.len(),
+            comm.world_size(),
+        )?;
         let gathers = Gathers::new(&bucket_params, flat_params, &stage_params);
         let stage_params = stage_params.clone();
         Ok(Self {
@@ -148,7 +153,7 @@ impl Zero1Overlap {
             opt: AdamW::new(cfg)?,
             gathers,
             gather_ahead: false,
-            gather_beside_adamw: beside_adamw(std::env::var("ZERO1_PARAM_GATHER").ok())?,
+            gather_beside_adamw,
             bf16_gather: std::env::var("ZERO1_GATHER").as_deref() != Ok("f32"),
             copy_gathered: Vec::new(),
             masters_stale: false,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Helpers of the `train run` device calls (session 19 on), sourced by a call's script from
 # the packed folder (copy both into .gpu/). Before sourcing, the script sets CALL (its
-# results go to /tmp/$CALL, tarred into $OUT/c.tgz after each job) and, optionally,
+# results go to /tmp/$CALL, tarred into $OUT/$CALL.tgz after each job, so that calls run one after another in one device command keep their own) and, optionally,
 # TABLE_ONLY=MODEL (a GEMM table for that model alone; unset: one table per model, made by
 # the first run of the model and read by the others).
 #   train NAME OUT MODEL WORLD STRATEGY GLOBAL STOP [args...]: `train run` to step STOP
@@ -13,7 +13,8 @@
 #       where the packed folder has it).
 #   same A B [AFTER]: whether runs A and B logged the same loss and gradient norm, bit for
 #       bit, at every step after AFTER.
-#   torch SIZE VARIANT STEPS: PyTorch FSDP2 at world 4 (anchors/torch_train_best.py).
+#   torch SIZE VARIANT STEPS [PARALLEL] [WORLD]: PyTorch's trainer (anchors/torch_train_best.py),
+#       8 x 128 tokens a GPU, --parallel PARALLEL (fsdp2) at world WORLD (4), into $R/torch.jsonl.
 #   traces [N]: each record of $R/trace.jsonl (run.sh trace with OUT=$R): period, idle,
 #       kernels, categories, its N (4) largest gaps by the kernels around them, and what the
 #       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N;
@@ -25,7 +26,7 @@ export NCCL_NVLS_ENABLE=0
 cd "$(dirname "${BASH_SOURCE[0]}")"
 for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 R=/tmp/$CALL; rm -rf "$R"; mkdir -p "$R"; O="${OUT:-/tmp/out}"; mkdir -p "$O"
-pack() { tar czf "$O/c.tgz" -C /tmp "$CALL"; }
+pack() { tar czf "$O/$CALL.tgz" -C /tmp "$CALL"; }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$R/gpu.txt"
 D=/tmp/dnext; bin/train prepare --data "$D" > /dev/null 2>&1
 vocab="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' "$D/meta.json")"
@@ -59,10 +60,10 @@ print(f"{sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: {len(commo
 PY
 }
 torch() {
-  local t0=$(date +%s)
-  timeout 200 python3 -m torch.distributed.run --standalone --nproc_per_node 4 anchors/torch_train_best.py "$D" $1 --dtype bf16 \
-    --variant $2 --parallel fsdp2 --global-batch 32 --steps $3 2> "$R/torch-$1-$2.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
-  echo "torch fsdp2 $1 $2: $(( $(date +%s) - t0 )) s"; pack
+  local t0=$(date +%s) par=${4:-fsdp2} w=${5:-4}
+  timeout ${TTMO:-200} python3 -m torch.distributed.run --standalone --nproc_per_node $w anchors/torch_train_best.py "$D" $1 --dtype bf16 \
+    --variant $2 --parallel $par --global-batch $((8 * w)) --steps $3 2> "$R/torch-$1-$2-$par-w$w.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
+  echo "torch $par $1 $2 world $w: $(( $(date +%s) - t0 )) s"; pack
 }
 traces() { python3 - "$R" "${1:-4}" <<'PY'
 import json, sys
