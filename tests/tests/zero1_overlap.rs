@@ -16,24 +16,17 @@ const STEPS: u64 = 5;
 /// With `ahead`, every step leaves its all-gathers to the next forward (so each forward
 /// must collect them stage by stage, or the trajectory differs); `sync_params` at the end.
 /// With `coalesce`, the buckets ready at one stage are reduce-scattered in one launch.
-/// With `taper`, the buckets are tapered (`DdpOptions::taper`). Each rank also returns its
-/// bucket layout.
-#[allow(clippy::type_complexity)]
 fn train(
     kind: Kind,
     world: usize,
-    (strategy, taper): (Strategy, bool),
+    strategy: Strategy,
     (ahead, coalesce): (bool, bool),
-) -> Vec<(Vec<Vec<f32>>, usize, usize, Vec<Vec<usize>>)> {
+) -> Vec<(Vec<Vec<f32>>, usize, usize)> {
     on_ranks(world, move |rank, comm| {
         // Other seeds on other ranks: the Ddp inside must broadcast rank 0's weights.
         let m = build(kind, rank as u64 * 13);
         let cfg = AdamWConfig::default();
-        let o = ddp::DdpOptions {
-            taper,
-            ..ddp::DdpOptions::new(strategy)
-        };
-        let mut z = Zero1Overlap::new(comm, m.as_ref(), o, cfg).unwrap();
+        let mut z = Zero1Overlap::new(comm, m.as_ref(), strategy, cfg).unwrap();
         z.set_gather_ahead(ahead);
         z.set_coalesce(coalesce);
         // Through the step every path runs (step::TrainStep); flush() collects the
@@ -66,20 +59,14 @@ fn train(
             kind == Kind::Wide && world == 2,
             "70,010 elements shard in place on 2 ranks, not 4"
         );
-        let layout = d.buckets().iter().map(|b| b.params.clone()).collect();
-        (weights(m.as_ref()), z.state_elements(), padded, layout)
+        (weights(m.as_ref()), z.state_elements(), padded)
     })
 }
 
 #[test]
 fn zero1_overlap_equals_single_process_adamw() {
     let small = Strategy::Bucketed { bucket_mb: 0.01 };
-    let strategies = [
-        (Strategy::Overlap, false),
-        (Strategy::Flat, false),
-        (small, false),
-        (small, true),
-    ];
+    let strategies = [Strategy::Overlap, Strategy::Flat, small];
     for world in [2, 4] {
         for kind in [Kind::Toy, Kind::Lm, Kind::Wide] {
             let want = reference(kind, STEPS, 1);
@@ -87,7 +74,7 @@ fn zero1_overlap_equals_single_process_adamw() {
             for (strategy, mode) in strategies.into_iter().flat_map(|s| modes.map(|m| (s, m))) {
                 let got = train(kind, world, strategy, mode);
                 let (ahead, coalesce) = mode;
-                for (r, (w, state, per_rank, _)) in got.iter().enumerate() {
+                for (r, (w, state, per_rank)) in got.iter().enumerate() {
                     let d = max_diff(w, &want);
                     assert!(
                         d <= 1e-5,
@@ -99,17 +86,6 @@ fn zero1_overlap_equals_single_process_adamw() {
             }
         }
     }
-    // The tapered runs above had a layout of their own: the LM's embedding (parameter 0,
-    // the last the backward makes final) alone in the last bucket, where the untapered
-    // layout puts the next parameter with it.
-    let layout = |taper| {
-        train(Kind::Lm, 2, (small, taper), (false, false))
-            .remove(0)
-            .3
-    };
-    let (plain, tapered) = (layout(false), layout(true));
-    assert_eq!(tapered.last(), Some(&vec![0]), "{tapered:?}");
-    assert_eq!(plain.last(), Some(&vec![1, 0]), "{plain:?}");
 }
 
 #[test]

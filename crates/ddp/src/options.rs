@@ -38,10 +38,6 @@ pub struct DdpOptions {
     /// then multiplied by 1/(k + 1) when collected. `true` keeps the sum (PyTorch's
     /// behaviour, where one divides the loss by k + 1 oneself).
     pub sum_micro_batches: bool,
-    /// `Bucketed` only: buckets of whole stages, smallest where the backward ends
-    /// ([`crate::buckets::plan_tapered`]); `zero1::Zero1Overlap` takes them with
-    /// `ZERO1_TAPER=1`. Off: [`crate::buckets::plan`], PyTorch's layout.
-    pub taper: bool,
 }
 
 impl From<Strategy> for DdpOptions {
@@ -61,7 +57,6 @@ impl DdpOptions {
             coalesce: false,
             find_unused_parameters: false,
             sum_micro_batches: false,
-            taper: false,
         }
     }
 
@@ -82,13 +77,8 @@ impl DdpOptions {
 
     /// The options every rank must share beyond the strategy and dtype, as one number for
     /// the cross-rank check: ranks that reduce micro-batches or unused parameters
-    /// differently would train on silently different gradients, and ranks with other
-    /// bucket layouts would wait for each other's collectives.
+    /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
-        f64::from(
-            u8::from(self.sum_micro_batches)
-                + 2 * u8::from(self.find_unused_parameters)
-                + 4 * u8::from(self.taper),
-        )
+        f64::from(u8::from(self.sum_micro_batches) + 2 * u8::from(self.find_unused_parameters))
     }
 }

@@ -125,7 +125,7 @@ impl Ddp {
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
         consistency::broadcast_params(comm.as_ref(), model)?;
         Ok(Self {
-            buckets: buckets::plan_for(&opts, &infos, elem_bytes),
+            buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
             shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
             names: p
                 .names()

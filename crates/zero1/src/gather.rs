@@ -246,32 +246,8 @@ pub(crate) fn beside_adamw(
     }
 }
 
-/// Whether ZeRO's buckets are tapered (`ddp::DdpOptions::taper`), from `ZERO1_TAPER`: `1`
-/// yes; unset or `0` no (ddp's own layout). Off by default: at xl on 4 H200s it moved
-/// zero1's step by −0.3 to +0.7 ms, within the runs' spread (call 136,
-/// docs/results/world4-s26.md).
-pub(crate) fn taper(v: Option<String>) -> crate::error::Result<bool> {
-    match v.as_deref() {
-        Some("1") => Ok(true),
-        None | Some("0") => Ok(false),
-        Some(v) => Err(crate::error::Zero1Error::Input(format!(
-            "ZERO1_TAPER={v:?}: 1 (tapered buckets) or 0 (ddp's layout, the default)"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_taper_switch_is_read_or_refused_naming_the_variable() {
-        use super::taper as t;
-        assert!(!t(None).unwrap());
-        assert!(t(Some("1".into())).unwrap());
-        assert!(!t(Some("0".into())).unwrap());
-        let e = t(Some("yes".into())).unwrap_err().to_string();
-        assert!(e.contains("ZERO1_TAPER=\"yes\""), "{e}");
-    }
-
     #[test]
     fn the_gather_place_is_read_or_refused_naming_the_variable() {
         let b = |v: Option<&str>| super::beside_adamw(v.map(String::from), 10, 4);

@@ -32,7 +32,7 @@
 //! ```
 
 use crate::error::{Result, Zero1Error};
-use crate::gather::{beside_adamw, bucket_flat, taper, Gathers, OpenBucket};
+use crate::gather::{beside_adamw, bucket_flat, Gathers, OpenBucket};
 use candle_core::{DType, Tensor, Var};
 use comm::Communicator;
 use ddp::{BucketShard, Ddp, DdpOptions};
@@ -105,7 +105,6 @@ impl Zero1Overlap {
         let opts: DdpOptions = opts.into();
         let opts = DdpOptions {
             reduce_scatter: true,
-            taper: opts.taper || taper(std::env::var("ZERO1_TAPER").ok())?,
             ..opts
         };
         let ddp = Ddp::new(comm.clone(), model, opts)?;
