@@ -245,6 +245,16 @@ impl PlanArgs {
     }
 }
 
+/// The measured rates `--gpu` names (H100's without it).
+fn rates(gpu: Option<&str>) -> Result<memplan::time::Rates> {
+    match gpu {
+        None => Ok(memplan::time::Rates::h100()),
+        Some(g) => memplan::time::Rates::for_gpu(g).ok_or_else(|| {
+            anyhow::anyhow!("--gpu {g:?}: rates are measured for h100 and h200 only")
+        }),
+    }
+}
+
 /// `cargo xtask plan`.
 pub fn run(args: &PlanArgs) -> Result<()> {
     if let Some((i, free)) = args.lm.resolve()? {
@@ -256,7 +266,7 @@ pub fn run(args: &PlanArgs) -> Result<()> {
             false if args.lm.project => print!(
                 "{}",
                 memplan::time::table(
-                    &memplan::time::Rates::default(),
+                    &rates(args.lm.gpu.as_deref())?,
                     &i.shape,
                     i.rows * i.shape.context
                 )

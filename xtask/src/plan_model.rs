@@ -66,10 +66,12 @@ pub struct LmArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub free_gib: Option<f64>,
     /// With --model: the step time per GPU on paper instead (memplan::time: DDP and ZeRO-1
-    /// at 1 to 64 GPUs, from one and two H100s' measured rates; --batch × --context tokens
-    /// a GPU, bf16).
+    /// at 1 to 64 GPUs, from measured rates; --batch × --context tokens a GPU, bf16).
     #[arg(long)]
     pub project: bool,
+    /// With --project: the GPU whose measured rates to take, h100 or h200 [default: h100].
+    #[arg(long)]
+    pub gpu: Option<String>,
 }
 
 fn positive(flag: &str, v: Option<i64>, default: i64, max: i64) -> Result<usize> {
@@ -101,12 +103,16 @@ impl LmArgs {
                 ("--context", self.context.is_some()),
                 ("--free-gib", self.free_gib.is_some()),
                 ("--project", self.project),
+                ("--gpu", self.gpu.is_some()),
             ];
             if let Some((flag, _)) = given.iter().find(|g| g.1) {
                 bail!("{flag} belongs to the memory plan: give --model SIZE too");
             }
             return Ok(None);
         };
+        if self.gpu.is_some() && !self.project {
+            bail!("--gpu belongs to the projection: give --project too");
+        }
         let vocab = positive("--vocab", self.vocab, 10_000, 1 << 32)?;
         let context = positive("--context", self.context, 128, 1 << 20)?;
         let Some(shape) = Shape::by_name(name, vocab, context) else {
@@ -264,5 +270,17 @@ mod tests {
         assert!(err(&["--model", "xl", "--batch", "-8"]).contains("--batch must be"));
         assert!(err(&["--model", "xl", "--free-gib", "nan"]).contains("--free-gib"));
         assert!(err(&["--model", "xl", "--d-model", "8"]).contains("--d-model"));
+        assert!(err(&["--gpu", "h200"]).contains("--gpu belongs to the memory plan"));
+        assert!(err(&["--model", "xl", "--gpu", "h200"]).contains("give --project too"));
+        let t = parse(&["--model", "xl", "--project", "--gpu", "a100"]).unwrap();
+        assert!(
+            t.a.lm.resolve().is_ok(),
+            "the GPU is checked where the rates are taken"
+        );
+        let e = crate::plan::run(&t.a).unwrap_err().to_string();
+        assert!(
+            e.contains("--gpu \"a100\"") && e.contains("h100 and h200"),
+            "{e}"
+        );
     }
 }

@@ -22,11 +22,23 @@ fn parallel(t: &TorchStep) -> &str {
     t.parallel.as_deref().unwrap_or("ddp")
 }
 
-/// The rates a projection takes: the defaults (one H100's compute, calls 64-72), with the
-/// bus bandwidth of this run's largest all-reduce at its largest world size where it has
-/// one.
-fn rates(allreduce: &[AllReduceRecord]) -> (Rates, String) {
-    let mut r = Rates::default();
+/// The rates a projection takes: the measured ones of the run's GPU (`gpu`, the topology
+/// record's: H100 or H200; H100's for another or none), with the bus bandwidth of this
+/// run's largest all-reduce at its largest world size where it has one.
+fn rates(allreduce: &[AllReduceRecord], gpu: Option<&str>) -> (Rates, String) {
+    let (mut r, which) = match gpu.and_then(|g| Rates::for_gpu(g).map(|r| (r, g))) {
+        Some((r, g)) => (
+            r,
+            format!("the compute and AdamW rates measured on the {g}"),
+        ),
+        None => (
+            Rates::h100(),
+            format!(
+                "the compute and AdamW rates measured on an H100 ({} measured here)",
+                gpu.unwrap_or("no GPU named")
+            ),
+        ),
+    };
     let big = allreduce
         .iter()
         .filter(|a| a.backend == "nccl" && a.correct)
@@ -46,7 +58,7 @@ fn rates(allreduce: &[AllReduceRecord]) -> (Rates, String) {
             r.link_bps / 1e9
         ),
     };
-    (r, from)
+    (r, format!("{from}; {which}"))
 }
 
 pub fn section(
@@ -55,6 +67,7 @@ pub fn section(
     singles: &[SingleRecord],
     torch: &[TorchStep],
     allreduce: &[AllReduceRecord],
+    gpu: Option<&str>,
     out: &Path,
 ) -> Result<()> {
     let mut groups: Vec<(&str, &str, usize)> = trains
@@ -67,7 +80,7 @@ pub fn section(
     if groups.is_empty() {
         return Ok(());
     }
-    let (rates, rates_from) = rates(allreduce);
+    let (rates, rates_from) = rates(allreduce, gpu);
     *md += "## Scaling with GPUs\n\n\
             Each GPU keeps its rows (weak scaling): a step at world N trains N times the \
             tokens of one GPU's. × one GPU is the step against `bench single --clip 1` at \
@@ -234,8 +247,8 @@ fn projection(
     writeln!(
         md,
         "On paper (`memplan::time`, as `cargo xtask plan --model {size} --project` prints it; \
-         {rates_from}; the compute and AdamW rates are one H100's, so only the ratios to one \
-         GPU are compared): **a projection, not a measurement.**\n\n\
+         {rates_from}; only the ratios to one GPU are compared): **a projection, not a \
+         measurement.**\n\n\
          | strategy | world | measured × one GPU | projected × one GPU |\n|---|---:|---:|---:|"
     )?;
     let single = rates.project(&shape, tokens, Collectives::Single, 1).step;
@@ -285,7 +298,16 @@ mod tests {
         ];
         let dir = tempfile::tempdir().unwrap();
         let mut md = String::new();
-        section(&mut md, &trains, &[clipped], &torch, &[], dir.path()).unwrap();
+        section(
+            &mut md,
+            &trains,
+            std::slice::from_ref(&clipped),
+            &torch,
+            &[],
+            None,
+            dir.path(),
+        )
+        .unwrap();
         // 8 x 128 tokens in 36 ms: 28444 a second a GPU; 36 / 40 of one GPU's step.
         assert!(
             md.contains("| `train run --strategy zero1` | 4 | 36.00 | 28444 | 0.900 |"),
@@ -303,7 +325,42 @@ mod tests {
         assert!(dir.path().join("memory-xl-bf16-b8.svg").exists());
         // One GPU only: no section.
         let mut md = String::new();
-        section(&mut md, &trains[..1], &[], &[], &[], dir.path()).unwrap();
+        section(&mut md, &trains[..1], &[], &[], &[], None, dir.path()).unwrap();
         assert!(md.is_empty());
+        // The run's GPU picks the rates: an H200's AdamW is a smaller share of its step,
+        // so ZeRO-1 projects a larger ratio there.
+        let projected = |gpu| {
+            let mut md = String::new();
+            section(
+                &mut md,
+                &trains,
+                std::slice::from_ref(&clipped),
+                &torch,
+                &[],
+                gpu,
+                dir.path(),
+            )
+            .unwrap();
+            let row = md
+                .lines()
+                .find(|l| l.starts_with("| zero1 | 4 | 0.900 | "))
+                .unwrap();
+            let p: f64 = row
+                .trim_end_matches(" |")
+                .rsplit("| ")
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            (md, p)
+        };
+        let (h200, on_h200) = projected(Some("NVIDIA H200"));
+        let (h100, on_h100) = projected(None);
+        assert!(h200.contains("measured on the NVIDIA H200"), "{h200}");
+        assert!(
+            h100.contains("measured on an H100 (no GPU named measured here)"),
+            "{h100}"
+        );
+        assert!(on_h200 > on_h100 + 0.03, "{on_h200} {on_h100}");
     }
 }

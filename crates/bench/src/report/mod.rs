@@ -85,7 +85,8 @@ pub fn write_report(
     training::single(&mut md, &singles, &torch_steps, out)?;
     let trains: Vec<train_speed::TrainRecord> = res.take("bench", &["train"]);
     train_speed::section(&mut md, &trains, &singles, &torch_steps, out)?;
-    gpus::section(&mut md, &trains, &singles, &torch_steps, &recs, out)?;
+    let gpu = topo.as_ref().map(|t| t.gpu.as_str());
+    gpus::section(&mut md, &trains, &singles, &torch_steps, &recs, gpu, out)?;
     ddp::section(&mut md, &ddp_recs, &recs, &torch_steps, out)?;
     // The traces `bench ddp --trace-dir` wrote beside the results (run.sh, xtask bench).
     let traces = results.parent().unwrap_or(Path::new(".")).join("traces");

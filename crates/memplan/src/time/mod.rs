@@ -1,6 +1,6 @@
 //! A step's time per GPU on paper: each strategy at any world size, from measured compute
-//! and collective rates ([`Rates`]; the defaults are one H100's and two H100s' figures,
-//! each named by its device call). A projection, not a measurement: it exists to say
+//! and collective rates ([`Rates`]: H100s' or H200s' measured figures, each named by its
+//! device call; H100's by default). A projection, not a measurement: it exists to say
 //! where 8, 16 and 64 GPUs would land, and it is shown beside what was measured at 2 and
 //! 4 GPUs (docs/results/projection.md). Per GPU, N ranks, S the gradient bytes:
 //!
@@ -20,52 +20,8 @@
 
 use crate::shape::Shape;
 
-/// Measured rates, and the network's, which are assumed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rates {
-    /// Forward + backward, FLOP/s achieved (bf16): xl at 8 × 128 tokens in 27.60 ms on
-    /// an H100 (call 64) is 6 · 2.01e9 · 1024 / 27.60 ms.
-    pub flops: f64,
-    /// AdamW's bytes/s: xl's 28 bytes a parameter in 19.96 ms (call 67, traced).
-    pub adamw_bps: f64,
-    /// The rest of a clipped step (the norm, the loss read back, gaps): 47.96 − 27.60 −
-    /// 19.96 ms (calls 72, 64, 67).
-    pub rest_s: f64,
-    /// NCCL bus bandwidth inside a node, large messages: 354.6 GB/s, a 1 GiB all-reduce
-    /// on 4 H100s (issue 47's call); 324.5 on 2 H200s (docs/results/allreduce-h200x2.md).
-    pub link_bps: f64,
-    /// Where a collective reaches half of `link_bps`: `bucketed:25`'s and `zero1:25`'s
-    /// buckets hold 20.8 MB of bf16 on average (xl's 4.0 GB in 192), and one's all-gather
-    /// took 0.058 ms alone on 2 H100s (call 68): 179 GB/s of bus bandwidth.
-    pub half_bytes: f64,
-    /// Between nodes, per GPU: a 400 Gb/s NIC each, 90 % of its 50 GB/s (assumed).
-    pub net_bps: f64,
-    pub gpus_per_node: usize,
-    /// Time the forward or backward loses per second of a collective beside it: fitted
-    /// so that `bucketed:25` at world 2 projects what call 72 measured (56.97 ms against
-    /// one GPU's 47.96). Beside the GEMMs a collective runs at its own speed.
-    pub contention: f64,
-}
-
-impl Default for Rates {
-    fn default() -> Self {
-        let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
-        let psi = xl.params() as f64;
-        let mut r = Self {
-            flops: 6.0 * psi * 1024.0 / 27.60e-3,
-            adamw_bps: 28.0 * psi / 19.96e-3,
-            rest_s: (47.96 - 27.60 - 19.96) * 1e-3,
-            link_bps: 354.6e9,
-            half_bytes: 20.8e6 * (354.6 / 179.0 - 1.0),
-            net_bps: 0.9 * 50e9,
-            gpus_per_node: 8,
-            contention: 0.0,
-        };
-        let p = r.project(&xl, 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
-        r.contention = ((56.97 - 47.96) * 1e-3 - p.exposed) / p.hidden;
-        r
-    }
-}
+mod rates;
+pub use rates::{half_bytes, Rates};
 
 /// The strategies a projection covers: `train`'s DDP (`bucketed:MB`), ZeRO-1 and ZeRO-2
 /// (`zero1:MB`, `zero2:MB`: the same collectives) and FSDP (`fsdp:MB`).
@@ -262,6 +218,27 @@ mod tests {
         let p = Rates::default().project(&xl(), 1024, Collectives::Single, 1);
         assert!((p.step * 1e3 - 47.96).abs() < 0.01, "{p:?}");
         assert_eq!((p.comm, p.exposed, p.slowdown), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn each_gpus_rates_give_its_measured_steps() {
+        let h200 = Rates::for_gpu("NVIDIA H200").unwrap();
+        assert_eq!(h200, Rates::h200());
+        assert_eq!(Rates::for_gpu("NVIDIA H100 80GB HBM3"), Some(Rates::h100()));
+        assert_eq!(Rates::for_gpu("NVIDIA A100-SXM4-80GB"), None);
+        let at = |c, w| h200.project(&xl(), 1024, c, w).step * 1e3;
+        // Call 125's clipped step, and call 137's bucketed:25 at world 2 (1.194x one GPU).
+        assert!((at(Collectives::Single, 1) - 41.33).abs() < 1e-9);
+        let ddp = at(Collectives::Ddp { bucket_mb: 25.0 }, 2) / at(Collectives::Single, 1);
+        assert!((ddp - 49.49 / 41.45).abs() < 1e-9, "{ddp}");
+        // AdamW is a smaller share of an H200's step: ZeRO-1 saves less of it.
+        let z4 = |r: &Rates| {
+            let one = r.project(&xl(), 1024, Collectives::Single, 1).step;
+            r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: 400.0 }, 4)
+                .step
+                / one
+        };
+        assert!(z4(&h200) > z4(&Rates::h100()) + 0.03);
     }
 
     #[test]

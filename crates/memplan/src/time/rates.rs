@@ -1,0 +1,101 @@
+//! The measured rates a projection starts from: one GPU's compute and AdamW, the bus
+//! bandwidth and its latency curve, and the contention fitted to DDP at world 2; H100's and
+//! H200's, each figure named by its device call.
+
+use super::Collectives;
+use crate::shape::Shape;
+
+/// Measured rates, and the network's, which are assumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rates {
+    /// Forward + backward, FLOP/s achieved (bf16): xl at 8 × 128 tokens in 27.60 ms on
+    /// an H100 (call 64) is 6 · 2.01e9 · 1024 / 27.60 ms.
+    pub flops: f64,
+    /// AdamW's bytes/s: xl's 28 bytes a parameter in 19.96 ms on an H100 (call 67, traced).
+    pub adamw_bps: f64,
+    /// The rest of a clipped step (the norm, the loss read back, gaps): on an H100 47.96 −
+    /// 27.60 − 19.96 ms (calls 72, 64, 67).
+    pub rest_s: f64,
+    /// NCCL bus bandwidth inside a node, large messages: 354.6 GB/s, a 1 GiB all-reduce
+    /// on 4 H100s (issue 47's call); 324.5 on 2 H200s (docs/results/allreduce-h200x2.md).
+    pub link_bps: f64,
+    /// Where a collective reaches half of `link_bps`: on H100s, `bucketed:25`'s and
+    /// `zero1:25`'s buckets hold 20.8 MB of bf16 on average (xl's 4.0 GB in 192), and one's
+    /// all-gather took 0.058 ms alone on 2 H100s (call 68): 179 GB/s of bus bandwidth.
+    pub half_bytes: f64,
+    /// Between nodes, per GPU: a 400 Gb/s NIC each, 90 % of its 50 GB/s (assumed).
+    pub net_bps: f64,
+    pub gpus_per_node: usize,
+    /// Time the forward or backward loses per second of a collective beside it: fitted
+    /// so that `bucketed:25` at world 2 projects what was measured (on H100s call 72's
+    /// 56.97 ms against one GPU's 47.96). Beside the GEMMs a collective runs at its own
+    /// speed.
+    pub contention: f64,
+}
+
+impl Default for Rates {
+    /// One H100's rates ([`Rates::h100`]).
+    fn default() -> Self {
+        Self::h100()
+    }
+}
+
+impl Rates {
+    /// One and two H100s' figures (calls 64-72): xl bf16, 8 × 128 tokens, forward and
+    /// backward 27.60 ms, AdamW 19.96 ms, the clipped step 47.96 ms, bucketed:25 at world 2
+    /// 56.97 ms; 354.6 GB/s bus bandwidth (4 H100s).
+    pub fn h100() -> Self {
+        Self::fitted(
+            [27.60, 19.96, 47.96, 56.97],
+            354.6e9,
+            20.8e6 * (354.6 / 179.0 - 1.0),
+        )
+    }
+
+    /// One to four H200s' figures: xl bf16, 8 × 128 tokens, forward and backward 26.29 ms
+    /// and the clipped step 41.33 (call 125); AdamW 14.68 ms (call 147's trace); bucketed:25
+    /// at world 2 1.194× one GPU (call 137: 49.49 against 41.45 ms); 355.1 GB/s bus
+    /// bandwidth (call 137, 4 H200s), 304.5 GB/s at 50 MiB (call 143, 4 H200s).
+    pub fn h200() -> Self {
+        let step = [26.29, 14.68, 41.33, 41.33 * 49.49 / 41.45];
+        Self::fitted(step, 355.1e9, half_bytes(355.1e9, 52_428_800.0, 304.5e9))
+    }
+
+    /// The rates of the GPU `name` names (`NVIDIA H100 80GB HBM3`, `h200`, ...): H100 or
+    /// H200, the two measured; `None` for another.
+    pub fn for_gpu(name: &str) -> Option<Self> {
+        let n = name.to_ascii_uppercase();
+        match () {
+            _ if n.contains("H200") => Some(Self::h200()),
+            _ if n.contains("H100") => Some(Self::h100()),
+            _ => None,
+        }
+    }
+
+    /// From xl bf16 at 8 × 128 tokens: `[forward and backward, AdamW, clipped step,
+    /// bucketed:25 at world 2]` in ms, the bus bandwidth and [`Rates::half_bytes`]; the
+    /// contention fitted so that bucketed:25 at world 2 projects what was measured.
+    fn fitted([fb, adamw, step, ddp2]: [f64; 4], link_bps: f64, half_bytes: f64) -> Self {
+        let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
+        let psi = xl.params() as f64;
+        let mut r = Self {
+            flops: 6.0 * psi * 1024.0 / (fb * 1e-3),
+            adamw_bps: 28.0 * psi / (adamw * 1e-3),
+            rest_s: (step - fb - adamw) * 1e-3,
+            link_bps,
+            half_bytes,
+            net_bps: 0.9 * 50e9,
+            gpus_per_node: 8,
+            contention: 0.0,
+        };
+        let p = r.project(&xl, 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
+        r.contention = ((ddp2 - step) * 1e-3 - p.exposed) / p.hidden;
+        r
+    }
+}
+
+/// Where a collective reaches half of `link_bps`, from one that ran `bytes` at `busbw`
+/// (bus bandwidth `link_bps · m / (m + m½)`).
+pub fn half_bytes(link_bps: f64, bytes: f64, busbw: f64) -> f64 {
+    bytes * (link_bps / busbw - 1.0).max(0.0)
+}
