@@ -297,17 +297,13 @@ mod tests {
             torch(4, "ddp", "compile-ro", 128, 170.0),
         ];
         let dir = tempfile::tempdir().unwrap();
-        let mut md = String::new();
-        section(
-            &mut md,
-            &trains,
-            std::slice::from_ref(&clipped),
-            &torch,
-            &[],
-            None,
-            dir.path(),
-        )
-        .unwrap();
+        let run = |gpu| {
+            let mut md = String::new();
+            let one = std::slice::from_ref(&clipped);
+            section(&mut md, &trains, one, &torch, &[], gpu, dir.path()).unwrap();
+            md
+        };
+        let md = run(None);
         // 8 x 128 tokens in 36 ms: 28444 a second a GPU; 36 / 40 of one GPU's step.
         assert!(
             md.contains("| `train run --strategy zero1` | 4 | 36.00 | 28444 | 0.900 |"),
@@ -330,17 +326,7 @@ mod tests {
         // The run's GPU picks the rates: an H200's AdamW is a smaller share of its step,
         // so ZeRO-1 projects a larger ratio there.
         let projected = |gpu| {
-            let mut md = String::new();
-            section(
-                &mut md,
-                &trains,
-                std::slice::from_ref(&clipped),
-                &torch,
-                &[],
-                gpu,
-                dir.path(),
-            )
-            .unwrap();
+            let md = run(gpu);
             let row = md
                 .lines()
                 .find(|l| l.starts_with("| zero1 | 4 | 0.900 | "))
