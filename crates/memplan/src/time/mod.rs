@@ -21,7 +21,7 @@
 use crate::shape::Shape;
 
 mod rates;
-pub use rates::{half_bytes, Rates};
+pub use rates::Rates;
 
 /// The strategies a projection covers: `train`'s DDP (`bucketed:MB`), ZeRO-1 and ZeRO-2
 /// (`zero1:MB`, `zero2:MB`: the same collectives) and FSDP (`fsdp:MB`).

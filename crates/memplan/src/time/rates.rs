@@ -45,11 +45,8 @@ impl Rates {
     /// backward 27.60 ms, AdamW 19.96 ms, the clipped step 47.96 ms, bucketed:25 at world 2
     /// 56.97 ms; 354.6 GB/s bus bandwidth (4 H100s).
     pub fn h100() -> Self {
-        Self::fitted(
-            [27.60, 19.96, 47.96, 56.97],
-            354.6e9,
-            20.8e6 * (354.6 / 179.0 - 1.0),
-        )
+        let half = half_bytes(354.6e9, 20.8e6, 179.0e9);
+        Self::fitted([27.60, 19.96, 47.96, 56.97], 354.6e9, half)
     }
 
     /// One to four H200s' figures: xl bf16, 8 × 128 tokens, forward and backward 26.29 ms
@@ -96,6 +93,6 @@ impl Rates {
 
 /// Where a collective reaches half of `link_bps`, from one that ran `bytes` at `busbw`
 /// (bus bandwidth `link_bps · m / (m + m½)`).
-pub fn half_bytes(link_bps: f64, bytes: f64, busbw: f64) -> f64 {
+fn half_bytes(link_bps: f64, bytes: f64, busbw: f64) -> f64 {
     bytes * (link_bps / busbw - 1.0).max(0.0)
 }
