@@ -106,34 +106,6 @@ fn bf16_gradient_communication_stays_close() {
     check(Kind::Lm, 2, opts, 1, 2e-3);
 }
 
-/// Split mode (each all-reduce as a reduce-scatter in the backward and an all-gather beside
-/// AdamW, ddp::split): the weights of single-process training, the same on every rank, for
-/// every strategy on 2 and 4 ranks; coalesced, with accumulated micro-batches, gradients
-/// gathered in place (Wide's first layer at 2 ranks) or through flat buffers, and in bf16.
-#[test]
-fn split_all_reduces_train_the_same() {
-    let split = |s, coalesce| DdpOptions {
-        split: true,
-        coalesce,
-        ..DdpOptions::new(s)
-    };
-    for world in [2, 4] {
-        for s in strategies() {
-            check(Kind::Lm, world, split(s, false), 1, 1e-5);
-        }
-    }
-    let b = Strategy::Bucketed { bucket_mb: 0.004 };
-    for micro in [1, 3] {
-        check(Kind::Wide, 2, split(b, true), micro, 1e-5);
-        check(Kind::Lm, 4, split(b, true), micro, 1e-5);
-    }
-    let bf16 = DdpOptions {
-        grad_dtype: Some(candle_core::DType::BF16),
-        ..split(b, true)
-    };
-    check(Kind::Lm, 2, bf16, 1, 2e-3);
-}
-
 /// AdamW hides a constant factor on the gradients (Sum instead of Avg would pass the
 /// weight checks), so the averaged gradients themselves are compared too.
 #[test]

@@ -68,7 +68,22 @@ impl InFlight {
         self.work.wait()?;
         let mut out = Vec::new();
         for p in self.buckets {
-            out.extend(ddp.views(p, scale)?);
+            let alone: Vec<usize> = p.in_place.iter().map(|(i, _)| *i).collect();
+            for (i, g) in p.in_place {
+                out.push((i, scaled(g, scale)?));
+            }
+            let Some(buf) = p.buf else { continue };
+            let buf = scaled(buf, scale)?;
+            let mut off = 0;
+            for &i in ddp.buckets[p.bucket]
+                .params
+                .iter()
+                .filter(|i| !alone.contains(i))
+            {
+                let n = ddp.shapes[i].elem_count();
+                out.push((i, buf.narrow(0, off, n)?.reshape(ddp.shapes[i].clone())?));
+                off += n;
+            }
         }
         Ok(out)
     }

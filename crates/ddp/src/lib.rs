@@ -24,8 +24,7 @@
 //! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`options`]
-//! (`DdpOptions`), [`reducer`] (`Ddp`), [`split`] (each all-reduce as a reduce-scatter in the
-//! backward and an all-gather beside AdamW), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
+//! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
 
 pub mod buckets;
 pub mod check;
@@ -38,11 +37,9 @@ pub mod plugin;
 pub mod reducer;
 mod scatter;
 pub mod shard;
-pub mod split;
 pub mod strategy;
 
 pub use error::{DdpError, Result};
 pub use reducer::{BucketShard, Ddp, DdpOptions, SyncStats};
 pub use shard::shard_batch;
-pub use split::GradientGathers;
 pub use strategy::Strategy;

@@ -38,12 +38,6 @@ pub struct DdpOptions {
     /// then multiplied by 1/(k + 1) when collected. `true` keeps the sum (PyTorch's
     /// behaviour, where one divides the loss by k + 1 oneself).
     pub sum_micro_batches: bool,
-    /// Replicated DDP with each bucket's all-reduce split in two (crate::split): the
-    /// reduce-scatter during the backward, the all-gather of the averaged gradients after
-    /// it, beside AdamW, which updates each launch's parameters once their gather lands.
-    /// The step then calls `Ddp::finish_split`, not `finish_gradient_synchronization`. On
-    /// one rank there is nothing to split: off. Not with `reduce_scatter` (ZeRO's).
-    pub split: bool,
 }
 
 impl From<Strategy> for DdpOptions {
@@ -63,18 +57,6 @@ impl DdpOptions {
             coalesce: false,
             find_unused_parameters: false,
             sum_micro_batches: false,
-            split: false,
-        }
-    }
-
-    /// The options a Ddp of `world` ranks runs: split mode reduce-scatters (and is off on
-    /// one rank).
-    pub(crate) fn for_world(self, world: usize) -> Self {
-        let split = self.split && world > 1;
-        Self {
-            split,
-            reduce_scatter: self.reduce_scatter || split,
-            ..self
         }
     }
 
@@ -90,27 +72,13 @@ impl DdpOptions {
             }
         }
         seam::gemm_sms::check_carveout(device, self.gemm_sm_carveout)?;
-        if self.split && (self.reduce_scatter || self.release_gradients) {
-            return Err(DdpError::Input(
-                "DdpOptions::split is replicated DDP's (every rank steps every parameter): not with reduce_scatter or release_gradients (ZeRO's)".into(),
-            ));
-        }
         Ok(())
     }
 
     /// The options every rank must share beyond the strategy and dtype, as one number for
     /// the cross-rank check: ranks that reduce micro-batches or unused parameters
-    /// differently would train on silently different gradients, and ranks that split and
-    /// ranks that do not would call different collectives.
+    /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
-        let flags = [
-            self.sum_micro_batches,
-            self.find_unused_parameters,
-            self.split,
-        ];
-        flags
-            .iter()
-            .rev()
-            .fold(0.0, |a, &f| 2.0 * a + f64::from(u8::from(f)))
+        f64::from(u8::from(self.sum_micro_batches) + 2 * u8::from(self.find_unused_parameters))
     }
 }

@@ -1,17 +1,12 @@
 //! `ddp::Ddp` as a strategy: the gradients averaged by any of ddp's all-reduce strategies,
 //! AdamW (replicated) on every rank; with one micro-batch and no clipping, AdamW runs on
-//! each bucket as soon as its all-reduce is collected. In split mode (crate::split) the
-//! backward reduce-scatters, the norm comes from the shards, and AdamW updates each
-//! launch's parameters once their gradients' all-gather lands.
+//! each bucket as soon as its all-reduce is collected.
 
 use crate::Ddp;
-use anyhow::anyhow;
 use anyhow::Result;
-use candle_core::Tensor;
 use comm::Communicator;
 use seam::{Grads, InBackward};
-use step::strategy::{norm_of_parts, replicated_update, resume_replicated, summed, summed_seen};
-use step::strategy::{Backward, Ckpt, Pass, Strategy, Update};
+use step::strategy::{resume_replicated, summed, summed_seen, Backward, Ckpt, Pass, Strategy};
 
 impl Strategy for Ddp {
     fn comm(&self) -> Option<&dyn Communicator> {
@@ -19,20 +14,10 @@ impl Strategy for Ddp {
     }
 
     fn adamw_in_backward(&self, _micro_batches: usize) -> bool {
-        !self.splits()
+        true
     }
 
     fn forward_backward(&mut self, p: Pass<'_>) -> Result<Backward> {
-        if self.splits() {
-            let (loss, seen) = summed_seen(p.model, p.batches, |b, last| match last {
-                false => Ok((self.forward_backward_no_sync(p.model, b)?, false)),
-                true => {
-                    Ok(self.forward_backward_observed(p.model, b, |_| Ok(()), |_, _| Ok(()))?)
-                }
-            })?;
-            let grads = None; // gathered in `update`
-            return Ok(Backward { loss, grads, seen });
-        }
         if !p.in_backward {
             return observed(self, p);
         }
@@ -58,27 +43,6 @@ impl Strategy for Ddp {
             grads: None,
             seen: false,
         })
-    }
-
-    fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
-        if !self.splits() {
-            return replicated_update(u);
-        }
-        let comm = self.comm.clone();
-        let (clip, staged) = (u.clip, u.staged);
-        let (nc, gathers) = self.finish_split(|shards| {
-            let parts: Grads = shards.iter().cloned().map(Some).collect();
-            let nc = clip.map(|c| match staged {
-                Some(n) => Ok(n.finish(c)?),
-                None => norm_of_parts(comm.as_ref(), &parts, c),
-            });
-            anyhow::Ok(nc.transpose()?)
-        })?;
-        u.opt.set_grad_scale(nc.clone());
-        gathers
-            .step(u.opt, u.model.params())
-            .map_err(|e| anyhow!(e))?;
-        Ok(nc)
     }
 
     fn save(&mut self, c: Ckpt<'_>) -> Result<()> {

@@ -133,8 +133,8 @@ impl Ddp {
                 .cloned()
                 .zip(ready.iter().copied())
                 .collect(),
-            opts: opts.for_world(comm.world_size()),
             comm,
+            opts,
             accumulated: Default::default(),
             micro_batches: 0,
             scale: None,

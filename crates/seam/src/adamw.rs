@@ -179,22 +179,9 @@ impl AdamW {
         params: &crate::ParamSet,
         grads: &[Option<Tensor>],
     ) -> Result<()> {
-        let none = |_| Ok::<(), ModelError>(());
-        self.step_params_in(params, grads, 0..params.len(), none)
-    }
-
-    /// [`Self::step_params`] in `order`, calling `after(i)` as soon as parameter `i`'s
-    /// update is queued (split DDP makes the stream wait there for the next gradients'
-    /// all-gather: `ddp::split`).
-    pub fn step_params_in<E: From<ModelError>>(
-        &mut self,
-        params: &crate::ParamSet,
-        grads: &[Option<Tensor>],
-        order: impl IntoIterator<Item = usize>,
-        after: impl FnMut(usize) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
         let shadows = Some(params.bf16_shadows()).filter(|s| s.enabled());
-        self.step_inner(params.vars(), grads, order, after, shadows)
+        let none = |_| Ok::<(), ModelError>(());
+        self.step_inner(params.vars(), grads, 0..params.len(), none, shadows)
     }
 
     /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a

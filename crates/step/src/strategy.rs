@@ -94,7 +94,17 @@ pub trait Strategy: AsAny {
     /// The optimizer update after the backward (not called where AdamW ran inside it);
     /// returns `[norm, coef]` where it took the norm (`u.clip` given).
     fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
-        replicated_update(u)
+        let Some(g) = u.grads else {
+            return Ok(None);
+        };
+        let Some(clip) = u.clip else {
+            u.opt.step_params(u.model.params(), &g)?;
+            return Ok(None);
+        };
+        let nc = norm_and_coef(u.staged, &g, clip)?;
+        u.opt.set_grad_scale(Some(nc.clone()));
+        u.opt.step_params(u.model.params(), &g)?;
+        Ok(Some(nc))
     }
 
     /// Lets the model drop the f32 masters the strategy keeps the value of itself (ZeRO's
@@ -173,53 +183,6 @@ pub struct Ckpt<'a> {
     /// The ranks' communicator (a one-rank step has none of its own).
     pub comm: &'a Arc<dyn Communicator>,
     pub opt: &'a mut AdamW,
-}
-
-/// A replicated optimizer's update ([`Strategy::update`]'s default): the step's AdamW over
-/// every parameter, the gradients clipped at `u.clip` where given.
-pub fn replicated_update(u: Update<'_>) -> Result<Option<Tensor>> {
-    let Some(g) = u.grads else {
-        return Ok(None);
-    };
-    let Some(clip) = u.clip else {
-        u.opt.step_params(u.model.params(), &g)?;
-        return Ok(None);
-    };
-    let nc = norm_and_coef(u.staged, &g, clip)?;
-    u.opt.set_grad_scale(Some(nc.clone()));
-    u.opt.step_params(u.model.params(), &g)?;
-    Ok(Some(nc))
-}
-
-/// `[norm, coef]` of the gradients whose parts `parts` this rank holds, every rank holding
-/// others (ZeRO's slices, split DDP's): their sums of squares all-reduced, the coefficient
-/// as `seam::clip` takes it (`clip` 0: 1, only NaN where the norm is not finite, so that
-/// AdamW skips the step). On one rank, `seam::clip`'s own, with one process's bits where
-/// `parts` are the gradients in parameter order.
-pub fn norm_of_parts(
-    comm: &dyn Communicator,
-    parts: &[Option<Tensor>],
-    clip: f64,
-) -> Result<Tensor> {
-    if comm.world_size() == 1 {
-        return Ok(seam::clip::norm_and_coef(parts, clip)?);
-    }
-    let mine = seam::clip::norm_and_coef(parts, 0.0)?;
-    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
-    comm.all_reduce(&sumsq, comm::ReduceOp::Sum)?;
-    let norm = sumsq.sqrt()?;
-    // clip / (norm + 1e-6), at most 1, as seam::clip takes it (1 without clipping) ...
-    let coef = match clip > 0.0 {
-        true => norm
-            .affine(1.0, 1e-6)?
-            .recip()?
-            .affine(clip, 0.0)?
-            .minimum(1f64)?,
-        false => norm.ones_like()?,
-    };
-    // ... and NaN where the norm is not finite (0·norm is 0, or NaN for an inf or NaN norm).
-    let coef = (coef + norm.affine(0.0, 0.0)?)?;
-    Ok(Tensor::cat(&[&norm, &coef], 0)?)
 }
 
 /// `[norm, coef]` of the gradients `g` clipped at `clip`: from the norm summed during the

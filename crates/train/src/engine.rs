@@ -46,16 +46,6 @@ pub(crate) fn sharded_masters() -> Result<bool> {
     }
 }
 
-/// DDP's all-reduces split in two (ddp::DdpOptions::split: reduce-scatters in the backward,
-/// all-gathers beside AdamW): `DDP_SPLIT=1`, or 0 (the default).
-pub(crate) fn ddp_split() -> Result<bool> {
-    Ok(env_count(
-        "DDP_SPLIT",
-        0..=1,
-        "1 (split) or 0 (one all-reduce a bucket)",
-    )? == Some(1))
-}
-
 /// FSDP's gathers (zero1::Zero1Overlap::set_fsdp_gathers): the last stages kept from
 /// the forward for the backward, `FSDP_RESHARD_AFTER_FORWARD=0` (all: FSDP2's
 /// `reshard_after_forward=False`) or `FSDP_KEEP_LAST=K` (the last K; 0 unset), and
@@ -172,13 +162,7 @@ impl Engine {
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
                 Box::new(zero1::Sharded::new(d, o))
             }
-            (s, None) => {
-                let o = DdpOptions {
-                    split: ddp_split()?,
-                    ..wire(s.parse()?)
-                };
-                Box::new(Ddp::new(comm.clone(), &model, o)?)
-            }
+            (s, None) => Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?),
         };
         let opts = StepOptions {
             clip: c.clip,
