@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Call 152 (session 28), FOUR GPUs, from the packed folder (copy this and train-runs.sh into
+# .gpu/); about 8 minutes. The one 4-GPU call of the session:
+# 1. The backward's GEMMs run 30-160 % longer beside NCCL's kernels (call 150's trace:
+#    128x128 tiles in 2x4 clusters 67.8 us against 26.2 alone; a cooperative 320x128 kernel
+#    60.8 against 33.0). The GEMM table is tuned on an idle GPU. Tuned beside a stand-in for
+#    NCCL (MODEL_GEMM_TUNE_BESIDE=24: 24 CTAs holding SMs and streaming memory,
+#    model::gemm::beside), does it choose kernels that lose less, and what do they cost
+#    alone? Three tables: plain, hog (every shape tuned beside the stand-in), mixed (the hog's
+#    choice for the backward's shapes, the plain one for the forward's: ta = false, tb = true).
+# 2. Split DDP (DDP_SPLIT=1) against bucketed:25 at world 4.
+# 3. Issue 47's 8-row bars, x bench single --clip 1, and PyTorch DDP compile-ro at world 4.
+CALL=call152
+source "$(dirname "$0")/train-runs.sh"
+export TMO=100
+xl single 1 single
+mv "$R/gemm-xl.json" "$R/gemm-plain.json"
+xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
+mv "$R/gemm-xl.json" "$R/gemm-hog.json"
+python3 - "$R" <<'PY'
+import json, sys
+R = sys.argv[1]
+plain, hog = (json.load(open(f"{R}/gemm-{t}.json")) for t in ("plain", "hog"))
+key = lambda c: (c["m"], c["n"], c["k"], c["ta"], c["tb"], c["dtype"], c["add"])
+h = {key(c): c["index"] for c in hog["choices"]}
+fwd = lambda c: (not c["ta"]) and c["tb"]
+mixed = dict(plain, choices=[dict(c, index=c["index"] if fwd(c) else h.get(key(c), c["index"])) for c in plain["choices"]])
+json.dump(mixed, open(f"{R}/gemm-mixed.json", "w"), indent=1)
+diff = [(key(c), c["index"], h.get(key(c))) for c in plain["choices"] if h.get(key(c)) != c["index"]]
+print(f"{len(diff)} of {len(plain['choices'])} shapes chose otherwise beside the stand-in:")
+for d in diff: print("  ", d, "forward" if (not d[0][3]) and d[0][4] else "backward")
+PY
+export TMO=60
+cp "$R/gemm-plain.json" "$R/gemm-xl.json"
+bin/bench single --size xl --dtype bf16 --mode step --batch 8 --vocab "$vocab" --warmup 5 --steps 15 \
+  --gemm-choices "$R/gemm-xl.json" --clip 1 --out "$R/results.jsonl" > "$R/bench-single.txt" 2>&1 && tail -1 "$R/bench-single.txt" | cut -c1-120
+for t in plain hog mixed; do
+  cp "$R/gemm-$t.json" "$R/gemm-xl.json"
+  xl single-$t 1 single
+  xl zero1-w4-$t 4 zero1
+  xl bucketed-w4-$t 4 bucketed:25
+  xl zero1-w2-$t 2 zero1
+done
+cp "$R/gemm-plain.json" "$R/gemm-xl.json"
+xl bucketed-w2-plain 2 bucketed:25
+xl split-w4 4 bucketed:25 DDP_SPLIT=1
+TTMO=150 torch xl compile-ro 40 ddp 4
+pack
