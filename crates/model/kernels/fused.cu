@@ -187,25 +187,6 @@ extern "C" __global__ void l2_flush(uint4 *p, unsigned long long n) {
     p[i] = make_uint4(0, 0, 0, 0);
 }
 
-// The GEMM tuner's stand-in for NCCL (src/gemm/beside.rs): a few CTAs that hold their SMs
-// and stream n 16-byte words from src to dst, over and over, until *stop is set (or
-// max_cycles pass): the SMs and the memory traffic NCCL's kernels take from a GEMM beside
-// them. The shared array keeps a GEMM's CTA off the SM (it never is read: *stop is 0 or 1).
-extern "C" __global__ void sm_hog(const uint4 *src, uint4 *dst, unsigned long long n,
-                                  volatile int *stop, long long max_cycles) {
-  __shared__ uint4 pad[2048];
-  pad[threadIdx.x % 2048] = src[threadIdx.x % n];
-  const long long t0 = clock64();
-  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
-  while (*stop == 0 && clock64() - t0 < max_cycles) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-         i += step)
-      dst[i] = src[i];
-  }
-  __syncthreads();
-  if (*stop == 2) dst[threadIdx.x] = pad[(threadIdx.x * 7) % 2048];
-}
-
 extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, int, float) {
   colsum_f32(x, y, n0, n1);
 }

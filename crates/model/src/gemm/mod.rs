@@ -32,8 +32,6 @@
 //! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
 
 #[cfg(feature = "cuda")]
-mod beside;
-#[cfg(feature = "cuda")]
 mod choices;
 #[cfg(feature = "cuda")]
 mod lt;

@@ -7,8 +7,7 @@
 //! timing sees neither that node nor the launch gaps a replay has. (Calls 120-121 found the
 //! two timings choosing alike at xl.) `MODEL_GEMM_TUNE=stream` times in the stream instead
 //! (the timing before session 24); `MODEL_GEMM_TUNE=0` times nothing;
-//! `MODEL_GEMM_TUNE_LOG=1` prints every candidate's two timings and kernel count;
-//! `MODEL_GEMM_TUNE_BESIDE=CTAS` times beside a stand-in for NCCL (`gemm::beside`).
+//! `MODEL_GEMM_TUNE_LOG=1` prints every candidate's two timings and kernel count.
 
 use super::choices::chosen;
 use super::lt::{e, launch, queue, Args, Key, Plan, Stream, WORKSPACE};
@@ -151,13 +150,9 @@ pub(super) fn choose(
         None => Args { ..*x },
     };
     let gemm = |algo: &sys::cublasLtMatmulAlgo_t| queue(st, plan, algo, &x, dev).is_ok();
-    // MODEL_GEMM_TUNE_BESIDE: every timing beside the stand-in for NCCL (gemm::beside).
-    let stand = super::beside::Stand::new(dev)?;
-    let stand = stand.as_ref();
-    let mut beside = move || stand.map(|s| s.run()).transpose();
     // What every graph replay costs besides the GEMM: the flush and the launch.
     let base = match mode() {
-        Mode::Graph => graph_us(dev, &t, || flush().is_ok(), &mut beside)?.map_or(0.0, |g| g.0),
+        Mode::Graph => graph_us(dev, &t, || flush().is_ok())?.map_or(0.0, |g| g.0),
         _ => 0.0,
     };
     let log = std::env::var_os("MODEL_GEMM_TUNE_LOG").is_some();
@@ -167,17 +162,17 @@ pub(super) fn choose(
             continue;
         }
         let graph = match mode() {
-            Mode::Graph => graph_us(dev, &t, || flush().is_ok() && gemm(&h.algo), &mut beside)?,
+            Mode::Graph => graph_us(dev, &t, || flush().is_ok() && gemm(&h.algo))?,
             _ => None,
         };
         // Where no graph could be made of it, the candidate is timed in the stream.
         let us = match graph {
             Some((us, _)) => Some(us - base),
-            None => stream_us(s, &t, || flush().is_ok(), || gemm(&h.algo), &mut beside)?,
+            None => stream_us(s, &t, || flush().is_ok(), || gemm(&h.algo))?,
         };
         if log {
             // What the two timings and the graph's node count say, candidate by candidate.
-            let streamed = stream_us(s, &t, || flush().is_ok(), || gemm(&h.algo), &mut beside)?;
+            let streamed = stream_us(s, &t, || flush().is_ok(), || gemm(&h.algo))?;
             eprintln!(
                 "gemm tune {}x{}x{} {}{} candidate {i}: graph {:?} us ({} kernels with the flush), stream {:?} us, workspace {} B",
                 key.m,
@@ -210,11 +205,6 @@ pub(super) fn choose(
     Ok(())
 }
 
-/// Whatever runs beside a timing (`gemm::beside`'s stand-in for NCCL, or nothing), from just
-/// before its first event until the guard is dropped after its last.
-type Beside<'a, 'b> =
-    &'a mut dyn FnMut() -> candle_core::Result<Option<super::beside::Running<'b>>>;
-
 /// Microseconds per call of what `queue` queues, each of [`REPS`] calls timed on its own in
 /// the stream after `flush` (not timed); `None` where a call failed.
 fn stream_us(
@@ -222,9 +212,7 @@ fn stream_us(
     t: &(CudaEvent, CudaEvent),
     flush: impl Fn() -> bool,
     queue: impl Fn() -> bool,
-    beside: Beside,
 ) -> candle_core::Result<Option<f64>> {
-    let _beside = beside()?;
     let (mut ok, mut us) = (true, 0.0);
     for _ in 0..REPS {
         ok &= flush();
@@ -243,7 +231,6 @@ fn graph_us(
     dev: &candle_core::CudaDevice,
     t: &(CudaEvent, CudaEvent),
     queue: impl Fn() -> bool,
-    beside: Beside,
 ) -> candle_core::Result<Option<(f64, usize)>> {
     let s = &dev.cuda_stream();
     let device = candle_core::Device::Cuda(dev.clone());
@@ -261,13 +248,11 @@ fn graph_us(
             .map_err(|e| candle_core::Error::Msg(e.to_string()))
     };
     replay(&graph)?;
-    let running = beside()?;
     t.0.record(s).w()?;
     for _ in 0..REPS {
         replay(&graph)?;
     }
     t.1.record(s).w()?;
     let us = t.0.elapsed_ms(&t.1).w()? as f64 * 1e3 / REPS as f64;
-    drop(running);
     Ok(Some((us, kernels)))
 }

@@ -123,16 +123,6 @@ pub(crate) fn l2_flush(dev: &candle_core::CudaDevice, ptr: u64, bytes: usize) ->
     Ok(())
 }
 
-/// A kernel of fused.cu as a plain function, for a launch on a stream of the caller's.
-pub(crate) fn function(
-    dev: &candle_core::CudaDevice,
-    name: &str,
-) -> Result<candle_core::cuda_backend::cudarc::driver::CudaFunction> {
-    Ok(dev
-        .get_or_load_custom_func(name, "model_fused", PTX)?
-        .into_cuda_function())
-}
-
 /// Whether every input is 16-byte aligned with rows of `cols` elements that keep it so:
 /// the condition of the kernels that move 16 bytes per lane (`*_v`).
 pub fn rows16(ins: &[(&CudaStorage, &Layout)], cols: usize) -> bool {
