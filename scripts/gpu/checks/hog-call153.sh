@@ -6,6 +6,8 @@
 # 24 CTAs that hold SMs and stream memory (MODEL_GEMM_TUNE_BESIDE=24), does the GEMM table
 # choose kernels that lose less beside NCCL, and what do they cost alone? The hog table for
 # every shape; mixed: the hog's choice for the backward's shapes only (not ta = false, tb = true).
+# As run, the tables' python was inline here; it is train-runs.sh's `tables` now, the same
+# code. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
 CALL=call153
 source "$(dirname "$0")/train-runs.sh"
 export TMO=90
@@ -13,19 +15,7 @@ xl single 1 single
 mv "$R/gemm-xl.json" "$R/gemm-plain.json"
 xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
 mv "$R/gemm-xl.json" "$R/gemm-hog.json"
-python3 - "$R" <<'PY'
-import json, sys
-R = sys.argv[1]
-plain, hog = (json.load(open(f"{R}/gemm-{t}.json")) for t in ("plain", "hog"))
-key = lambda c: (c["m"], c["n"], c["k"], c["ta"], c["tb"], c["dtype"], c["add"])
-h = {key(c): c["index"] for c in hog["choices"]}
-fwd = lambda c: (not c["ta"]) and c["tb"]
-mixed = dict(plain, choices=[dict(c, index=c["index"] if fwd(c) else h.get(key(c), c["index"])) for c in plain["choices"]])
-json.dump(mixed, open(f"{R}/gemm-mixed.json", "w"), indent=1)
-diff = [(key(c), c["index"], h.get(key(c))) for c in plain["choices"] if h.get(key(c)) != c["index"]]
-print(f"{len(diff)} of {len(plain['choices'])} shapes chose otherwise beside the stand-in:")
-for d in diff: print("  ", d, "forward" if (not d[0][3]) and d[0][4] else "backward")
-PY
+tables
 export TMO=50
 run() { cp "$R/gemm-$1.json" "$R/gemm-xl.json"; shift; xl "$@"; }
 run hog bucketed-w2-hog 2 bucketed:25

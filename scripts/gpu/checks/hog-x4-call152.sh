@@ -10,6 +10,8 @@
 #    choice for the backward's shapes, the plain one for the forward's: ta = false, tb = true).
 # 2. Split DDP (DDP_SPLIT=1) against bucketed:25 at world 4.
 # 3. Issue 47's 8-row bars, x bench single --clip 1, and PyTorch DDP compile-ro at world 4.
+# As run, the tables' python was inline here; it is train-runs.sh's `tables` now, the same
+# code. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
 CALL=call152
 source "$(dirname "$0")/train-runs.sh"
 export TMO=100
@@ -17,19 +19,7 @@ xl single 1 single
 mv "$R/gemm-xl.json" "$R/gemm-plain.json"
 xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
 mv "$R/gemm-xl.json" "$R/gemm-hog.json"
-python3 - "$R" <<'PY'
-import json, sys
-R = sys.argv[1]
-plain, hog = (json.load(open(f"{R}/gemm-{t}.json")) for t in ("plain", "hog"))
-key = lambda c: (c["m"], c["n"], c["k"], c["ta"], c["tb"], c["dtype"], c["add"])
-h = {key(c): c["index"] for c in hog["choices"]}
-fwd = lambda c: (not c["ta"]) and c["tb"]
-mixed = dict(plain, choices=[dict(c, index=c["index"] if fwd(c) else h.get(key(c), c["index"])) for c in plain["choices"]])
-json.dump(mixed, open(f"{R}/gemm-mixed.json", "w"), indent=1)
-diff = [(key(c), c["index"], h.get(key(c))) for c in plain["choices"] if h.get(key(c)) != c["index"]]
-print(f"{len(diff)} of {len(plain['choices'])} shapes chose otherwise beside the stand-in:")
-for d in diff: print("  ", d, "forward" if (not d[0][3]) and d[0][4] else "backward")
-PY
+tables
 export TMO=60
 cp "$R/gemm-plain.json" "$R/gemm-xl.json"
 bin/bench single --size xl --dtype bf16 --mode step --batch 8 --vocab "$vocab" --warmup 5 --steps 15 \

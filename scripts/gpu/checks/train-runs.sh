@@ -19,6 +19,10 @@
 #       kernels, categories, its N (4) largest gaps by the kernels around them, and what the
 #       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N;
 #       with several ranks, each rank's waits in its collectives (cupti-skew).
+#   tables: from $R/gemm-plain.json and $R/gemm-hog.json (session 28's GEMM tables tuned on an
+#       idle GPU and beside a stand-in for NCCL), $R/gemm-mixed.json (the hog's choice for the
+#       backward's shapes, the plain one for the forward's: ta = false, tb = true), and the
+#       shapes whose choice differs.
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
 #       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
 #       first's (issue 48's world-2 bar).
@@ -95,5 +99,20 @@ for arg in sys.argv[2:]:
         continue
     r = a4 / a1; base = base or r
     print(f"{n:12} accum 1 {a1:.2f} ms, accum 4 {a4:.2f} ms, ratio {r:.3f}, vs the first {100 * (r / base - 1):+.1f} %")
+PY
+}
+tables() {
+python3 - "$R" <<'PY'
+import json, sys
+R = sys.argv[1]
+plain, hog = (json.load(open(f"{R}/gemm-{t}.json")) for t in ("plain", "hog"))
+key = lambda c: (c["m"], c["n"], c["k"], c["ta"], c["tb"], c["dtype"], c["add"])
+h = {key(c): c["index"] for c in hog["choices"]}
+fwd = lambda c: (not c["ta"]) and c["tb"]
+mixed = dict(plain, choices=[dict(c, index=c["index"] if fwd(c) else h.get(key(c), c["index"])) for c in plain["choices"]])
+json.dump(mixed, open(f"{R}/gemm-mixed.json", "w"), indent=1)
+diff = [(key(c), c["index"], h.get(key(c))) for c in plain["choices"] if h.get(key(c)) != c["index"]]
+print(f"{len(diff)} of {len(plain['choices'])} shapes chose otherwise beside the stand-in:")
+for d in diff: print("  ", d, "forward" if (not d[0][3]) and d[0][4] else "backward")
 PY
 }
