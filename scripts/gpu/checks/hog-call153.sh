@@ -6,15 +6,11 @@
 # 24 CTAs that hold SMs and stream memory (MODEL_GEMM_TUNE_BESIDE=24), does the GEMM table
 # choose kernels that lose less beside NCCL, and what do they cost alone? The hog table for
 # every shape; mixed: the hog's choice for the backward's shapes only (not ta = false, tb = true).
-# As run, the tables' python was inline here; it is train-runs.sh's `tables` now, the same
-# code. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
+# As run, the two tuning runs and the tables' python were inline here; they are
+# train-runs.sh's `tables` now, the same commands. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
 CALL=call153
 source "$(dirname "$0")/train-runs.sh"
 export TMO=90
-xl single 1 single
-mv "$R/gemm-xl.json" "$R/gemm-plain.json"
-xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
-mv "$R/gemm-xl.json" "$R/gemm-hog.json"
 tables
 export TMO=50
 run() { cp "$R/gemm-$1.json" "$R/gemm-xl.json"; shift; xl "$@"; }

@@ -10,15 +10,11 @@
 #    choice for the backward's shapes, the plain one for the forward's: ta = false, tb = true).
 # 2. Split DDP (DDP_SPLIT=1) against bucketed:25 at world 4.
 # 3. Issue 47's 8-row bars, x bench single --clip 1, and PyTorch DDP compile-ro at world 4.
-# As run, the tables' python was inline here; it is train-runs.sh's `tables` now, the same
-# code. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
+# As run, the two tuning runs and the tables' python were inline here; they are
+# train-runs.sh's `tables` now, the same commands. MODEL_GEMM_TUNE_BESIDE was removed after call 153 (its code: commit 4b8b83b).
 CALL=call152
 source "$(dirname "$0")/train-runs.sh"
 export TMO=100
-xl single 1 single
-mv "$R/gemm-xl.json" "$R/gemm-plain.json"
-xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
-mv "$R/gemm-xl.json" "$R/gemm-hog.json"
 tables
 export TMO=60
 cp "$R/gemm-plain.json" "$R/gemm-xl.json"

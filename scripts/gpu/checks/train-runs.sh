@@ -19,8 +19,9 @@
 #       kernels, categories, its N (4) largest gaps by the kernels around them, and what the
 #       kernels lose beside NCCL (summarize.py's beside_nccl), per category and its top N;
 #       with several ranks, each rank's waits in its collectives (cupti-skew).
-#   tables: from $R/gemm-plain.json and $R/gemm-hog.json (session 28's GEMM tables tuned on an
-#       idle GPU and beside a stand-in for NCCL), $R/gemm-mixed.json (the hog's choice for the
+#   tables: session 28's GEMM tables of xl, tuned by `train run` single on an idle GPU
+#       ($R/gemm-plain.json) and beside a stand-in for NCCL ($R/gemm-hog.json;
+#       MODEL_GEMM_TUNE_BESIDE=24, removed after call 153), then $R/gemm-mixed.json (the hog's choice for the
 #       backward's shapes, the plain one for the forward's: ta = false, tb = true), and the
 #       shapes whose choice differs.
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
@@ -102,6 +103,10 @@ for arg in sys.argv[2:]:
 PY
 }
 tables() {
+xl single 1 single
+mv "$R/gemm-xl.json" "$R/gemm-plain.json"
+xl single-hogtune 1 single MODEL_GEMM_TUNE_BESIDE=24
+mv "$R/gemm-xl.json" "$R/gemm-hog.json"
 python3 - "$R" <<'PY'
 import json, sys
 R = sys.argv[1]
