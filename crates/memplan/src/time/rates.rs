@@ -31,6 +31,12 @@ pub struct Rates {
     /// 56.97 ms against one GPU's 47.96). Beside the GEMMs a collective runs at its own
     /// speed.
     pub contention: f64,
+    /// Time AdamW loses per second of a gather beside it (ZeRO-1 gathers its first
+    /// ⌈buckets ÷ world⌉ buckets there: `zero1::gather::beside_adamw`): 0.28 on an H200,
+    /// zero1 at world 4 (call 147's trace: AdamW 0.64 ms longer beside 2.3 ms of gathers).
+    /// Memory-bound, AdamW loses less beside a collective than the GEMMs do. An H100's
+    /// is not measured: the H200's.
+    pub adamw_contention: f64,
 }
 
 impl Default for Rates {
@@ -84,12 +90,16 @@ impl Rates {
             net_bps: 0.9 * 50e9,
             gpus_per_node: 8,
             contention: 0.0,
+            adamw_contention: ADAMW_CONTENTION,
         };
         let p = r.project(&xl, 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
         r.contention = ((ddp2 - step) * 1e-3 - p.exposed) / p.hidden;
         r
     }
 }
+
+/// [`Rates::adamw_contention`]: an H200's (call 147), for every GPU.
+const ADAMW_CONTENTION: f64 = 0.28;
 
 /// Where a collective reaches half of `link_bps`, from one that ran `bytes` at `busbw`
 /// (bus bandwidth `link_bps · m / (m + m½)`).
