@@ -6,11 +6,5 @@
 # it, `run.sh train-speed` at xl bf16, 8 x 128 tokens a GPU, every strategy at worlds 1 and 2,
 # `bench single` without and with --clip 1 on the same GEMM table, and PyTorch's trainer
 # (compile-ro; DDP at world 2) at worlds 1 and 2. Output: $OUT/c, read by `bench report`.
-export NCCL_NVLS_ENABLE=0
-H="$(cd "$(dirname "$0")" && pwd)"
-export OUT="${OUT:-/tmp/out}/c"; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-ALLREDUCE_ARGS="--ranks 2" CASES=xl:bf16 TS_WORLDS="1 2" \
-  TS_STRATEGIES="single bucketed:25 zero1 zero2 fsdp" TS_TORCH_WORLDS="1 2" TS_TORCH_PARALLEL=ddp \
-  bash "$H/run.sh" allreduce anchor-allreduce train-speed 2>&1 | tee "$OUT/log.txt" | grep -v "^\[rank"
-rm -rf "$OUT/train-speed/data"
+# As run, this script held report-a.sh's commands for two GPUs; report-a.sh runs them now.
+bash "$(dirname "$0")/report-a.sh"

@@ -6,11 +6,4 @@
 # 8 x 128 tokens a GPU, every strategy at worlds 1, 2 and 4, `bench single` without and with
 # --clip 1 on the same GEMM table, and PyTorch DDP compile-ro at worlds 2 and 4.
 # Output: $OUT/c (results.jsonl, torch.jsonl, train-speed/), read by `bench report`.
-export NCCL_NVLS_ENABLE=0
-H="$(cd "$(dirname "$0")" && pwd)"
-export OUT="${OUT:-/tmp/out}/c"; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-ALLREDUCE_ARGS="--ranks 2,4" CASES=xl:bf16 TS_WORLDS="1 2 4" \
-  TS_STRATEGIES="single bucketed:25 zero1 zero2 fsdp" TS_TORCH_WORLDS="2 4" TS_TORCH_PARALLEL=ddp \
-  bash "$H/run.sh" allreduce anchor-allreduce train-speed 2>&1 | tee "$OUT/log.txt" | grep -v "^\[rank"
-rm -rf "$OUT/train-speed/data"
+bash "$(dirname "$0")/report-a.sh"
