@@ -25,4 +25,4 @@ pub mod time;
 pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};
-pub use strategy::{fsdp_unit, FSDP_UNIT_MB};
+pub use strategy::{fsdp_unit, gathers_beside_adamw, FSDP_UNIT_MB};

@@ -75,3 +75,14 @@ pub fn fsdp_unit(largest_stage_bytes: u64) -> usize {
         .div_ceil(largest_stage_bytes.max(1))
         .clamp(1, 8) as usize
 }
+
+/// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
+/// next forward: ⌈buckets ÷ world⌉ (zero1::Zero1Overlap unless `ZERO1_PARAM_GATHER` says
+/// otherwise, and `memplan::time`'s projection). AdamW's shard shrinks as 1 ÷ world, and so
+/// does what hides beside it. At xl bf16, 10 buckets, on 4 H200s (calls 141 and 143,
+/// docs/results/world4-s27.md):
+/// - world 4: K = 0 (all at the forward) 40.04 ms, K = 3 39.33, 4 39.74, 5 40.12;
+/// - world 2: K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
+pub fn gathers_beside_adamw(buckets: usize, world: usize) -> usize {
+    buckets.div_ceil(world.max(1))
+}

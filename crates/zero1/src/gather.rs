@@ -218,21 +218,18 @@ fn launch(
 }
 
 /// How many of a step's `buckets` (at `world` ranks) gather beside its AdamW, the rest at the
-/// next forward, from `ZERO1_PARAM_GATHER`: unset, ⌈buckets ÷ world⌉; `forward` none;
-/// `adamw` all; `adamw:K` the first K.
+/// next forward, from `ZERO1_PARAM_GATHER`: unset, `memplan::gathers_beside_adamw`'s
+/// ⌈buckets ÷ world⌉; `forward` none; `adamw` all; `adamw:K` the first K.
 ///
 /// Beside AdamW (memory-bound) the gathers take SMs from no GEMM, but too many and the step's
-/// end waits for them. AdamW's shard shrinks as 1 ÷ world, and so does what hides beside it.
-/// At xl bf16, 10 buckets, on 4 H200s (calls 141 and 143, docs/results/world4-s27.md):
-/// - world 4: K = 0 (all at the forward) 40.04 ms, K = 3 39.33, 4 39.74, 5 40.12;
-/// - world 2: K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
+/// end waits for them.
 pub(crate) fn beside_adamw(
     v: Option<String>,
     buckets: usize,
     world: usize,
 ) -> crate::error::Result<usize> {
     match v.as_deref() {
-        None => Ok(buckets.div_ceil(world.max(1))),
+        None => Ok(memplan::gathers_beside_adamw(buckets, world)),
         Some("forward") => Ok(0),
         Some("adamw") => Ok(usize::MAX),
         Some(s) => s

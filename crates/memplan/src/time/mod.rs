@@ -117,7 +117,7 @@ impl Rates {
         // backward, the first gather before the forward (call 127's trace: 0.5-0.7 and
         // 0.47 ms at xl, world 2).
         let t = |bytes: f64| part * bytes / self.busbw(bytes, world);
-        // ZeRO-1's gathers beside AdamW: the first ⌈buckets ÷ world⌉ (zero1::gather).
+        // ZeRO-1's gathers beside AdamW: the first ⌈buckets ÷ world⌉ (crate::gathers_beside_adamw).
         let mut adamw_side = 0.0;
         let (bwd, fwd, last, first) = match sync {
             _ if world <= 1 => (0.0, 0.0, 0.0, 0.0),
@@ -128,10 +128,10 @@ impl Rates {
             }
             Collectives::Zero1 { bucket_mb } => {
                 let b = bucket(bucket_mb);
-                let buckets = (grads / b).ceil();
-                let beside = (buckets / n).ceil();
-                adamw_side = t(b) * beside;
-                let fwd = t(b) * (buckets - beside);
+                let buckets = (grads / b).ceil() as usize;
+                let beside = crate::gathers_beside_adamw(buckets, world);
+                adamw_side = t(b) * beside as f64;
+                let fwd = t(b) * (buckets - beside) as f64;
                 (
                     t(b) * grads / b,
                     fwd,
@@ -151,10 +151,12 @@ impl Rates {
         let exposed = (bwd - backward).max(last)
             + (fwd - forward).max(first)
             + (adamw_side - optimizer).max(0.0);
-        let hidden = bwd.min(backward) + fwd.min(forward);
-        let beside_adamw = adamw_side.min(optimizer);
-        let slowdown = self.contention * hidden + self.adamw_contention * beside_adamw;
-        let hidden = hidden + beside_adamw;
+        let (beside_compute, beside_adamw) = (
+            bwd.min(backward) + fwd.min(forward),
+            adamw_side.min(optimizer),
+        );
+        let slowdown = self.contention * beside_compute + self.adamw_contention * beside_adamw;
+        let hidden = beside_compute + beside_adamw;
         Projection {
             compute,
             optimizer,
