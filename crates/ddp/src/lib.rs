@@ -37,6 +37,7 @@ pub mod plugin;
 pub mod reducer;
 mod scatter;
 pub mod shard;
+mod staging;
 pub mod strategy;
 
 pub use error::{DdpError, Result};
