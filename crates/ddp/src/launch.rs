@@ -155,14 +155,9 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 pairs.push((g.clone(), ddp.chunk_of(g)?));
             }
         }
-        // Staged in windows: summed (the symmetric kernels' one op), scaled when collected.
-        let op = match ddp.staging.on() {
-            true => ReduceOp::Sum,
-            false => ReduceOp::Avg,
-        };
         match &pairs[..] {
-            [(i, o)] => c.reduce_scatter_async(i, o, op)?,
-            _ => c.reduce_scatter_coalesced_async(&pairs, op)?,
+            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
+            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         }
     } else {
         let bufs: Vec<Tensor> = buckets.iter().flat_map(|p| p.bufs()).cloned().collect();
@@ -215,7 +210,6 @@ fn prepare(
     let dev = ddp.device.clone();
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
     let mut in_place_grads = Vec::new();
-    let (window, mut off) = (ddp.staging.window(b), 0);
     // The wire's dtype where anything is sent. On one rank nothing is (the collective is
     // the identity): a gradient reduced alone keeps its own dtype, so no cast runs and the
     // step computes what one process computes.
@@ -247,14 +241,7 @@ fn prepare(
         if ddp.opts.reduce_scatter {
             match ddp.shards_in_place(i) {
                 // Sharded where it lies (converted first where it is not in the wire dtype).
-                true => {
-                    let g = g.flatten_all()?.to_dtype(alone)?.contiguous()?;
-                    let g = match window {
-                        Some(win) => crate::staging::stage(win, &g, &mut off)?,
-                        None => g,
-                    };
-                    in_place_grads.push((i, g))
-                }
+                true => in_place_grads.push((i, g.flatten_all()?.to_dtype(alone)?.contiguous()?)),
                 false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
             }
             continue;
@@ -275,10 +262,6 @@ fn prepare(
         0 => None,
         1 => Some(parts.pop().expect("one part").contiguous()?),
         _ => Some(Tensor::cat(&parts, 0)?),
-    };
-    let buf = match (window, buf) {
-        (Some(win), Some(buf)) => Some(crate::staging::stage(win, &buf, &mut off)?),
-        (_, buf) => buf,
     };
     // In-place flat shard: this rank's chunk of the flat buffer.
     let shard = match (ddp.opts.reduce_scatter, &buf) {

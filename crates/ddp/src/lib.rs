@@ -37,7 +37,6 @@ pub mod plugin;
 pub mod reducer;
 mod scatter;
 pub mod shard;
-mod staging;
 pub mod strategy;
 
 pub use error::{DdpError, Result};

@@ -65,7 +65,6 @@ pub struct Ddp {
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
-    pub(crate) staging: crate::staging::Staging,
 }
 
 /// Takes a launch's averaged gradients by parameter index ([`Ddp::forward_backward_reduced`]).
@@ -125,7 +124,7 @@ impl Ddp {
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
         consistency::broadcast_params(comm.as_ref(), model)?;
-        let mut ddp = Self {
+        Ok(Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
             shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
             names: p
@@ -144,10 +143,7 @@ impl Ddp {
             stats: SyncStats::default(),
             stage_hook: None,
             device,
-            staging: Default::default(),
-        };
-        ddp.staging = crate::staging::Staging::new(&ddp)?;
-        Ok(ddp)
+        })
     }
 
     /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.

@@ -42,7 +42,6 @@ impl Ddp {
         own: bool,
     ) -> Result<Vec<(usize, BucketShard)>> {
         f.work.wait()?;
-        let scale = self.staging.collect_scale(scale);
         let chunk = |g: &Tensor| -> Result<Tensor> {
             let c = scaled(self.chunk_of(g)?, scale)?;
             Ok(if own && scale.is_none() {

@@ -7,7 +7,7 @@
 # window made once, and sums there (the symmetric kernels' one op; 1/W applied to the
 # shard). xl bf16, 8 x 128 tokens a GPU, 20 steps; each row's ratio against `single` of this
 # call. Then one run with NCCL_DEBUG_SUBSYS=TUNING: which reduce-scatters took a symmetric
-# kernel.
+# kernel. DDP_RS_WINDOW (ddp::staging) was removed after calls 156-157: its code is in 243dfb9.
 CALL=call156
 source "$(dirname "$0")/train-runs.sh"
 export TMO=75
