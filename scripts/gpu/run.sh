@@ -10,6 +10,7 @@
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
 # jobs. Results go to $OUT (or ./gpu-out): results.jsonl, torch.jsonl, report/.
+# PACKED_NCCL (1): our binaries load the packed NCCL (.gpu/nccl) where there is one.
 # SINGLE_ARGS: extra flags for bench single (e.g. "--graph false" for eager steps).
 # CPU_RANKS (2,4) and CPU_MIB (1,10,100): the allreduce-cpu-proc and gloo jobs' sweep.
 # train-parity: DTYPES (fp32 bf16), PARITY_STEPS (2000), PARITY_ARGS (train run flags).
@@ -63,12 +64,20 @@ for b in "$BIN"/*; do
   fi
 done
 export LD_LIBRARY_PATH="$LDP"
+# NCCL: our binaries load the one `cargo xtask gpu-pack` packed (target/nccl, from
+# scripts/gpu/build-nccl.sh), where it did (PACKED_NCCL=0: the machine's); PyTorch keeps its
+# own (`torch_env`). `train`'s records name the one loaded (`nccl`).
+TORCH_LDP="$LDP"
+if [ "${PACKED_NCCL:-1}" = 1 ] && [ -e "$HERE/nccl/libnccl.so.2.gz" ]; then
+  gunzip -kf "$HERE/nccl/libnccl.so.2.gz" && export LD_LIBRARY_PATH="$HERE/nccl:$LDP"
+fi
+torch_env() { LD_LIBRARY_PATH="$TORCH_LDP" "$@"; }
 
 # The PyTorch anchor (run_torch.sh overwrites its output file): its lines are appended
 # to $RES/torch.jsonl and shown.
 anchor() {
   local tmp; tmp="$(mktemp -d)"
-  OUT="$tmp" bash "$HERE/anchors/run_torch.sh" "$@" > /dev/null
+  OUT="$tmp" torch_env bash "$HERE/anchors/run_torch.sh" "$@" > /dev/null
   grep '^{' "$tmp/torch.jsonl" | tee -a "$RES/torch.jsonl"
 }
 
@@ -149,7 +158,7 @@ job() {
     model-check)
       "$BIN/bench" model-check ;;
     adamw-ref)
-      python3 "$HERE/anchors/adamw_ref.py" ;;
+      torch_env python3 "$HERE/anchors/adamw_ref.py" ;;
     allreduce)
       "$BIN/bench" allreduce --backend nccl --out "$RES/results.jsonl" ${ALLREDUCE_ARGS:-} ;;
     allreduce-cpu)
@@ -298,7 +307,7 @@ job() {
           $([ "$dt" = bf16 ] && echo --bf16) $args > "$d/ours.txt" 2>&1 || { tail -5 "$d/ours.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         grep -m1 "^trained" "$d/ours.txt"
         echo "--- $dt: torch ($(date -u +%T))"
-        python3 "$ANCHORS/torch_train.py" --data "$p/data" --run "$d/run" --out "$d/torch.jsonl" \
+        torch_env python3 "$ANCHORS/torch_train.py" --data "$p/data" --run "$d/run" --out "$d/torch.jsonl" \
           --device cuda > "$d/torch.txt" 2>&1 || { tail -5 "$d/torch.txt"; rm -rf "${big[@]}"; rc=1; continue; }
         tail -1 "$d/torch.txt"
         cp "$d/run/log.jsonl" "$d/ours.jsonl"; cp "$d/run/config.json" "$d/config.json"
@@ -382,6 +391,7 @@ print(json.dumps({"bench": "train", "size": size, "dtype": dt, "strategy": st, "
     "validation_graph": "validation: one CUDA graph" in line,
     "graph_kernels": int(line.split(" kernels")[0].split()[-1]) if " kernels;" in line else None,
     "how": line, "loss_last": recs[-1]["loss"],
+    "nccl": (re.search(r"; NCCL ([\d.]+)", line) or [None, None])[1],
     # Each rank's "train: peak GPU memory X GiB" (tensors and graphs), by rank.
     "peak_gib": [float(g) for _, g in sorted((int(m.group(1) or 0), m.group(2)) for m in
                  (re.match(r"^(?:\[rank (\d+)\] )?train: peak GPU memory ([\d.]+) GiB", l) for l in open(txt)) if m)],
@@ -415,7 +425,7 @@ PY
           for v in $vs; do
             for a in ${TS_TORCH_ACCUM:-${TS_ACCUM:-1}}; do
             echo "--- $size $dt: torch_train_best $v, --parallel $par, world $w, accum $a ($(date -u +%T))"
-            "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --parallel "$par" --global-batch $((b * w * a)) --accum "$a" \
+            torch_env "${py[@]}" "$ANCHORS/torch_train_best.py" "$p/data" "$size" --dtype "$dt" --variant "$v" --parallel "$par" --global-batch $((b * w * a)) --accum "$a" \
               --steps 60 2> "$p/torch-$size-$dt-$v-$par-w$w-a$a.err" | grep '^{' | tee -a "$RES/torch.jsonl" || { tail -3 "$p/torch-$size-$dt-$v-$par-w$w-a$a.err"; rc=1; }
             done
           done

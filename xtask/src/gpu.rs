@@ -124,7 +124,8 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         std::fs::write(dest.join(format!("train-speed-{n}.tsv")), cases)?;
     }
     // NCCL built from source by scripts/gpu/build-nccl.sh, where it was (for a device whose
-    // NCCL predates 2.28.7; a run puts .gpu/nccl first on LD_LIBRARY_PATH to use it).
+    // NCCL predates 2.28.7; run.sh puts .gpu/nccl first on our binaries' LD_LIBRARY_PATH,
+    // not PyTorch's, unless PACKED_NCCL=0).
     let nccl = root().join("target/nccl/libnccl.so.2.gz");
     if nccl.exists() {
         std::fs::create_dir_all(dest.join("nccl"))?;

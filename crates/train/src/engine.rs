@@ -277,7 +277,14 @@ impl Engine {
             None => String::new(),
         };
         let adamw = self.step.adamw_place().name();
-        format!("step: {g}; AdamW {adamw}{norm}{eval}")
+        // Which NCCL the step's collectives run on, where they run on one.
+        let nccl = match comm::nccl::loaded_version() {
+            Some(v) if self.comm.backend() == "nccl" && self.comm.world_size() > 1 => {
+                format!("; NCCL {v}")
+            }
+            _ => String::new(),
+        };
+        format!("step: {g}; AdamW {adamw}{norm}{eval}{nccl}")
     }
 
     /// The mean of `x` over the ranks.

@@ -42,6 +42,9 @@ pub struct TrainRecord {
     /// written before train printed it.
     #[serde(default)]
     pub peak_after_first_gib: Vec<f64>,
+    /// The NCCL our ranks loaded above world 1 ("2.28.9"; from train's step line).
+    #[serde(default)]
+    pub nccl: Option<String>,
 }
 
 /// The memory plan's peak for `r` (`model::plan`, as train's pre-flight check makes it),
@@ -153,6 +156,15 @@ pub fn section(
         return Ok(());
     }
     let first = &recs[0];
+    let versions: std::collections::BTreeSet<&str> =
+        recs.iter().filter_map(|r| r.nccl.as_deref()).collect();
+    let nccl = match versions.is_empty() {
+        true => String::new(),
+        false => format!(
+            " Above world 1 our ranks loaded NCCL {} (each record's `nccl`); PyTorch its own.",
+            versions.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+    };
     writeln!(
         md,
         "## `train run`: what a user's training runs at\n\n\
@@ -167,13 +179,13 @@ pub fn section(
          from this run. DDP and ZeRO-1 rows run over NCCL at the world size shown, with \
          the batch above per GPU: above world 1, × `bench single` is the step against one \
          GPU's (what the ranks' communication costs), and the PyTorch trainer is DDP at \
-         the same world size under torchrun.\n\n\
+         the same world size under torchrun.{}\n\n\
          Peak GiB: the largest of the ranks' peak GPU memory (tensors and captured \
          graphs; NCCL's buffers and the CUDA context aside), against the memory plan \
          train checks a run against (`memplan`).\n\n\
          | size | dtype | strategy | world | rows a GPU | step ms | × `bench single` | × `bench single --clip 1` | PyTorch trainer ms | × PyTorch trainer | graph | AdamW | norm | peak GiB | plan GiB | peak ÷ plan |\n\
          |---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|",
-        first.seq
+        first.seq, nccl
     )?;
     let mut bars: Vec<(String, f64)> = Vec::new();
     for r in recs {
@@ -293,6 +305,18 @@ mod tests {
             (planned / 13.29 - 1.0).abs() < 0.05,
             "xl zero1 world 4: {planned}"
         );
+    }
+
+    #[test]
+    fn the_nccl_our_ranks_loaded_is_named() {
+        assert!(!table(&single("")).contains("loaded NCCL"));
+        let r = TrainRecord {
+            nccl: Some("2.28.9".into()),
+            ..train()
+        };
+        let (mut md, dir) = (String::new(), std::env::temp_dir());
+        section(&mut md, &[train(), r], &[single("")], &[], &dir).unwrap();
+        assert!(md.contains("our ranks loaded NCCL 2.28.9 ("), "{md}");
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod work;
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
 pub use device::{cuda_device, gpu_count};
-pub use policy::{windows_note, WINDOWS_MIN_NCCL};
+pub use policy::{loaded_version, windows_note, WINDOWS_MIN_NCCL};
 #[cfg(feature = "cuda")]
 pub use raw::version;
 #[cfg(feature = "cuda")]

@@ -40,6 +40,12 @@ fn dotted(version: Option<i32>) -> String {
     })
 }
 
+/// The loaded NCCL's version, dotted ("2.28.9"), for a run's log: which NCCL a figure was
+/// measured with (`None` where none is loaded).
+pub fn loaded_version() -> Option<String> {
+    super::version().map(|v| dotted(Some(v)))
+}
+
 /// One line on where this process's gather buffers are, for a run's log: from the bytes
 /// in windows (`window_bytes`), the loaded NCCL's version and `COMM_NCCL_WINDOWS`.
 pub fn windows_note() -> String {
@@ -57,7 +63,7 @@ fn note(bytes: u64, version: Option<i32>, env: Option<&str>) -> String {
         ),
         (_, Some("0")) => "gather buffers: not in NCCL windows (COMM_NCCL_WINDOWS=0)".into(),
         _ if version.is_some_and(|v| v < WINDOWS_MIN_NCCL) => format!(
-            "gather buffers: not in NCCL windows: NCCL {v} is loaded, they need 2.28.7 or later (with it, an xl fsdp step at world 4 took 5 % less: docs/results/windows-h200x4.md)"
+            "gather buffers: not in NCCL windows: NCCL {v} is loaded, they need 2.28.7 or later (with 2.28.9, xl zero1 at world 2 took 2 % less and fsdp 6 % less: docs/results/gpus-s29.md)"
         ),
         _ => "gather buffers: none in NCCL windows".into(),
     }
