@@ -1,4 +1,5 @@
-//! [`DdpOptions`]: how `Ddp` synchronises gradients, and this rank's own check of them.
+//! [`DdpOptions`]: how `Ddp` synchronises gradients, this rank's own check of them, and
+//! `Ddp`'s accessors of them.
 
 use crate::error::{DdpError, Result};
 use crate::strategy::Strategy;
@@ -80,5 +81,23 @@ impl DdpOptions {
     /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
         f64::from(u8::from(self.sum_micro_batches) + 2 * u8::from(self.find_unused_parameters))
+    }
+}
+
+impl crate::Ddp {
+    /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
+    pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
+        seam::gemm_sms::check_carveout(&self.device, carveout)?;
+        self.opts.gemm_sm_carveout = carveout;
+        Ok(())
+    }
+
+    /// Sets [`DdpOptions::coalesce`] for the following steps.
+    pub fn set_coalesce(&mut self, on: bool) {
+        self.opts.coalesce = on;
+    }
+
+    pub fn options(&self) -> DdpOptions {
+        self.opts
     }
 }

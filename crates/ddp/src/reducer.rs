@@ -146,26 +146,11 @@ impl Ddp {
         })
     }
 
-    /// Sets [`DdpOptions::gemm_sm_carveout`] for the following steps.
-    pub fn set_gemm_sm_carveout(&mut self, carveout: usize) -> Result<()> {
-        seam::gemm_sms::check_carveout(&self.device, carveout)?;
-        self.opts.gemm_sm_carveout = carveout;
-        Ok(())
-    }
-
-    /// Sets [`DdpOptions::coalesce`] for the following steps.
-    pub fn set_coalesce(&mut self, on: bool) {
-        self.opts.coalesce = on;
-    }
-
     /// Installs (or with `None` removes) the [`StageHook`] run in every staged backward.
     pub fn set_stage_hook(&mut self, hook: Option<StageHook>) {
         self.stage_hook = hook;
     }
 
-    pub fn options(&self) -> DdpOptions {
-        self.opts
-    }
     pub fn buckets(&self) -> &[Bucket] {
         &self.buckets
     }

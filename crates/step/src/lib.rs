@@ -343,44 +343,6 @@ impl TrainStep {
 }
 
 impl TrainStep {
-    /// Lets ranks stop together: from now on each step carries this rank's
-    /// [`Self::request_stop`] to every rank, and [`StepOut::stop`] says whether any rank
-    /// asked by that step. Every rank must call it, before the same step.
-    pub fn enable_stop(&mut self) -> Result<()> {
-        self.stop = Some(stop::Stop::new(&self.device)?);
-        Ok(())
-    }
-
-    /// Asks every rank to stop (needs [`Self::enable_stop`]): the next step's
-    /// [`StepOut::stop`] is true on every rank.
-    pub fn request_stop(&mut self) -> Result<()> {
-        self.stop_mut("request_stop")?.ask();
-        Ok(())
-    }
-
-    /// The ranks' agreement, or an error naming `what` needed [`Self::enable_stop`].
-    fn stop_mut(&mut self, what: &str) -> Result<&mut stop::Stop> {
-        match self.stop.as_mut() {
-            Some(s) => Ok(s),
-            None => bail!("{what}: enable_stop was not called"),
-        }
-    }
-
-    /// Asks every rank to checkpoint at the same step (needs [`Self::enable_stop`]): a later
-    /// step's [`StepOut::checkpoint`] is true on every rank. The request stays up until
-    /// [`Self::checkpoint_done`].
-    pub fn request_checkpoint(&mut self) -> Result<()> {
-        self.stop_mut("request_checkpoint")?.ask_checkpoint();
-        Ok(())
-    }
-
-    /// This rank's checkpoint is written: its request (if any) is taken down.
-    pub fn checkpoint_done(&mut self) {
-        if let Some(s) = self.stop.as_mut() {
-            s.checkpoint_done();
-        }
-    }
-
     /// Drops a captured graph: the next step runs eager and captures again.
     fn recapture(&mut self) {
         if matches!(self.graph, Graph::On(_)) {

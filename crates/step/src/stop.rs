@@ -7,7 +7,7 @@
 //! asked for ([`crate::TrainStep::enable_stop`]): then one tiny all-reduce per step,
 //! outside the captured graph.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use candle_core::{DType, Device, Tensor};
 
 /// The agreed flag's values: stop (a checkpoint first), or checkpoint only.
@@ -70,5 +70,46 @@ impl Stop {
             c.all_reduce(&agreed, comm::ReduceOp::Max)?;
         }
         Ok(Tensor::cat(&[out, &agreed], 0)?)
+    }
+}
+
+/// The step's side of it: every rank's requests, carried by its steps.
+impl crate::TrainStep {
+    /// Lets ranks stop together: from now on each step carries this rank's
+    /// [`Self::request_stop`] to every rank, and [`crate::StepOut::stop`] says whether any rank
+    /// asked by that step. Every rank must call it, before the same step.
+    pub fn enable_stop(&mut self) -> Result<()> {
+        self.stop = Some(Stop::new(&self.device)?);
+        Ok(())
+    }
+
+    /// Asks every rank to stop (needs [`Self::enable_stop`]): the next step's
+    /// [`crate::StepOut::stop`] is true on every rank.
+    pub fn request_stop(&mut self) -> Result<()> {
+        self.stop_mut("request_stop")?.ask();
+        Ok(())
+    }
+
+    /// The ranks' agreement, or an error naming `what` needed [`Self::enable_stop`].
+    fn stop_mut(&mut self, what: &str) -> Result<&mut Stop> {
+        match self.stop.as_mut() {
+            Some(s) => Ok(s),
+            None => bail!("{what}: enable_stop was not called"),
+        }
+    }
+
+    /// Asks every rank to checkpoint at the same step (needs [`Self::enable_stop`]): a later
+    /// step's [`crate::StepOut::checkpoint`] is true on every rank. The request stays up until
+    /// [`Self::checkpoint_done`].
+    pub fn request_checkpoint(&mut self) -> Result<()> {
+        self.stop_mut("request_checkpoint")?.ask_checkpoint();
+        Ok(())
+    }
+
+    /// This rank's checkpoint is written: its request (if any) is taken down.
+    pub fn checkpoint_done(&mut self) {
+        if let Some(s) = self.stop.as_mut() {
+            s.checkpoint_done();
+        }
     }
 }
