@@ -10,6 +10,7 @@ mod parity;
 mod plot;
 mod scaling;
 mod slowdown;
+mod train_memory;
 mod train_speed;
 mod training;
 

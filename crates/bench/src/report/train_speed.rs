@@ -47,44 +47,15 @@ pub struct TrainRecord {
     pub nccl: Option<String>,
 }
 
-/// The memory plan's peak for `r` (`model::plan`, as train's pre-flight check makes it),
-/// GiB; `None` for a size or strategy it does not know.
-fn planned_gib(r: &TrainRecord) -> Option<f64> {
-    use model::plan::{plan, Input, Shape, Strategy};
-    let shape = Shape::by_name(&r.size, r.vocab?, r.seq)?;
-    let i = Input {
-        shape,
-        world: r.world,
-        rows: r.batch,
-        accum: r.accum,
-        bf16: r.dtype == "bf16",
-        clip: true,
-        // run.sh's train-speed runs are captured steps (train's default on CUDA).
-        captured: true,
-        // train's default (ZERO1_MASTERS unset): zero1 and zero2 above one rank keep their
-        // part of the f32 masters only.
-        sharded_masters: true,
-        fsdp_gathers: (0, 1),
-        fsdp_unit: None,
-    };
-    let s = Strategy::of_train(&r.strategy)?;
-    Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
-}
-
-/// "peak GiB (max over ranks) | plan GiB | peak ÷ plan" cells.
-fn memory_cells(r: &TrainRecord) -> String {
-    let peak = r.peak_gib.iter().copied().reduce(f64::max);
-    let plan = planned_gib(r);
-    let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-    let ratio = match (peak, plan) {
-        (Some(p), Some(q)) => format!("{:.3}", p / q),
-        _ => "-".into(),
-    };
-    let later = match r.peak_after_first_gib.iter().copied().reduce(f64::max) {
-        Some(l) => format!(" ({l:.2} after step 1)"),
-        None => String::new(),
-    };
-    format!("{}{later} | {} | {ratio}", cell(peak), cell(plan))
+#[cfg(test)]
+impl TrainRecord {
+    /// The tests' record: xl bf16, `single` at world 1, 8 rows, 41.6 ms.
+    pub(crate) fn xl_single() -> Self {
+        serde_json::from_str(
+            r#"{"size":"xl","dtype":"bf16","strategy":"single","world":1,"batch":8,"seq":128,"step_ms":41.6,"graph":true,"vocab":683}"#,
+        )
+        .unwrap()
+    }
 }
 
 /// `bench single`'s step for `r`'s size, dtype and batch and the same vocabulary (the last
@@ -214,7 +185,7 @@ pub fn section(
             if r.graph { "yes" } else { "no" },
             r.adamw.as_deref().unwrap_or("-"),
             r.norm.as_deref().unwrap_or("-"),
-            memory_cells(r),
+            super::train_memory::cells(r),
         )?;
         if let Some(t) = torch {
             let world = match r.world {
@@ -251,10 +222,7 @@ mod tests {
     }
 
     fn train() -> TrainRecord {
-        serde_json::from_str(
-            r#"{"size":"xl","dtype":"bf16","strategy":"single","world":1,"batch":8,"seq":128,"step_ms":41.6,"graph":true,"vocab":683}"#,
-        )
-        .unwrap()
+        TrainRecord::xl_single()
     }
 
     fn table(s: &SingleRecord) -> String {
@@ -272,39 +240,9 @@ mod tests {
     }
 
     #[test]
-    fn each_rank_s_peak_is_set_beside_the_memory_plan() {
-        let mut r = train();
-        r.peak_gib = vec![29.5, 30.1];
-        let planned = planned_gib(&r).unwrap();
-        assert!(
-            planned > 25.0 && planned < 35.0,
-            "xl bf16 single: {planned}"
-        );
-        let cells = memory_cells(&r);
-        assert!(cells.starts_with("30.10 | "), "{cells}");
-        assert!(
-            cells.ends_with(&format!("{:.3}", 30.1 / planned)),
-            "{cells}"
-        );
-        r.peak_after_first_gib = vec![27.0, 27.5];
-        assert!(memory_cells(&r).starts_with("30.10 (27.50 after step 1) | "));
-        r.peak_after_first_gib.clear();
-        r.peak_gib.clear();
-        assert!(memory_cells(&r).starts_with("- | "));
+    fn the_table_sets_each_peak_beside_the_memory_plan() {
         let md = table(&single(""));
         assert!(md.contains("| peak GiB | plan GiB | peak ÷ plan |"), "{md}");
-        // zero1 at world 4 is planned as train plans it, with sharded masters: call 137
-        // measured 13.29 GiB (whole masters would plan 22.12).
-        let z = TrainRecord {
-            strategy: "zero1".into(),
-            world: 4,
-            ..train()
-        };
-        let planned = planned_gib(&z).unwrap();
-        assert!(
-            (planned / 13.29 - 1.0).abs() < 0.05,
-            "xl zero1 world 4: {planned}"
-        );
     }
 
     #[test]
