@@ -228,12 +228,21 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         .chain(ranks().flat_map(|k| (0..5).map(move |j| k + j as f32)))
         .collect();
     expect("all_gather_cast_coalesced (gather buffer)", &buf, &want)?;
-    let mine = views[1].narrow(0, c.rank(), 1)?;
-    mine.slice_set(&Tensor::new(&[7.0 * r], dev)?.to_dtype(DType::BF16)?, 0, 0)?;
-    c.all_gather_coalesced_async(&[(mine, views[1].clone())])?
-        .wait()?;
-    let want: Vec<f32> = ranks().map(|k| 7.0 * k).collect();
-    expect("all_gather in place (gather buffer)", &views[1], &want)?;
+    // Again and again into one buffer: each gather's flags (copy engines) or NCCL's state
+    // left ready for the next.
+    for i in 0..4 {
+        let mine = views[1].narrow(0, c.rank(), 1)?;
+        let v = 7.0 * r + i as f32;
+        mine.slice_set(&Tensor::new(&[v], dev)?.to_dtype(DType::BF16)?, 0, 0)?;
+        c.all_gather_coalesced_async(&[(mine, views[1].clone())])?
+            .wait()?;
+        let want: Vec<f32> = ranks().map(|k| 7.0 * k + i as f32).collect();
+        expect(
+            "all_gather in place (gather buffer, repeated)",
+            &views[1],
+            &want,
+        )?;
+    }
     checks += 2;
 
     // 7. Bad input fails before anything is sent, the same way on every rank.

@@ -30,7 +30,7 @@ struct Runs {
 unsafe impl DeviceRepr for Runs {}
 
 /// The device address of `t`'s first element (`T`-sized elements).
-fn address(t: &Tensor, size: u64, stream: &cudarc::driver::CudaStream) -> Result<u64> {
+pub(super) fn address(t: &Tensor, size: u64, stream: &cudarc::driver::CudaStream) -> Result<u64> {
     let (st, l) = t.storage_and_layout();
     let Storage::Cuda(c) = &*st else {
         return Err(CommError::Candle(candle_core::Error::Msg(

@@ -56,6 +56,8 @@ pub struct NcclComm {
     launch_identity: bool,
     /// Gather buffers registered as NCCL windows (`super::window`).
     pub(super) windows: Windows,
+    /// One stream per peer for the copy-engine gathers (`super::ce`); none when off.
+    pub(super) ce_streams: Vec<Arc<CudaStream>>,
 }
 
 impl NcclComm {
@@ -75,6 +77,7 @@ impl NcclComm {
         let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
         let windows = Windows::new(raw.clone(), compute.clone(), stream.clone())?;
+        let ce_streams = super::ce::peer_streams(windows.ce, &ctx, env.world_size)?;
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -88,6 +91,7 @@ impl NcclComm {
             timeline: Mutex::new(None),
             launch_identity: std::env::var("COMM_NCCL_LAUNCH_IDENTITY").is_ok_and(|v| v == "1"),
             windows,
+            ce_streams,
         })
     }
 
@@ -146,6 +150,10 @@ impl NcclComm {
     ) -> Result<Work> {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
+        }
+        if let Some((span, parts)) = self.ce_plan(calls)? {
+            let keep = calls.iter().map(|c| c.1.clone()).collect();
+            return self.launch_ce(op, span, &parts, keep);
         }
         self.before()?;
         let timing = self.log().is_some();
@@ -281,7 +289,7 @@ impl NcclComm {
     /// Records completion, registers it with the watchdog, returns the handle. Inside a
     /// CUDA graph capture the event is a graph node, recorded at each replay, not now: the
     /// watchdog watches the replay instead ([`Communicator::watch_queued`]).
-    fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
+    pub(super) fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let event = Arc::new(
             self.stream

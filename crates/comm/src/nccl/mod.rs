@@ -3,7 +3,8 @@
 //! Layering as in cudarc: `raw` owns the `ncclComm_t` and turns every NCCL return code
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `api` implements
 //! [`crate::Communicator`] on candle CUDA tensors through `comm`'s launch paths (`cast`:
-//! its mixed-precision gathers; `window`: gather buffers), queueing collectives on a dedicated
+//! its mixed-precision gathers; `window`: gather buffers; `ce`: gathers into them by the
+//! copy engines), queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
 //! enforces the timeout on collectives in flight; `work` is their handle; `device` opens the GPU (cudarc's per-allocation event tracking off: NcclComm orders
 //! its stream itself); `events` records an opt-in
@@ -18,6 +19,8 @@
 mod api;
 #[cfg(feature = "cuda")]
 mod cast;
+#[cfg(feature = "cuda")]
+mod ce;
 #[cfg(feature = "cuda")]
 mod comm;
 #[cfg(feature = "cuda")]

@@ -33,6 +33,36 @@ pub(crate) fn windows_wanted(env: Option<&str>, version: Option<i32>) -> Result<
     }
 }
 
+/// Whether in-place all-gathers into gather buffers run on the copy engines (`super::ce`):
+/// as `COMM_CE_GATHER` (`env`) says; unset or 0, not (NCCL's kernels). 1 needs gather
+/// buffers in windows (`windows`) and NCCL 2.28 (`version`): the copies reach the peers'
+/// buffers through the addresses in NCCL 2.28's window struct, whose layout later releases
+/// may change. Anything else is an error naming the variable.
+pub(crate) fn ce_gather_wanted(
+    env: Option<&str>,
+    windows: bool,
+    version: Option<i32>,
+) -> Result<bool> {
+    let err = |msg: String| CommError::Env {
+        name: "COMM_CE_GATHER".into(),
+        msg,
+    };
+    match env {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") if !version.is_some_and(|v| (22800..22900).contains(&v)) => Err(err(format!(
+            "copy-engine gathers read NCCL 2.28's window layout; this process loaded NCCL {}",
+            dotted(version)
+        ))),
+        Some("1") if !windows => Err(err(
+            "copy-engine gathers need gather buffers in NCCL windows (COMM_NCCL_WINDOWS is 0, or NCCL is older than 2.28.7)".into(),
+        )),
+        Some("1") => Ok(true),
+        Some(v) => Err(err(format!(
+            "{v:?}: 1 (all-gathers into gather buffers by the copy engines) or 0 (by NCCL)"
+        ))),
+    }
+}
+
 /// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
@@ -92,6 +122,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("COMM_NCCL_WINDOWS") && e.contains("yes"), "{e}");
+    }
+
+    #[test]
+    fn copy_engine_gathers_only_when_asked_and_only_in_windows_of_nccl_2_28() {
+        let ok = |env: Option<&str>| ce_gather_wanted(env, true, Some(22809)).unwrap();
+        assert!(!ok(None) && !ok(Some("0")) && ok(Some("1")));
+        let e = |env, win, v| ce_gather_wanted(Some(env), win, v).unwrap_err().to_string();
+        let old = e("1", true, Some(22703));
+        assert!(
+            old.contains("COMM_CE_GATHER") && old.contains("2.27.3"),
+            "{old}"
+        );
+        let new = e("1", true, Some(22903));
+        assert!(new.contains("2.29.3"), "{new}");
+        let off = e("1", false, Some(22809));
+        assert!(off.contains("COMM_NCCL_WINDOWS"), "{off}");
+        let bad = e("pull", true, Some(22809));
+        assert!(
+            bad.contains("COMM_CE_GATHER") && bad.contains("pull"),
+            "{bad}"
+        );
     }
 
     #[test]

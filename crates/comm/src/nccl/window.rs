@@ -17,7 +17,7 @@
 //! have finished. A gather buffer must not be used after its communicator is dropped.
 
 use super::comm::{drv, NcclComm};
-use super::policy::windows_wanted;
+use super::policy::{ce_gather_wanted, windows_wanted};
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
@@ -45,9 +45,59 @@ const WIN_COLL_SYMMETRIC: i32 = 0x01;
 pub(super) struct Windows {
     raw: Arc<RawComm>,
     streams: [Arc<CudaStream>; 2],
-    made: Mutex<Vec<(*mut c_void, sys::ncclWindow_t, u64)>>,
+    made: Mutex<Vec<Made>>,
     /// Whether gather buffers are windows ([`windows_wanted`]).
     pub(super) on: bool,
+    /// Whether gathers into them run on the copy engines ([`ce_gather_wanted`]): then each
+    /// window also holds the flags of `super::ce` and knows its peers' addresses.
+    pub(super) ce: bool,
+}
+
+/// A registered buffer: its address, window, bytes, and span (with copy-engine gathers).
+type Made = (*mut c_void, sys::ncclWindow_t, u64, Option<Span>);
+
+/// A window as the copy-engine gathers (`super::ce`) see it: where its buffer is here and
+/// at each peer, and where its flags are.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Span {
+    /// This rank's buffer: its address and bytes (the flags follow, at `flags`).
+    pub base: u64,
+    pub bytes: u64,
+    /// Offset of the flags: `2 × world` u32, "ready" from each rank, then "done".
+    pub flags: u64,
+    world: u64,
+    /// NCCL's flat mapping of the ranks' buffers in this process: rank q's at
+    /// `lsa_base + q × stride`.
+    lsa_base: u64,
+    stride: u64,
+}
+
+impl Span {
+    /// The address of `offset` into rank `q`'s buffer, mapped in this process.
+    pub fn peer(&self, q: usize, offset: u64) -> u64 {
+        self.lsa_base + q as u64 * self.stride + offset
+    }
+    /// Offset of the flag that rank `q` sets here when its part is ready.
+    pub fn ready(&self, q: usize) -> u64 {
+        self.flags + 4 * q as u64
+    }
+    /// Offset of the flag that rank `q` sets here when it has copied its parts.
+    pub fn done(&self, q: usize) -> u64 {
+        self.flags + 4 * (self.world + q as u64)
+    }
+}
+
+/// The head of NCCL 2.28's `struct ncclWindow_vidmem` (nccl_device/impl/core__types.h),
+/// which `ncclWindow_t` points to in device memory.
+#[repr(C)]
+#[derive(Default)]
+struct WindowHead {
+    win_host: u64,
+    lsa_flat_base: u64,
+    lsa_rank: i32,
+    world_rank: i32,
+    stride_4g: u32,
+    _pad: u32,
 }
 
 // The raw pointers are device addresses and NCCL window handles, used under the mutex.
@@ -61,13 +111,64 @@ impl Windows {
         comm: Arc<CudaStream>,
     ) -> Result<Self> {
         let env = std::env::var("COMM_NCCL_WINDOWS").ok();
+        let on = windows_wanted(env.as_deref(), super::raw::version())?;
+        let ce = std::env::var("COMM_CE_GATHER").ok();
         Ok(Self {
             raw,
             streams: [compute, comm],
             made: Mutex::new(Vec::new()),
-            on: windows_wanted(env.as_deref(), super::raw::version())?,
+            on,
+            ce: ce_gather_wanted(ce.as_deref(), on, super::raw::version())?,
         })
     }
+
+    /// The window holding device address `at`, where gathers run on the copy engines.
+    pub(super) fn span_of(&self, at: u64) -> Option<Span> {
+        let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.iter()
+            .filter_map(|m| m.3)
+            .find(|s| (s.base..s.base + s.bytes).contains(&at))
+    }
+}
+
+/// Window `win`'s span ([`Span`]) for rank `rank` of `world`, its buffer of `bytes` at
+/// `base`, flags at `flags`: read from NCCL's window struct, checked to put this rank where
+/// it is (one NVLink domain of all ranks).
+fn span(
+    win: sys::ncclWindow_t,
+    base: u64,
+    bytes: u64,
+    flags: u64,
+    rank: usize,
+    world: usize,
+) -> Result<Span> {
+    let mut h = WindowHead::default();
+    // SAFETY: `win` points to NCCL 2.28's window struct (policy: only on 2.28), at least
+    // as large as its head; cuMemcpy infers both sides' kinds (unified addressing).
+    unsafe {
+        cudarc::driver::sys::cuMemcpy(
+            &mut h as *mut WindowHead as u64,
+            win as u64,
+            std::mem::size_of::<WindowHead>(),
+        )
+    }
+    .result()
+    .map_err(drv("cuMemcpy (NCCL window head)"))?;
+    if h.world_rank != rank as i32 || h.lsa_rank != rank as i32 || h.stride_4g == 0 {
+        let e = format!(
+            "COMM_CE_GATHER=1: NCCL's window puts rank {rank} at world rank {} and load/store rank {} (stride {} × 4 GiB): the copy engines need every rank in one NVLink domain",
+            h.world_rank, h.lsa_rank, h.stride_4g
+        );
+        return Err(CommError::invalid("gather_buffer", rank, e));
+    }
+    Ok(Span {
+        base,
+        bytes,
+        flags,
+        world: world as u64,
+        lsa_base: h.lsa_flat_base,
+        stride: (h.stride_4g as u64) << 32,
+    })
 }
 
 impl Drop for Windows {
@@ -79,7 +180,7 @@ impl Drop for Windows {
         for s in &self.streams {
             let _ = s.synchronize();
         }
-        for (ptr, win, bytes) in made {
+        for (ptr, win, bytes, _) in made {
             HELD.fetch_sub(bytes, Ordering::Relaxed);
             // SAFETY: registered by `gather_buffer` on this communicator, used by nothing
             // queued (both streams are idle).
@@ -127,11 +228,22 @@ impl NcclComm {
                 return Err(CommError::invalid(name, self.rank, e));
             }
         };
-        let bytes = len * dtype.size_in_bytes();
+        let data = (len * dtype.size_in_bytes()) as u64;
+        // With copy-engine gathers, the flags of `super::ce` after the buffer.
+        let flags = data.next_multiple_of(256);
+        let bytes = match self.windows.ce {
+            true => (flags + 8 * self.world as u64).next_multiple_of(256),
+            false => data,
+        } as usize;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
         let r = unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result();
         self.raw.check("ncclMemAlloc", r)?;
+        if let Err(e) = self.zero(ptr, bytes) {
+            // SAFETY: allocated above, used by nothing (the stream has drained or failed).
+            unsafe { sys::ncclMemFree(ptr) };
+            return Err(e);
+        }
         let mut win: sys::ncclWindow_t = std::ptr::null_mut();
         // Every rank registers together: a rank that never comes fails them all, after the
         // timeout, through the watchdog (as a collective's host call would).
@@ -149,12 +261,23 @@ impl NcclComm {
             unsafe { sys::ncclMemFree(ptr) };
             return Err(e);
         }
+        let span = match self.windows.ce {
+            true => Some(span(win, ptr as u64, data, flags, self.rank, self.world)),
+            false => None,
+        }
+        .transpose();
         self.windows
             .made
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((ptr, win, bytes as u64));
+            .push((
+                ptr,
+                win,
+                bytes as u64,
+                span.as_ref().ok().copied().flatten(),
+            ));
         HELD.fetch_add(bytes as u64, Ordering::Relaxed);
+        span?; // (registered either way: freed with the others when the communicator goes)
         let dev = self.device().as_cuda_device()?.clone();
         let storage = wrap(&self.compute, ptr as u64, len, dev);
         let t = Tensor::from_storage(
@@ -165,14 +288,19 @@ impl NcclComm {
         );
         // The storage's last reference is never dropped: NCCL's memory, freed above.
         std::mem::forget(t.clone());
-        // Zeroed by the driver. Not by candle's `zero_set`: its kernel counts elements in
-        // 32 bits and never ends past 2^32 of them (zero1's copies at 6.7B, 6.7e9 bf16,
-        // hung there: calls 113-114).
+        Ok(t)
+    }
+
+    /// Zeroes `bytes` at `ptr` before the window is registered: no peer can set a flag of
+    /// `super::ce` in it before (registering is collective). By the driver, not by candle's
+    /// `zero_set`: its kernel counts elements in 32 bits and never ends past 2^32 of them
+    /// (zero1's copies at 6.7B, 6.7e9 bf16, hung there: calls 113-114).
+    fn zero(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
         self.compute
             .context()
             .bind_to_thread()
             .map_err(drv("cuCtxSetCurrent"))?;
-        // SAFETY: `bytes` bytes at `ptr`, allocated above on this device, used by nothing yet.
+        // SAFETY: `bytes` bytes at `ptr`, allocated on this device, used by nothing yet.
         unsafe { result::memset_d8_async(ptr as u64, 0, bytes, self.compute.cu_stream()) }
             .map_err(drv("cuMemsetD8Async"))?;
         // Watched like a collective: a stream that never drains fails the rank after the
@@ -180,7 +308,6 @@ impl NcclComm {
         crate::Communicator::watch_queued(self, "gather_buffer (zeroing)")?;
         self.compute
             .synchronize()
-            .map_err(drv("cuStreamSynchronize"))?;
-        Ok(t)
+            .map_err(drv("cuStreamSynchronize"))
     }
 }

@@ -1,0 +1,156 @@
+//! Copy-engine all-gathers (`COMM_CE_GATHER=1`): an in-place all-gather into a gather
+//! buffer (`super::window`) moves each rank's part between the ranks' buffers with
+//! `cuMemcpyAsync`, one stream per peer, so that it takes no SM from the compute stream's
+//! kernels. (Any SM held beside a GEMM costs it: at world 4, one Triton kernel adding a
+//! reduce-scatter's parts on 4 SMs cost GEMMs 4.6 ms of 19.7, on 32 SMs 6.9; the copies
+//! alone cost them 1.4-1.8 ms, NCCL's all-gather 8.5-8.9: ce-probe.py, calls 163-164.)
+//! NCCL's own copy-engine path (`NCCL_CTA_POLICY=2`) issues a gather's copies one after
+//! another on one stream under graph capture and puts a barrier around every gather (its
+//! `src/ce_coll.cc`); here the peers' copies run side by side.
+//!
+//! Each window holds `2 × world` u32 flags after its buffer, zeroed before it is
+//! registered: "ready" and "done" from each rank. One gather on the communication stream
+//! `S`, which has waited for the compute stream (so nothing here still reads this rank's
+//! buffer, and this rank's part of it is written):
+//! 1. `S` sets "ready from me" in every peer's window: the peer may write into this
+//!    rank's buffer.
+//! 2. Per peer q, on its stream: wait until q's "ready" here is 1, set it back to 0, copy
+//!    this rank's parts into q's buffer, set "done from me" in q's window.
+//! 3. `S` waits for the peers' streams, then until every peer's "done" here is 1, and
+//!    sets them back to 0: every part has arrived. The [`Work`] is recorded after that.
+//!
+//! Every flag is set by one peer and reset by its owner before the owner lets that peer
+//! set it again (a peer sets "ready" for the next gather only after its own step 3, which
+//! waits for this rank's "done", which follows the reset), so the flags end every gather
+//! at 0, as a CUDA graph replay needs. Stream memory operations and copies are captured as
+//! graph nodes. A peer that never comes leaves `S` waiting: the watchdog fails the rank
+//! after the timeout, as for NCCL's own calls. (Reading the peers' parts instead, pulling,
+//! took the same time and needs a barrier after the copies: calls 162-164.)
+
+use super::cast::address;
+use super::comm::{drv, NcclComm};
+use super::events::EventLog;
+use super::launch_op::Call;
+use super::window::Span;
+use crate::error::Result;
+use crate::{Tensor, Work};
+use cudarc::driver::sys::{self, CUstream};
+use cudarc::driver::{result, CudaContext, CudaStream};
+use std::sync::Arc;
+
+/// The streams the copies run on: one per peer (`world - 1`), or none with the copy
+/// engines off.
+pub(super) fn peer_streams(
+    on: bool,
+    ctx: &Arc<CudaContext>,
+    world: usize,
+) -> Result<Vec<Arc<CudaStream>>> {
+    match on {
+        true => (1..world)
+            .map(|_| super::device::comm_stream(ctx))
+            .collect(),
+        false => Ok(Vec::new()),
+    }
+}
+
+fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
+    // SAFETY: `at` is a flag of a live window, here or mapped from a peer (`Span`).
+    unsafe { sys::cuStreamWriteValue32_v2(s, at, value, 0) }
+        .result()
+        .map_err(drv("cuStreamWriteValue32"))
+}
+
+fn wait_one(s: CUstream, at: u64) -> Result<()> {
+    let eq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32;
+    // SAFETY: `at` is a flag of a live window of this rank's.
+    unsafe { sys::cuStreamWaitValue32_v2(s, at, 1, eq) }
+        .result()
+        .map_err(drv("cuStreamWaitValue32"))
+}
+
+/// Per buffer of a call: its address and the bytes of one rank's part.
+pub(super) type Parts = Vec<(u64, u64)>;
+
+impl NcclComm {
+    /// The window and the (address, part bytes) of each buffer, where every call is an
+    /// in-place all-gather into one window with copy-engine flags; `None`: NCCL's.
+    pub(super) fn ce_plan(
+        &self,
+        calls: &[(Call, &Tensor, Option<&Tensor>)],
+    ) -> Result<Option<(Span, Parts)>> {
+        if !self.windows.ce || self.world < 2 {
+            return Ok(None);
+        }
+        let mut span: Option<Span> = None;
+        let mut parts = Vec::with_capacity(calls.len());
+        for &(call, dst, _) in calls {
+            let Call::AllGatherInPlace { small, .. } = call else {
+                return Ok(None);
+            };
+            let esz = dst.dtype().size_in_bytes() as u64;
+            let at = address(dst, esz, &self.stream)?;
+            let part = small as u64 * esz;
+            let Some(s) = self.windows.span_of(at) else {
+                return Ok(None);
+            };
+            let inside = at + part * self.world as u64 <= s.base + s.bytes;
+            if !inside || span.is_some_and(|o| o.base != s.base) {
+                return Ok(None);
+            }
+            span = Some(s);
+            parts.push((at, part));
+        }
+        Ok(span.map(|s| (s, parts)))
+    }
+
+    /// Queues the copy-engine gather of `parts` in window `w` (see the module's doc).
+    pub(super) fn launch_ce(
+        &self,
+        op: &'static str,
+        w: Span,
+        parts: &[(u64, u64)],
+        keep: Vec<Tensor>,
+    ) -> Result<Work> {
+        self.before()?;
+        let timing = self.log().is_some();
+        let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
+        let s = self.stream.cu_stream();
+        let me = self.rank;
+        let peers: Vec<usize> = (0..self.world).filter(|&q| q != me).collect();
+        for &q in &peers {
+            write(s, w.peer(q, w.ready(me)), 1)?;
+        }
+        let fork = self
+            .stream
+            .record_event(None)
+            .map_err(drv("cuEventRecord"))?;
+        for (&q, ps) in peers.iter().zip(&self.ce_streams) {
+            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
+            let p = ps.cu_stream();
+            wait_one(p, w.base + w.ready(q))?;
+            write(p, w.base + w.ready(q), 0)?;
+            for &(at, part) in parts {
+                let off = at - w.base + me as u64 * part;
+                // SAFETY: both ends lie in the window's buffers (`ce_plan` checked the
+                // bounds here; every rank's buffer has the same size), which outlive the
+                // copy (the Work holds the tensors; the windows go with the communicator).
+                unsafe {
+                    result::memcpy_dtod_async(w.peer(q, off), w.base + off, part as usize, p)
+                }
+                .map_err(drv("cuMemcpyAsync (copy-engine gather)"))?;
+            }
+            write(p, w.peer(q, w.done(me)), 1)?;
+            let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
+            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
+        }
+        for &q in &peers {
+            wait_one(s, w.base + w.done(q))?;
+            write(s, w.base + w.done(q), 0)?;
+        }
+        if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
+            let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
+            log.end(&self.stream, op, bytes as usize, start)?;
+        }
+        self.after(op, keep)
+    }
+}
