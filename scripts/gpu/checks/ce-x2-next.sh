@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Not yet run (session 29: refused, too little device time left to start a machine). TWO
+# Run in session 30's call 160 (nvidia-h200-x2, from probe-x2-call160.sh; gpus-s30.md). TWO
 # GPUs, from the packed folder (copy this and train-runs.sh into .gpu/; .gpu/nccl holds
 # scripts/gpu/build-nccl.sh's NCCL 2.28.9, which $N loads). About 2 minutes.
 # Session 25's world-2 recipe (calls 130-134: copy-engine gathers, 4 beside AdamW, at least

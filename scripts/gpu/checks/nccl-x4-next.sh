@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Not yet run (session 29: no 4-GPU kind was lent when it was due). FOUR GPUs, from the packed
+# Not run as such. Session 30's call 162 (nvidia-h200-x4) measured its first question: zero1 at
+# world 4 took 38.78 ms on 2.28.9 against 39.30 on 2.28.3 (gpus-s30.md). FOUR GPUs, from the packed
 # folder (copy this and train-runs.sh into .gpu/; .gpu/nccl holds scripts/gpu/build-nccl.sh's
 # NCCL 2.28.9, which $N loads). About 3 minutes. World 2 gained 0.85 ms (zero1) and 2.9 ms
 # (fsdp) from 2.28.9 at this code (calls 156-159); world 4 was last measured before zero1's
