@@ -76,7 +76,7 @@ impl NcclComm {
         ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
         let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
-        let windows = Windows::new(raw.clone(), compute.clone(), stream.clone())?;
+        let windows = Windows::new(raw.clone(), env.world_size, compute.clone(), stream.clone())?;
         let ce_streams = super::ce::peer_streams(windows.ce, &ctx, env.world_size)?;
         Ok(Self {
             rank: env.rank,

@@ -37,11 +37,14 @@ pub(crate) fn windows_wanted(env: Option<&str>, version: Option<i32>) -> Result<
 /// as `COMM_CE_GATHER` (`env`) says; unset or 0, not (NCCL's kernels). 1 needs gather
 /// buffers in windows (`windows`) and NCCL 2.28 (`version`): the copies reach the peers'
 /// buffers through the addresses in NCCL 2.28's window struct, whose layout later releases
-/// may change. Anything else is an error naming the variable.
+/// may change. So do ranks on more than one node (`local_world`, launchers' LOCAL_WORLD_SIZE,
+/// below `world`): the copies need every peer's memory mapped here. Anything else is an
+/// error naming the variable.
 pub(crate) fn ce_gather_wanted(
     env: Option<&str>,
     windows: bool,
     version: Option<i32>,
+    (local_world, world): (Option<usize>, usize),
 ) -> Result<bool> {
     let err = |msg: String| CommError::Env {
         name: "COMM_CE_GATHER".into(),
@@ -56,7 +59,12 @@ pub(crate) fn ce_gather_wanted(
         Some("1") if !windows => Err(err(
             "copy-engine gathers need gather buffers in NCCL windows (COMM_NCCL_WINDOWS is 0, or NCCL is older than 2.28.7)".into(),
         )),
-        Some("1") => Ok(true),
+        Some("1") => match local_world {
+            Some(l) if l < world => Err(err(format!(
+                "copy-engine gathers need every rank on one node; LOCAL_WORLD_SIZE is {l}, WORLD_SIZE {world}"
+            ))),
+            _ => Ok(true),
+        },
         Some(v) => Err(err(format!(
             "{v:?}: 1 (all-gathers into gather buffers by the copy engines) or 0 (by NCCL)"
         ))),
@@ -126,9 +134,22 @@ mod tests {
 
     #[test]
     fn copy_engine_gathers_only_when_asked_and_only_in_windows_of_nccl_2_28() {
-        let ok = |env: Option<&str>| ce_gather_wanted(env, true, Some(22809)).unwrap();
+        let one = (Some(4), 4);
+        let ok = |env: Option<&str>| ce_gather_wanted(env, true, Some(22809), one).unwrap();
         assert!(!ok(None) && !ok(Some("0")) && ok(Some("1")));
-        let e = |env, win, v| ce_gather_wanted(Some(env), win, v).unwrap_err().to_string();
+        assert!(ce_gather_wanted(Some("1"), true, Some(22809), (None, 4)).unwrap());
+        let e = |env, win, v| {
+            ce_gather_wanted(Some(env), win, v, one)
+                .unwrap_err()
+                .to_string()
+        };
+        let nodes = ce_gather_wanted(Some("1"), true, Some(22809), (Some(4), 8))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            nodes.contains("COMM_CE_GATHER") && nodes.contains("LOCAL_WORLD_SIZE is 4"),
+            "{nodes}"
+        );
         let old = e("1", true, Some(22703));
         assert!(
             old.contains("COMM_CE_GATHER") && old.contains("2.27.3"),

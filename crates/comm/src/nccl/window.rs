@@ -105,20 +105,25 @@ unsafe impl Send for Windows {}
 unsafe impl Sync for Windows {}
 
 impl Windows {
+    /// The windows of a communicator of `world` ranks (`raw`), its streams `compute` and
+    /// `comm`.
     pub(super) fn new(
         raw: Arc<RawComm>,
+        world: usize,
         compute: Arc<CudaStream>,
         comm: Arc<CudaStream>,
     ) -> Result<Self> {
         let env = std::env::var("COMM_NCCL_WINDOWS").ok();
         let on = windows_wanted(env.as_deref(), super::raw::version())?;
         let ce = std::env::var("COMM_CE_GATHER").ok();
+        let local = std::env::var("LOCAL_WORLD_SIZE").ok();
+        let local = local.and_then(|l| l.parse().ok());
         Ok(Self {
             raw,
             streams: [compute, comm],
             made: Mutex::new(Vec::new()),
             on,
-            ce: ce_gather_wanted(ce.as_deref(), on, super::raw::version())?,
+            ce: ce_gather_wanted(ce.as_deref(), on, super::raw::version(), (local, world))?,
         })
     }
 
