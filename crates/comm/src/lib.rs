@@ -211,7 +211,8 @@ pub trait Communicator: Send + Sync {
     /// write into in place. Every rank makes the same buffers in the same order (NCCL: a
     /// collective call). NCCL 2.28.7 or later allocates it and registers it as a
     /// symmetric window, so that it gathers into it with its symmetric kernels
-    /// (`nccl::window`; `COMM_NCCL_WINDOWS=0` turns that off); the default is
+    /// (`nccl::window`; `COMM_NCCL_WINDOWS=0` turns that off) or, at world 2 on one node,
+    /// with the copy engines (`nccl::ce`; `COMM_CE_GATHER=0` or `1`); the default is
     /// `Tensor::zeros`.
     fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
         Ok(Tensor::zeros(len, dtype, device)?)

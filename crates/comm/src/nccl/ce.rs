@@ -1,4 +1,5 @@
-//! Copy-engine all-gathers (`COMM_CE_GATHER=1`): an in-place all-gather into a gather
+//! Copy-engine all-gathers (by default at world 2 on one node; `COMM_CE_GATHER=1` or `0`
+//! says otherwise: `super::policy`): an in-place all-gather into a gather
 //! buffer (`super::window`) moves each rank's part between the ranks' buffers with
 //! `cuMemcpyAsync`, one stream per peer, so that it takes no SM from the compute stream's
 //! kernels. (Any SM held beside a GEMM costs it: at world 4, one Triton kernel adding a

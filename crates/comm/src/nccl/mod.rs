@@ -49,9 +49,9 @@ pub use policy::{loaded_version, windows_note, WINDOWS_MIN_NCCL};
 #[cfg(feature = "cuda")]
 pub use raw::version;
 #[cfg(feature = "cuda")]
-pub use window::window_bytes;
+pub use window::{ce_gathers, window_bytes};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{cuda_device, gpu_count, version, window_bytes, NcclComm};
+pub use stub::{ce_gathers, cuda_device, gpu_count, version, window_bytes, NcclComm};

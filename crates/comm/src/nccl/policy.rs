@@ -33,12 +33,13 @@ pub(crate) fn windows_wanted(env: Option<&str>, version: Option<i32>) -> Result<
     }
 }
 
-/// Whether in-place all-gathers into gather buffers run on the copy engines (`super::ce`):
-/// as `COMM_CE_GATHER` (`env`) says; unset or 0, not (NCCL's kernels). 1 needs gather
-/// buffers in windows (`windows`) and NCCL 2.28 (`version`): the copies reach the peers'
-/// buffers through the addresses in NCCL 2.28's window struct, whose layout later releases
-/// may change. So do ranks on more than one node (`local_world`, launchers' LOCAL_WORLD_SIZE,
-/// below `world`): the copies need every peer's memory mapped here. Anything else is an
+/// Whether in-place all-gathers into gather buffers run on the copy engines (`super::ce`),
+/// as `COMM_CE_GATHER` (`env`) says: 1 or 0; unset, at world 2 where they can ([`CE_WORLDS`]).
+/// They need gather buffers in windows (`windows`) and NCCL 2.28 (`version`): the copies
+/// reach the peers' buffers through the addresses in NCCL 2.28's window struct, whose layout
+/// later releases may change. And every rank on one node, as the launcher says
+/// (`local_world`, its LOCAL_WORLD_SIZE, against `world`): the copies need every peer's
+/// memory mapped here. Asking for them where they cannot run, or any other value, is an
 /// error naming the variable.
 pub(crate) fn ce_gather_wanted(
     env: Option<&str>,
@@ -50,9 +51,14 @@ pub(crate) fn ce_gather_wanted(
         name: "COMM_CE_GATHER".into(),
         msg,
     };
+    let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
     match env {
-        None | Some("") | Some("0") => Ok(false),
-        Some("1") if !version.is_some_and(|v| (22800..22900).contains(&v)) => Err(err(format!(
+        None | Some("") => Ok(nccl_2_28
+            && windows
+            && local_world == Some(world)
+            && CE_WORLDS.contains(&world)),
+        Some("0") => Ok(false),
+        Some("1") if !nccl_2_28 => Err(err(format!(
             "copy-engine gathers read NCCL 2.28's window layout; this process loaded NCCL {}",
             dotted(version)
         ))),
@@ -71,6 +77,13 @@ pub(crate) fn ce_gather_wanted(
     }
 }
 
+/// The worlds whose gathers run on the copy engines by default (`ce_gather_wanted`). At
+/// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
+/// and zero1 0.04-0.08 ms less (calls 161, 162, 164); at world 4 (three peers at once,
+/// 191-211 GB/s) fsdp took 8.1-11.5 ms more and zero1 the same (calls 162, 164;
+/// docs/results/gpus-s30.md).
+pub const CE_WORLDS: &[usize] = &[2];
+
 /// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
@@ -85,16 +98,23 @@ pub fn loaded_version() -> Option<String> {
 }
 
 /// One line on where this process's gather buffers are, for a run's log: from the bytes
-/// in windows (`window_bytes`), the loaded NCCL's version and `COMM_NCCL_WINDOWS`.
+/// in windows (`window_bytes`), whether the copy engines gather into them (`ce_gathers`),
+/// the loaded NCCL's version and `COMM_NCCL_WINDOWS`.
 pub fn windows_note() -> String {
     let env = std::env::var("COMM_NCCL_WINDOWS").ok();
-    note(super::window_bytes(), super::version(), env.as_deref())
+    let ce = super::ce_gathers();
+    note(super::window_bytes(), ce, super::version(), env.as_deref())
 }
 
-/// [`windows_note`] of `bytes` in windows, NCCL `version` and `COMM_NCCL_WINDOWS` (`env`).
-fn note(bytes: u64, version: Option<i32>, env: Option<&str>) -> String {
+/// [`windows_note`] of `bytes` in windows, gathered into by the copy engines (`ce`) or not,
+/// NCCL `version` and `COMM_NCCL_WINDOWS` (`env`).
+fn note(bytes: u64, ce: bool, version: Option<i32>, env: Option<&str>) -> String {
     let v = dotted(version);
     match (bytes, env) {
+        (b, _) if b > 0 && ce => format!(
+            "gather buffers: {:.2} GiB in NCCL windows, gathered into by the copy engines (COMM_CE_GATHER=0: by NCCL {v}'s symmetric kernels)",
+            b as f64 / (1u64 << 30) as f64
+        ),
         (b, _) if b > 0 => format!(
             "gather buffers: {:.2} GiB in NCCL windows (NCCL {v}'s symmetric kernels; COMM_NCCL_WINDOWS=0 turns them off)",
             b as f64 / (1u64 << 30) as f64
@@ -138,6 +158,15 @@ mod tests {
         let ok = |env: Option<&str>| ce_gather_wanted(env, true, Some(22809), one).unwrap();
         assert!(!ok(None) && !ok(Some("0")) && ok(Some("1")));
         assert!(ce_gather_wanted(Some("1"), true, Some(22809), (None, 4)).unwrap());
+        // By default at world 2 only, on one node, in windows of NCCL 2.28, and quietly.
+        let default =
+            |win, v, local, world| ce_gather_wanted(None, win, v, (local, world)).unwrap();
+        assert!(default(true, Some(22809), Some(2), 2));
+        assert!(!default(true, Some(22809), Some(4), 4));
+        assert!(!default(true, Some(22809), Some(1), 2));
+        assert!(!default(true, Some(22809), None, 2));
+        assert!(!default(false, Some(22803), Some(2), 2));
+        assert!(!default(true, Some(22901), Some(2), 2));
         let e = |env, win, v| {
             ce_gather_wanted(Some(env), win, v, one)
                 .unwrap_err()
@@ -168,14 +197,19 @@ mod tests {
 
     #[test]
     fn the_note_says_where_the_buffers_are_and_why() {
-        let on = note(3 << 29, Some(22809), None);
+        let on = note(3 << 29, false, Some(22809), None);
         assert!(on.contains("1.50 GiB") && on.contains("2.28.9"), "{on}");
-        let old = note(0, Some(22803), None);
+        let ce = note(3 << 29, true, Some(22809), None);
+        assert!(
+            ce.contains("copy engines") && ce.contains("COMM_CE_GATHER=0"),
+            "{ce}"
+        );
+        let old = note(0, false, Some(22803), None);
         assert!(
             old.contains("2.28.3 is loaded") && old.contains("2.28.7"),
             "{old}"
         );
-        let off = note(0, Some(22809), Some("0"));
+        let off = note(0, false, Some(22809), Some("0"));
         assert!(off.contains("COMM_NCCL_WINDOWS=0"), "{off}");
     }
 }

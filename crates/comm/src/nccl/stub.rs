@@ -34,6 +34,11 @@ pub fn window_bytes() -> u64 {
     0
 }
 
+/// No copy-engine gathers without the `cuda` feature.
+pub fn ce_gathers() -> bool {
+    false
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()

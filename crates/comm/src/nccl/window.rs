@@ -9,7 +9,9 @@
 //! both its ends in the window, and NCCL runs it with its symmetric kernels: each rank
 //! writes its part straight into the others' buffers, through fewer SMs for less time than
 //! the ring's. (With `NCCL_CTA_POLICY=2` NCCL 2.28 runs them on the copy engines instead:
-//! at xl, 60 ms a step against 47 without windows, call 108.)
+//! at xl, 60 ms a step against 47 without windows, call 108.) Where our own copy-engine
+//! gathers run instead (`super::ce`; by default at world 2), each window also holds their
+//! flags after its buffer, and [`Span`] says where the peers' buffers are mapped here.
 //!
 //! The buffer is wrapped as a candle tensor whose storage is never dropped (cudarc would
 //! free it with `cuMemFreeAsync`, which is not NCCL's allocator); the windows are
@@ -28,6 +30,15 @@ use cudarc::nccl::sys;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Whether a communicator of this process gathers on the copy engines ([`ce_gathers`]).
+static CE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process's gathers into gather buffers run on the copy engines
+/// (`super::ce`), for a run's log.
+pub fn ce_gathers() -> bool {
+    CE.load(Ordering::Relaxed)
+}
 
 /// Bytes of gather buffers this process holds in NCCL windows ([`window_bytes`]).
 static HELD: AtomicU64 = AtomicU64::new(0);
@@ -118,12 +129,14 @@ impl Windows {
         let ce = std::env::var("COMM_CE_GATHER").ok();
         let local = std::env::var("LOCAL_WORLD_SIZE").ok();
         let local = local.and_then(|l| l.parse().ok());
+        let ce = ce_gather_wanted(ce.as_deref(), on, super::raw::version(), (local, world))?;
+        CE.fetch_or(ce, Ordering::Relaxed);
         Ok(Self {
             raw,
             streams: [compute, comm],
             made: Mutex::new(Vec::new()),
             on,
-            ce: ce_gather_wanted(ce.as_deref(), on, super::raw::version(), (local, world))?,
+            ce,
         })
     }
 
