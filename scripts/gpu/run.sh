@@ -107,8 +107,14 @@ job() {
       echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
       ldd "$BIN/bench" | grep -E 'cuda|nccl|cublas|curand' ;;
     selftest)
-      "$BIN/comm-launch" --nproc-per-node "$(nvidia-smi -L | wc -l)" -- "$BIN/comm-selftest" &&
-      COMM_CHECK_SHAPES=1 "$BIN/comm-launch" --nproc-per-node "$(nvidia-smi -L | wc -l)" -- "$BIN/comm-selftest" ;;
+      # Then with the gathers into gather buffers on the copy engines (comm::nccl::ce, by
+      # default at world 2 only), where the packed NCCL (2.28.9, with windows) is loaded.
+      local g; g=$(nvidia-smi -L | wc -l)
+      "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest" &&
+      COMM_CHECK_SHAPES=1 "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest" &&
+      if [ "${PACKED_NCCL:-1}" = 1 ] && [ -e "$HERE/nccl/libnccl.so.2.gz" ]; then
+        COMM_CE_GATHER=1 "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest"
+      fi ;;
     faults)
       # A rank that never arrives: rank 0 of 2 alone must fail naming rank 1.
       local t0=$SECONDS
