@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Not yet run (written in session 30). FOUR GPUs, nvidia-h100-x4 (the kind the bars name), from
 # the packed folder (copy this, report-x4-next-b.sh and train-runs.sh into .gpu/; .gpu/nccl
-# holds NCCL 2.28.9). About 11 minutes.
+# holds NCCL 2.28.9). About 12 minutes.
 # 1. The H100 report's second half (report-x4-next-b.sh: 32 x 128 tokens a GPU, PyTorch at
 #    world 1), into $OUT/c beside call 165's first half (docs/results/report-h100x4-s30).
 # 2. zero1 at world 2 is 0.953x on H100 (call 165), 0.003 from its bar: session 25's recipe
@@ -30,6 +30,14 @@ for w in 2 4; do
   xl zero1-w$w-c32 $w zero1 $N NCCL_MIN_CTAS=32
   xl zero1-w$w-b $w zero1 $N
 done
+# zero1 at world 4 is 1.2 ms from its bar on H100: its bucket size (400 MB, chosen at world 2
+# in calls 71-74) and gather split (ceil(buckets / world) beside AdamW, chosen on H200) were
+# never tuned there.
+xl zero1-w4-mb200 4 zero1:200 $N
+xl zero1-w4-mb800 4 zero1:800 $N
+xl zero1-w4-k2 4 zero1 $N ZERO1_PARAM_GATHER=adamw:2
+xl zero1-w4-k6 4 zero1 $N ZERO1_PARAM_GATHER=adamw:6
+xl zero1-w4-c 4 zero1 $N
 pack
 # At most 8 files come back from $OUT: the report's folder as one archive.
 O="${OUT:-/tmp/out}"; tar czf "$O/c.tgz" -C "$O" c && rm -rf "$O/c"
