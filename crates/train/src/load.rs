@@ -9,7 +9,29 @@ use candle_core::{DType, Device};
 use checkpoint::Checkpoint;
 use model::TransformerLm;
 use seam::StagedModel;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The step directory `sample --out` names: the newest complete checkpoint of a run
+/// directory (each one skipped said on stderr), or `out` itself (a step directory).
+pub fn step_dir(out: &Path) -> Result<PathBuf> {
+    if !out.is_dir() {
+        anyhow::bail!(
+            "--out {}: no such directory (a run directory, or one of its checkpoints/step-N)",
+            out.display()
+        );
+    }
+    let ckpts = out.join("checkpoints");
+    if !ckpts.is_dir() {
+        return Ok(out.to_path_buf());
+    }
+    let (found, skipped) = state::newest(&ckpts)?;
+    for s in skipped {
+        eprintln!("train: skipping a checkpoint that cannot be used: {s}");
+    }
+    Ok(found
+        .with_context(|| format!("no complete checkpoint under {}", ckpts.display()))?
+        .1)
+}
 
 /// The model of the checkpoint in step directory `dir`, for a vocabulary of `vocab`.
 pub fn model(dir: &Path, vocab: usize, dev: &Device) -> Result<(TransformerLm, TrainConfig)> {

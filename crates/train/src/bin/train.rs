@@ -314,29 +314,8 @@ fn run(a: &Run) -> Result<()> {
 
 fn sample(a: &Sample) -> Result<()> {
     let gen = opts(&a.gen)?;
-    if !a.out.is_dir() {
-        bail!(
-            "--out {}: no such directory (a run directory, or one of its checkpoints/step-N)",
-            a.out.display()
-        );
-    }
+    let dir = train::load::step_dir(&a.out)?;
     let ds = data::Dataset::open(&a.data)?;
-    let dir = if a.out.join("checkpoints").is_dir() {
-        let (found, skipped) = train::state::newest(&a.out.join("checkpoints"))?;
-        for s in skipped {
-            eprintln!("train: skipping a checkpoint that cannot be used: {s}");
-        }
-        found
-            .with_context(|| {
-                format!(
-                    "no complete checkpoint under {}",
-                    a.out.join("checkpoints").display()
-                )
-            })?
-            .1
-    } else {
-        a.out.clone()
-    };
     let dev = Device::Cpu;
     let (m, _) = train::load::model(&dir, ds.meta.vocab_size, &dev)?;
     let prompts: Vec<String> = if a.prompt.is_empty() {
