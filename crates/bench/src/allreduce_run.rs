@@ -3,10 +3,65 @@
 //! on this node.
 
 use crate::allreduce::{self, SweepConfig};
+use crate::cli::BackendArg;
 use crate::{records, topology};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use comm::CommOptions;
+use std::path::PathBuf;
+
+/// `bench allreduce`'s flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// nccl: one process per GPU. cpu: one process per rank (the multi-process CPU
+    /// backend, ranks as real processes under the launcher, the seeds' Gloo setting);
+    /// with --threads, the in-process CPU backend (one thread per rank).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// With --backend cpu: ranks as threads of this process instead of processes.
+    #[arg(long)]
+    pub threads: bool,
+    /// Rank counts; on GPUs those above the GPU count are skipped.
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::ranks, default_values_t = [2usize, 4, 6, 8])]
+    pub ranks: Vec<usize>,
+    /// Message sizes in MiB. Default on GPUs: the seeds' 0.5,1,10,50,100,500,1024; on
+    /// the CPU: 0.5,1,10,64, which fits a laptop (the in-process ranks hold about
+    /// 5 × size × ranks bytes: 2.5 GiB at 64 MiB on 8 ranks). Go larger by naming
+    /// the sizes, e.g. --sizes-mib 0.5,1,10,50,100,500,1024 --ranks 2 (about 10 GiB);
+    /// a sweep that cannot fit in the available memory is refused before it starts.
+    #[arg(long)]
+    pub sizes_mib: Option<String>,
+    #[arg(long, default_value_t = 5, value_parser = crate::cli::warmup)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 20, value_parser = crate::cli::steps)]
+    pub iters: usize,
+    /// JSON lines are appended here.
+    #[arg(long, default_value = "report/results.jsonl")]
+    pub out: PathBuf,
+}
+
+/// `bench allreduce`: the sweep on the backend `a` names (resolved: not `auto`), as this
+/// process's part (a launched rank: RANK set) or the whole of it.
+pub fn run(a: Args) -> Result<()> {
+    let nccl = matches!(a.backend, BackendArg::Nccl);
+    let sizes_bytes = allreduce::sizes_bytes(a.sizes_mib.as_deref(), nccl)?;
+    allreduce::check_sizes(&sizes_bytes, &a.ranks, nccl)?;
+    let out = records::Out::open(&a.out)?;
+    let cfg = SweepConfig {
+        sizes_bytes,
+        warmup: a.warmup,
+        iters: a.iters,
+    };
+    let rank = std::env::var("RANK").is_ok();
+    match a.backend {
+        BackendArg::Cpu if a.threads => cpu_sweeps(&a.ranks, &cfg, &out),
+        BackendArg::Cpu if rank => cpu_proc_rank(&cfg, &out),
+        BackendArg::Cpu => cpu_proc_sweeps(&a.ranks, &out),
+        BackendArg::Nccl if rank => nccl_rank(&cfg, &out),
+        BackendArg::Nccl => nccl_sweeps(&a.ranks, &out),
+        BackendArg::Auto => anyhow::bail!("allreduce: the backend is resolved before it runs"),
+    }
+}
 
 /// In-process CPU groups, one thread per rank.
 pub fn cpu_sweeps(ranks: &[usize], cfg: &SweepConfig, out: &records::Out) -> Result<()> {

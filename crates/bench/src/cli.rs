@@ -35,17 +35,17 @@ fn whole(s: &str, lo: usize, hi: usize) -> Result<usize, String> {
 }
 
 /// Timed steps or iterations: 1..=[`MAX_STEPS`].
-fn steps(s: &str) -> Result<usize, String> {
+pub(crate) fn steps(s: &str) -> Result<usize, String> {
     whole(s, 1, MAX_STEPS)
 }
 
 /// Untimed warm-up steps: 0..=[`MAX_STEPS`].
-fn warmup(s: &str) -> Result<usize, String> {
+pub(crate) fn warmup(s: &str) -> Result<usize, String> {
     whole(s, 0, MAX_STEPS)
 }
 
 /// A rank count: 1..=[`MAX_RANKS`].
-fn ranks(s: &str) -> Result<usize, String> {
+pub(crate) fn ranks(s: &str) -> Result<usize, String> {
     whole(s, 1, MAX_RANKS)
 }
 
@@ -105,8 +105,8 @@ impl Cmd {
     /// The `--backend` of the subcommands that take one.
     pub fn backend_mut(&mut self) -> Option<&mut BackendArg> {
         match self {
-            Cmd::Allreduce { backend, .. }
-            | Cmd::Ddp { backend, .. }
+            Cmd::Allreduce(a) => Some(&mut a.backend),
+            Cmd::Ddp { backend, .. }
             | Cmd::Zero1 { backend, .. }
             | Cmd::Zero1Check { backend, .. } => Some(backend),
             Cmd::DdpCheck(a) => Some(&mut a.backend),
@@ -118,33 +118,7 @@ impl Cmd {
 #[derive(Subcommand)]
 pub enum Cmd {
     /// All-reduce bandwidth sweep (fp32, sum, in place).
-    Allreduce {
-        /// nccl: one process per GPU. cpu: one process per rank (the multi-process CPU
-        /// backend, ranks as real processes under the launcher, the seeds' Gloo setting);
-        /// with --threads, the in-process CPU backend (one thread per rank).
-        #[arg(long, value_enum, default_value = "auto")]
-        backend: BackendArg,
-        /// With --backend cpu: ranks as threads of this process instead of processes.
-        #[arg(long)]
-        threads: bool,
-        /// Rank counts; on GPUs those above the GPU count are skipped.
-        #[arg(long, value_delimiter = ',', value_parser = ranks, default_values_t = [2usize, 4, 6, 8])]
-        ranks: Vec<usize>,
-        /// Message sizes in MiB. Default on GPUs: the seeds' 0.5,1,10,50,100,500,1024; on
-        /// the CPU: 0.5,1,10,64, which fits a laptop (the in-process ranks hold about
-        /// 5 × size × ranks bytes: 2.5 GiB at 64 MiB on 8 ranks). Go larger by naming
-        /// the sizes, e.g. --sizes-mib 0.5,1,10,50,100,500,1024 --ranks 2 (about 10 GiB);
-        /// a sweep that cannot fit in the available memory is refused before it starts.
-        #[arg(long)]
-        sizes_mib: Option<String>,
-        #[arg(long, default_value_t = 5, value_parser = warmup)]
-        warmup: usize,
-        #[arg(long, default_value_t = 20, value_parser = steps)]
-        iters: usize,
-        /// JSON lines are appended here.
-        #[arg(long, default_value = "report/results.jsonl")]
-        out: PathBuf,
-    },
+    Allreduce(crate::allreduce_run::Args),
     /// Single-GPU training step of the LM: forward, backward, AdamW timed separately.
     Single {
         /// Model sizes, comma-separated (small, medium, large, xl, 2.7B, 6.7B, 13B).

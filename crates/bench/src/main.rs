@@ -44,7 +44,6 @@ mod trace;
 mod zero1;
 mod zero1_check;
 
-use allreduce::SweepConfig;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::Parser;
@@ -59,49 +58,16 @@ fn main() {
 
 fn run(mut cli: Cli) -> Result<()> {
     // --threads is the in-process CPU backend.
-    if let Cmd::Allreduce {
-        threads: true,
-        backend: b @ BackendArg::Auto,
-        ..
-    } = &mut cli.cmd
-    {
-        *b = BackendArg::Cpu;
+    if let Cmd::Allreduce(a) = &mut cli.cmd {
+        if a.threads && a.backend == BackendArg::Auto {
+            a.backend = BackendArg::Cpu;
+        }
     }
     if let Some(b) = cli.cmd.backend_mut() {
         *b = b.resolve();
     }
     match cli.cmd {
-        Cmd::Allreduce {
-            backend,
-            threads,
-            ranks,
-            sizes_mib,
-            warmup,
-            iters,
-            out,
-        } => {
-            let nccl = matches!(backend, BackendArg::Nccl);
-            let sizes_bytes = allreduce::sizes_bytes(sizes_mib.as_deref(), nccl)?;
-            allreduce::check_sizes(&sizes_bytes, &ranks, nccl)?;
-            let out = records::Out::open(&out)?;
-            let cfg = SweepConfig {
-                sizes_bytes,
-                warmup,
-                iters,
-            };
-            match backend {
-                BackendArg::Cpu if threads => allreduce_run::cpu_sweeps(&ranks, &cfg, &out),
-                BackendArg::Cpu if std::env::var("RANK").is_ok() => {
-                    allreduce_run::cpu_proc_rank(&cfg, &out)
-                }
-                BackendArg::Cpu => allreduce_run::cpu_proc_sweeps(&ranks, &out),
-                BackendArg::Nccl if std::env::var("RANK").is_ok() => {
-                    allreduce_run::nccl_rank(&cfg, &out)
-                }
-                BackendArg::Nccl => allreduce_run::nccl_sweeps(&ranks, &out),
-                BackendArg::Auto => unreachable!("resolved above"),
-            }
-        }
+        Cmd::Allreduce(a) => allreduce_run::run(a),
         Cmd::Single {
             size,
             dtype,
