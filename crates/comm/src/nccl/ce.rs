@@ -20,7 +20,8 @@
 //! 3. `S` waits for the peers' streams, then until every peer's "done" here is 1, and
 //!    sets them back to 0: every part has arrived. The [`Work`] is recorded after that.
 //!
-//! Every flag is set by one peer and reset by its owner before the owner lets that peer
+//! The order is `super::ce_schedule`'s, whose tests run it on every rank at random
+//! interleavings without CUDA. Every flag is set by one peer and reset by its owner before the owner lets that peer
 //! set it again (a peer sets "ready" for the next gather only after its own step 3, which
 //! waits for this rank's "done", which follows the reset), so the flags end every gather
 //! at 0, as a CUDA graph replay needs. Stream memory operations and copies are captured as
@@ -29,6 +30,7 @@
 //! took the same time and needs a barrier after the copies: calls 162-164.)
 
 use super::cast::address;
+use super::ce_schedule::{schedule, Flag, Op};
 use super::comm::{drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
@@ -115,43 +117,57 @@ impl NcclComm {
         self.before()?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
-        let s = self.stream.cu_stream();
-        let me = self.rank;
-        let peers: Vec<usize> = (0..self.world).filter(|&q| q != me).collect();
-        for &q in &peers {
-            write(s, w.peer(q, w.ready(me)), 1)?;
+        let sch = schedule(self.rank, self.world);
+        for &o in &sch.first {
+            self.ce_op(&self.stream, w, o, parts)?;
         }
         let fork = self
             .stream
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
-        for (&q, ps) in peers.iter().zip(&self.ce_streams) {
+        for ((_, ops), ps) in sch.peers.iter().zip(&self.ce_streams) {
             ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
-            let p = ps.cu_stream();
-            wait_one(p, w.base + w.ready(q))?;
-            write(p, w.base + w.ready(q), 0)?;
-            for &(at, part) in parts {
-                let off = at - w.base + me as u64 * part;
-                // SAFETY: both ends lie in the window's buffers (`ce_plan` checked the
-                // bounds here; every rank's buffer has the same size), which outlive the
-                // copy (the Work holds the tensors; the windows go with the communicator).
-                unsafe {
-                    result::memcpy_dtod_async(w.peer(q, off), w.base + off, part as usize, p)
-                }
-                .map_err(drv("cuMemcpyAsync (copy-engine gather)"))?;
+            for &o in ops {
+                self.ce_op(ps, w, o, parts)?;
             }
-            write(p, w.peer(q, w.done(me)), 1)?;
             let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
             self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
         }
-        for &q in &peers {
-            wait_one(s, w.base + w.done(q))?;
-            write(s, w.base + w.done(q), 0)?;
+        for &o in &sch.last {
+            self.ce_op(&self.stream, w, o, parts)?;
         }
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
             let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
             log.end(&self.stream, op, bytes as usize, start)?;
         }
         self.after(op, keep)
+    }
+
+    /// Queues `op` of a gather of `parts` in window `w` on `stream`.
+    fn ce_op(&self, stream: &CudaStream, w: Span, op: Op, parts: &[(u64, u64)]) -> Result<()> {
+        let s = stream.cu_stream();
+        let flag = |f: Flag| match f {
+            Flag::Ready(r) => w.ready(r),
+            Flag::Done(r) => w.done(r),
+        };
+        match op {
+            Op::Set { at, flag: f } => write(s, w.peer(at, flag(f)), 1),
+            Op::Wait(f) => wait_one(s, w.base + flag(f)),
+            Op::Reset(f) => write(s, w.base + flag(f), 0),
+            Op::Push { to } => {
+                for &(at, part) in parts {
+                    let off = at - w.base + self.rank as u64 * part;
+                    // SAFETY: both ends lie in the window's buffers (`ce_plan` checked the
+                    // bounds here; every rank's buffer has the same size), which outlive
+                    // the copy (the Work holds the tensors; the windows go with the
+                    // communicator).
+                    unsafe {
+                        result::memcpy_dtod_async(w.peer(to, off), w.base + off, part as usize, s)
+                    }
+                    .map_err(drv("cuMemcpyAsync (copy-engine gather)"))?;
+                }
+                Ok(())
+            }
+        }
     }
 }

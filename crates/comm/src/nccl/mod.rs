@@ -21,6 +21,8 @@ mod api;
 mod cast;
 #[cfg(feature = "cuda")]
 mod ce;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
+mod ce_schedule;
 #[cfg(feature = "cuda")]
 mod comm;
 #[cfg(feature = "cuda")]

@@ -1,0 +1,224 @@
+//! The order of one copy-engine gather's operations on one rank (`super::ce`), without
+//! CUDA, so that the protocol is checked everywhere: the tests below run every rank's
+//! streams of several gathers in a row, interleaved at random, and check that none waits
+//! for ever, that every part arrives before its rank goes on, that no part lands in a
+//! buffer whose rank has not reached that gather, and that the flags end at 0.
+
+/// A flag in a rank's window: set by rank `from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Flag {
+    /// `from` has reached the gather: its buffer may be written, its part is ready.
+    Ready(usize),
+    /// `from` has pushed its part into this rank's buffer.
+    Done(usize),
+}
+
+/// One stream operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Set `flag` to 1 in rank `at`'s window (a peer's, through its mapping here).
+    Set { at: usize, flag: Flag },
+    /// Wait until `flag` in this rank's window is 1.
+    Wait(Flag),
+    /// Set `flag` in this rank's window back to 0.
+    Reset(Flag),
+    /// Copy this rank's parts into rank `to`'s buffer.
+    Push { to: usize },
+}
+
+/// One gather on rank `me`: `first` on the communication stream, then each peer's
+/// operations on a stream of its own (forked after `first`), then, once they have all
+/// ended, `last` on the communication stream; the gather's completion is recorded after.
+#[derive(Debug)]
+pub(crate) struct Schedule {
+    pub first: Vec<Op>,
+    pub peers: Vec<(usize, Vec<Op>)>,
+    pub last: Vec<Op>,
+}
+
+/// Rank `me`'s schedule of a gather over `world` ranks.
+pub(crate) fn schedule(me: usize, world: usize) -> Schedule {
+    let peers: Vec<usize> = (0..world).filter(|&q| q != me).collect();
+    Schedule {
+        first: peers
+            .iter()
+            .map(|&q| Op::Set {
+                at: q,
+                flag: Flag::Ready(me),
+            })
+            .collect(),
+        peers: peers
+            .iter()
+            .map(|&q| {
+                let ops = vec![
+                    Op::Wait(Flag::Ready(q)),
+                    Op::Reset(Flag::Ready(q)),
+                    Op::Push { to: q },
+                    Op::Set {
+                        at: q,
+                        flag: Flag::Done(me),
+                    },
+                ];
+                (q, ops)
+            })
+            .collect(),
+        last: peers
+            .iter()
+            .flat_map(|&q| [Op::Wait(Flag::Done(q)), Op::Reset(Flag::Done(q))])
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// One stream of one rank: its operations, each tagged with its gather, and what
+    /// must have happened before each may start (`after`: (stream, count of its ops)).
+    struct Stream {
+        ops: Vec<(usize, Op)>,
+        /// Per op: the ops of other streams of this rank that must be done first.
+        after: Vec<Vec<(usize, usize)>>,
+        done: usize,
+    }
+
+    /// Every rank's streams for `gathers` gathers in a row (stream 0: the communication
+    /// stream; 1..world: the peers' streams), in stream order, with the fork and join
+    /// of each gather as cross-stream dependencies.
+    fn streams(me: usize, world: usize, gathers: usize) -> Vec<Stream> {
+        let mut s: Vec<Stream> = (0..world)
+            .map(|_| Stream {
+                ops: vec![],
+                after: vec![],
+                done: 0,
+            })
+            .collect();
+        for g in 0..gathers {
+            let sch = schedule(me, world);
+            // The join of the last gather: S waits for every peer stream's ops so far.
+            for op in sch.first {
+                let join: Vec<_> = (1..world).map(|j| (j, s[j].ops.len())).collect();
+                s[0].ops.push((g, op));
+                s[0].after.push(join);
+            }
+            let fork = (0, s[0].ops.len());
+            for (j, (_, ops)) in sch.peers.into_iter().enumerate() {
+                for op in ops {
+                    s[j + 1].ops.push((g, op));
+                    s[j + 1].after.push(vec![fork]);
+                }
+            }
+            for op in sch.last {
+                let join: Vec<_> = (1..world).map(|j| (j, s[j].ops.len())).collect();
+                s[0].ops.push((g, op));
+                s[0].after.push(join);
+            }
+        }
+        s
+    }
+
+    /// A tiny deterministic generator (xorshift), so that a failure repeats.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Runs `world` ranks through `gathers` gathers, one runnable op at a time chosen by
+    /// `seed`; returns an error naming what broke.
+    fn run(world: usize, gathers: usize, seed: u64) -> Result<(), String> {
+        let mut ranks: Vec<Vec<Stream>> = (0..world).map(|r| streams(r, world, gathers)).collect();
+        let mut flags: HashMap<(usize, Flag), u32> = HashMap::new();
+        // The gather each rank's communication stream has reached (its first op run),
+        // and the pushes each rank's buffer received, by gather.
+        let mut reached = vec![None::<usize>; world];
+        let mut finished = vec![0usize; world];
+        let mut arrived: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut rng = Rng(seed | 1);
+        loop {
+            let mut runnable = vec![];
+            for (r, streams) in ranks.iter().enumerate() {
+                for (k, st) in streams.iter().enumerate() {
+                    let Some(&(_, op)) = st.ops.get(st.done) else {
+                        continue;
+                    };
+                    let deps = st.after[st.done].iter().all(|&(j, n)| streams[j].done >= n);
+                    let ready = match op {
+                        Op::Wait(f) => flags.get(&(r, f)).copied().unwrap_or(0) == 1,
+                        _ => true,
+                    };
+                    if deps && ready {
+                        runnable.push((r, k));
+                    }
+                }
+            }
+            if runnable.is_empty() {
+                if ranks.iter().flatten().any(|s| s.done < s.ops.len()) {
+                    return Err(format!("deadlock (world {world}, seed {seed})"));
+                }
+                break;
+            }
+            let (r, k) = runnable[rng.below(runnable.len())];
+            let st = &mut ranks[r][k];
+            let (g, op) = st.ops[st.done];
+            if k == 0 && reached[r] != Some(g) {
+                reached[r] = Some(g);
+            }
+            match op {
+                Op::Set { at, flag } => {
+                    let f = flags.entry((at, flag)).or_insert(0);
+                    if *f != 0 {
+                        return Err(format!("rank {r} set {flag:?} at {at} twice (gather {g})"));
+                    }
+                    *f = 1;
+                }
+                Op::Wait(_) => {}
+                Op::Reset(f) => {
+                    flags.insert((r, f), 0);
+                }
+                Op::Push { to } => {
+                    if reached[to] != Some(g) {
+                        return Err(format!(
+                            "rank {r} pushed gather {g} into rank {to}, which is at {:?}",
+                            reached[to]
+                        ));
+                    }
+                    *arrived.entry((to, g)).or_insert(0) += 1;
+                }
+            }
+            st.done += 1;
+            // A communication stream whose gather's last op ran: that gather is complete.
+            let st = &ranks[r][0];
+            let end = st.done == st.ops.len() || st.ops[st.done].0 != g;
+            if k == 0 && end && st.done > 0 && finished[r] == g {
+                let got = arrived.get(&(r, g)).copied().unwrap_or(0);
+                if got != world - 1 {
+                    return Err(format!("rank {r} finished gather {g} with {got} parts"));
+                }
+                finished[r] = g + 1;
+            }
+        }
+        let stuck: Vec<_> = flags.iter().filter(|(_, &v)| v != 0).collect();
+        if !stuck.is_empty() {
+            return Err(format!("flags left set: {stuck:?}"));
+        }
+        match finished.iter().all(|&f| f == gathers) {
+            true => Ok(()),
+            false => Err(format!("gathers finished by rank: {finished:?}")),
+        }
+    }
+
+    #[test]
+    fn every_interleaving_tried_ends_with_every_part_in_place_and_the_flags_at_zero() {
+        for world in [2, 3, 4, 8] {
+            for seed in 0..200 {
+                run(world, 4, seed).unwrap();
+            }
+        }
+    }
+}
