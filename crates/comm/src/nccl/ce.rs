@@ -21,10 +21,10 @@
 //!    sets them back to 0: every part has arrived. The [`Work`] is recorded after that.
 //!
 //! The order is `super::ce_schedule`'s, whose tests run it on every rank at random
-//! interleavings without CUDA. Every flag is set by one peer and reset by its owner before the owner lets that peer
-//! set it again (a peer sets "ready" for the next gather only after its own step 3, which
-//! waits for this rank's "done", which follows the reset), so the flags end every gather
-//! at 0, as a CUDA graph replay needs. Stream memory operations and copies are captured as
+//! interleavings without CUDA. Every flag is set by one peer and reset by its owner before
+//! the owner lets that peer set it again (a peer sets "ready" for the next gather only
+//! after its own step 3, which waits for this rank's "done", which follows the reset), so
+//! the flags end every gather at 0, as a CUDA graph replay needs. Stream memory operations and copies are captured as
 //! graph nodes. A peer that never comes leaves `S` waiting: the watchdog fails the rank
 //! after the timeout, as for NCCL's own calls. (Reading the peers' parts instead, pulling,
 //! took the same time and needs a barrier after the copies: calls 162-164.)
