@@ -5,7 +5,7 @@
 #   bash .gpu/run.sh JOB...   JOB: check selftest faults allreduce allreduce-cpu allreduce-cpu-proc gloo anchor-allreduce
 #                                  single single-tf32 mfu anchor-single anchor-best kernels model-check adamw-ref ddp-check ddp
 #                                  ddp-ctas ddp-env ddp-carve contention anchor-ddp zero1 zero1-check anchor-zero
-#                                  two-node profile trace train-parity train-speed full report
+#                                  two-node profile trace train-parity train-speed full report ce-probe
 #
 # It sets NCCL_NVLS_ENABLE=0 (mandatory on the H200 machines), finds the CUDA 13 / NCCL
 # libraries the binaries need (failing with the names of the missing ones), then runs the
@@ -165,6 +165,12 @@ job() {
       "$BIN/bench" model-check ;;
     adamw-ref)
       torch_env python3 "$HERE/anchors/adamw_ref.py" ;;
+    ce-probe)
+      # What GEMMs lose beside copy-engine and NCCL collectives (PyTorch, one process on
+      # every GPU here; scripts/gpu/checks/ce-probe.py): JSON lines into ce-probe.jsonl, a
+      # table on stdout.
+      local rc=0; torch_env python3 "$HERE/ce-probe.py" > "$RES/ce-probe.txt" || rc=1
+      grep '^{' "$RES/ce-probe.txt" >> "$RES/ce-probe.jsonl"; grep -v '^{' "$RES/ce-probe.txt"; return $rc ;;
     allreduce)
       "$BIN/bench" allreduce --backend nccl --out "$RES/results.jsonl" ${ALLREDUCE_ARGS:-} ;;
     allreduce-cpu)

@@ -87,6 +87,11 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         root().join("scripts/gpu/ncu_kernels.py"),
         dest.join("ncu_kernels.py"),
     )?;
+    // run.sh's `ce-probe` job (and the call scripts that run it by name).
+    std::fs::copy(
+        root().join("scripts/gpu/checks/ce-probe.py"),
+        dest.join("ce-probe.py"),
+    )?;
     std::fs::copy(
         root().join("data/isoflops_curves.json"),
         dest.join("isoflops_curves.json"),
