@@ -88,11 +88,13 @@ impl Span {
     pub fn peer(&self, q: usize, offset: u64) -> u64 {
         self.lsa_base + q as u64 * self.stride + offset
     }
-    /// Offset of the flag that rank `q` sets here when its part is ready.
+    /// Offset of the flag that rank `q` sets here when it has reached a gather (its part is
+    /// written, its buffer may be written into).
     pub fn ready(&self, q: usize) -> u64 {
         self.flags + 4 * q as u64
     }
-    /// Offset of the flag that rank `q` sets here when it has copied its parts.
+    /// Offset of the flag that rank `q` sets here when it has pushed its parts into this
+    /// rank's buffer.
     pub fn done(&self, q: usize) -> u64 {
         self.flags + 4 * (self.world + q as u64)
     }
