@@ -24,10 +24,11 @@
 //! interleavings without CUDA. Every flag is set by one peer and reset by its owner before
 //! the owner lets that peer set it again (a peer sets "ready" for the next gather only
 //! after its own step 3, which waits for this rank's "done", which follows the reset), so
-//! the flags end every gather at 0, as a CUDA graph replay needs. Stream memory operations and copies are captured as
-//! graph nodes. A peer that never comes leaves `S` waiting: the watchdog fails the rank
-//! after the timeout, as for NCCL's own calls. (Reading the peers' parts instead, pulling,
-//! took the same time and needs a barrier after the copies: calls 162-164.)
+//! the flags end every gather at 0, as a CUDA graph replay needs. Stream memory operations
+//! and copies are captured as graph nodes. A peer that never comes leaves `S` waiting: the
+//! watchdog fails the rank after the timeout, as for NCCL's own calls. (Reading the peers'
+//! parts instead, pulling, took the same time and needs a barrier after the copies: calls
+//! 162-164.)
 
 use super::cast::address;
 use super::ce_schedule::{schedule, Flag, Op};
@@ -125,7 +126,7 @@ impl NcclComm {
             .stream
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
-        for ((_, ops), ps) in sch.peers.iter().zip(&self.ce_streams) {
+        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
             ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
             for &o in ops {
                 self.ce_op(ps, w, o, parts)?;

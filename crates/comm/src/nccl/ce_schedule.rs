@@ -27,12 +27,13 @@ pub(crate) enum Op {
 }
 
 /// One gather on rank `me`: `first` on the communication stream, then each peer's
-/// operations on a stream of its own (forked after `first`), then, once they have all
-/// ended, `last` on the communication stream; the gather's completion is recorded after.
+/// operations (in rank order, `me` skipped) on a stream of its own (forked after `first`),
+/// then, once they have all ended, `last` on the communication stream; the gather's
+/// completion is recorded after.
 #[derive(Debug)]
 pub(crate) struct Schedule {
     pub first: Vec<Op>,
-    pub peers: Vec<(usize, Vec<Op>)>,
+    pub peers: Vec<Vec<Op>>,
     pub last: Vec<Op>,
 }
 
@@ -50,7 +51,7 @@ pub(crate) fn schedule(me: usize, world: usize) -> Schedule {
         peers: peers
             .iter()
             .map(|&q| {
-                let ops = vec![
+                vec![
                     Op::Wait(Flag::Ready(q)),
                     Op::Reset(Flag::Ready(q)),
                     Op::Push { to: q },
@@ -58,8 +59,7 @@ pub(crate) fn schedule(me: usize, world: usize) -> Schedule {
                         at: q,
                         flag: Flag::Done(me),
                     },
-                ];
-                (q, ops)
+                ]
             })
             .collect(),
         last: peers
@@ -103,7 +103,7 @@ mod tests {
                 s[0].after.push(join);
             }
             let fork = (0, s[0].ops.len());
-            for (j, (_, ops)) in sch.peers.into_iter().enumerate() {
+            for (j, ops) in sch.peers.into_iter().enumerate() {
                 for op in ops {
                     s[j + 1].ops.push((g, op));
                     s[j + 1].after.push(vec![fork]);
