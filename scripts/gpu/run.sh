@@ -68,8 +68,9 @@ export LD_LIBRARY_PATH="$LDP"
 # scripts/gpu/build-nccl.sh), where it did (PACKED_NCCL=0: the machine's); PyTorch keeps its
 # own (`torch_env`). `train`'s records name the one loaded (`nccl`).
 TORCH_LDP="$LDP"
+PACKED=0  # 1 once our binaries load the packed NCCL
 if [ "${PACKED_NCCL:-1}" = 1 ] && [ -e "$HERE/nccl/libnccl.so.2.gz" ]; then
-  gunzip -kf "$HERE/nccl/libnccl.so.2.gz" && export LD_LIBRARY_PATH="$HERE/nccl:$LDP"
+  gunzip -kf "$HERE/nccl/libnccl.so.2.gz" && export LD_LIBRARY_PATH="$HERE/nccl:$LDP" && PACKED=1
 fi
 torch_env() { LD_LIBRARY_PATH="$TORCH_LDP" "$@"; }
 
@@ -112,7 +113,7 @@ job() {
       local g; g=$(nvidia-smi -L | wc -l)
       "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest" &&
       COMM_CHECK_SHAPES=1 "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest" &&
-      if [ "${PACKED_NCCL:-1}" = 1 ] && [ -e "$HERE/nccl/libnccl.so.2.gz" ]; then
+      if [ "$PACKED" = 1 ]; then
         COMM_CE_GATHER=1 "$BIN/comm-launch" --nproc-per-node "$g" -- "$BIN/comm-selftest"
       fi ;;
     faults)
