@@ -68,14 +68,17 @@ def gemms(d):
             k, n = w.shape
             torch.mm(x[k], w); torch.mm(y[n], w.t()); torch.mm(x[k].t(), y[n])
 
-def ce_ag(d):
+def ce_ag(d, push=False):
+    """GPU d's copies of the gather, on its stream per peer p: p's shard pulled into d's
+    buffer, or (push) d's shard written into p's."""
     for b in range(BUCKETS):
         for p in range(W):
             if p == d:
                 continue
             s = peer_s[d][p]
-            src = full[p][b, p * shard:(p + 1) * shard]; dst = full[d][b, p * shard:(p + 1) * shard]
-            ck(cu.cuMemcpyAsync(dst.data_ptr(), src.data_ptr(), shard * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
+            (src, dst, k) = (d, p, d) if push else (p, d, p)
+            part = lambda g: full[g][b, k * shard:(k + 1) * shard]
+            ck(cu.cuMemcpyAsync(part(dst).data_ptr(), part(src).data_ptr(), shard * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
 
 try:
     import triton
@@ -93,16 +96,6 @@ try:
             tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=m)
 except ImportError:
     triton = None
-
-def ce_ag_push(d):
-    """The same gather pushed: each GPU writes its shard into every peer's buffer."""
-    for b in range(BUCKETS):
-        for p in range(W):
-            if p == d:
-                continue
-            s = peer_s[d][p]
-            src = full[d][b, d * shard:(d + 1) * shard]; dst = full[p][b, d * shard:(d + 1) * shard]
-            ck(cu.cuMemcpyAsync(dst.data_ptr(), src.data_ptr(), shard * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
 
 def ce_rs(d, ctas=None):
     for b in range(BUCKETS):
@@ -155,7 +148,7 @@ def run(mode):
         if comm == "ce-ag":
             ce_ag(d)
         elif comm == "ce-ag-push":
-            ce_ag_push(d)
+            ce_ag(d, push=True)
         elif comm and comm.startswith("ce-rs"):
             ce_rs(d, int(comm[7:]) if comm.startswith("ce-rs-t") else None)
     if comm == "nccl-ag":
