@@ -245,6 +245,37 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     }
     checks += 2;
 
+    // In-place bf16 reduce-scatters as one launch, as ZeRO-1's gradients (with
+    // COMM_CE_REDUCE=1 by the copy engines: each shape's window and flags reused), in
+    // chunks of 3, 5 and 1024 elements a rank; between two of them one of other shapes.
+    let ri = c.rank();
+    for (i, sizes) in [[3, 5, 1024], [5, 3, 8], [3, 5, 1024]]
+        .into_iter()
+        .enumerate()
+    {
+        let m = |j: usize| ((j + i) % 16) as f32;
+        let pairs = sizes
+            .iter()
+            .map(|&k| -> Result<(Tensor, Tensor)> {
+                let host: Vec<f32> = (0..k * n).map(|j| r + m(j)).collect();
+                let b = Tensor::new(host.as_slice(), dev)?.to_dtype(DType::BF16)?;
+                let mine = b.narrow(0, k * ri, k)?;
+                Ok((b, mine))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (op, div) = match i {
+            1 => (ReduceOp::Sum, 1.0),
+            _ => (ReduceOp::Avg, nf),
+        };
+        c.reduce_scatter_coalesced_async(&pairs, op)?.wait()?;
+        for (&k, (_, out)) in sizes.iter().zip(&pairs) {
+            let want: Vec<f32> = (0..k).map(|j| (sum + nf * m(k * ri + j)) / div).collect();
+            let what = format!("reduce_scatter_coalesced in place (bf16, launch {i}, {k} a rank)");
+            expect(&what, out, &want)?;
+        }
+    }
+    checks += 1;
+
     // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
     match c.all_reduce(&t, ReduceOp::Sum) {

@@ -57,14 +57,16 @@ pub(super) fn peer_streams(
     }
 }
 
-fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
+/// Sets the u32 at `at` (here, or a peer's mapped here) to `value` on stream `s`.
+pub(super) fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
     // SAFETY: `at` is a flag of a live window, here or mapped from a peer (`Span`).
     unsafe { sys::cuStreamWriteValue32_v2(s, at, value, 0) }
         .result()
         .map_err(drv("cuStreamWriteValue32"))
 }
 
-fn wait_one(s: CUstream, at: u64) -> Result<()> {
+/// Stream `s` waits until the u32 at `at` (this rank's) is 1.
+pub(super) fn wait_one(s: CUstream, at: u64) -> Result<()> {
     let eq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32;
     // SAFETY: `at` is a flag of a live window of this rank's.
     unsafe { sys::cuStreamWaitValue32_v2(s, at, 1, eq) }

@@ -56,8 +56,11 @@ pub struct NcclComm {
     launch_identity: bool,
     /// Gather buffers registered as NCCL windows (`super::window`).
     pub(super) windows: Windows,
-    /// One stream per peer for the copy-engine gathers (`super::ce`); none when off.
+    /// One stream per peer for the copy-engine gathers (`super::ce`) and reduce-scatters
+    /// (`super::ce_reduce`); none when both are off.
     pub(super) ce_streams: Vec<Arc<CudaStream>>,
+    /// The copy-engine reduce-scatters' windows and open launches.
+    pub(super) reduces: Arc<Mutex<super::ce_reduce::Reduces>>,
 }
 
 impl NcclComm {
@@ -77,7 +80,8 @@ impl NcclComm {
         let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
         let windows = Windows::new(raw.clone(), env.world_size, compute.clone(), stream.clone())?;
-        let ce_streams = super::ce::peer_streams(windows.ce, &ctx, env.world_size)?;
+        let ce = windows.ce || windows.ce_reduce;
+        let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -92,6 +96,7 @@ impl NcclComm {
             launch_identity: std::env::var("COMM_NCCL_LAUNCH_IDENTITY").is_ok_and(|v| v == "1"),
             windows,
             ce_streams,
+            reduces: Default::default(),
         })
     }
 
@@ -150,6 +155,13 @@ impl NcclComm {
     ) -> Result<Work> {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
+        }
+        if self.windows.ce_reduce && calls.iter().any(super::ce_reduce::reducible) {
+            // The others by NCCL first (their waits come first), then these.
+            let (ce, rest): (Vec<_>, Vec<_>) =
+                calls.iter().copied().partition(super::ce_reduce::reducible);
+            let rest = self.launch_all(op, &rest)?;
+            return Ok(Work::all(vec![rest, self.launch_ce_reduce(op, &ce)?]));
         }
         if let Some((span, parts)) = self.ce_plan(calls)? {
             let keep = calls.iter().map(|c| c.1.clone()).collect();

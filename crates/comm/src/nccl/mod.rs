@@ -4,7 +4,7 @@
 //! into a [`crate::CommError::Nccl`] carrying NCCL's own message; `api` implements
 //! [`crate::Communicator`] on candle CUDA tensors through `comm`'s launch paths (`cast`:
 //! its mixed-precision gathers; `window`: gather buffers; `ce`: gathers into them by the
-//! copy engines), queueing collectives on a dedicated
+//! copy engines; `ce_reduce`: in-place reduce-scatters by the copy engines), queueing collectives on a dedicated
 //! communication stream ordered with candle's compute stream by events; `watchdog`
 //! enforces the timeout on collectives in flight; `work` is their handle; `device` opens the GPU (cudarc's per-allocation event tracking off: NcclComm orders
 //! its stream itself); `events` records an opt-in
@@ -21,6 +21,8 @@ mod api;
 mod cast;
 #[cfg(feature = "cuda")]
 mod ce;
+#[cfg(feature = "cuda")]
+mod ce_reduce;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
 mod ce_schedule;
 #[cfg(feature = "cuda")]
@@ -51,9 +53,9 @@ pub use policy::{loaded_version, windows_note, WINDOWS_MIN_NCCL};
 #[cfg(feature = "cuda")]
 pub use raw::version;
 #[cfg(feature = "cuda")]
-pub use window::{ce_gathers, window_bytes};
+pub use window::{ce_gathers, ce_reduces, window_bytes};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{ce_gathers, cuda_device, gpu_count, version, window_bytes, NcclComm};
+pub use stub::{ce_gathers, ce_reduces, cuda_device, gpu_count, version, window_bytes, NcclComm};

@@ -45,10 +45,44 @@ pub(crate) fn ce_gather_wanted(
     env: Option<&str>,
     windows: bool,
     version: Option<i32>,
+    worlds: (Option<usize>, usize),
+) -> Result<bool> {
+    let what = (
+        "COMM_CE_GATHER",
+        "copy-engine gathers",
+        "all-gathers into gather buffers",
+    );
+    ce_wanted(what, CE_WORLDS, env, windows, version, worlds)
+}
+
+/// Whether in-place bf16 reduce-scatters run on the copy engines (`super::ce_reduce`), as
+/// `COMM_CE_REDUCE` (`env`) says: 1 or 0; unset, never yet ([`CE_REDUCE_WORLDS`]). Needs
+/// what [`ce_gather_wanted`] needs, for the same reasons (the parts land in windows).
+pub(crate) fn ce_reduce_wanted(
+    env: Option<&str>,
+    windows: bool,
+    version: Option<i32>,
+    worlds: (Option<usize>, usize),
+) -> Result<bool> {
+    let what = (
+        "COMM_CE_REDUCE",
+        "copy-engine reduce-scatters",
+        "in-place reduce-scatters",
+    );
+    ce_wanted(what, CE_REDUCE_WORLDS, env, windows, version, worlds)
+}
+
+/// [`ce_gather_wanted`] and [`ce_reduce_wanted`]: `(variable, name, calls)` say which.
+fn ce_wanted(
+    (var, name, calls): (&str, &str, &str),
+    default_worlds: &[usize],
+    env: Option<&str>,
+    windows: bool,
+    version: Option<i32>,
     (local_world, world): (Option<usize>, usize),
 ) -> Result<bool> {
     let err = |msg: String| CommError::Env {
-        name: "COMM_CE_GATHER".into(),
+        name: var.into(),
         msg,
     };
     let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
@@ -56,26 +90,30 @@ pub(crate) fn ce_gather_wanted(
         None | Some("") => Ok(nccl_2_28
             && windows
             && local_world == Some(world)
-            && CE_WORLDS.contains(&world)),
+            && default_worlds.contains(&world)),
         Some("0") => Ok(false),
         Some("1") if !nccl_2_28 => Err(err(format!(
-            "copy-engine gathers read NCCL 2.28's window layout; this process loaded NCCL {}",
+            "{name} read NCCL 2.28's window layout; this process loaded NCCL {}",
             dotted(version)
         ))),
-        Some("1") if !windows => Err(err(
-            "copy-engine gathers need gather buffers in NCCL windows (COMM_NCCL_WINDOWS is 0, or NCCL is older than 2.28.7)".into(),
-        )),
+        Some("1") if !windows => Err(err(format!(
+            "{name} need NCCL windows (COMM_NCCL_WINDOWS is 0, or NCCL is older than 2.28.7)"
+        ))),
         Some("1") => match local_world {
             Some(l) if l < world => Err(err(format!(
-                "copy-engine gathers need every rank on one node; LOCAL_WORLD_SIZE is {l}, WORLD_SIZE {world}"
+                "{name} need every rank on one node; LOCAL_WORLD_SIZE is {l}, WORLD_SIZE {world}"
             ))),
             _ => Ok(true),
         },
         Some(v) => Err(err(format!(
-            "{v:?}: 1 (all-gathers into gather buffers by the copy engines) or 0 (by NCCL)"
+            "{v:?}: 1 ({calls} by the copy engines) or 0 (by NCCL)"
         ))),
     }
 }
+
+/// The worlds whose in-place bf16 reduce-scatters run on the copy engines by default
+/// (`ce_reduce_wanted`): none until measured.
+pub const CE_REDUCE_WORLDS: &[usize] = &[];
 
 /// The worlds whose gathers run on the copy engines by default (`ce_gather_wanted`). At
 /// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
@@ -188,6 +226,14 @@ mod tests {
         assert!(new.contains("2.29.3"), "{new}");
         let off = e("1", false, Some(22809));
         assert!(off.contains("COMM_NCCL_WINDOWS"), "{off}");
+        // The reduce-scatters: never by default yet, asked for as the gathers are.
+        let r = |env, world| ce_reduce_wanted(env, true, Some(22809), (Some(world), world));
+        assert!(!r(None, 2).unwrap() && !r(None, 4).unwrap() && r(Some("1"), 4).unwrap());
+        let e2 = r(Some("yes"), 2).unwrap_err().to_string();
+        assert!(
+            e2.contains("COMM_CE_REDUCE") && e2.contains("reduce-scatters"),
+            "{e2}"
+        );
         let bad = e("pull", true, Some(22809));
         assert!(
             bad.contains("COMM_CE_GATHER") && bad.contains("pull"),

@@ -39,6 +39,11 @@ pub fn ce_gathers() -> bool {
     false
 }
 
+/// No copy-engine reduce-scatters without the `cuda` feature.
+pub fn ce_reduces() -> bool {
+    false
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()

@@ -19,7 +19,7 @@
 //! have finished. A gather buffer must not be used after its communicator is dropped.
 
 use super::comm::{drv, NcclComm};
-use super::policy::{ce_gather_wanted, windows_wanted};
+use super::policy::{ce_gather_wanted, ce_reduce_wanted, windows_wanted};
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
@@ -38,6 +38,16 @@ static CE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(fa
 /// (`super::ce`), for a run's log.
 pub fn ce_gathers() -> bool {
     CE.load(Ordering::Relaxed)
+}
+
+/// Whether a communicator of this process reduce-scatters on the copy engines
+/// ([`ce_reduces`]).
+static CE_REDUCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process's in-place bf16 reduce-scatters run on the copy engines
+/// (`super::ce_reduce`), for a run's log.
+pub fn ce_reduces() -> bool {
+    CE_REDUCE.load(Ordering::Relaxed)
 }
 
 /// Bytes of gather buffers this process holds in NCCL windows ([`window_bytes`]).
@@ -62,6 +72,9 @@ pub(super) struct Windows {
     /// Whether gathers into them run on the copy engines ([`ce_gather_wanted`]): then each
     /// window also holds the flags of `super::ce` and knows its peers' addresses.
     pub(super) ce: bool,
+    /// Whether in-place bf16 reduce-scatters run on the copy engines, into windows of
+    /// their own ([`ce_reduce_wanted`], `super::ce_reduce`).
+    pub(super) ce_reduce: bool,
 }
 
 /// A registered buffer: its address, window, bytes, and span (with copy-engine gathers).
@@ -133,12 +146,17 @@ impl Windows {
         let local = local.and_then(|l| l.parse().ok());
         let ce = ce_gather_wanted(ce.as_deref(), on, super::raw::version(), (local, world))?;
         CE.fetch_or(ce, Ordering::Relaxed);
+        let red = std::env::var("COMM_CE_REDUCE").ok();
+        let version = super::raw::version();
+        let ce_reduce = ce_reduce_wanted(red.as_deref(), on, version, (local, world))?;
+        CE_REDUCE.fetch_or(ce_reduce, Ordering::Relaxed);
         Ok(Self {
             raw,
             streams: [compute, comm],
             made: Mutex::new(Vec::new()),
             on,
             ce,
+            ce_reduce,
         })
     }
 
@@ -249,57 +267,9 @@ impl NcclComm {
             }
         };
         let data = (len * dtype.size_in_bytes()) as u64;
-        // With copy-engine gathers, the flags of `super::ce` after the buffer.
-        let flags = data.next_multiple_of(256);
-        let bytes = match self.windows.ce {
-            true => (flags + 8 * self.world as u64).next_multiple_of(256),
-            false => data,
-        } as usize;
-        let mut ptr: *mut c_void = std::ptr::null_mut();
-        // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
-        let r = unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result();
-        self.raw.check("ncclMemAlloc", r)?;
-        if let Err(e) = self.zero(ptr, bytes) {
-            // SAFETY: allocated above, used by nothing (the stream has drained or failed).
-            unsafe { sys::ncclMemFree(ptr) };
-            return Err(e);
-        }
-        let mut win: sys::ncclWindow_t = std::ptr::null_mut();
-        // Every rank registers together: a rank that never comes fails them all, after the
-        // timeout, through the watchdog (as a collective's host call would).
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.watchdog
-            .in_call(Some(("gather_buffer (ncclCommWindowRegister)", seq)));
-        // SAFETY: `ptr` holds `bytes`; every rank registers its buffers in the same order.
-        let r = unsafe {
-            sys::ncclCommWindowRegister(self.raw.ptr(), ptr, bytes, &mut win, WIN_COLL_SYMMETRIC)
-        }
-        .result();
-        self.watchdog.in_call(None);
-        if let Err(e) = self.raw.check("ncclCommWindowRegister", r) {
-            // SAFETY: allocated above and not registered.
-            unsafe { sys::ncclMemFree(ptr) };
-            return Err(e);
-        }
-        let span = match self.windows.ce {
-            true => Some(span(win, ptr as u64, data, flags, self.rank, self.world)),
-            false => None,
-        }
-        .transpose();
-        self.windows
-            .made
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((
-                ptr,
-                win,
-                bytes as u64,
-                span.as_ref().ok().copied().flatten(),
-            ));
-        HELD.fetch_add(bytes as u64, Ordering::Relaxed);
-        span?; // (registered either way: freed with the others when the communicator goes)
+        let ptr = self.register(name, data, self.windows.ce, false)?.0;
         let dev = self.device().as_cuda_device()?.clone();
-        let storage = wrap(&self.compute, ptr as u64, len, dev);
+        let storage = wrap(&self.compute, ptr, len, dev);
         let t = Tensor::from_storage(
             Storage::Cuda(storage),
             len,
@@ -311,11 +281,71 @@ impl NcclComm {
         Ok(t)
     }
 
+    /// Allocates and registers a window of `data` bytes on every rank (a collective, for
+    /// `name`'s errors), with the `2 × world` u32 flags of the copy engines after it where
+    /// `flags`, the "ready" ones 1 where `ready` (`super::ce_reduce`: every peer's part may
+    /// come), all others 0. Returns the buffer's address and, with flags, its [`Span`].
+    pub(super) fn register(
+        &self,
+        name: &'static str,
+        data: u64,
+        flags: bool,
+        ready: bool,
+    ) -> Result<(u64, Option<Span>)> {
+        let at = data.next_multiple_of(256);
+        let bytes = match flags {
+            true => (at + 8 * self.world as u64).next_multiple_of(256),
+            false => data,
+        } as usize;
+        let mut ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
+        let r = unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result();
+        self.raw.check("ncclMemAlloc", r)?;
+        let ones = (flags && ready).then_some(ptr as u64 + at);
+        if let Err(e) = self.zero(ptr, bytes, ones) {
+            // SAFETY: allocated above, used by nothing (the stream has drained or failed).
+            unsafe { sys::ncclMemFree(ptr) };
+            return Err(e);
+        }
+        let mut win: sys::ncclWindow_t = std::ptr::null_mut();
+        // Every rank registers together: a rank that never comes fails them all, after the
+        // timeout, through the watchdog (as a collective's host call would).
+        let seq = self.seq.load(Ordering::Relaxed);
+        let what = match name {
+            "gather_buffer" => "gather_buffer (ncclCommWindowRegister)",
+            _ => "copy-engine reduce-scatter (ncclCommWindowRegister)",
+        };
+        self.watchdog.in_call(Some((what, seq)));
+        // SAFETY: `ptr` holds `bytes`; every rank registers its buffers in the same order.
+        let r = unsafe {
+            sys::ncclCommWindowRegister(self.raw.ptr(), ptr, bytes, &mut win, WIN_COLL_SYMMETRIC)
+        }
+        .result();
+        self.watchdog.in_call(None);
+        if let Err(e) = self.raw.check("ncclCommWindowRegister", r) {
+            // SAFETY: allocated above and not registered.
+            unsafe { sys::ncclMemFree(ptr) };
+            return Err(e);
+        }
+        let span = match flags {
+            true => Some(span(win, ptr as u64, data, at, self.rank, self.world)),
+            false => None,
+        }
+        .transpose();
+        let keep = span.as_ref().ok().copied().flatten();
+        let mut made = self.windows.made.lock().unwrap_or_else(|e| e.into_inner());
+        made.push((ptr, win, bytes as u64, keep));
+        HELD.fetch_add(bytes as u64, Ordering::Relaxed);
+        // (Registered either way: freed with the others when the communicator goes.)
+        Ok((ptr as u64, span?))
+    }
+
     /// Zeroes `bytes` at `ptr` before the window is registered: no peer can set a flag of
-    /// `super::ce` in it before (registering is collective). By the driver, not by candle's
+    /// `super::ce` in it before (registering is collective); then sets `world` u32 at
+    /// `ones`, if given, to 1. By the driver, not by candle's
     /// `zero_set`: its kernel counts elements in 32 bits and never ends past 2^32 of them
     /// (zero1's copies at 6.7B, 6.7e9 bf16, hung there: calls 113-114).
-    fn zero(&self, ptr: *mut c_void, bytes: usize) -> Result<()> {
+    fn zero(&self, ptr: *mut c_void, bytes: usize, ones: Option<u64>) -> Result<()> {
         self.compute
             .context()
             .bind_to_thread()
@@ -323,6 +353,14 @@ impl NcclComm {
         // SAFETY: `bytes` bytes at `ptr`, allocated on this device, used by nothing yet.
         unsafe { result::memset_d8_async(ptr as u64, 0, bytes, self.compute.cu_stream()) }
             .map_err(drv("cuMemsetD8Async"))?;
+        if let Some(at) = ones {
+            // SAFETY: `world` u32 inside the allocation (the flags after the buffer).
+            unsafe {
+                cudarc::driver::sys::cuMemsetD32Async(at, 1, self.world, self.compute.cu_stream())
+            }
+            .result()
+            .map_err(drv("cuMemsetD32Async"))?;
+        }
         // Watched like a collective: a stream that never drains fails the rank after the
         // timeout, with a message, instead of blocking the sync below for ever.
         crate::Communicator::watch_queued(self, "gather_buffer (zeroing)")?;

@@ -1,0 +1,325 @@
+//! Copy-engine reduce-scatters (`COMM_CE_REDUCE=1`; off by default: `super::policy`): the
+//! in-place bf16 reduce-scatters (Sum or Avg) of one launch push each peer's chunk of every
+//! buffer into that peer's window with `cuMemcpyAsync`, one stream per peer, so that they
+//! take no SM from the backward's GEMMs (NCCL's reduce-scatter beside them cost GEMMs
+//! 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds wait for
+//! [`Work::wait`]: it queues them on the compute stream, where a step waits for its
+//! gradients after the backward, as one memory-bound kernel (kernels/sum.cu: this rank's
+//! chunk plus the peers' parts, in f32, rounded once).
+//!
+//! Each launch of a step has a window of its own, registered when first needed (eager): the
+//! k-th launch of buffers of one shape in a step takes the k-th window of that shape (a
+//! launch with none other open begins a step). Rank r's window holds, per buffer, `world - 1` slots of its chunk (the
+//! peers' parts, in rank order without r), then `2 × world` u32 flags: "ready" from each
+//! peer, 1 at the start (the slots are free), and "done". One launch on rank r, after its
+//! communication stream `S` has waited for compute:
+//! 1. per peer q, on its stream: wait until q's "ready" here is 1 (q has added the last
+//!    parts r pushed it), set it to 0, push r's chunk q of every buffer into r's slot at q,
+//!    set "done from r" in q's window;
+//! 2. `S` joins the peers' streams, waits until every peer's "done" here is 1 and sets
+//!    them back to 0: every part has arrived, and r's buffers are read. The [`Work`] is
+//!    recorded after that.
+//! 3. [`Work::wait`] (or dropping it): the compute stream waits, adds, and sets "ready
+//!    from r" in every peer's window.
+//!
+//! So every flag ends a step as it began, as a CUDA graph replay needs. A peer that never
+//! comes leaves `S` waiting: the watchdog fails the rank after the timeout.
+
+use super::cast::address;
+use super::ce::{wait_one, write};
+use super::comm::{capturing, drv, NcclComm};
+use super::events::EventLog;
+use super::launch_op::Call;
+use super::window::Span;
+use crate::error::{CommError, Result};
+use crate::{PendingWork, ReduceOp, Tensor, Work};
+use candle_core::cuda_backend::cudarc::driver::{
+    result, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+};
+use candle_core::DType;
+use std::sync::{Arc, Mutex};
+
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sum.ptx"));
+
+/// Runs a launch of the adds takes (`COMM_SUM_RUNS` in kernels/sum.cu).
+const RUNS: usize = 8;
+
+/// The adds' argument, laid out as kernels/sum.cu's `struct SumRuns` (unused runs zero).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Runs {
+    dst: [u64; RUNS],
+    src: [u64; RUNS],
+    n: [u64; RUNS],
+    stride: [u64; RUNS],
+    scale: [f32; RUNS],
+}
+
+// SAFETY: plain data, laid out as the kernel's struct.
+unsafe impl DeviceRepr for Runs {}
+
+/// One launch's window: its buffers' chunks (elements), where each one's slots begin.
+struct Group {
+    chunks: Vec<u64>,
+    offsets: Vec<u64>,
+    span: Span,
+}
+
+/// The windows of the launches; how many launches of each shape (chunks) this step has
+/// made; how many launches are not yet waited for.
+#[derive(Default)]
+pub(super) struct Reduces {
+    groups: Vec<Group>,
+    seen: std::collections::HashMap<Vec<u64>, usize>,
+    open: usize,
+}
+
+/// Whether `call` runs here: an in-place bf16 reduce-scatter that sums or averages.
+pub(super) fn reducible((call, dst, src): &(Call, &Tensor, Option<&Tensor>)) -> bool {
+    let op = match call {
+        Call::ReduceScatterInPlace { op, .. } => op,
+        _ => return false,
+    };
+    matches!(op, ReduceOp::Sum | ReduceOp::Avg) && dst.dtype() == DType::BF16 && src.is_none()
+}
+
+/// Rank `from`'s slot in rank `to`'s window: the peers in rank order, `to` left out.
+fn slot(from: usize, to: usize) -> u64 {
+    (from - usize::from(from > to)) as u64
+}
+
+impl NcclComm {
+    /// The window of a launch of buffers of `chunks` elements a rank: the k-th of that shape
+    /// in a step gets the k-th window of that shape, registered when first needed.
+    fn group(&self, name: &'static str, chunks: &[u64]) -> Result<(Span, Vec<u64>)> {
+        let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
+        if r.open == 0 {
+            r.seen.clear();
+        }
+        let k = *r.seen.get(chunks).unwrap_or(&0);
+        let same = |g: &&Group| g.chunks == chunks;
+        if r.groups.iter().filter(same).count() == k {
+            if capturing(&self.stream) {
+                let e = format!("COMM_CE_REDUCE=1: reduce-scatter {k} of chunks of {chunks:?} elements in one step is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)");
+                return Err(CommError::invalid(name, self.rank, e));
+            }
+            let mut offsets = Vec::with_capacity(chunks.len());
+            let mut end = 0u64;
+            for c in chunks {
+                offsets.push(end);
+                end += (2 * c * (self.world as u64 - 1)).next_multiple_of(256);
+            }
+            let span = self.register(name, end, true, true)?.1;
+            let span = span.ok_or_else(|| CommError::invalid(name, self.rank, "no span"))?;
+            let chunks = chunks.to_vec();
+            r.groups.push(Group {
+                chunks,
+                offsets,
+                span,
+            });
+        }
+        let g = r
+            .groups
+            .iter()
+            .filter(same)
+            .nth(k)
+            .expect("registered above");
+        let found = (g.span, g.offsets.clone());
+        *r.seen.entry(chunks.to_vec()).or_insert(0) += 1;
+        r.open += 1;
+        Ok(found)
+    }
+
+    /// Queues the copy-engine reduce-scatter of `calls` (each [`reducible`]): see the
+    /// module's doc.
+    pub(super) fn launch_ce_reduce(
+        &self,
+        op: &'static str,
+        calls: &[(Call, &Tensor, Option<&Tensor>)],
+    ) -> Result<Work> {
+        let (me, world) = (self.rank, self.world);
+        let mut chunks = Vec::with_capacity(calls.len());
+        let mut scales = Vec::with_capacity(calls.len());
+        for (call, _, _) in calls {
+            let Call::ReduceScatterInPlace { op, small, .. } = *call else {
+                unreachable!("reducible calls only")
+            };
+            chunks.push(small as u64);
+            scales.push(if op == ReduceOp::Avg {
+                1.0 / world as f32
+            } else {
+                1.0
+            });
+        }
+        let dev = self.device().as_cuda_device()?;
+        let func = dev.get_or_load_custom_func("comm_sum_parts", "comm_sum", PTX)?;
+        let (span, offsets) = self.group(op, &chunks)?;
+        // From here the launch is open: the work's drop closes it, also on an error.
+        let mut work = CeReduceWork {
+            inner: None,
+            compute: self.compute.clone(),
+            func: (*func).clone(),
+            runs: Vec::new(),
+            ready: Vec::new(),
+            reduces: self.reduces.clone(),
+            finished: false,
+        };
+        self.before()?;
+        let timing = self.log().is_some();
+        let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
+        let at: Vec<u64> = calls
+            .iter()
+            .map(|(_, t, _)| address(t, 2, &self.stream))
+            .collect::<Result<_>>()?;
+        let fork = self
+            .stream
+            .record_event(None)
+            .map_err(drv("cuEventRecord"))?;
+        let peers: Vec<usize> = (0..world).filter(|&q| q != me).collect();
+        for (&q, ps) in peers.iter().zip(&self.ce_streams) {
+            let s = ps.cu_stream();
+            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
+            wait_one(s, span.base + span.ready(q))?;
+            write(s, span.base + span.ready(q), 0)?;
+            for ((&a, &c), &o) in at.iter().zip(&chunks).zip(&offsets) {
+                let to = span.peer(q, o + slot(me, q) * 2 * c);
+                // SAFETY: rank me's chunk q of a buffer of world × c bf16, into its slot
+                // in q's window (registered with room for it); the work holds the buffer
+                // until the compute stream has waited for these copies.
+                unsafe { result::memcpy_dtod_async(to, a + q as u64 * 2 * c, 2 * c as usize, s) }
+                    .map_err(drv("cuMemcpyAsync (copy-engine reduce-scatter)"))?;
+            }
+            write(s, span.peer(q, span.done(me)), 1)?;
+            let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
+            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
+        }
+        for &q in &peers {
+            wait_one(self.stream.cu_stream(), span.base + span.done(q))?;
+            write(self.stream.cu_stream(), span.base + span.done(q), 0)?;
+        }
+        if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
+            let bytes = chunks.iter().map(|c| 2 * c * world as u64).sum::<u64>();
+            log.end(&self.stream, op, bytes as usize, start)?;
+        }
+        let mut runs = Vec::new();
+        for k in (0..calls.len()).step_by(RUNS) {
+            let mut r = Runs::default();
+            for j in k..(k + RUNS).min(calls.len()) {
+                let (c, i) = (chunks[j], j - k);
+                r.dst[i] = at[j] + me as u64 * 2 * c;
+                (r.src[i], r.n[i], r.stride[i]) = (span.base + offsets[j], c, c);
+                r.scale[i] = scales[j];
+            }
+            runs.push(r);
+        }
+        work.runs = runs;
+        work.ready = peers
+            .iter()
+            .map(|&q| span.peer(q, span.ready(me)))
+            .collect();
+        let keep = calls.iter().map(|c| c.1.clone()).collect();
+        work.inner = Some(self.after(op, keep)?);
+        Ok(Work::new(Box::new(work)))
+    }
+}
+
+/// A copy-engine reduce-scatter in flight: its arrival (`inner`), then the adds and the
+/// "ready" flags (`ready`: their addresses in the peers' windows) that waiting queues.
+struct CeReduceWork {
+    inner: Option<Work>,
+    compute: Arc<CudaStream>,
+    func: CudaFunction,
+    runs: Vec<Runs>,
+    ready: Vec<u64>,
+    reduces: Arc<Mutex<Reduces>>,
+    finished: bool,
+}
+
+impl CeReduceWork {
+    /// Once: the compute stream waits for the parts (unless `synchronize` has seen them
+    /// arrive), adds them, and frees the slots.
+    fn finish(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.finished, true) {
+            return Ok(());
+        }
+        if let Some(inner) = self.inner.take() {
+            inner.wait()?;
+        }
+        let parts = self.ready.len() as u32;
+        for runs in &self.runs {
+            let used = runs.n.iter().filter(|&&n| n > 0).count();
+            let most = runs.n.iter().copied().max().unwrap_or(0);
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    most.div_ceil(8 * 256).clamp(1, 132 * 4) as u32,
+                    used as u32,
+                    1,
+                ),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = self.compute.launch_builder(&self.func);
+            b.arg(runs);
+            b.arg(&parts);
+            // SAFETY: each run's destination holds n bf16 (this rank's chunk) and its
+            // source `parts` slots of n bf16 `stride` apart (this rank's window), both
+            // alive until the adds end (the window with the communicator; the buffer with
+            // the caller, who waited for it).
+            unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel (copy-engine adds)"))?;
+        }
+        for &at in &self.ready {
+            write(self.compute.cu_stream(), at, 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// A work dropped without `wait` still adds and frees the slots (the peers' next launch
+/// waits for that); either way the launch is closed.
+impl Drop for CeReduceWork {
+    fn drop(&mut self) {
+        let _ = self.finish();
+        let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
+        r.open = r.open.saturating_sub(1);
+    }
+}
+
+impl PendingWork for CeReduceWork {
+    fn wait(mut self: Box<Self>) -> Result<()> {
+        self.finish()
+    }
+
+    /// The parts' arrival (with the watchdog's timeout), then the adds.
+    fn synchronize(mut self: Box<Self>) -> Result<()> {
+        if let Some(inner) = self.inner.take() {
+            inner.synchronize()?;
+        }
+        self.finish()?;
+        self.compute
+            .synchronize()
+            .map_err(drv("cuStreamSynchronize"))
+    }
+
+    /// Whether every part has arrived (the adds are queued by `wait`).
+    fn is_completed(&self) -> Result<bool> {
+        self.inner.as_ref().map_or(Ok(true), Work::is_completed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_peer_has_its_own_slot_in_rank_order() {
+        for world in 2..=8 {
+            for to in 0..world {
+                let slots: Vec<u64> = (0..world)
+                    .filter(|&f| f != to)
+                    .map(|f| slot(f, to))
+                    .collect();
+                assert_eq!(slots, (0..world as u64 - 1).collect::<Vec<_>>());
+            }
+        }
+    }
+}
