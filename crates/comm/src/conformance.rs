@@ -245,8 +245,8 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     }
     checks += 2;
 
-    // In-place bf16 reduce-scatters as one launch, as ZeRO-1's gradients (with
-    // COMM_CE_REDUCE=1 by the copy engines: each shape's window and flags reused), in
+    // In-place bf16 reduce-scatters as one deferred launch, as ZeRO-1's gradients (NCCL:
+    // by the copy engines where COMM_CE_REDUCE says so: each shape's window and flags reused), in
     // chunks of 3, 5 and 1024 elements a rank; between two of them one of other shapes.
     let ri = c.rank();
     for (i, sizes) in [[3, 5, 1024], [5, 3, 8], [3, 5, 1024]]
@@ -267,7 +267,7 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
             1 => (ReduceOp::Sum, 1.0),
             _ => (ReduceOp::Avg, nf),
         };
-        c.reduce_scatter_coalesced_async(&pairs, op)?.wait()?;
+        c.reduce_scatter_deferred_async(&pairs, op)?.wait()?;
         for (&k, (_, out)) in sizes.iter().zip(&pairs) {
             let want: Vec<f32> = (0..k).map(|j| (sum + nf * m(k * ri + j)) / div).collect();
             let what = format!("reduce_scatter_coalesced in place (bf16, launch {i}, {k} a rank)");

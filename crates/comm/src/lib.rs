@@ -182,6 +182,20 @@ pub trait Communicator: Send + Sync {
         Ok(Work::all(works))
     }
 
+    /// [`Self::reduce_scatter_coalesced_async`] for a caller that waits for the handle late
+    /// (ZeRO-1: after its backward): the reductions may run when it waits, on its compute
+    /// stream. NCCL, where its copy-engine reduce-scatters are on (`nccl::ce_reduce`:
+    /// `COMM_CE_REDUCE`; by default at worlds 2 and 4 on one node), moves the in-place bf16
+    /// chunks between the ranks without SMs as they come and adds them at the wait. The
+    /// default is the coalesced reduce-scatter.
+    fn reduce_scatter_deferred_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        self.reduce_scatter_coalesced_async(pairs, op)
+    }
+
     /// Several all-gathers, each (input, output) as in [`Self::all_gather_async`], queued
     /// as one launch with one handle (NCCL: one group); the default checks every pair,
     /// then queues them one after another.

@@ -155,7 +155,12 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 pairs.push((g.clone(), ddp.chunk_of(g)?));
             }
         }
+        // Waited for after the backward unless the gradients are released during it
+        // (ZeRO-2, FSDP): then the reductions may wait too (comm's copy-engine ones).
         match &pairs[..] {
+            _ if !ddp.opts.release_gradients => {
+                c.reduce_scatter_deferred_async(&pairs, ReduceOp::Avg)?
+            }
             [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
             _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         }

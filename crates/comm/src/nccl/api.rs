@@ -28,7 +28,7 @@ impl Communicator for NcclComm {
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op)
+        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op, false)
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
@@ -82,7 +82,16 @@ impl Communicator for NcclComm {
         op: ReduceOp,
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op)
+        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op, false)
+    }
+
+    fn reduce_scatter_deferred_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
+        self.reduce_scatter_list("reduce_scatter_deferred", 6, &pairs, op, true)
     }
 
     fn watch_queued(&self, what: &'static str) -> Result<()> {

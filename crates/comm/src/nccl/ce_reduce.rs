@@ -1,5 +1,6 @@
-//! Copy-engine reduce-scatters (`COMM_CE_REDUCE=1`; off by default: `super::policy`): the
-//! in-place bf16 reduce-scatters (Sum or Avg) of one launch push each peer's chunk of every
+//! Copy-engine reduce-scatters (by default at worlds 2 and 4 on one node; `COMM_CE_REDUCE=1`
+//! or `0` says otherwise: `super::policy`): the in-place bf16 reduce-scatters (Sum or Avg) of
+//! one deferred launch ([`crate::Communicator::reduce_scatter_deferred_async`]) push each peer's chunk of every
 //! buffer into that peer's window with `cuMemcpyAsync`, one stream per peer, so that they
 //! take no SM from the backward's GEMMs (NCCL's reduce-scatter beside them cost GEMMs
 //! 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds wait for
@@ -100,7 +101,7 @@ impl NcclComm {
         let same = |g: &&Group| g.chunks == chunks;
         if r.groups.iter().filter(same).count() == k {
             if capturing(&self.stream) {
-                let e = format!("COMM_CE_REDUCE=1: reduce-scatter {k} of chunks of {chunks:?} elements in one step is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)");
+                let e = format!("copy-engine reduce-scatters (COMM_CE_REDUCE=0 turns them off): reduce-scatter {k} of chunks of {chunks:?} elements in one step is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)");
                 return Err(CommError::invalid(name, self.rank, e));
             }
             let mut offsets = Vec::with_capacity(chunks.len());

@@ -156,13 +156,6 @@ impl NcclComm {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
         }
-        if self.windows.ce_reduce && calls.iter().any(super::ce_reduce::reducible) {
-            // The others by NCCL first (their waits come first), then these.
-            let (ce, rest): (Vec<_>, Vec<_>) =
-                calls.iter().copied().partition(super::ce_reduce::reducible);
-            let rest = self.launch_all(op, &rest)?;
-            return Ok(Work::all(vec![rest, self.launch_ce_reduce(op, &ce)?]));
-        }
         if let Some((span, parts)) = self.ce_plan(calls)? {
             let keep = calls.iter().map(|c| c.1.clone()).collect();
             return self.launch_ce(op, span, &parts, keep);
@@ -257,13 +250,16 @@ impl NcclComm {
     }
 
     /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
-    /// [`Self::all_reduce_list`] checks.
+    /// [`Self::all_reduce_list`] checks; where `deferred` (the caller waits after its
+    /// backward), the in-place bf16 ones on the copy engines if they are on
+    /// (`super::ce_reduce`).
     pub(super) fn reduce_scatter_list(
         &self,
         name: &'static str,
         code: i64,
         pairs: &[(&Tensor, &Tensor)],
         op: ReduceOp,
+        deferred: bool,
     ) -> Result<Work> {
         for &(input, output) in pairs {
             check_pair(name, self.rank, self.world, output, input)?;
@@ -284,6 +280,14 @@ impl NcclComm {
                 }
                 false => (Call::ReduceScatter(op), o, Some(i)),
             });
+        }
+        let ce = deferred && self.windows.ce_reduce;
+        if ce && calls.iter().any(super::ce_reduce::reducible) {
+            // The others by NCCL first (their waits come first), then these.
+            let (ce, rest): (Vec<_>, Vec<_>) =
+                calls.iter().copied().partition(super::ce_reduce::reducible);
+            let rest = self.launch_all(name, &rest)?;
+            return Ok(Work::all(vec![rest, self.launch_ce_reduce(name, &ce)?]));
         }
         self.launch_all(name, &calls)
     }

@@ -55,9 +55,10 @@ pub(crate) fn ce_gather_wanted(
     ce_wanted(what, CE_WORLDS, env, windows, version, worlds)
 }
 
-/// Whether in-place bf16 reduce-scatters run on the copy engines (`super::ce_reduce`), as
-/// `COMM_CE_REDUCE` (`env`) says: 1 or 0; unset, never yet ([`CE_REDUCE_WORLDS`]). Needs
-/// what [`ce_gather_wanted`] needs, for the same reasons (the parts land in windows).
+/// Whether deferred in-place bf16 reduce-scatters run on the copy engines
+/// (`super::ce_reduce`), as `COMM_CE_REDUCE` (`env`) says: 1 or 0; unset, at worlds 2 and 4
+/// where they can ([`CE_REDUCE_WORLDS`]). Needs what [`ce_gather_wanted`] needs, for the same
+/// reasons (the parts land in windows).
 pub(crate) fn ce_reduce_wanted(
     env: Option<&str>,
     windows: bool,
@@ -111,9 +112,11 @@ fn ce_wanted(
     }
 }
 
-/// The worlds whose in-place bf16 reduce-scatters run on the copy engines by default
-/// (`ce_reduce_wanted`): none until measured.
-pub const CE_REDUCE_WORLDS: &[usize] = &[];
+/// The worlds whose deferred in-place bf16 reduce-scatters (ZeRO-1's) run on the copy engines
+/// by default (`ce_reduce_wanted`). xl zero1 took 1.27 ms less a step at world 2 and 0.75 ms
+/// less at world 4; fsdp, which waits for them during its backward and so does not defer
+/// them, took 3.5 ms more at world 4 (call 166, nvidia-h200-x4; docs/results/gpus-s31.md).
+pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
 /// The worlds whose gathers run on the copy engines by default (`ce_gather_wanted`). At
 /// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
@@ -141,7 +144,13 @@ pub fn loaded_version() -> Option<String> {
 pub fn windows_note() -> String {
     let env = std::env::var("COMM_NCCL_WINDOWS").ok();
     let ce = super::ce_gathers();
-    note(super::window_bytes(), ce, super::version(), env.as_deref())
+    let n = note(super::window_bytes(), ce, super::version(), env.as_deref());
+    match super::ce_reduces() {
+        true => format!(
+            "{n}; ZeRO-1's bf16 reduce-scatters by the copy engines (COMM_CE_REDUCE=0: by NCCL)"
+        ),
+        false => n,
+    }
 }
 
 /// [`windows_note`] of `bytes` in windows, gathered into by the copy engines (`ce`) or not,
@@ -226,9 +235,10 @@ mod tests {
         assert!(new.contains("2.29.3"), "{new}");
         let off = e("1", false, Some(22809));
         assert!(off.contains("COMM_NCCL_WINDOWS"), "{off}");
-        // The reduce-scatters: never by default yet, asked for as the gathers are.
+        // The reduce-scatters: by default at worlds 2 and 4, asked for as the gathers are.
         let r = |env, world| ce_reduce_wanted(env, true, Some(22809), (Some(world), world));
-        assert!(!r(None, 2).unwrap() && !r(None, 4).unwrap() && r(Some("1"), 4).unwrap());
+        assert!(r(None, 2).unwrap() && r(None, 4).unwrap() && !r(None, 8).unwrap());
+        assert!(r(Some("1"), 8).unwrap() && !r(Some("0"), 4).unwrap());
         let e2 = r(Some("yes"), 2).unwrap_err().to_string();
         assert!(
             e2.contains("COMM_CE_REDUCE") && e2.contains("reduce-scatters"),
