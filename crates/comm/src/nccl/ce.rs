@@ -58,7 +58,7 @@ pub(super) fn peer_streams(
 }
 
 /// Sets the u32 at `at` (here, or a peer's mapped here) to `value` on stream `s`.
-pub(super) fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
+fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
     // SAFETY: `at` is a flag of a live window, here or mapped from a peer (`Span`).
     unsafe { sys::cuStreamWriteValue32_v2(s, at, value, 0) }
         .result()
@@ -66,7 +66,7 @@ pub(super) fn write(s: CUstream, at: u64, value: u32) -> Result<()> {
 }
 
 /// Stream `s` waits until the u32 at `at` (this rank's) is 1.
-pub(super) fn wait_one(s: CUstream, at: u64) -> Result<()> {
+fn wait_one(s: CUstream, at: u64) -> Result<()> {
     let eq = sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32;
     // SAFETY: `at` is a flag of a live window of this rank's.
     unsafe { sys::cuStreamWaitValue32_v2(s, at, 1, eq) }
@@ -148,29 +148,39 @@ impl NcclComm {
 
     /// Queues `op` of a gather of `parts` in window `w` on `stream`.
     fn ce_op(&self, stream: &CudaStream, w: Span, op: Op, parts: &[(u64, u64)]) -> Result<()> {
-        let s = stream.cu_stream();
-        let flag = |f: Flag| match f {
-            Flag::Ready(r) => w.ready(r),
-            Flag::Done(r) => w.done(r),
-        };
-        match op {
-            Op::Set { at, flag: f } => write(s, w.peer(at, flag(f)), 1),
-            Op::Wait(f) => wait_one(s, w.base + flag(f)),
-            Op::Reset(f) => write(s, w.base + flag(f), 0),
-            Op::Push { to } => {
-                for &(at, part) in parts {
-                    let off = at - w.base + self.rank as u64 * part;
-                    // SAFETY: both ends lie in the window's buffers (`ce_plan` checked the
-                    // bounds here; every rank's buffer has the same size), which outlive
-                    // the copy (the Work holds the tensors; the windows go with the
-                    // communicator).
-                    unsafe {
-                        result::memcpy_dtod_async(w.peer(to, off), w.base + off, part as usize, s)
-                    }
-                    .map_err(drv("cuMemcpyAsync (copy-engine gather)"))?;
+        let push = |s: CUstream, to: usize| {
+            for &(at, part) in parts {
+                let off = at - w.base + self.rank as u64 * part;
+                // SAFETY: both ends lie in the window's buffers (`ce_plan` checked the
+                // bounds here; every rank's buffer has the same size), which outlive the
+                // copy (the Work holds the tensors; the windows go with the communicator).
+                unsafe {
+                    result::memcpy_dtod_async(w.peer(to, off), w.base + off, part as usize, s)
                 }
-                Ok(())
+                .map_err(drv("cuMemcpyAsync (copy-engine gather)"))?;
             }
-        }
+            Ok(())
+        };
+        flag_op(stream.cu_stream(), w, op, &push)
+    }
+}
+
+/// Queues `op` on stream `s` in window `w` (flags here and at the peers), `push(s, to)`
+/// doing its copies into rank `to`.
+pub(super) fn flag_op(
+    s: CUstream,
+    w: Span,
+    op: Op,
+    push: &dyn Fn(CUstream, usize) -> Result<()>,
+) -> Result<()> {
+    let flag = |f: Flag| match f {
+        Flag::Ready(r) => w.ready(r),
+        Flag::Done(r) => w.done(r),
+    };
+    match op {
+        Op::Set { at, flag: f } => write(s, w.peer(at, flag(f)), 1),
+        Op::Wait(f) => wait_one(s, w.base + flag(f)),
+        Op::Reset(f) => write(s, w.base + flag(f), 0),
+        Op::Push { to } => push(s, to),
     }
 }

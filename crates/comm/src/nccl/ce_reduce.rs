@@ -27,7 +27,8 @@
 //! comes leaves `S` waiting: the watchdog fails the rank after the timeout.
 
 use super::cast::address;
-use super::ce::{wait_one, write};
+use super::ce::flag_op;
+use super::ce_schedule::{schedule, Op};
 use super::comm::{capturing, drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
@@ -38,6 +39,7 @@ use candle_core::cuda_backend::cudarc::driver::{
     result, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use candle_core::DType;
+use cudarc::driver::sys::CUstream;
 use std::sync::{Arc, Mutex};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sum.ptx"));
@@ -161,7 +163,8 @@ impl NcclComm {
             compute: self.compute.clone(),
             func: (*func).clone(),
             runs: Vec::new(),
-            ready: Vec::new(),
+            freed: (span, Vec::new()),
+            parts: world as u32 - 1,
             reduces: self.reduces.clone(),
             finished: false,
         };
@@ -172,31 +175,34 @@ impl NcclComm {
             .iter()
             .map(|(_, t, _)| address(t, 2, &self.stream))
             .collect::<Result<_>>()?;
+        // A gather's order (`super::ce_schedule`), its `first` (this rank's slots are
+        // free) at the wait, after the adds (see the module's doc).
+        let sch = schedule(me, world);
+        let push = |s: CUstream, q: usize| {
+            for ((&a, &c), &o) in at.iter().zip(&chunks).zip(&offsets) {
+                let to = span.peer(q, o + slot(me, q) * 2 * c);
+                // SAFETY: rank me's chunk q of a buffer of world × c bf16, into its slot in
+                // q's window (registered with room for it); the work holds the buffer until
+                // the compute stream has waited for these copies.
+                unsafe { result::memcpy_dtod_async(to, a + q as u64 * 2 * c, 2 * c as usize, s) }
+                    .map_err(drv("cuMemcpyAsync (copy-engine reduce-scatter)"))?;
+            }
+            Ok(())
+        };
         let fork = self
             .stream
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
-        let peers: Vec<usize> = (0..world).filter(|&q| q != me).collect();
-        for (&q, ps) in peers.iter().zip(&self.ce_streams) {
-            let s = ps.cu_stream();
+        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
             ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
-            wait_one(s, span.base + span.ready(q))?;
-            write(s, span.base + span.ready(q), 0)?;
-            for ((&a, &c), &o) in at.iter().zip(&chunks).zip(&offsets) {
-                let to = span.peer(q, o + slot(me, q) * 2 * c);
-                // SAFETY: rank me's chunk q of a buffer of world × c bf16, into its slot
-                // in q's window (registered with room for it); the work holds the buffer
-                // until the compute stream has waited for these copies.
-                unsafe { result::memcpy_dtod_async(to, a + q as u64 * 2 * c, 2 * c as usize, s) }
-                    .map_err(drv("cuMemcpyAsync (copy-engine reduce-scatter)"))?;
+            for &o in ops {
+                flag_op(ps.cu_stream(), span, o, &push)?;
             }
-            write(s, span.peer(q, span.done(me)), 1)?;
             let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
             self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
         }
-        for &q in &peers {
-            wait_one(self.stream.cu_stream(), span.base + span.done(q))?;
-            write(self.stream.cu_stream(), span.base + span.done(q), 0)?;
+        for &o in &sch.last {
+            flag_op(self.stream.cu_stream(), span, o, &push)?;
         }
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
             let bytes = chunks.iter().map(|c| 2 * c * world as u64).sum::<u64>();
@@ -214,10 +220,7 @@ impl NcclComm {
             runs.push(r);
         }
         work.runs = runs;
-        work.ready = peers
-            .iter()
-            .map(|&q| span.peer(q, span.ready(me)))
-            .collect();
+        work.freed = (span, sch.first);
         let keep = calls.iter().map(|c| c.1.clone()).collect();
         work.inner = Some(self.after(op, keep)?);
         Ok(Work::new(Box::new(work)))
@@ -225,13 +228,15 @@ impl NcclComm {
 }
 
 /// A copy-engine reduce-scatter in flight: its arrival (`inner`), then the adds and the
-/// "ready" flags (`ready`: their addresses in the peers' windows) that waiting queues.
+/// "ready" flags (`freed`) that waiting queues.
 struct CeReduceWork {
     inner: Option<Work>,
     compute: Arc<CudaStream>,
     func: CudaFunction,
     runs: Vec<Runs>,
-    ready: Vec<u64>,
+    /// The window and the ops that free this rank's slots (`Schedule::first`).
+    freed: (Span, Vec<Op>),
+    parts: u32,
     reduces: Arc<Mutex<Reduces>>,
     finished: bool,
 }
@@ -246,7 +251,7 @@ impl CeReduceWork {
         if let Some(inner) = self.inner.take() {
             inner.wait()?;
         }
-        let parts = self.ready.len() as u32;
+        let parts = self.parts;
         for runs in &self.runs {
             let used = runs.n.iter().filter(|&&n| n > 0).count();
             let most = runs.n.iter().copied().max().unwrap_or(0);
@@ -268,8 +273,9 @@ impl CeReduceWork {
             // the caller, who waited for it).
             unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel (copy-engine adds)"))?;
         }
-        for &at in &self.ready {
-            write(self.compute.cu_stream(), at, 1)?;
+        let no_push = |_: CUstream, _: usize| Ok(());
+        for &o in &self.freed.1 {
+            flag_op(self.compute.cu_stream(), self.freed.0, o, &no_push)?;
         }
         Ok(())
     }

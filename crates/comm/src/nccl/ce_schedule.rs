@@ -2,7 +2,9 @@
 //! CUDA, so that the protocol is checked everywhere: the tests below run every rank's
 //! streams of several gathers in a row, interleaved at random, and check that none waits
 //! for ever, that every part arrives before its rank goes on, that no part lands in a
-//! buffer whose rank has not reached that gather, and that the flags end at 0.
+//! buffer whose rank has not reached that gather, and that the flags end at 0. The
+//! copy-engine reduce-scatters (`super::ce_reduce`) run the same order, its `first` after
+//! their adds: ce_schedule_reduce_tests.rs checks that arrangement the same way.
 
 /// A flag in a rank's window: set by rank `from`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -222,3 +224,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "ce_schedule_reduce_tests.rs"]
+mod reduce_tests;

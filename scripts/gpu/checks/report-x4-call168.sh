@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Session 31, call 168, FOUR GPUs (nvidia-h100-x4 asked), from the packed folder (copy this,
+# report-a.sh and train-runs.sh into .gpu/). About 9.5 minutes. The 4-GPU report's first half
+# (report-a.sh: the all-reduce sweep at 2 and 4 ranks beside PyTorch's, `run.sh train-speed`
+# at xl bf16, 8 x 128 tokens a GPU, every strategy at worlds 1, 2 and 4, `bench single` with
+# and without --clip 1, PyTorch DDP compile-ro at worlds 2 and 4) with zero1's reduce-scatters
+# on the copy engines by default (calls 166-167). Output: $OUT/c.tgz.
+bash "$(dirname "$0")/report-a.sh"
+O="${OUT:-/tmp/out}"; tar czf "$O/c.tgz" -C "$O" c && rm -rf "$O/c"
+echo "done $(date -u +%T)"
