@@ -150,6 +150,8 @@ impl LmArgs {
                 None => None,
                 u => Some(positive("--fsdp-unit", u, 1, 8)?),
             },
+            // As train by default (COMM_CE_REDUCE unset).
+            ce_slots: None,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

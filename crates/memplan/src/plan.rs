@@ -23,7 +23,9 @@
 //!   A block's backward adds its own temporaries.
 //! - `sharded`'s step with clipping scales a f32 copy of every gradient (`seam::clip::scale`)
 //!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
-//!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]).
+//!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]); ZeRO-1
+//!   in bf16 at worlds 2 and 4 also the copy-engine reduce-scatters' slots, (N−1)/N of its
+//!   in-place gradients.
 //!
 //! The peak is the largest of five moments of the step ([`Phase`]), or, for a step captured
 //! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
@@ -67,6 +69,10 @@ pub struct Input {
     /// buffer (`None`: the default, [`crate::fsdp_unit`] of the largest stage); the gathers ahead
     /// and the kept stages count in units.
     pub fsdp_unit: Option<usize>,
+    /// Whether ZeRO-1's bf16 reduce-scatters run on NCCL's copy engines, into windows that
+    /// hold a slot for each peer's part (comm::nccl::ce_reduce): `None`, by default, at
+    /// [`crate::CE_REDUCE_WORLDS`]; `Some`, as `COMM_CE_REDUCE=1` or `0` says.
+    pub ce_slots: Option<bool>,
 }
 
 /// The moments of a step at which memory can peak.
@@ -295,7 +301,20 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             _ => mul(psi, 2),
         }
     };
-    let nccl = if multi { NCCL_RESERVE } else { 0 };
+    // ZeRO-1's reduce-scatters by the copy engines (`Input::ce_slots`): a slot for each
+    // peer's part of every gradient reduced in place, in NCCL windows held from the first
+    // step.
+    let ce = i
+        .ce_slots
+        .unwrap_or(crate::CE_REDUCE_WORLDS.contains(&world));
+    let slots = match (s, multi && wire == 2 && ce) {
+        (Zero1, true) => sum(tensors
+            .iter()
+            .filter(|t| !flat(t.0))
+            .map(|t| mul(t.0 / w, 2 * (w - 1)))),
+        _ => 0,
+    };
+    let nccl = if multi { sum([NCCL_RESERVE, slots]) } else { 0 };
     // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).
     let in_flight = mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)) * u64::from(split && multi);
     let comm = |c: u64| sum([nccl, c, in_flight]);

@@ -76,6 +76,11 @@ pub fn fsdp_unit(largest_stage_bytes: u64) -> usize {
         .clamp(1, 8) as usize
 }
 
+/// The worlds at which NCCL runs ZeRO-1's bf16 reduce-scatters on the copy engines, into
+/// windows that hold a slot for each peer's part (`comm::nccl::CE_REDUCE_WORLDS`, which
+/// comm cannot take from here; dp-tests' `memplan_agrees_with_comm` checks they agree).
+pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
+
 /// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
 /// next forward: ⌈buckets ÷ world⌉ (zero1::Zero1Overlap unless `ZERO1_PARAM_GATHER` says
 /// otherwise, and `memplan::time`'s projection). AdamW's shard shrinks as 1 ÷ world, and so

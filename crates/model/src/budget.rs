@@ -283,6 +283,7 @@ mod tests {
             sharded_masters: false,
             fsdp_gathers: (0, 1),
             fsdp_unit: None,
+            ce_slots: None,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

@@ -55,6 +55,7 @@ fn plan_input(
         sharded_masters: crate::engine::sharded_masters().unwrap_or(true),
         fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((0, 1)),
         fsdp_unit: crate::engine::fsdp_unit().unwrap_or(None),
+        ce_slots: comm::nccl::ce_reduce_asked(),
     };
     (input, rows_at)
 }

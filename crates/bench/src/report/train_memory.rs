@@ -22,6 +22,8 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         sharded_masters: true,
         fsdp_gathers: (0, 1),
         fsdp_unit: None,
+        // train's default (COMM_CE_REDUCE unset).
+        ce_slots: None,
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)

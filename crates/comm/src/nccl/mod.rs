@@ -49,7 +49,9 @@ mod work;
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
 pub use device::{cuda_device, gpu_count};
-pub use policy::{loaded_version, windows_note, WINDOWS_MIN_NCCL};
+pub use policy::{
+    ce_reduce_asked, loaded_version, windows_note, CE_REDUCE_WORLDS, WINDOWS_MIN_NCCL,
+};
 #[cfg(feature = "cuda")]
 pub use raw::version;
 #[cfg(feature = "cuda")]

@@ -112,6 +112,16 @@ fn ce_wanted(
     }
 }
 
+/// What `COMM_CE_REDUCE` asks for, for a memory plan: `Some(true)` for 1, `Some(false)` for
+/// 0, `None` unset (or a bad value, which the communicator refuses, naming it).
+pub fn ce_reduce_asked() -> Option<bool> {
+    match std::env::var("COMM_CE_REDUCE").as_deref() {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    }
+}
+
 /// The worlds whose deferred in-place bf16 reduce-scatters (ZeRO-1's) run on the copy engines
 /// by default (`ce_reduce_wanted`). xl zero1 took 1.27 ms less a step at world 2 and 0.75 ms
 /// less at world 4; fsdp, which waits for them during its backward and so does not defer
