@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31, call 168, FOUR GPUs (nvidia-h100-x4 asked), from the packed folder (copy this,
+# Session 31, call 168, FOUR GPUs (asked for nvidia-h100-x4, ran on nvidia-h200-x4), from the packed folder (copy this,
 # report-a.sh and train-runs.sh into .gpu/). About 9.5 minutes. The 4-GPU report's first half
 # (report-a.sh: the all-reduce sweep at 2 and 4 ranks beside PyTorch's, `run.sh train-speed`
 # at xl bf16, 8 x 128 tokens a GPU, every strategy at worlds 1, 2 and 4, `bench single` with

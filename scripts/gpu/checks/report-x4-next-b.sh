@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Not yet run (session 28: the 4-GPU kinds were lent too late in the session for it), FOUR GPUs: the 4-GPU report's second half
+# Ran as session 31's call 169 (nvidia-h200-x4), FOUR GPUs: the 4-GPU report's second half
 # (see report-x4-next-a.sh): `run.sh train-speed` at xl bf16, 32 x 128 tokens a GPU (single,
 # bucketed:25 and zero1 at worlds 1 and 4; bench single on the same table; PyTorch DDP
 # compile-ro at world 4), then PyTorch's trainer (compile-ro) at 8 x 128 tokens a GPU at
