@@ -31,7 +31,7 @@
 //! 162-164.)
 
 use super::cast::address;
-use super::ce_schedule::{schedule, Flag, Op};
+use super::ce_schedule::{schedule, Flag, Op, Schedule};
 use super::comm::{drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
@@ -121,33 +121,6 @@ impl NcclComm {
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
         let sch = schedule(self.rank, self.world);
-        for &o in &sch.first {
-            self.ce_op(&self.stream, w, o, parts)?;
-        }
-        let fork = self
-            .stream
-            .record_event(None)
-            .map_err(drv("cuEventRecord"))?;
-        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
-            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
-            for &o in ops {
-                self.ce_op(ps, w, o, parts)?;
-            }
-            let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
-            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
-        }
-        for &o in &sch.last {
-            self.ce_op(&self.stream, w, o, parts)?;
-        }
-        if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
-            let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
-            log.end(&self.stream, op, bytes as usize, start)?;
-        }
-        self.after(op, keep)
-    }
-
-    /// Queues `op` of a gather of `parts` in window `w` on `stream`.
-    fn ce_op(&self, stream: &CudaStream, w: Span, op: Op, parts: &[(u64, u64)]) -> Result<()> {
         let push = |s: CUstream, to: usize| {
             for &(at, part) in parts {
                 let off = at - w.base + self.rank as u64 * part;
@@ -161,7 +134,43 @@ impl NcclComm {
             }
             Ok(())
         };
-        flag_op(stream.cu_stream(), w, op, &push)
+        for &o in &sch.first {
+            flag_op(self.stream.cu_stream(), w, o, &push)?;
+        }
+        self.ce_peers_then_last(w, &sch, &push)?;
+        if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
+            let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
+            log.end(&self.stream, op, bytes as usize, start)?;
+        }
+        self.after(op, keep)
+    }
+
+    /// Queues `sch`'s peers' operations in window `w`, each peer's on its stream forked from
+    /// the communication stream, then, once they have ended, its `last` on the
+    /// communication stream; `push(s, to)` makes the copies into rank `to` (a gather's here,
+    /// a reduce-scatter's in `super::ce_reduce`).
+    pub(super) fn ce_peers_then_last(
+        &self,
+        w: Span,
+        sch: &Schedule,
+        push: &dyn Fn(CUstream, usize) -> Result<()>,
+    ) -> Result<()> {
+        let fork = self
+            .stream
+            .record_event(None)
+            .map_err(drv("cuEventRecord"))?;
+        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
+            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
+            for &o in ops {
+                flag_op(ps.cu_stream(), w, o, push)?;
+            }
+            let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
+            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
+        }
+        for &o in &sch.last {
+            flag_op(self.stream.cu_stream(), w, o, push)?;
+        }
+        Ok(())
     }
 }
 

@@ -1,19 +1,21 @@
 //! Copy-engine reduce-scatters (by default at worlds 2 and 4 on one node; `COMM_CE_REDUCE=1`
 //! or `0` says otherwise: `super::policy`): the in-place bf16 reduce-scatters (Sum or Avg) of
-//! one deferred launch ([`crate::Communicator::reduce_scatter_deferred_async`]) push each peer's chunk of every
-//! buffer into that peer's window with `cuMemcpyAsync`, one stream per peer, so that they
-//! take no SM from the backward's GEMMs (NCCL's reduce-scatter beside them cost GEMMs
-//! 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds wait for
-//! [`Work::wait`]: it queues them on the compute stream, where a step waits for its
+//! one deferred launch ([`crate::Communicator::reduce_scatter_deferred_async`]) push each
+//! peer's chunk of every buffer into that peer's window with `cuMemcpyAsync`, one stream per
+//! peer, so that they take no SM from the backward's GEMMs (NCCL's reduce-scatter beside
+//! them cost GEMMs 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds
+//! wait for [`Work::wait`]: it queues them on the compute stream, where a step waits for its
 //! gradients after the backward, as one memory-bound kernel (kernels/sum.cu: this rank's
-//! chunk plus the peers' parts, in f32, rounded once).
+//! chunk plus the peers' parts, in f32, rounded once). xl's zero1 took 0.75 ms less a step
+//! at world 4 and 1.2-1.3 ms less at world 2 (calls 166-167, docs/results/gpus-s31.md).
 //!
 //! Each launch of a step has a window of its own, registered when first needed (eager): the
 //! k-th launch of buffers of one shape in a step takes the k-th window of that shape (a
-//! launch with none other open begins a step). Rank r's window holds, per buffer, `world - 1` slots of its chunk (the
-//! peers' parts, in rank order without r), then `2 × world` u32 flags: "ready" from each
-//! peer, 1 at the start (the slots are free), and "done". One launch on rank r, after its
-//! communication stream `S` has waited for compute:
+//! launch with none other open begins a step). Rank r's window holds, per buffer,
+//! `world - 1` slots of its chunk (the peers' parts, in rank order without r), then
+//! `2 × world` u32 flags: "ready" from each peer, 1 at the start (the slots are free), and
+//! "done". One launch on rank r, after its communication stream `S` has waited for
+//! compute, in `super::ce_schedule`'s order:
 //! 1. per peer q, on its stream: wait until q's "ready" here is 1 (q has added the last
 //!    parts r pushed it), set it to 0, push r's chunk q of every buffer into r's slot at q,
 //!    set "done from r" in q's window;
@@ -121,13 +123,13 @@ impl NcclComm {
                 span,
             });
         }
-        let g = r
+        let found = r
             .groups
             .iter()
             .filter(same)
             .nth(k)
-            .expect("registered above");
-        let found = (g.span, g.offsets.clone());
+            .map(|g| (g.span, g.offsets.clone()));
+        let found = found.ok_or_else(|| CommError::invalid(name, self.rank, "no window"))?;
         *r.seen.entry(chunks.to_vec()).or_insert(0) += 1;
         r.open += 1;
         Ok(found)
@@ -189,21 +191,7 @@ impl NcclComm {
             }
             Ok(())
         };
-        let fork = self
-            .stream
-            .record_event(None)
-            .map_err(drv("cuEventRecord"))?;
-        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
-            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
-            for &o in ops {
-                flag_op(ps.cu_stream(), span, o, &push)?;
-            }
-            let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
-            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
-        }
-        for &o in &sch.last {
-            flag_op(self.stream.cu_stream(), span, o, &push)?;
-        }
+        self.ce_peers_then_last(span, &sch, &push)?;
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
             let bytes = chunks.iter().map(|c| 2 * c * world as u64).sum::<u64>();
             log.end(&self.stream, op, bytes as usize, start)?;

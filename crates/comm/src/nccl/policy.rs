@@ -33,65 +33,56 @@ pub(crate) fn windows_wanted(env: Option<&str>, version: Option<i32>) -> Result<
     }
 }
 
-/// Whether in-place all-gathers into gather buffers run on the copy engines (`super::ce`),
-/// as `COMM_CE_GATHER` (`env`) says: 1 or 0; unset, at world 2 where they can ([`CE_WORLDS`]).
-/// They need gather buffers in windows (`windows`) and NCCL 2.28 (`version`): the copies
-/// reach the peers' buffers through the addresses in NCCL 2.28's window struct, whose layout
-/// later releases may change. And every rank on one node, as the launcher says
-/// (`local_world`, its LOCAL_WORLD_SIZE, against `world`): the copies need every peer's
-/// memory mapped here. Asking for them where they cannot run, or any other value, is an
-/// error naming the variable.
-pub(crate) fn ce_gather_wanted(
-    env: Option<&str>,
-    windows: bool,
-    version: Option<i32>,
-    worlds: (Option<usize>, usize),
-) -> Result<bool> {
-    let what = (
-        "COMM_CE_GATHER",
-        "copy-engine gathers",
-        "all-gathers into gather buffers",
-    );
-    ce_wanted(what, CE_WORLDS, env, windows, version, worlds)
+/// A use of the copy engines that [`ce_wanted`] decides on: its variable, its name in
+/// errors, the calls it takes, the worlds where it is on by default.
+pub(crate) struct CeUse {
+    pub var: &'static str,
+    name: &'static str,
+    calls: &'static str,
+    worlds: &'static [usize],
 }
 
-/// Whether deferred in-place bf16 reduce-scatters run on the copy engines
-/// (`super::ce_reduce`), as `COMM_CE_REDUCE` (`env`) says: 1 or 0; unset, at worlds 2 and 4
-/// where they can ([`CE_REDUCE_WORLDS`]). Needs what [`ce_gather_wanted`] needs, for the same
-/// reasons (the parts land in windows).
-pub(crate) fn ce_reduce_wanted(
-    env: Option<&str>,
-    windows: bool,
-    version: Option<i32>,
-    worlds: (Option<usize>, usize),
-) -> Result<bool> {
-    let what = (
-        "COMM_CE_REDUCE",
-        "copy-engine reduce-scatters",
-        "in-place reduce-scatters",
-    );
-    ce_wanted(what, CE_REDUCE_WORLDS, env, windows, version, worlds)
-}
+/// In-place all-gathers into gather buffers (`super::ce`), by default at [`CE_WORLDS`].
+pub(crate) const CE_GATHER: CeUse = CeUse {
+    var: "COMM_CE_GATHER",
+    name: "copy-engine gathers",
+    calls: "all-gathers into gather buffers",
+    worlds: CE_WORLDS,
+};
 
-/// [`ce_gather_wanted`] and [`ce_reduce_wanted`]: `(variable, name, calls)` say which.
-fn ce_wanted(
-    (var, name, calls): (&str, &str, &str),
-    default_worlds: &[usize],
+/// Deferred in-place bf16 reduce-scatters (`super::ce_reduce`), by default at
+/// [`CE_REDUCE_WORLDS`].
+pub(crate) const CE_REDUCE: CeUse = CeUse {
+    var: "COMM_CE_REDUCE",
+    name: "copy-engine reduce-scatters",
+    calls: "in-place reduce-scatters",
+    worlds: CE_REDUCE_WORLDS,
+};
+
+/// Whether use `u` of the copy engines is on, as its variable (`env`) says: 1 or 0; unset,
+/// at its default worlds where it can run. It needs NCCL windows (`windows`) and NCCL 2.28
+/// (`version`): the copies reach the peers' buffers through the addresses in NCCL 2.28's
+/// window struct, whose layout later releases may change. And every rank on one node, as
+/// the launcher says (`local_world`, its LOCAL_WORLD_SIZE, against `world`): the copies
+/// need every peer's memory mapped here. Asking for it where it cannot run, or any other
+/// value, is an error naming the variable.
+pub(crate) fn ce_wanted(
+    u: &CeUse,
     env: Option<&str>,
     windows: bool,
     version: Option<i32>,
     (local_world, world): (Option<usize>, usize),
 ) -> Result<bool> {
+    let (name, calls) = (u.name, u.calls);
     let err = |msg: String| CommError::Env {
-        name: var.into(),
+        name: u.var.into(),
         msg,
     };
     let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
     match env {
-        None | Some("") => Ok(nccl_2_28
-            && windows
-            && local_world == Some(world)
-            && default_worlds.contains(&world)),
+        None | Some("") => {
+            Ok(nccl_2_28 && windows && local_world == Some(world) && u.worlds.contains(&world))
+        }
         Some("0") => Ok(false),
         Some("1") if !nccl_2_28 => Err(err(format!(
             "{name} read NCCL 2.28's window layout; this process loaded NCCL {}",
@@ -112,6 +103,13 @@ fn ce_wanted(
     }
 }
 
+/// The worlds whose gathers run on the copy engines by default (`CE_GATHER`). At
+/// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
+/// and zero1 0.04-0.08 ms less (calls 161, 162, 164); at world 4 (three peers at once,
+/// 191-211 GB/s) fsdp took 8.1-11.5 ms more and zero1 the same (calls 162, 164;
+/// docs/results/gpus-s30.md).
+pub const CE_WORLDS: &[usize] = &[2];
+
 /// What `COMM_CE_REDUCE` asks for, for a memory plan: `Some(true)` for 1, `Some(false)` for
 /// 0, `None` unset (or a bad value, which the communicator refuses, naming it).
 pub fn ce_reduce_asked() -> Option<bool> {
@@ -123,17 +121,10 @@ pub fn ce_reduce_asked() -> Option<bool> {
 }
 
 /// The worlds whose deferred in-place bf16 reduce-scatters (ZeRO-1's) run on the copy engines
-/// by default (`ce_reduce_wanted`). xl zero1 took 1.27 ms less a step at world 2 and 0.75 ms
+/// by default (`CE_REDUCE`). xl zero1 took 1.27 ms less a step at world 2 and 0.75 ms
 /// less at world 4; fsdp, which waits for them during its backward and so does not defer
 /// them, took 3.5 ms more at world 4 (call 166, nvidia-h200-x4; docs/results/gpus-s31.md).
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
-
-/// The worlds whose gathers run on the copy engines by default (`ce_gather_wanted`). At
-/// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
-/// and zero1 0.04-0.08 ms less (calls 161, 162, 164); at world 4 (three peers at once,
-/// 191-211 GB/s) fsdp took 8.1-11.5 ms more and zero1 the same (calls 162, 164;
-/// docs/results/gpus-s30.md).
-pub const CE_WORLDS: &[usize] = &[2];
 
 /// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
@@ -212,12 +203,12 @@ mod tests {
     #[test]
     fn copy_engine_gathers_only_when_asked_and_only_in_windows_of_nccl_2_28() {
         let one = (Some(4), 4);
-        let ok = |env: Option<&str>| ce_gather_wanted(env, true, Some(22809), one).unwrap();
+        let ok = |env: Option<&str>| ce_wanted(&CE_GATHER, env, true, Some(22809), one).unwrap();
         assert!(!ok(None) && !ok(Some("0")) && ok(Some("1")));
-        assert!(ce_gather_wanted(Some("1"), true, Some(22809), (None, 4)).unwrap());
+        assert!(ce_wanted(&CE_GATHER, Some("1"), true, Some(22809), (None, 4)).unwrap());
         // By default at world 2 only, on one node, in windows of NCCL 2.28, and quietly.
         let default =
-            |win, v, local, world| ce_gather_wanted(None, win, v, (local, world)).unwrap();
+            |win, v, local, world| ce_wanted(&CE_GATHER, None, win, v, (local, world)).unwrap();
         assert!(default(true, Some(22809), Some(2), 2));
         assert!(!default(true, Some(22809), Some(4), 4));
         assert!(!default(true, Some(22809), Some(1), 2));
@@ -225,11 +216,11 @@ mod tests {
         assert!(!default(false, Some(22803), Some(2), 2));
         assert!(!default(true, Some(22901), Some(2), 2));
         let e = |env, win, v| {
-            ce_gather_wanted(Some(env), win, v, one)
+            ce_wanted(&CE_GATHER, Some(env), win, v, one)
                 .unwrap_err()
                 .to_string()
         };
-        let nodes = ce_gather_wanted(Some("1"), true, Some(22809), (Some(4), 8))
+        let nodes = ce_wanted(&CE_GATHER, Some("1"), true, Some(22809), (Some(4), 8))
             .unwrap_err()
             .to_string();
         assert!(
@@ -246,7 +237,7 @@ mod tests {
         let off = e("1", false, Some(22809));
         assert!(off.contains("COMM_NCCL_WINDOWS"), "{off}");
         // The reduce-scatters: by default at worlds 2 and 4, asked for as the gathers are.
-        let r = |env, world| ce_reduce_wanted(env, true, Some(22809), (Some(world), world));
+        let r = |env, world| ce_wanted(&CE_REDUCE, env, true, Some(22809), (Some(world), world));
         assert!(r(None, 2).unwrap() && r(None, 4).unwrap() && !r(None, 8).unwrap());
         assert!(r(Some("1"), 8).unwrap() && !r(Some("0"), 4).unwrap());
         let e2 = r(Some("yes"), 2).unwrap_err().to_string();

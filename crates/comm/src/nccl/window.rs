@@ -19,7 +19,7 @@
 //! have finished. A gather buffer must not be used after its communicator is dropped.
 
 use super::comm::{drv, NcclComm};
-use super::policy::{ce_gather_wanted, ce_reduce_wanted, windows_wanted};
+use super::policy::{ce_wanted, windows_wanted, CE_GATHER, CE_REDUCE};
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
@@ -32,22 +32,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Whether a communicator of this process gathers on the copy engines ([`ce_gathers`]).
-static CE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static GATHERS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether this process's gathers into gather buffers run on the copy engines
 /// (`super::ce`), for a run's log.
 pub fn ce_gathers() -> bool {
-    CE.load(Ordering::Relaxed)
+    GATHERS_ON.load(Ordering::Relaxed)
 }
 
 /// Whether a communicator of this process reduce-scatters on the copy engines
 /// ([`ce_reduces`]).
-static CE_REDUCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static REDUCES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether this process's in-place bf16 reduce-scatters run on the copy engines
 /// (`super::ce_reduce`), for a run's log.
 pub fn ce_reduces() -> bool {
-    CE_REDUCE.load(Ordering::Relaxed)
+    REDUCES_ON.load(Ordering::Relaxed)
 }
 
 /// Bytes of gather buffers this process holds in NCCL windows ([`window_bytes`]).
@@ -69,11 +69,11 @@ pub(super) struct Windows {
     made: Mutex<Vec<Made>>,
     /// Whether gather buffers are windows ([`windows_wanted`]).
     pub(super) on: bool,
-    /// Whether gathers into them run on the copy engines ([`ce_gather_wanted`]): then each
+    /// Whether gathers into them run on the copy engines (`super::policy::CE_GATHER`): then each
     /// window also holds the flags of `super::ce` and knows its peers' addresses.
     pub(super) ce: bool,
     /// Whether in-place bf16 reduce-scatters run on the copy engines, into windows of
-    /// their own ([`ce_reduce_wanted`], `super::ce_reduce`).
+    /// their own (`super::policy::CE_REDUCE`, `super::ce_reduce`).
     pub(super) ce_reduce: bool,
 }
 
@@ -141,15 +141,13 @@ impl Windows {
     ) -> Result<Self> {
         let env = std::env::var("COMM_NCCL_WINDOWS").ok();
         let on = windows_wanted(env.as_deref(), super::raw::version())?;
-        let ce = std::env::var("COMM_CE_GATHER").ok();
         let local = std::env::var("LOCAL_WORLD_SIZE").ok();
-        let local = local.and_then(|l| l.parse().ok());
-        let ce = ce_gather_wanted(ce.as_deref(), on, super::raw::version(), (local, world))?;
-        CE.fetch_or(ce, Ordering::Relaxed);
-        let red = std::env::var("COMM_CE_REDUCE").ok();
+        let worlds = (local.and_then(|l| l.parse().ok()), world);
         let version = super::raw::version();
-        let ce_reduce = ce_reduce_wanted(red.as_deref(), on, version, (local, world))?;
-        CE_REDUCE.fetch_or(ce_reduce, Ordering::Relaxed);
+        let wanted = |u| ce_wanted(u, std::env::var(u.var).ok().as_deref(), on, version, worlds);
+        let (ce, ce_reduce) = (wanted(&CE_GATHER)?, wanted(&CE_REDUCE)?);
+        GATHERS_ON.fetch_or(ce, Ordering::Relaxed);
+        REDUCES_ON.fetch_or(ce_reduce, Ordering::Relaxed);
         Ok(Self {
             raw,
             streams: [compute, comm],
