@@ -76,26 +76,63 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// One stream of one rank: its operations, each tagged with its gather, and what
-    /// must have happened before each may start (`after`: (stream, count of its ops)).
-    struct Stream {
-        ops: Vec<(usize, Op)>,
+    /// One stream of one rank: its operations, each tagged (`T`: an op with its gather, or
+    /// with its step and launch), and what must have happened before each may start
+    /// (`after`: (stream, count of its ops)).
+    pub(super) struct Stream<T> {
+        pub ops: Vec<T>,
         /// Per op: the ops of other streams of this rank that must be done first.
-        after: Vec<Vec<(usize, usize)>>,
-        done: usize,
+        pub after: Vec<Vec<(usize, usize)>>,
+        pub done: usize,
+    }
+
+    impl<T> Default for Stream<T> {
+        fn default() -> Self {
+            Self {
+                ops: Vec::new(),
+                after: Vec::new(),
+                done: 0,
+            }
+        }
+    }
+
+    /// The next op to run, as (rank, stream, op), counted as done: one chosen by `rng` among
+    /// the streams whose next op has what must come first done and is `ready(rank, op)`.
+    /// `None` once every stream has ended; an error where none can run but some have not.
+    pub(super) fn next<T: Copy>(
+        ranks: &mut [Vec<Stream<T>>],
+        rng: &mut Rng,
+        ready: impl Fn(usize, &T) -> bool,
+    ) -> Result<Option<(usize, usize, T)>, String> {
+        let mut runnable = vec![];
+        for (r, streams) in ranks.iter().enumerate() {
+            for (k, st) in streams.iter().enumerate() {
+                let Some(op) = st.ops.get(st.done) else {
+                    continue;
+                };
+                let deps = st.after[st.done].iter().all(|&(j, n)| streams[j].done >= n);
+                if deps && ready(r, op) {
+                    runnable.push((r, k));
+                }
+            }
+        }
+        if runnable.is_empty() {
+            return match ranks.iter().flatten().any(|s| s.done < s.ops.len()) {
+                true => Err("deadlock".into()),
+                false => Ok(None),
+            };
+        }
+        let (r, k) = runnable[rng.below(runnable.len())];
+        let st = &mut ranks[r][k];
+        st.done += 1;
+        Ok(Some((r, k, st.ops[st.done - 1])))
     }
 
     /// Every rank's streams for `gathers` gathers in a row (stream 0: the communication
     /// stream; 1..world: the peers' streams), in stream order, with the fork and join
     /// of each gather as cross-stream dependencies.
-    fn streams(me: usize, world: usize, gathers: usize) -> Vec<Stream> {
-        let mut s: Vec<Stream> = (0..world)
-            .map(|_| Stream {
-                ops: vec![],
-                after: vec![],
-                done: 0,
-            })
-            .collect();
+    fn streams(me: usize, world: usize, gathers: usize) -> Vec<Stream<(usize, Op)>> {
+        let mut s: Vec<Stream<_>> = (0..world).map(|_| Stream::default()).collect();
         for g in 0..gathers {
             let sch = schedule(me, world);
             // The join of the last gather: S waits for every peer stream's ops so far.
@@ -121,7 +158,7 @@ mod tests {
     }
 
     /// A tiny deterministic generator (xorshift), so that a failure repeats.
-    struct Rng(u64);
+    pub(super) struct Rng(pub u64);
     impl Rng {
         fn below(&mut self, n: usize) -> usize {
             self.0 ^= self.0 << 13;
@@ -134,7 +171,7 @@ mod tests {
     /// Runs `world` ranks through `gathers` gathers, one runnable op at a time chosen by
     /// `seed`; returns an error naming what broke.
     fn run(world: usize, gathers: usize, seed: u64) -> Result<(), String> {
-        let mut ranks: Vec<Vec<Stream>> = (0..world).map(|r| streams(r, world, gathers)).collect();
+        let mut ranks: Vec<Vec<_>> = (0..world).map(|r| streams(r, world, gathers)).collect();
         let mut flags: HashMap<(usize, Flag), u32> = HashMap::new();
         // The gather each rank's communication stream has reached (its first op run),
         // and the pushes each rank's buffer received, by gather.
@@ -143,31 +180,14 @@ mod tests {
         let mut arrived: HashMap<(usize, usize), usize> = HashMap::new();
         let mut rng = Rng(seed | 1);
         loop {
-            let mut runnable = vec![];
-            for (r, streams) in ranks.iter().enumerate() {
-                for (k, st) in streams.iter().enumerate() {
-                    let Some(&(_, op)) = st.ops.get(st.done) else {
-                        continue;
-                    };
-                    let deps = st.after[st.done].iter().all(|&(j, n)| streams[j].done >= n);
-                    let ready = match op {
-                        Op::Wait(f) => flags.get(&(r, f)).copied().unwrap_or(0) == 1,
-                        _ => true,
-                    };
-                    if deps && ready {
-                        runnable.push((r, k));
-                    }
-                }
-            }
-            if runnable.is_empty() {
-                if ranks.iter().flatten().any(|s| s.done < s.ops.len()) {
-                    return Err(format!("deadlock (world {world}, seed {seed})"));
-                }
+            let picked = next(&mut ranks, &mut rng, |r, &(_, op)| match op {
+                Op::Wait(f) => flags.get(&(r, f)).copied().unwrap_or(0) == 1,
+                _ => true,
+            });
+            let picked = picked.map_err(|e| format!("{e} (world {world}, seed {seed})"))?;
+            let Some((r, k, (g, op))) = picked else {
                 break;
-            }
-            let (r, k) = runnable[rng.below(runnable.len())];
-            let st = &mut ranks[r][k];
-            let (g, op) = st.ops[st.done];
+            };
             if k == 0 && reached[r] != Some(g) {
                 reached[r] = Some(g);
             }
@@ -193,7 +213,6 @@ mod tests {
                     *arrived.entry((to, g)).or_insert(0) += 1;
                 }
             }
-            st.done += 1;
             // A communication stream whose gather's last op ran: that gather is complete.
             let st = &ranks[r][0];
             let end = st.done == st.ops.len() || st.ops[st.done].0 != g;

@@ -4,6 +4,7 @@
 //! random: none waits for ever, no part lands in a slot whose last parts are not yet added,
 //! every part is in before its adds, and the flags end as they began.
 
+use super::tests::{next, Rng, Stream};
 use super::*;
 use std::collections::HashMap;
 
@@ -13,19 +14,13 @@ enum Sim {
     Add,
 }
 
-/// One stream: its ops tagged (step, launch), and per op what must be done first:
-/// (stream, count of its ops).
-#[derive(Default)]
-struct Stream {
-    ops: Vec<((usize, usize), Sim)>,
-    after: Vec<Vec<(usize, usize)>>,
-    done: usize,
-}
+/// An op of a launch, tagged (step, launch).
+type Tagged = ((usize, usize), Sim);
 
 /// Rank `me`'s streams (0: communication; 1..world: the peers'; world: compute) for
 /// `steps` steps of `launches` launches, each waited for after the last is queued.
-fn streams(me: usize, world: usize, steps: usize, launches: usize) -> Vec<Stream> {
-    let mut s: Vec<Stream> = (0..=world).map(|_| Stream::default()).collect();
+fn streams(me: usize, world: usize, steps: usize, launches: usize) -> Vec<Stream<Tagged>> {
+    let mut s: Vec<Stream<Tagged>> = (0..=world).map(|_| Stream::default()).collect();
     let compute = world;
     for step in 0..steps {
         let mut ends = Vec::new();
@@ -61,7 +56,7 @@ fn streams(me: usize, world: usize, steps: usize, launches: usize) -> Vec<Stream
 }
 
 fn run(world: usize, steps: usize, launches: usize, seed: u64) -> Result<(), String> {
-    let mut ranks: Vec<Vec<Stream>> = (0..world)
+    let mut ranks: Vec<Vec<Stream<Tagged>>> = (0..world)
         .map(|r| streams(r, world, steps, launches))
         .collect();
     // Flags by (rank, launch, flag): "ready" from every peer starts at 1.
@@ -75,37 +70,16 @@ fn run(world: usize, steps: usize, launches: usize, seed: u64) -> Result<(), Str
     }
     let mut added = vec![vec![0usize; launches]; world];
     let mut arrived: HashMap<(usize, usize, usize), usize> = HashMap::new();
-    let mut rng = seed | 1;
+    let mut rng = Rng(seed | 1);
     loop {
-        let mut runnable = vec![];
-        for (r, st) in ranks.iter().enumerate() {
-            for (k, s) in st.iter().enumerate() {
-                let Some(&((_, l), op)) = s.ops.get(s.done) else {
-                    continue;
-                };
-                let deps = s.after[s.done].iter().all(|&(j, n)| st[j].done >= n);
-                let ready = match op {
-                    Sim::Ce(Op::Wait(f)) => flags.get(&(r, l, f)) == Some(&1),
-                    _ => true,
-                };
-                if deps && ready {
-                    runnable.push((r, k));
-                }
-            }
-        }
-        if runnable.is_empty() {
-            if ranks.iter().flatten().any(|s| s.done < s.ops.len()) {
-                return Err(format!("deadlock (world {world}, seed {seed})"));
-            }
+        let picked = next(&mut ranks, &mut rng, |r, &((_, l), op)| match op {
+            Sim::Ce(Op::Wait(f)) => flags.get(&(r, l, f)) == Some(&1),
+            _ => true,
+        });
+        let picked = picked.map_err(|e| format!("{e} (world {world}, seed {seed})"))?;
+        let Some((r, _, ((step, l), op))) = picked else {
             break;
-        }
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let (r, k) = runnable[(rng % runnable.len() as u64) as usize];
-        let s = &mut ranks[r][k];
-        let ((step, l), op) = s.ops[s.done];
-        s.done += 1;
+        };
         match op {
             Sim::Ce(Op::Set { at, flag }) => {
                 let f = flags.entry((at, l, flag)).or_insert(0);
