@@ -23,16 +23,15 @@
 //!   A block's backward adds its own temporaries.
 //! - `sharded`'s step with clipping scales a f32 copy of every gradient (`seam::clip::scale`)
 //!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
-//!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]); ZeRO-1
-//!   in bf16 at worlds 2 and 4 also the copy-engine reduce-scatters' slots, (N−1)/N of its
-//!   in-place gradients.
+//!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]) and
+//!   ZeRO-1's copy-engine reduce-scatter slots, (N−1)/N of its in-place bf16 gradients.
 //!
 //! The peak is the largest of five moments of the step ([`Phase`]), or, for a step captured
 //! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
 //! per stream, allocator rounding. It is an estimate of the peak, not a bound.
 
 use crate::shape::{mul, u, Kind, Shape};
-pub use crate::strategy::Strategy;
+pub use crate::strategy::{paper, Strategy};
 
 /// Gradients this large are reduced where they lie (`ddp::launch::IN_PLACE_MIN`).
 pub const IN_PLACE_MIN: u64 = 1 << 16;
@@ -69,9 +68,8 @@ pub struct Input {
     /// buffer (`None`: the default, [`crate::fsdp_unit`] of the largest stage); the gathers ahead
     /// and the kept stages count in units.
     pub fsdp_unit: Option<usize>,
-    /// Whether ZeRO-1's bf16 reduce-scatters run on NCCL's copy engines, into windows that
-    /// hold a slot for each peer's part (comm::nccl::ce_reduce): `None`, by default, at
-    /// [`crate::CE_REDUCE_WORLDS`]; `Some`, as `COMM_CE_REDUCE=1` or `0` says.
+    /// ZeRO-1's reduce-scatters by the copy engines, with a slot for each peer's part
+    /// (comm::nccl::ce_reduce): `None` at [`crate::CE_REDUCE_WORLDS`]; `Some`: `COMM_CE_REDUCE`.
     pub ce_slots: Option<bool>,
 }
 
@@ -164,18 +162,6 @@ fn max_load(sizes: &[u64], w: u64) -> u64 {
         }
     }
     loads.into_iter().max().unwrap_or(0)
-}
-
-/// The ZeRO paper's bytes per GPU (K = 12 bytes of optimizer state, no activations).
-pub fn paper(i: &Input, s: Strategy) -> u64 {
-    let (p, n) = (i.shape.params(), u(i.world.max(1)));
-    let n = if s == Strategy::Single { 1 } else { n };
-    match s {
-        Strategy::Single | Strategy::Ddp => mul(p, 16),
-        Strategy::Sharded | Strategy::Zero1 => mul(p, 4).saturating_add(mul(p, 12) / n),
-        Strategy::Zero2 => mul(p, 2).saturating_add(mul(p, 14) / n),
-        Strategy::Fsdp => mul(p, 16) / n,
-    }
 }
 
 /// Strategy `s`'s plan for `i` (`single` at world 1 whatever `i.world`).
@@ -301,20 +287,14 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             _ => mul(psi, 2),
         }
     };
-    // ZeRO-1's reduce-scatters by the copy engines (`Input::ce_slots`): a slot for each
-    // peer's part of every gradient reduced in place, in NCCL windows held from the first
-    // step.
-    let ce = i
-        .ce_slots
-        .unwrap_or(crate::CE_REDUCE_WORLDS.contains(&world));
-    let slots = match (s, multi && wire == 2 && ce) {
-        (Zero1, true) => sum(tensors
-            .iter()
-            .filter(|t| !flat(t.0))
-            .map(|t| mul(t.0 / w, 2 * (w - 1)))),
-        _ => 0,
-    };
-    let nccl = if multi { sum([NCCL_RESERVE, slots]) } else { 0 };
+    // ZeRO-1's copy-engine reduce-scatters: a slot in a window for each peer's part.
+    let by_default = crate::CE_REDUCE_WORLDS.contains(&world);
+    let ce = i.ce_slots.unwrap_or(by_default);
+    let slots = (s == Zero1 && multi && wire == 2 && ce).then(|| {
+        let parts = tensors.iter().filter(|t| !flat(t.0));
+        sum(parts.map(|t| mul(t.0 / w, mul(2, w - 1))))
+    });
+    let nccl = mul(sum([NCCL_RESERVE, slots.unwrap_or(0)]), u64::from(multi));
     // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).
     let in_flight = mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)) * u64::from(split && multi);
     let comm = |c: u64| sum([nccl, c, in_flight]);

@@ -1,5 +1,8 @@
 //! The data-parallel strategies a memory plan covers, `train`'s (single, the DDP
-//! strategies, sharded, zero1, zero2, fsdp), and FSDP's default unit ([`fsdp_unit`]).
+//! strategies, sharded, zero1, zero2, fsdp), FSDP's default unit ([`fsdp_unit`]), and the
+//! ZeRO paper's bytes per GPU ([`paper`]).
+
+use crate::shape::{mul, u};
 
 /// A data-parallel strategy: how parameters, gradients and optimizer state are laid out
 /// over the ranks.
@@ -90,4 +93,16 @@ pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 /// - world 2: K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
 pub fn gathers_beside_adamw(buckets: usize, world: usize) -> usize {
     buckets.div_ceil(world.max(1))
+}
+
+/// The ZeRO paper's bytes per GPU (K = 12 bytes of optimizer state, no activations).
+pub fn paper(i: &crate::Input, s: Strategy) -> u64 {
+    let (p, n) = (i.shape.params(), u(i.world.max(1)));
+    let n = if s == Strategy::Single { 1 } else { n };
+    match s {
+        Strategy::Single | Strategy::Ddp => mul(p, 16),
+        Strategy::Sharded | Strategy::Zero1 => mul(p, 4).saturating_add(mul(p, 12) / n),
+        Strategy::Zero2 => mul(p, 2).saturating_add(mul(p, 14) / n),
+        Strategy::Fsdp => mul(p, 16) / n,
+    }
 }
