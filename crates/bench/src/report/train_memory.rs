@@ -66,8 +66,9 @@ mod tests {
         r.peak_after_first_gib.clear();
         r.peak_gib.clear();
         assert!(cells(&r).starts_with("- | "));
-        // zero1 at world 4 is planned as train plans it, with sharded masters: call 137
-        // measured 13.29 GiB (whole masters would plan 22.12).
+        // zero1 at world 4 is planned as train plans it, with sharded masters and the
+        // copy-engine reduce-scatters' slots: call 168 measured 16.04 GiB (13.29 without the
+        // slots, call 137; whole masters would plan 22.12).
         let z = TrainRecord {
             strategy: "zero1".into(),
             world: 4,
@@ -75,7 +76,7 @@ mod tests {
         };
         let planned = planned_gib(&z).unwrap();
         assert!(
-            (planned / 13.29 - 1.0).abs() < 0.05,
+            (planned / 16.04 - 1.0).abs() < 0.05,
             "xl zero1 world 4: {planned}"
         );
     }
