@@ -36,7 +36,10 @@ pub(crate) fn peak_line(
         _ => String::new(),
     };
     let win = match seam::memory::gib(Some(windows).filter(|&b| b > 0)) {
-        Some(w) => format!(", {w:.2} GiB of them gather buffers in NCCL windows"),
+        Some(w) => match comm::nccl::ce_reduces() {
+            true => format!(", {w:.2} GiB of them in NCCL windows (gather buffers and the copy-engine reduce-scatters' slots)"),
+            false => format!(", {w:.2} GiB of them gather buffers in NCCL windows"),
+        },
         None => String::new(),
     };
     Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's own buffers and the CUDA context aside){later}{parts}{win}"))

@@ -53,8 +53,9 @@ pub fn ce_reduces() -> bool {
 /// Bytes of gather buffers this process holds in NCCL windows ([`window_bytes`]).
 static HELD: AtomicU64 = AtomicU64::new(0);
 
-/// Bytes of gather buffers this process holds in NCCL windows: memory outside candle's
-/// pool, which `train`'s peak adds to the pool's.
+/// Bytes this process holds in NCCL windows (gather buffers, and the copy-engine
+/// reduce-scatters' slots): memory outside candle's pool, which `train`'s peak adds to the
+/// pool's.
 pub fn window_bytes() -> u64 {
     HELD.load(Ordering::Relaxed)
 }
