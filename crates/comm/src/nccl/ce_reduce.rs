@@ -34,7 +34,7 @@ use super::ce_schedule::{schedule, Op};
 use super::comm::{capturing, drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
-use super::window::Span;
+use super::window::{Span, Use};
 use crate::error::{CommError, Result};
 use crate::{PendingWork, ReduceOp, Tensor, Work};
 use candle_core::cuda_backend::cudarc::driver::{
@@ -114,7 +114,7 @@ impl NcclComm {
                 offsets.push(end);
                 end += (2 * c * (self.world as u64 - 1)).next_multiple_of(256);
             }
-            let span = self.register(name, end, true, true)?.1;
+            let span = self.register(Use::Reduce, end)?.1;
             let span = span.ok_or_else(|| CommError::invalid(name, self.rank, "no span"))?;
             let chunks = chunks.to_vec();
             r.groups.push(Group {

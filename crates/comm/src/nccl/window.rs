@@ -81,6 +81,36 @@ pub(super) struct Windows {
 /// A registered buffer: its address, window, bytes, and span (with copy-engine gathers).
 type Made = (*mut c_void, sys::ncclWindow_t, u64, Option<Span>);
 
+/// What a window is registered for ([`NcclComm::register`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Use {
+    /// A gather buffer: the copy engines' flags after it where they gather, all 0.
+    Gather,
+    /// A copy-engine reduce-scatter's slots (`super::ce_reduce`): the flags after them,
+    /// the "ready" ones 1 (every peer's part may come).
+    Reduce,
+}
+
+impl Use {
+    /// Its operation and variable in errors, its watchdog names: registering, zeroing.
+    fn names(self) -> [&'static str; 4] {
+        match self {
+            Use::Gather => [
+                "gather_buffer",
+                "COMM_CE_GATHER",
+                "gather_buffer (ncclCommWindowRegister)",
+                "gather_buffer (zeroing)",
+            ],
+            Use::Reduce => [
+                "reduce_scatter_deferred",
+                "COMM_CE_REDUCE",
+                "copy-engine reduce-scatter (ncclCommWindowRegister)",
+                "copy-engine reduce-scatter (zeroing)",
+            ],
+        }
+    }
+}
+
 /// A window as the copy-engine gathers (`super::ce`) see it: where its buffer is here and
 /// at each peer, and where its flags are.
 #[derive(Clone, Copy, Debug)]
@@ -168,10 +198,11 @@ impl Windows {
     }
 }
 
-/// Window `win`'s span ([`Span`]) for rank `rank` of `world`, its buffer of `bytes` at
+/// Window `win`'s span ([`Span`]) for `u`, rank `rank` of `world`, its buffer of `bytes` at
 /// `base`, flags at `flags`: read from NCCL's window struct, checked to put this rank where
 /// it is (one NVLink domain of all ranks).
 fn span(
+    u: Use,
     win: sys::ncclWindow_t,
     base: u64,
     bytes: u64,
@@ -192,11 +223,12 @@ fn span(
     .result()
     .map_err(drv("cuMemcpy (NCCL window head)"))?;
     if h.world_rank != rank as i32 || h.lsa_rank != rank as i32 || h.stride_4g == 0 {
+        let [op, var, ..] = u.names();
         let e = format!(
-            "COMM_CE_GATHER=1: NCCL's window puts rank {rank} at world rank {} and load/store rank {} (stride {} × 4 GiB): the copy engines need every rank in one NVLink domain",
+            "{var}=1: NCCL's window puts rank {rank} at world rank {} and load/store rank {} (stride {} × 4 GiB): the copy engines need every rank in one NVLink domain",
             h.world_rank, h.lsa_rank, h.stride_4g
         );
-        return Err(CommError::invalid("gather_buffer", rank, e));
+        return Err(CommError::invalid(op, rank, e));
     }
     Ok(Span {
         base,
@@ -266,7 +298,7 @@ impl NcclComm {
             }
         };
         let data = (len * dtype.size_in_bytes()) as u64;
-        let ptr = self.register(name, data, self.windows.ce, false)?.0;
+        let ptr = self.register(Use::Gather, data)?.0;
         let dev = self.device().as_cuda_device()?.clone();
         let storage = wrap(&self.compute, ptr, len, dev);
         let t = Tensor::from_storage(
@@ -280,17 +312,13 @@ impl NcclComm {
         Ok(t)
     }
 
-    /// Allocates and registers a window of `data` bytes on every rank (a collective, for
-    /// `name`'s errors), with the `2 × world` u32 flags of the copy engines after it where
-    /// `flags`, the "ready" ones 1 where `ready` (`super::ce_reduce`: every peer's part may
-    /// come), all others 0. Returns the buffer's address and, with flags, its [`Span`].
-    pub(super) fn register(
-        &self,
-        name: &'static str,
-        data: u64,
-        flags: bool,
-        ready: bool,
-    ) -> Result<(u64, Option<Span>)> {
+    /// Allocates and registers a window of `data` bytes on every rank (a collective) for
+    /// `u`, with the `2 × world` u32 flags of the copy engines after it where they gather
+    /// into it or it is a reduce-scatter's ([`Use`]). Returns the buffer's address and,
+    /// with flags, its [`Span`].
+    pub(super) fn register(&self, u: Use, data: u64) -> Result<(u64, Option<Span>)> {
+        let flags = u == Use::Reduce || self.windows.ce;
+        let [_, _, registering, zeroing] = u.names();
         let at = data.next_multiple_of(256);
         let bytes = match flags {
             true => (at + 8 * self.world as u64).next_multiple_of(256),
@@ -300,8 +328,8 @@ impl NcclComm {
         // SAFETY: NCCL writes the pointer of `bytes` bytes it allocated on this device.
         let r = unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.result();
         self.raw.check("ncclMemAlloc", r)?;
-        let ones = (flags && ready).then_some(ptr as u64 + at);
-        if let Err(e) = self.zero(ptr, bytes, ones) {
+        let ones = (u == Use::Reduce).then_some(ptr as u64 + at);
+        if let Err(e) = self.zero(ptr, bytes, ones, zeroing) {
             // SAFETY: allocated above, used by nothing (the stream has drained or failed).
             unsafe { sys::ncclMemFree(ptr) };
             return Err(e);
@@ -310,11 +338,7 @@ impl NcclComm {
         // Every rank registers together: a rank that never comes fails them all, after the
         // timeout, through the watchdog (as a collective's host call would).
         let seq = self.seq.load(Ordering::Relaxed);
-        let what = match name {
-            "gather_buffer" => "gather_buffer (ncclCommWindowRegister)",
-            _ => "copy-engine reduce-scatter (ncclCommWindowRegister)",
-        };
-        self.watchdog.in_call(Some((what, seq)));
+        self.watchdog.in_call(Some((registering, seq)));
         // SAFETY: `ptr` holds `bytes`; every rank registers its buffers in the same order.
         let r = unsafe {
             sys::ncclCommWindowRegister(self.raw.ptr(), ptr, bytes, &mut win, WIN_COLL_SYMMETRIC)
@@ -327,7 +351,7 @@ impl NcclComm {
             return Err(e);
         }
         let span = match flags {
-            true => Some(span(win, ptr as u64, data, at, self.rank, self.world)),
+            true => Some(span(u, win, ptr as u64, data, at, self.rank, self.world)),
             false => None,
         }
         .transpose();
@@ -341,10 +365,16 @@ impl NcclComm {
 
     /// Zeroes `bytes` at `ptr` before the window is registered: no peer can set a flag of
     /// `super::ce` in it before (registering is collective); then sets `world` u32 at
-    /// `ones`, if given, to 1. By the driver, not by candle's
+    /// `ones`, if given, to 1; watched as `what`. By the driver, not by candle's
     /// `zero_set`: its kernel counts elements in 32 bits and never ends past 2^32 of them
     /// (zero1's copies at 6.7B, 6.7e9 bf16, hung there: calls 113-114).
-    fn zero(&self, ptr: *mut c_void, bytes: usize, ones: Option<u64>) -> Result<()> {
+    fn zero(
+        &self,
+        ptr: *mut c_void,
+        bytes: usize,
+        ones: Option<u64>,
+        what: &'static str,
+    ) -> Result<()> {
         self.compute
             .context()
             .bind_to_thread()
@@ -362,7 +392,7 @@ impl NcclComm {
         }
         // Watched like a collective: a stream that never drains fails the rank after the
         // timeout, with a message, instead of blocking the sync below for ever.
-        crate::Communicator::watch_queued(self, "gather_buffer (zeroing)")?;
+        crate::Communicator::watch_queued(self, what)?;
         self.compute
             .synchronize()
             .map_err(drv("cuStreamSynchronize"))
