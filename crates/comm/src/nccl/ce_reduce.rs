@@ -4,9 +4,10 @@
 //! peer's chunk of every buffer into that peer's window with `cuMemcpyAsync`, one stream per
 //! peer, so that they take no SM from the backward's GEMMs (NCCL's reduce-scatter beside
 //! them cost GEMMs 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds
-//! wait for [`Work::wait`]: it queues them on the compute stream, where a step waits for its
-//! gradients after the backward, as one memory-bound kernel (kernels/sum.cu: this rank's
-//! chunk plus the peers' parts, in f32, rounded once). xl's zero1 took 0.75 ms less a step
+//! are one memory-bound kernel (kernels/sum.cu: this rank's chunk plus the peers' parts, in
+//! f32, rounded once), queued on a stream of their own as soon as the parts have arrived, so
+//! that they run beside the backward (`COMM_CE_ADDS=wait`: on the compute stream at
+//! [`Work::wait`], where a step waits for its gradients after the backward). xl's zero1 took 0.75 ms less a step
 //! at world 4 and 1.2-1.3 ms less at world 2 (calls 166-167, docs/results/gpus-s31.md).
 //!
 //! Each launch of a step has a window of its own, registered when first needed (eager): the
@@ -22,8 +23,9 @@
 //! 2. `S` joins the peers' streams, waits until every peer's "done" here is 1 and sets
 //!    them back to 0: every part has arrived, and r's buffers are read. The [`Work`] is
 //!    recorded after that.
-//! 3. [`Work::wait`] (or dropping it): the compute stream waits, adds, and sets "ready
-//!    from r" in every peer's window.
+//! 3. The adds' stream waits for `S`, adds, and sets "ready from r" in every peer's window;
+//!    [`Work::wait`] (or dropping it) makes the compute stream wait for that. With
+//!    `COMM_CE_ADDS=wait` the compute stream does all three at the wait.
 //!
 //! So every flag ends a step as it began, as a CUDA graph replay needs. A peer that never
 //! comes leaves `S` waiting: the watchdog fails the rank after the timeout.
@@ -38,7 +40,7 @@ use super::window::{Span, Use};
 use crate::error::{CommError, Result};
 use crate::{PendingWork, ReduceOp, Tensor, Work};
 use candle_core::cuda_backend::cudarc::driver::{
-    result, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    result, CudaEvent, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use candle_core::DType;
 use cudarc::driver::sys::CUstream;
@@ -168,6 +170,7 @@ impl NcclComm {
             freed: (span, Vec::new()),
             parts: world as u32 - 1,
             reduces: self.reduces.clone(),
+            added: None,
             finished: false,
         };
         self.before()?;
@@ -211,6 +214,17 @@ impl NcclComm {
         work.freed = (span, sch.first);
         let keep = calls.iter().map(|c| c.1.clone()).collect();
         work.inner = Some(self.after(op, keep)?);
+        if let Some(adds) = &self.adds {
+            // The adds as soon as the parts are in (`COMM_CE_ADDS`), beside what compute
+            // does next; the wait then only orders compute after them.
+            let arrived = self
+                .stream
+                .record_event(None)
+                .map_err(drv("cuEventRecord"))?;
+            adds.wait(&arrived).map_err(drv("cuStreamWaitEvent"))?;
+            work.queue_adds(adds)?;
+            work.added = Some(adds.record_event(None).map_err(drv("cuEventRecord"))?);
+        }
         Ok(Work::new(Box::new(work)))
     }
 }
@@ -226,12 +240,15 @@ struct CeReduceWork {
     freed: (Span, Vec<Op>),
     parts: u32,
     reduces: Arc<Mutex<Reduces>>,
+    /// Recorded after the adds where they were queued at the launch (`COMM_CE_ADDS`).
+    added: Option<CudaEvent>,
     finished: bool,
 }
 
 impl CeReduceWork {
     /// Once: the compute stream waits for the parts (unless `synchronize` has seen them
-    /// arrive), adds them, and frees the slots.
+    /// arrive), then adds them and frees the slots, or waits for the adds queued at the
+    /// launch.
     fn finish(&mut self) -> Result<()> {
         if std::mem::replace(&mut self.finished, true) {
             return Ok(());
@@ -239,6 +256,14 @@ impl CeReduceWork {
         if let Some(inner) = self.inner.take() {
             inner.wait()?;
         }
+        match &self.added {
+            Some(e) => self.compute.wait(e).map_err(drv("cuStreamWaitEvent")),
+            None => self.queue_adds(&self.compute.clone()),
+        }
+    }
+
+    /// Queues on `s` the adds (after the parts have arrived) and the "ready" flags after them.
+    fn queue_adds(&self, s: &Arc<CudaStream>) -> Result<()> {
         let parts = self.parts;
         for runs in &self.runs {
             let used = runs.n.iter().filter(|&&n| n > 0).count();
@@ -252,7 +277,7 @@ impl CeReduceWork {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
-            let mut b = self.compute.launch_builder(&self.func);
+            let mut b = s.launch_builder(&self.func);
             b.arg(runs);
             b.arg(&parts);
             // SAFETY: each run's destination holds n bf16 (this rank's chunk) and its
@@ -263,7 +288,7 @@ impl CeReduceWork {
         }
         let no_push = |_: CUstream, _: usize| Ok(());
         for &o in &self.freed.1 {
-            flag_op(self.compute.cu_stream(), self.freed.0, o, &no_push)?;
+            flag_op(s.cu_stream(), self.freed.0, o, &no_push)?;
         }
         Ok(())
     }

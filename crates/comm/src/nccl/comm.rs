@@ -61,6 +61,9 @@ pub struct NcclComm {
     pub(super) ce_streams: Vec<Arc<CudaStream>>,
     /// The copy-engine reduce-scatters' windows and open launches.
     pub(super) reduces: Arc<Mutex<super::ce_reduce::Reduces>>,
+    /// The stream of their adds as the parts arrive (`COMM_CE_ADDS`); `None`: the adds run
+    /// on the compute stream at the wait, or there are no copy-engine reduce-scatters.
+    pub(super) adds: Option<Arc<CudaStream>>,
 }
 
 impl NcclComm {
@@ -82,6 +85,14 @@ impl NcclComm {
         let windows = Windows::new(raw.clone(), env.world_size, compute.clone(), stream.clone())?;
         let ce = windows.ce || windows.ce_reduce;
         let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
+        let at_arrival =
+            super::policy::adds_at_arrival(std::env::var("COMM_CE_ADDS").ok().as_deref())?;
+        let adds = match windows.ce_reduce && at_arrival {
+            // The default priority, under the compute stream's kernels' as the backward
+            // queues them.
+            true => Some(ctx.new_stream().map_err(drv("cuStreamCreate"))?),
+            false => None,
+        };
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -97,6 +108,7 @@ impl NcclComm {
             windows,
             ce_streams,
             reduces: Default::default(),
+            adds,
         })
     }
 

@@ -126,6 +126,24 @@ pub fn ce_reduce_asked() -> Option<bool> {
 /// them, took 3.5 ms more at world 4 (call 166, nvidia-h200-x4; docs/results/gpus-s31.md).
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
+/// Where the copy-engine reduce-scatters' adds run, as `COMM_CE_ADDS` (`env`) says:
+/// `arrival` (unset): on a stream of their own as soon as a launch's parts have arrived, so
+/// that all but the last launch's adds run beside the backward; `wait`: on the compute stream
+/// when the step waits for the gradients (after the backward). Any other value is an error
+/// naming the variable.
+pub(crate) fn adds_at_arrival(env: Option<&str>) -> Result<bool> {
+    match env {
+        None | Some("") | Some("arrival") => Ok(true),
+        Some("wait") => Ok(false),
+        Some(v) => Err(CommError::Env {
+            name: "COMM_CE_ADDS".into(),
+            msg: format!(
+                "{v:?}: arrival (the adds on their own stream as the parts arrive) or wait (on the compute stream, when the gradients are waited for)"
+            ),
+        }),
+    }
+}
+
 /// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
@@ -178,6 +196,15 @@ fn note(bytes: u64, ce: bool, version: Option<i32>, env: Option<&str>) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_adds_run_at_arrival_unless_asked_to_wait() {
+        assert!(adds_at_arrival(None).unwrap());
+        assert!(adds_at_arrival(Some("arrival")).unwrap());
+        assert!(!adds_at_arrival(Some("wait")).unwrap());
+        let e = adds_at_arrival(Some("later")).unwrap_err().to_string();
+        assert!(e.contains("COMM_CE_ADDS") && e.contains("\"later\""), "{e}");
+    }
 
     #[test]
     fn windows_by_default_from_nccl_2_28_7_and_never_on_an_older_one() {
