@@ -56,6 +56,20 @@ pub enum ReduceOp {
     Min,
 }
 
+/// Who gathers into a gather buffer ([`Communicator::gather_buffer_by`]), where the backend
+/// has a choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gatherer {
+    /// The backend's default: with NCCL, this crate's copy-engine gathers where they are on
+    /// (`COMM_CE_GATHER`), else NCCL.
+    Default,
+    /// NCCL itself: its symmetric kernels, or the copy engines where the communicator asked
+    /// for its zero-CTA policy (at world 2 on one node: `nccl::NCCL_CE_WORLDS`), unless
+    /// `COMM_CE_GATHER=1` asks for this crate's copy-engine gathers everywhere. ZeRO-1's
+    /// parameter gathers take it.
+    Nccl,
+}
+
 /// Knobs shared by the backends.
 #[derive(Debug, Clone)]
 pub struct CommOptions {
@@ -230,6 +244,19 @@ pub trait Communicator: Send + Sync {
     /// `Tensor::zeros`.
     fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
         Ok(Tensor::zeros(len, dtype, device)?)
+    }
+
+    /// [`Self::gather_buffer`], gathered into by `by` where the backend has a choice (NCCL:
+    /// [`Gatherer`]); the default ignores it.
+    fn gather_buffer_by(
+        &self,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+        by: Gatherer,
+    ) -> Result<Tensor> {
+        let _ = by;
+        self.gather_buffer(len, dtype, device)
     }
 
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {

@@ -85,14 +85,20 @@ pub fn fsdp_unit(largest_stage_bytes: u64) -> usize {
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
 /// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
-/// next forward: ⌈buckets ÷ world⌉ (zero1::Zero1Overlap unless `ZERO1_PARAM_GATHER` says
-/// otherwise, and `memplan::time`'s projection). AdamW's shard shrinks as 1 ÷ world, and so
-/// does what hides beside it. At xl bf16, 10 buckets, on 4 H200s (calls 141 and 143,
-/// docs/results/world4-s27.md):
+/// next forward: ⌈buckets ÷ world⌉, but ⌈2 × buckets ÷ 5⌉ at world 2 (zero1::Zero1Overlap
+/// unless `ZERO1_PARAM_GATHER` says otherwise, and `memplan::time`'s projection). AdamW's
+/// shard shrinks as 1 ÷ world, and so does what hides beside it. At xl bf16, 10 buckets, on
+/// 4 H200s (calls 141 and 143, docs/results/world4-s27.md):
 /// - world 4: K = 0 (all at the forward) 40.04 ms, K = 3 39.33, 4 39.74, 5 40.12;
-/// - world 2: K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
+/// - world 2 (NCCL's symmetric kernels then): K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
+///
+/// At world 2 NCCL now gathers on the copy engines (comm's `NCCL_CE_WORLDS`), where K = 4
+/// took 38.67 ms against 39.80 with K = 5 (call 172, docs/results/gpus-s32.md).
 pub fn gathers_beside_adamw(buckets: usize, world: usize) -> usize {
-    buckets.div_ceil(world.max(1))
+    match world {
+        2 => (2 * buckets).div_ceil(5),
+        w => buckets.div_ceil(w.max(1)),
+    }
 }
 
 /// The ZeRO paper's bytes per GPU (K = 12 bytes of optimizer state, no activations).

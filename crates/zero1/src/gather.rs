@@ -219,7 +219,7 @@ fn launch(
 
 /// How many of a step's `buckets` (at `world` ranks) gather beside its AdamW, the rest at the
 /// next forward, from `ZERO1_PARAM_GATHER`: unset, `memplan::gathers_beside_adamw`'s
-/// ⌈buckets ÷ world⌉; `forward` none; `adamw` all; `adamw:K` the first K.
+/// (⌈buckets ÷ world⌉; 2 in 5 at world 2); `forward` none; `adamw` all; `adamw:K` the first K.
 ///
 /// Beside AdamW (memory-bound) the gathers take SMs from no GEMM, but too many and the step's
 /// end waits for them.
@@ -249,7 +249,7 @@ mod tests {
     fn the_gather_place_is_read_or_refused_naming_the_variable() {
         let b = |v: Option<&str>| super::beside_adamw(v.map(String::from), 10, 4);
         assert_eq!(b(None).unwrap(), 3);
-        assert_eq!(super::beside_adamw(None, 10, 2).unwrap(), 5);
+        assert_eq!(super::beside_adamw(None, 10, 2).unwrap(), 4);
         assert_eq!(super::beside_adamw(None, 1, 4).unwrap(), 1);
         assert_eq!(b(Some("forward")).unwrap(), 0);
         assert_eq!(b(Some("adamw")).unwrap(), usize::MAX);

@@ -61,7 +61,17 @@ impl Communicator for NcclComm {
     }
 
     fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        self.window_buffer(len, dtype, device)
+        self.window_buffer(len, dtype, device, crate::Gatherer::Default)
+    }
+
+    fn gather_buffer_by(
+        &self,
+        len: usize,
+        dtype: DType,
+        device: &Device,
+        by: crate::Gatherer,
+    ) -> Result<Tensor> {
+        self.window_buffer(len, dtype, device, by)
     }
 
     fn broadcast_async(&self, buf: &Tensor, root: usize) -> Result<Work> {

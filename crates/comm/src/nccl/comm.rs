@@ -80,7 +80,16 @@ impl NcclComm {
             msg: format!("NCCL id of {} bytes, expected 128", v.len()),
         })?;
         ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
-        let raw = Arc::new(RawComm::init(env.rank, env.world_size, id)?);
+        let (windows_on, worlds) = super::engines::windows_here(env.world_size)?;
+        let cta = std::env::var("NCCL_CTA_POLICY").ok();
+        let cta = super::policy::nccl_cta_policy(
+            cta.as_deref(),
+            windows_on,
+            super::raw::version(),
+            worlds,
+        );
+        super::engines::NCCL_CE_ON.fetch_or(cta.is_some(), std::sync::atomic::Ordering::Relaxed);
+        let raw = Arc::new(RawComm::init(env.rank, env.world_size, id, cta)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
         let windows = Windows::new(raw.clone(), env.world_size, compute.clone(), stream.clone())?;
         let ce = windows.ce || windows.ce_reduce;

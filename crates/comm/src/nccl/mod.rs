@@ -30,6 +30,8 @@ mod comm;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod engines;
+#[cfg(feature = "cuda")]
 mod events;
 #[cfg(feature = "cuda")]
 mod launch_op;
@@ -49,15 +51,21 @@ mod work;
 pub use comm::NcclComm;
 #[cfg(feature = "cuda")]
 pub use device::{cuda_device, gpu_count};
+#[cfg(feature = "cuda")]
+pub use engines::{ce_gathers, ce_reduces, nccl_ce_gathers};
 pub use policy::{
-    ce_reduce_asked, loaded_version, windows_note, CE_REDUCE_WORLDS, WINDOWS_MIN_NCCL,
+    ce_reduce_asked, loaded_version, windows_note, CE_REDUCE_WORLDS, NCCL_CE_WORLDS,
+    WINDOWS_MIN_NCCL,
 };
 #[cfg(feature = "cuda")]
 pub use raw::version;
 #[cfg(feature = "cuda")]
-pub use window::{ce_gathers, ce_reduces, window_bytes};
+pub use window::window_bytes;
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{ce_gathers, ce_reduces, cuda_device, gpu_count, version, window_bytes, NcclComm};
+pub use stub::{
+    ce_gathers, ce_reduces, cuda_device, gpu_count, nccl_ce_gathers, version, window_bytes,
+    NcclComm,
+};

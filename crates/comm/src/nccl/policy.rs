@@ -126,6 +126,27 @@ pub fn ce_reduce_asked() -> Option<bool> {
 /// them, took 3.5 ms more at world 4 (call 166, nvidia-h200-x4; docs/results/gpus-s31.md).
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
+/// The worlds where the communicator asks NCCL for its zero-CTA policy (`NCCL_CTA_POLICY_ZERO`,
+/// through `ncclCommInitRankConfig`): NCCL then gathers into windows with the copy engines,
+/// which a gather buffer asking for NCCL (`crate::Gatherer::Nccl`, ZeRO-1's) gets. At world 2,
+/// with 4 of xl's 10 buckets gathered beside AdamW, zero1 took 38.67 ms against 39.87
+/// (call 172) and 38.11 against 39.44 (call 173, nvidia-h200-x4), about 0.93× one GPU.
+pub const NCCL_CE_WORLDS: &[usize] = &[2];
+
+/// The CTA policy to ask NCCL for (2, zero-CTA) where the user set no `NCCL_CTA_POLICY`
+/// (`env`), at [`NCCL_CE_WORLDS`] on one node (`local_world` against `world`), with windows
+/// (`windows`) on NCCL 2.28 (`version`); `None`: NCCL's default or the user's variable.
+pub(crate) fn nccl_cta_policy(
+    env: Option<&str>,
+    windows: bool,
+    version: Option<i32>,
+    (local_world, world): (Option<usize>, usize),
+) -> Option<i32> {
+    let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
+    let here = NCCL_CE_WORLDS.contains(&world) && local_world == Some(world);
+    (env.is_none() && windows && nccl_2_28 && here).then_some(2)
+}
+
 /// Where the copy-engine reduce-scatters' adds run, as `COMM_CE_ADDS` (`env`) says:
 /// `arrival` (unset): on a stream of their own as soon as a launch's parts have arrived, so
 /// that all but the last launch's adds run beside the backward; `wait`: on the compute stream
@@ -163,13 +184,14 @@ pub fn loaded_version() -> Option<String> {
 pub fn windows_note() -> String {
     let env = std::env::var("COMM_NCCL_WINDOWS").ok();
     let ce = super::ce_gathers();
-    let n = note(super::window_bytes(), ce, super::version(), env.as_deref());
-    match super::ce_reduces() {
-        true => format!(
-            "{n}; ZeRO-1's bf16 reduce-scatters by the copy engines (COMM_CE_REDUCE=0: by NCCL)"
-        ),
-        false => n,
+    let mut n = note(super::window_bytes(), ce, super::version(), env.as_deref());
+    if super::nccl_ce_gathers() {
+        n += "; ZeRO-1's gathers by NCCL's copy engines (its zero-CTA policy; NCCL_CTA_POLICY=0: its symmetric kernels)";
     }
+    if super::ce_reduces() {
+        n += "; ZeRO-1's bf16 reduce-scatters by the copy engines (COMM_CE_REDUCE=0: by NCCL)";
+    }
+    n
 }
 
 /// [`windows_note`] of `bytes` in windows, gathered into by the copy engines (`ce`) or not,
@@ -196,6 +218,17 @@ fn note(bytes: u64, ce: bool, version: Option<i32>, env: Option<&str>) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nccl_gathers_by_copy_engines_at_world_2_on_one_node_unless_the_user_says() {
+        let v = Some(22809);
+        assert_eq!(nccl_cta_policy(None, true, v, (Some(2), 2)), Some(2));
+        assert_eq!(nccl_cta_policy(Some("0"), true, v, (Some(2), 2)), None);
+        assert_eq!(nccl_cta_policy(None, false, v, (Some(2), 2)), None);
+        assert_eq!(nccl_cta_policy(None, true, Some(22703), (Some(2), 2)), None);
+        assert_eq!(nccl_cta_policy(None, true, v, (Some(1), 2)), None);
+        assert_eq!(nccl_cta_policy(None, true, v, (Some(4), 4)), None);
+    }
 
     #[test]
     fn the_adds_run_at_arrival_unless_asked_to_wait() {

@@ -8,6 +8,52 @@ use cudarc::nccl::{result, sys};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// `ncclConfig_t` as NCCL 2.27's nccl.h lays it out (`ncclConfig_v22700`): this crate reads
+/// NCCL 2.28 or later, and cudarc's own struct is the newest NCCL's.
+#[repr(C)]
+struct Config {
+    size: usize,
+    magic: u32,
+    version: u32,
+    blocking: i32,
+    cga_cluster_size: i32,
+    min_ctas: i32,
+    max_ctas: i32,
+    net_name: *const std::ffi::c_char,
+    split_share: i32,
+    traffic_class: i32,
+    comm_name: *const std::ffi::c_char,
+    collnet_enable: i32,
+    cta_policy: i32,
+    shrink_share: i32,
+    nvls_ctas: i32,
+}
+
+impl Config {
+    /// `NCCL_CONFIG_INITIALIZER` of NCCL 2.27.0 (every field undefined: NCCL's default or
+    /// its environment variable), but the CTA policy.
+    fn with_cta_policy(cta_policy: i32) -> Self {
+        const UNDEF: i32 = i32::MIN;
+        Self {
+            size: std::mem::size_of::<Self>(),
+            magic: 0xcafe_beef,
+            version: 22700,
+            blocking: UNDEF,
+            cga_cluster_size: UNDEF,
+            min_ctas: UNDEF,
+            max_ctas: UNDEF,
+            net_name: std::ptr::null(),
+            split_share: UNDEF,
+            traffic_class: UNDEF,
+            comm_name: std::ptr::null(),
+            collnet_enable: UNDEF,
+            cta_policy,
+            shrink_share: UNDEF,
+            nvls_ctas: UNDEF,
+        }
+    }
+}
+
 /// An initialised NCCL communicator.
 pub struct RawComm {
     ptr: sys::ncclComm_t,
@@ -81,14 +127,37 @@ pub fn nccl_op(op: ReduceOp) -> sys::ncclRedOp_t {
 }
 
 impl RawComm {
-    /// `ncclCommInitRank`; the current CUDA context must be the rank's device.
-    pub fn init(rank: usize, world: usize, id: [u8; 128]) -> Result<Self> {
+    /// `ncclCommInitRank`, or `ncclCommInitRankConfig` with `cta_policy` set (NCCL 2.27's
+    /// config, every other field left to NCCL); the current CUDA context must be the
+    /// rank's device.
+    pub fn init(rank: usize, world: usize, id: [u8; 128], cta_policy: Option<i32>) -> Result<Self> {
         let id = sys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
         let mut ptr = std::mem::MaybeUninit::uninit();
-        unsafe { result::comm_init_rank(ptr.as_mut_ptr(), world as i32, id, rank as i32) }
-            .map_err(|e| err("ncclCommInitRank", rank, e.0, None))?;
+        match cta_policy {
+            None => {
+                unsafe { result::comm_init_rank(ptr.as_mut_ptr(), world as i32, id, rank as i32) }
+                    .map_err(|e| err("ncclCommInitRank", rank, e.0, None))?;
+            }
+            Some(p) => {
+                let mut config = Config::with_cta_policy(p);
+                // SAFETY: a config as NCCL 2.27's header lays it out, its size and version
+                // saying so (later NCCLs read older configs by those two).
+                let config = &mut config as *mut Config as *mut sys::ncclConfig_t;
+                unsafe {
+                    sys::ncclCommInitRankConfig(
+                        ptr.as_mut_ptr(),
+                        world as i32,
+                        id,
+                        rank as i32,
+                        config,
+                    )
+                }
+                .result()
+                .map_err(|e| err("ncclCommInitRankConfig", rank, e.0, None))?;
+            }
+        }
         Ok(Self {
             ptr: unsafe { ptr.assume_init() },
             rank,

@@ -44,6 +44,11 @@ pub fn ce_reduces() -> bool {
     false
 }
 
+/// No NCCL copy-engine gathers without the `cuda` feature.
+pub fn nccl_ce_gathers() -> bool {
+    false
+}
+
 impl NcclComm {
     pub fn new(_env: &DistEnv, _device_ordinal: usize, _opts: CommOptions) -> Result<Self> {
         unavailable()

@@ -8,8 +8,9 @@
 //! so an offset means the same on all). An in-place all-gather into such a buffer has
 //! both its ends in the window, and NCCL runs it with its symmetric kernels: each rank
 //! writes its part straight into the others' buffers, through fewer SMs for less time than
-//! the ring's. (With `NCCL_CTA_POLICY=2` NCCL 2.28 runs them on the copy engines instead:
-//! at xl, 60 ms a step against 47 without windows, call 108.) Where our own copy-engine
+//! the ring's. (With the zero-CTA policy NCCL 2.28 runs them on the copy engines instead:
+//! at xl, 60 ms a step against 47 without windows, call 108; at world 2 the communicator
+//! now asks for it, for ZeRO-1's buffers: `super::engines`.) Where our own copy-engine
 //! gathers run instead (`super::ce`; by default at world 2), each window also holds their
 //! flags after its buffer, and [`Span`] says where the peers' buffers are mapped here.
 //!
@@ -19,7 +20,8 @@
 //! have finished. A gather buffer must not be used after its communicator is dropped.
 
 use super::comm::{drv, NcclComm};
-use super::policy::{ce_wanted, windows_wanted, CE_GATHER, CE_REDUCE};
+use super::engines::{windows_here, GATHERS_ON, REDUCES_ON};
+use super::policy::{ce_wanted, CE_GATHER, CE_REDUCE};
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
 use crate::Tensor;
@@ -30,25 +32,6 @@ use cudarc::nccl::sys;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Whether a communicator of this process gathers on the copy engines ([`ce_gathers`]).
-static GATHERS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether this process's gathers into gather buffers run on the copy engines
-/// (`super::ce`), for a run's log.
-pub fn ce_gathers() -> bool {
-    GATHERS_ON.load(Ordering::Relaxed)
-}
-
-/// Whether a communicator of this process reduce-scatters on the copy engines
-/// ([`ce_reduces`]).
-static REDUCES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether this process's in-place bf16 reduce-scatters run on the copy engines
-/// (`super::ce_reduce`), for a run's log.
-pub fn ce_reduces() -> bool {
-    REDUCES_ON.load(Ordering::Relaxed)
-}
 
 /// Bytes of gather buffers this process holds in NCCL windows ([`window_bytes`]).
 static HELD: AtomicU64 = AtomicU64::new(0);
@@ -73,6 +56,8 @@ pub(super) struct Windows {
     /// Whether gathers into them run on the copy engines (`super::policy::CE_GATHER`): then each
     /// window also holds the flags of `super::ce` and knows its peers' addresses.
     pub(super) ce: bool,
+    /// `COMM_CE_GATHER=1`: also into the buffers that ask for NCCL (`crate::Gatherer::Nccl`).
+    ce_asked: bool,
     /// Whether in-place bf16 reduce-scatters run on the copy engines, into windows of
     /// their own (`super::policy::CE_REDUCE`, `super::ce_reduce`).
     pub(super) ce_reduce: bool,
@@ -86,6 +71,9 @@ type Made = (*mut c_void, sys::ncclWindow_t, u64, Option<Span>);
 pub(super) enum Use {
     /// A gather buffer: the copy engines' flags after it where they gather, all 0.
     Gather,
+    /// A gather buffer that NCCL gathers into (`crate::Gatherer::Nccl`): no flags, unless
+    /// `COMM_CE_GATHER=1` asks for the copy-engine gathers everywhere.
+    NcclGather,
     /// A copy-engine reduce-scatter's slots (`super::ce_reduce`): the flags after them,
     /// the "ready" ones 1 (every peer's part may come).
     Reduce,
@@ -95,7 +83,7 @@ impl Use {
     /// Its operation and variable in errors, its watchdog names: registering, zeroing.
     fn names(self) -> [&'static str; 4] {
         match self {
-            Use::Gather => [
+            Use::Gather | Use::NcclGather => [
                 "gather_buffer",
                 "COMM_CE_GATHER",
                 "gather_buffer (ncclCommWindowRegister)",
@@ -170,13 +158,11 @@ impl Windows {
         compute: Arc<CudaStream>,
         comm: Arc<CudaStream>,
     ) -> Result<Self> {
-        let env = std::env::var("COMM_NCCL_WINDOWS").ok();
-        let on = windows_wanted(env.as_deref(), super::raw::version())?;
-        let local = std::env::var("LOCAL_WORLD_SIZE").ok();
-        let worlds = (local.and_then(|l| l.parse().ok()), world);
+        let (on, worlds) = windows_here(world)?;
         let version = super::raw::version();
         let wanted = |u| ce_wanted(u, std::env::var(u.var).ok().as_deref(), on, version, worlds);
         let (ce, ce_reduce) = (wanted(&CE_GATHER)?, wanted(&CE_REDUCE)?);
+        let ce_asked = ce && std::env::var(CE_GATHER.var).as_deref() == Ok("1");
         GATHERS_ON.fetch_or(ce, Ordering::Relaxed);
         REDUCES_ON.fetch_or(ce_reduce, Ordering::Relaxed);
         Ok(Self {
@@ -185,6 +171,7 @@ impl Windows {
             made: Mutex::new(Vec::new()),
             on,
             ce,
+            ce_asked,
             ce_reduce,
         })
     }
@@ -268,6 +255,7 @@ impl NcclComm {
         len: usize,
         dtype: DType,
         device: &Device,
+        by: crate::Gatherer,
     ) -> Result<Tensor> {
         let name = "gather_buffer";
         if !device.same_device(self.device()) {
@@ -298,7 +286,11 @@ impl NcclComm {
             }
         };
         let data = (len * dtype.size_in_bytes()) as u64;
-        let ptr = self.register(Use::Gather, data)?.0;
+        let u = match by {
+            crate::Gatherer::Default => Use::Gather,
+            crate::Gatherer::Nccl => Use::NcclGather,
+        };
+        let ptr = self.register(u, data)?.0;
         let dev = self.device().as_cuda_device()?.clone();
         let storage = wrap(&self.compute, ptr, len, dev);
         let t = Tensor::from_storage(
@@ -317,7 +309,12 @@ impl NcclComm {
     /// into it or it is a reduce-scatter's ([`Use`]). Returns the buffer's address and,
     /// with flags, its [`Span`].
     pub(super) fn register(&self, u: Use, data: u64) -> Result<(u64, Option<Span>)> {
-        let flags = u == Use::Reduce || self.windows.ce;
+        let w = &self.windows;
+        let flags = match u {
+            Use::Reduce => true,
+            Use::Gather => w.ce,
+            Use::NcclGather => w.ce_asked,
+        };
         let [_, _, registering, zeroing] = u.names();
         let at = data.next_multiple_of(256);
         let bytes = match flags {

@@ -11,7 +11,7 @@
 //!   network's above one node: a ring crosses it), m½ where half of B is reached;
 //! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; ZeRO-1: a
 //!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies: the
-//!   first ⌈buckets ÷ N⌉ buckets beside AdamW, the rest beside the next step's forward (as
+//!   first ⌈buckets ÷ N⌉ buckets (2 in 5 at N = 2) beside AdamW, the rest beside the next step's forward (as
 //!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the reduce-scatter and an all-gather of the bf16
 //!   weights beside the backward, another all-gather beside the forward, each gather a
 //!   stage's weights (2Ψ/layers bytes); what outlasts the work beside it is exposed, and the work
@@ -117,7 +117,7 @@ impl Rates {
         // backward, the first gather before the forward (call 127's trace: 0.5-0.7 and
         // 0.47 ms at xl, world 2).
         let t = |bytes: f64| part * bytes / self.busbw(bytes, world);
-        // ZeRO-1's gathers beside AdamW: the first ⌈buckets ÷ world⌉ (crate::gathers_beside_adamw).
+        // ZeRO-1's gathers beside AdamW: crate::gathers_beside_adamw's first buckets.
         let mut adamw_side = 0.0;
         let (bwd, fwd, last, first) = match sync {
             _ if world <= 1 => (0.0, 0.0, 0.0, 0.0),
@@ -297,7 +297,7 @@ mod tests {
         );
     }
 
-    /// ZeRO-1's first ⌈buckets ÷ world⌉ gathers run beside AdamW, which loses less beside
+    /// ZeRO-1's first gathers (`gathers_beside_adamw`) run beside AdamW, which loses less beside
     /// them than the forward would (call 147); DDP and FSDP gather nothing there.
     #[test]
     fn zero1s_gathers_beside_adamw_cost_less_than_beside_the_forward() {
@@ -308,8 +308,8 @@ mod tests {
         };
         let at = |r: &Rates, c, w| r.project(&xl(), 1024, c, w).step;
         let z = Collectives::Zero1 { bucket_mb: 400.0 };
-        // 10 buckets at world 2: 5 beside AdamW, each half of 400 MB at the bus rate.
-        let beside = 5.0 * 0.5 * 400e6 / r.busbw(400e6, 2);
+        // 10 buckets at world 2: 4 beside AdamW, each half of 400 MB at the bus rate.
+        let beside = 4.0 * 0.5 * 400e6 / r.busbw(400e6, 2);
         let gain = at(&as_forward, z, 2) - at(&r, z, 2);
         let want = (r.contention - r.adamw_contention) * beside;
         assert!((gain - want).abs() < 1e-9, "{gain} {want}");
