@@ -5,6 +5,10 @@
 # 8 x 128 tokens a GPU, every strategy at worlds 1, 2 and 4, `bench single` with and without
 # --clip 1, PyTorch DDP compile-ro at worlds 2 and 4) with the copy-engine reduce-scatters'
 # adds at arrival (call 173). Output: $OUT/c.tgz.
-bash "$(dirname "$0")/report-a.sh"
+H="$(cd "$(dirname "$0")" && pwd)"
+# First, world 2's new communicator (zero-CTA policy through ncclCommInitRankConfig) once:
+# stop here if it fails.
+( CALL=pre; source "$H/train-runs.sh"; TMO=60 xl z2-pre 2 zero1 $N ) || { echo "world 2 failed: not running the report"; exit 1; }
+bash "$H/report-a.sh"
 O="${OUT:-/tmp/out}"; tar czf "$O/c.tgz" -C "$O" c && rm -rf "$O/c"
 echo "done $(date -u +%T)"

@@ -21,6 +21,5 @@ ENVS="$N" train z2-eager /tmp/r-z2-eager xl 2 zero1 16 12 --fresh --eager
 same z2 z2-eager
 xl f2 2 fsdp $N
 xl f2-old 2 fsdp $N NCCL_CTA_POLICY=0
-xl single-b 1 single
 pack
 echo "done $(date -u +%T)"
