@@ -29,6 +29,15 @@ struct Config {
     nvls_ctas: i32,
 }
 
+// NCCL 2.27's fields sit where cudarc's newer struct has them (a later NCCL only appends).
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(Config, net_name) == offset_of!(sys::ncclConfig_t, netName));
+    assert!(offset_of!(Config, comm_name) == offset_of!(sys::ncclConfig_t, commName));
+    assert!(offset_of!(Config, cta_policy) == offset_of!(sys::ncclConfig_t, CTAPolicy));
+    assert!(offset_of!(Config, nvls_ctas) == offset_of!(sys::ncclConfig_t, nvlsCTAs));
+};
+
 impl Config {
     /// `NCCL_CONFIG_INITIALIZER` of NCCL 2.27.0 (every field undefined: NCCL's default or
     /// its environment variable), but the CTA policy.
