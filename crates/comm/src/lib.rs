@@ -243,11 +243,11 @@ pub trait Communicator: Send + Sync {
     /// with the copy engines (`nccl::ce`; `COMM_CE_GATHER=0` or `1`); the default is
     /// `Tensor::zeros`.
     fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        Ok(Tensor::zeros(len, dtype, device)?)
+        self.gather_buffer_by(len, dtype, device, Gatherer::Default)
     }
 
     /// [`Self::gather_buffer`], gathered into by `by` where the backend has a choice (NCCL:
-    /// [`Gatherer`]); the default ignores it.
+    /// [`Gatherer`]); the default ignores it. A backend implements this one.
     fn gather_buffer_by(
         &self,
         len: usize,
@@ -256,7 +256,7 @@ pub trait Communicator: Send + Sync {
         by: Gatherer,
     ) -> Result<Tensor> {
         let _ = by;
-        self.gather_buffer(len, dtype, device)
+        Ok(Tensor::zeros(len, dtype, device)?)
     }
 
     fn all_reduce(&self, buf: &Tensor, op: ReduceOp) -> Result<()> {

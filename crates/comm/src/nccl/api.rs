@@ -60,10 +60,6 @@ impl Communicator for NcclComm {
         self.gather_cast(pairs)
     }
 
-    fn gather_buffer(&self, len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        self.window_buffer(len, dtype, device, crate::Gatherer::Default)
-    }
-
     fn gather_buffer_by(
         &self,
         len: usize,

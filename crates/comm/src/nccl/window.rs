@@ -249,7 +249,7 @@ impl Drop for Windows {
 }
 
 impl NcclComm {
-    /// [`crate::Communicator::gather_buffer`]: see the module's doc.
+    /// [`crate::Communicator::gather_buffer_by`]: see the module's doc.
     pub(super) fn window_buffer(
         &self,
         len: usize,
