@@ -7,8 +7,10 @@
 //! are one memory-bound kernel (kernels/sum.cu: this rank's chunk plus the peers' parts, in
 //! f32, rounded once), queued on a stream of their own as soon as the parts have arrived, so
 //! that they run beside the backward (`COMM_CE_ADDS=wait`: on the compute stream at
-//! [`Work::wait`], where a step waits for its gradients after the backward). xl's zero1 took 0.75 ms less a step
-//! at world 4 and 1.2-1.3 ms less at world 2 (calls 166-167, docs/results/gpus-s31.md).
+//! [`Work::wait`], where a step waits for its gradients after the backward). xl's zero1 took
+//! 0.75 ms less a step at world 4 and 1.2-1.3 ms less at world 2 (calls 166-167,
+//! docs/results/gpus-s31.md); the adds as the parts arrive another 0.61 and 0.43 ms (call
+//! 173, docs/results/gpus-s32.md).
 //!
 //! Each launch of a step has a window of its own, registered when first needed (eager): the
 //! k-th launch of buffers of one shape in a step takes the k-th window of that shape (a
@@ -171,6 +173,7 @@ impl NcclComm {
             parts: world as u32 - 1,
             reduces: self.reduces.clone(),
             added: None,
+            at_launch: false,
             finished: false,
         };
         self.before()?;
@@ -222,6 +225,8 @@ impl NcclComm {
                 .record_event(None)
                 .map_err(drv("cuEventRecord"))?;
             adds.wait(&arrived).map_err(drv("cuStreamWaitEvent"))?;
+            // Queued here or nowhere: a failure below leaves nothing for the wait to add.
+            work.at_launch = true;
             work.queue_adds(adds)?;
             work.added = Some(adds.record_event(None).map_err(drv("cuEventRecord"))?);
         }
@@ -242,6 +247,8 @@ struct CeReduceWork {
     reduces: Arc<Mutex<Reduces>>,
     /// Recorded after the adds where they were queued at the launch (`COMM_CE_ADDS`).
     added: Option<CudaEvent>,
+    /// Whether the adds were queued at the launch (`added` once they all were).
+    at_launch: bool,
     finished: bool,
 }
 
@@ -256,9 +263,10 @@ impl CeReduceWork {
         if let Some(inner) = self.inner.take() {
             inner.wait()?;
         }
-        match &self.added {
-            Some(e) => self.compute.wait(e).map_err(drv("cuStreamWaitEvent")),
-            None => self.queue_adds(&self.compute.clone()),
+        match (&self.added, self.at_launch) {
+            (Some(e), _) => self.compute.wait(e).map_err(drv("cuStreamWaitEvent")),
+            (None, true) => Ok(()), // queueing them failed, and said so
+            (None, false) => self.queue_adds(&self.compute.clone()),
         }
     }
 
