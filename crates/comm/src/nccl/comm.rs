@@ -80,18 +80,14 @@ impl NcclComm {
             msg: format!("NCCL id of {} bytes, expected 128", v.len()),
         })?;
         ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
-        let (windows_on, worlds) = super::engines::windows_here(env.world_size)?;
+        let here = super::engines::windows_here(env.world_size)?;
         let cta = std::env::var("NCCL_CTA_POLICY").ok();
-        let cta = super::policy::nccl_cta_policy(
-            cta.as_deref(),
-            windows_on,
-            super::raw::version(),
-            worlds,
-        );
+        let cta =
+            super::policy::nccl_cta_policy(cta.as_deref(), here.0, super::raw::version(), here.1);
         super::engines::NCCL_CE_ON.fetch_or(cta.is_some(), std::sync::atomic::Ordering::Relaxed);
         let raw = Arc::new(RawComm::init(env.rank, env.world_size, id, cta)?);
         let watchdog = Watchdog::start(raw.clone(), env.rank, opts.timeout);
-        let windows = Windows::new(raw.clone(), env.world_size, compute.clone(), stream.clone())?;
+        let windows = Windows::new(raw.clone(), here, compute.clone(), stream.clone())?;
         let ce = windows.ce || windows.ce_reduce;
         let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
         let at_arrival =

@@ -78,11 +78,9 @@ pub(crate) fn ce_wanted(
         name: u.var.into(),
         msg,
     };
-    let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
+    let nccl_2_28 = nccl_2_28(version);
     match env {
-        None | Some("") => {
-            Ok(nccl_2_28 && windows && local_world == Some(world) && u.worlds.contains(&world))
-        }
+        None | Some("") => Ok(by_default(u.worlds, windows, version, (local_world, world))),
         Some("0") => Ok(false),
         Some("1") if !nccl_2_28 => Err(err(format!(
             "{name} read NCCL 2.28's window layout; this process loaded NCCL {}",
@@ -140,11 +138,26 @@ pub(crate) fn nccl_cta_policy(
     env: Option<&str>,
     windows: bool,
     version: Option<i32>,
-    (local_world, world): (Option<usize>, usize),
+    worlds: (Option<usize>, usize),
 ) -> Option<i32> {
-    let nccl_2_28 = version.is_some_and(|v| (22800..22900).contains(&v));
-    let here = NCCL_CE_WORLDS.contains(&world) && local_world == Some(world);
-    (env.is_none() && windows && nccl_2_28 && here).then_some(2)
+    (env.is_none() && by_default(NCCL_CE_WORLDS, windows, version, worlds)).then_some(2)
+}
+
+/// Whether NCCL 2.28 is loaded (`version`): the window layout the copy engines read.
+fn nccl_2_28(version: Option<i32>) -> bool {
+    version.is_some_and(|v| (22800..22900).contains(&v))
+}
+
+/// Whether a copy-engine use whose default `worlds` these are is on unset: at one of them,
+/// every rank on one node (`local_world` against `world`), in windows (`windows`) of NCCL
+/// 2.28 (`version`).
+fn by_default(
+    worlds: &[usize],
+    windows: bool,
+    version: Option<i32>,
+    (local_world, world): (Option<usize>, usize),
+) -> bool {
+    nccl_2_28(version) && windows && local_world == Some(world) && worlds.contains(&world)
 }
 
 /// Where the copy-engine reduce-scatters' adds run, as `COMM_CE_ADDS` (`env`) says:

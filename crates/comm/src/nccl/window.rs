@@ -20,7 +20,7 @@
 //! have finished. A gather buffer must not be used after its communicator is dropped.
 
 use super::comm::{drv, NcclComm};
-use super::engines::{windows_here, GATHERS_ON, REDUCES_ON};
+use super::engines::{GATHERS_ON, REDUCES_ON};
 use super::policy::{ce_wanted, CE_GATHER, CE_REDUCE};
 use super::raw::RawComm;
 use crate::error::{CommError, Result};
@@ -150,15 +150,14 @@ unsafe impl Send for Windows {}
 unsafe impl Sync for Windows {}
 
 impl Windows {
-    /// The windows of a communicator of `world` ranks (`raw`), its streams `compute` and
-    /// `comm`.
+    /// The windows of a communicator (`raw`), its streams `compute` and `comm`, as
+    /// [`super::engines::windows_here`] found them (`on`, `worlds`).
     pub(super) fn new(
         raw: Arc<RawComm>,
-        world: usize,
+        (on, worlds): (bool, (Option<usize>, usize)),
         compute: Arc<CudaStream>,
         comm: Arc<CudaStream>,
     ) -> Result<Self> {
-        let (on, worlds) = windows_here(world)?;
         let version = super::raw::version();
         let wanted = |u| ce_wanted(u, std::env::var(u.var).ok().as_deref(), on, version, worlds);
         let (ce, ce_reduce) = (wanted(&CE_GATHER)?, wanted(&CE_REDUCE)?);
