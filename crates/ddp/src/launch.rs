@@ -66,27 +66,37 @@ impl InFlight {
     /// communication dtype (views of the flat buffers), times `scale` where given.
     pub(crate) fn collect(self, ddp: &Ddp, scale: Option<f64>) -> Result<Vec<(usize, Tensor)>> {
         self.work.wait()?;
-        let mut out = Vec::new();
-        for p in self.buckets {
-            let alone: Vec<usize> = p.in_place.iter().map(|(i, _)| *i).collect();
-            for (i, g) in p.in_place {
-                out.push((i, scaled(g, scale)?));
-            }
-            let Some(buf) = p.buf else { continue };
-            let buf = scaled(buf, scale)?;
-            let mut off = 0;
-            for &i in ddp.buckets[p.bucket]
-                .params
-                .iter()
-                .filter(|i| !alone.contains(i))
-            {
-                let n = ddp.shapes[i].elem_count();
-                out.push((i, buf.narrow(0, off, n)?.reshape(ddp.shapes[i].clone())?));
-                off += n;
-            }
-        }
-        Ok(out)
+        views(ddp, self.buckets, scale)
     }
+}
+
+/// The gradients of `buckets`, reduced, by parameter index: the in-place ones in their
+/// shapes, the others views of the flat buffers; times `scale` where given.
+pub(crate) fn views(
+    ddp: &Ddp,
+    buckets: Vec<Prepared>,
+    scale: Option<f64>,
+) -> Result<Vec<(usize, Tensor)>> {
+    let mut out = Vec::new();
+    for p in buckets {
+        let alone: Vec<usize> = p.in_place.iter().map(|(i, _)| *i).collect();
+        for (i, g) in p.in_place {
+            out.push((i, scaled(g.reshape(ddp.shapes[i].clone())?, scale)?));
+        }
+        let Some(buf) = p.buf else { continue };
+        let buf = scaled(buf, scale)?;
+        let mut off = 0;
+        for &i in ddp.buckets[p.bucket]
+            .params
+            .iter()
+            .filter(|i| !alone.contains(i))
+        {
+            let n = ddp.shapes[i].elem_count();
+            out.push((i, buf.narrow(0, off, n)?.reshape(ddp.shapes[i].clone())?));
+            off += n;
+        }
+    }
+    Ok(out)
 }
 
 impl Ddp {
@@ -94,6 +104,9 @@ impl Ddp {
     /// block on GPU) and returns the averaged gradients by parameter index, in the
     /// communication dtype (bf16 views stay bf16: AdamW reads them without a cast).
     pub fn finish_gradient_synchronization(&mut self) -> Result<Grads> {
+        if self.opts.split {
+            return self.finish_split_all();
+        }
         if self.opts.reduce_scatter {
             return Err(DdpError::Input(
                 "finish_gradient_synchronization: this Ddp reduce-scatters; use finish_reduce_scatter"
@@ -144,7 +157,7 @@ pub(crate) fn launch_all(
 /// collective for one bucket, a coalesced one for several.
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
-    let work = if ddp.opts.reduce_scatter {
+    let work = if ddp.scatters() {
         let mut pairs = Vec::new();
         for p in &buckets {
             if p.buf.is_some() {
@@ -243,7 +256,7 @@ fn prepare(
             }
         };
         let alone = wire.unwrap_or(g.dtype());
-        if ddp.opts.reduce_scatter {
+        if ddp.scatters() {
             match ddp.shards_in_place(i) {
                 // Sharded where it lies (converted first where it is not in the wire dtype).
                 true => in_place_grads.push((i, g.flatten_all()?.to_dtype(alone)?.contiguous()?)),
@@ -260,7 +273,7 @@ fn prepare(
     let w = ddp.comm.world_size();
     let flat_numel: usize = parts.iter().map(|t| t.elem_count()).sum();
     let pad = (w - flat_numel % w) % w;
-    if ddp.opts.reduce_scatter && pad > 0 {
+    if ddp.scatters() && pad > 0 {
         parts.push(Tensor::zeros(pad, dtype, &dev)?);
     }
     let buf = match parts.len() {
@@ -269,7 +282,7 @@ fn prepare(
         _ => Some(Tensor::cat(&parts, 0)?),
     };
     // In-place flat shard: this rank's chunk of the flat buffer.
-    let shard = match (ddp.opts.reduce_scatter, &buf) {
+    let shard = match (ddp.scatters(), &buf) {
         (true, Some(buf)) => Some(ddp.chunk_of(buf)?),
         _ => None,
     };

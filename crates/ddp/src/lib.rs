@@ -24,7 +24,9 @@
 //! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`options`]
-//! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`shard`] (splitting a global batch).
+//! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`split`] (the all-reduce as a
+//! reduce-scatter in the backward and an all-gather beside AdamW), [`shard`] (splitting a global
+//! batch).
 
 pub mod buckets;
 pub mod check;
@@ -37,6 +39,7 @@ pub mod plugin;
 pub mod reducer;
 mod scatter;
 pub mod shard;
+pub mod split;
 pub mod strategy;
 
 pub use error::{DdpError, Result};

@@ -39,6 +39,12 @@ pub struct DdpOptions {
     /// then multiplied by 1/(k + 1) when collected. `true` keeps the sum (PyTorch's
     /// behaviour, where one divides the loss by k + 1 oneself).
     pub sum_micro_batches: bool,
+    /// Each bucket's all-reduce split in two ([`crate::split`]): a reduce-scatter launched
+    /// during the backward (ZeRO-1's, by the copy engines on NCCL at worlds 2 and 4) and,
+    /// after it, an all-gather of the averaged parts, each bucket's AdamW waiting for its
+    /// own, so that the gathers run beside the replicated AdamW instead of the backward.
+    /// The same gradients, every rank holding every one; not with `reduce_scatter`.
+    pub split: bool,
 }
 
 impl From<Strategy> for DdpOptions {
@@ -58,6 +64,7 @@ impl DdpOptions {
             coalesce: false,
             find_unused_parameters: false,
             sum_micro_batches: false,
+            split: false,
         }
     }
 
@@ -73,6 +80,11 @@ impl DdpOptions {
             }
         }
         seam::gemm_sms::check_carveout(device, self.gemm_sm_carveout)?;
+        if self.split && (self.reduce_scatter || self.release_gradients) {
+            return Err(DdpError::Input(
+                "split all-reduce (DDP) with reduce_scatter or release_gradients (ZeRO): choose one".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -80,7 +92,8 @@ impl DdpOptions {
     /// the cross-rank check: ranks that reduce micro-batches or unused parameters
     /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
-        f64::from(u8::from(self.sum_micro_batches) + 2 * u8::from(self.find_unused_parameters))
+        let (sum, unused) = (self.sum_micro_batches, self.find_unused_parameters);
+        f64::from(u8::from(sum) + 2 * u8::from(unused) + 4 * u8::from(self.split))
     }
 }
 

@@ -1,12 +1,18 @@
 //! `ddp::Ddp` as a strategy: the gradients averaged by any of ddp's all-reduce strategies,
 //! AdamW (replicated) on every rank; with one micro-batch and no clipping, AdamW runs on
-//! each bucket as soon as its all-reduce is collected.
+//! each bucket as soon as its all-reduce is collected. A split all-reduce
+//! ([`crate::split`]) takes the norm from the reduce-scattered parts and steps each bucket
+//! once its all-gather is in, the gathers beside AdamW.
 
 use crate::Ddp;
 use anyhow::Result;
+use candle_core::Tensor;
 use comm::Communicator;
 use seam::{Grads, InBackward};
-use step::strategy::{resume_replicated, summed, summed_seen, Backward, Ckpt, Pass, Strategy};
+use step::strategy::{
+    replicated_update, resume_replicated, summed, summed_seen, Backward, Ckpt, Pass, Strategy,
+    Update,
+};
 
 impl Strategy for Ddp {
     fn comm(&self) -> Option<&dyn Communicator> {
@@ -14,7 +20,14 @@ impl Strategy for Ddp {
     }
 
     fn adamw_in_backward(&self, _micro_batches: usize) -> bool {
-        true
+        !self.options().split
+    }
+
+    fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
+        match self.options().split {
+            true => split_update(self, u),
+            false => replicated_update(u),
+        }
     }
 
     fn forward_backward(&mut self, p: Pass<'_>) -> Result<Backward> {
@@ -75,9 +88,33 @@ pub fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
             Ok(d.forward_backward_observed(model, b, |_| Ok(()), obs)?)
         }
     })?;
-    Ok(Backward {
-        loss,
-        grads: Some(d.finish_gradient_synchronization()?),
-        seen,
-    })
+    // A split all-reduce is gathered in the update, bucket by bucket beside AdamW.
+    let grads = match d.options().split {
+        true => None,
+        false => Some(d.finish_gradient_synchronization()?),
+    };
+    Ok(Backward { loss, grads, seen })
+}
+
+/// A split all-reduce's update: the norm from the reduce-scattered parts (or the one
+/// summed during the backward), every bucket's all-gather launched, AdamW on each bucket
+/// once its gather is in.
+fn split_update(d: &mut Ddp, u: Update<'_>) -> Result<Option<Tensor>> {
+    let s = d.finish_split()?;
+    let nc = match (u.clip, u.staged) {
+        (None, _) => None,
+        (Some(clip), Some(staged)) => Some(staged.finish(clip)?),
+        (Some(clip), None) => Some(crate::split::norm_and_coef(d.comm(), &s.parts(d)?, clip)?),
+    };
+    // Launched after the norm's all-reduce, which would otherwise queue behind them.
+    let gathered = s.gather(d)?;
+    u.opt.set_grad_scale(nc.clone());
+    let mut ib = InBackward::begin(u.opt, u.model.params(), None)?;
+    for g in gathered {
+        g.work.wait()?;
+        ib.update(g.grads)?;
+    }
+    ib.finish()?;
+    u.opt.set_grad_scale(None);
+    Ok(nc)
 }

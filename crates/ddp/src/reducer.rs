@@ -212,9 +212,9 @@ impl Ddp {
         batch: &Batch,
         mut reduced: impl FnMut(Vec<(usize, Tensor)>) -> Result<()>,
     ) -> Result<Tensor> {
-        if self.opts.reduce_scatter {
+        if self.scatters() {
             return Err(DdpError::Input(
-                "forward_backward_reduced: this Ddp reduce-scatters (ZeRO-1 steps its shards)"
+                "forward_backward_reduced: this Ddp reduce-scatters (ZeRO-1 steps its shards; a split all-reduce gathers after the backward)"
                     .into(),
             ));
         }

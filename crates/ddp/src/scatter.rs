@@ -79,7 +79,7 @@ impl Ddp {
     /// (`goes_alone`). The others go through their bucket's flat buffer.
     pub fn shards_in_place(&self, i: usize) -> bool {
         let n = self.shapes[i].elem_count();
-        self.opts.reduce_scatter && self.goes_alone(n) && n.is_multiple_of(self.comm.world_size())
+        self.scatters() && self.goes_alone(n) && n.is_multiple_of(self.comm.world_size())
     }
 
     /// Whether a gradient of `n` elements is reduced where it lies rather than copied into

@@ -94,17 +94,7 @@ pub trait Strategy: AsAny {
     /// The optimizer update after the backward (not called where AdamW ran inside it);
     /// returns `[norm, coef]` where it took the norm (`u.clip` given).
     fn update(&mut self, u: Update<'_>) -> Result<Option<Tensor>> {
-        let Some(g) = u.grads else {
-            return Ok(None);
-        };
-        let Some(clip) = u.clip else {
-            u.opt.step_params(u.model.params(), &g)?;
-            return Ok(None);
-        };
-        let nc = norm_and_coef(u.staged, &g, clip)?;
-        u.opt.set_grad_scale(Some(nc.clone()));
-        u.opt.step_params(u.model.params(), &g)?;
-        Ok(Some(nc))
+        replicated_update(u)
     }
 
     /// Lets the model drop the f32 masters the strategy keeps the value of itself (ZeRO's
@@ -183,6 +173,23 @@ pub struct Ckpt<'a> {
     /// The ranks' communicator (a one-rank step has none of its own).
     pub comm: &'a Arc<dyn Communicator>,
     pub opt: &'a mut AdamW,
+}
+
+/// The replicated optimizer's update ([`Strategy::update`]'s default): the step's AdamW
+/// over every parameter with the averaged gradients, scaled by the clipping coefficient
+/// where the step clips.
+pub fn replicated_update(u: Update<'_>) -> Result<Option<Tensor>> {
+    let Some(g) = u.grads else {
+        return Ok(None);
+    };
+    let Some(clip) = u.clip else {
+        u.opt.step_params(u.model.params(), &g)?;
+        return Ok(None);
+    };
+    let nc = norm_and_coef(u.staged, &g, clip)?;
+    u.opt.set_grad_scale(Some(nc.clone()));
+    u.opt.step_params(u.model.params(), &g)?;
+    Ok(Some(nc))
 }
 
 /// `[norm, coef]` of the gradients `g` clipped at `clip`: from the norm summed during the

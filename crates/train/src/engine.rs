@@ -162,7 +162,13 @@ impl Engine {
                 let o = ShardedOptimizer::new(comm.clone(), vec![g])?;
                 Box::new(zero1::Sharded::new(d, o))
             }
-            (s, None) => Box::new(Ddp::new(comm.clone(), &model, wire(s.parse()?))?),
+            (s, None) => {
+                let o = DdpOptions {
+                    split: ddp::split::from_env(comm.as_ref())?,
+                    ..wire(s.parse()?)
+                };
+                Box::new(Ddp::new(comm.clone(), &model, o)?)
+            }
         };
         let opts = StepOptions {
             clip: c.clip,

@@ -6,7 +6,7 @@
 use crate::Zero1Overlap;
 use anyhow::Result;
 use candle_core::Tensor;
-use comm::{Communicator, ReduceOp};
+use comm::Communicator;
 use seam::{AdamW, Grads, StagedNorm};
 use std::path::{Path, PathBuf};
 use step::strategy::{summed_seen, Backward, Ckpt, Pass, Strategy, Update, GROUP};
@@ -143,25 +143,5 @@ fn global_norm_and_coef(
     clip: f64,
 ) -> Result<Tensor> {
     let grads = Zero1Overlap::shard_grads(shards);
-    let comm = z.ddp().comm();
-    if comm.world_size() == 1 {
-        return Ok(seam::clip::norm_and_coef(&grads, clip)?);
-    }
-    let mine = seam::clip::norm_and_coef(&grads, 0.0)?;
-    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
-    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
-    let norm = sumsq.sqrt()?;
-    // clip / (norm + 1e-6), at most 1, as seam::clip takes it (1 without clipping) ...
-    let coef = match clip > 0.0 {
-        true => norm
-            .affine(1.0, 1e-6)?
-            .recip()?
-            .affine(clip, 0.0)?
-            .minimum(1f64)?,
-        false => norm.ones_like()?,
-    };
-    // ... and NaN where the norm is not finite, so that AdamW skips the step (0·norm is 0,
-    // or NaN for an inf or NaN norm).
-    let coef = (coef + norm.affine(0.0, 0.0)?)?;
-    Ok(Tensor::cat(&[&norm, &coef], 0)?)
+    Ok(::ddp::split::norm_and_coef(z.ddp().comm(), &grads, clip)?)
 }

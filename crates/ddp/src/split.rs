@@ -1,0 +1,167 @@
+//! Split mode ([`crate::DdpOptions::split`]): each bucket's all-reduce as its two halves,
+//! apart in time (Megatron-Core's distributed optimizer does the same to its gradients,
+//! then steps a shard; here every rank keeps every gradient and steps them all).
+//! - The reduce-scatter goes out during the backward as ZeRO-1's does
+//!   (`Communicator::reduce_scatter_deferred_async`; on NCCL at worlds 2 and 4 the copy
+//!   engines move the parts and the adds run as they arrive, so the backward's GEMMs keep
+//!   their SMs).
+//! - After the backward the global norm comes from this rank's averaged parts (their sums
+//!   of squares all-reduced: one scalar, [`norm_and_coef`]).
+//! - Then every bucket's all-gather of the averaged parts is launched at once, and the
+//!   replicated AdamW updates bucket by bucket, each waiting only for its own gather: the
+//!   gathers run beside AdamW, not beside the backward.
+//!
+//! Every rank ends with the same averaged gradients, as after an all-reduce.
+//!
+//! ```ignore
+//! let mut d = Ddp::new(comm, &m, DdpOptions { split: true, ..DdpOptions::new(s) })?;
+//! d.forward_backward(&m, &batch)?;          // reduce-scatters during the backward
+//! let s = d.finish_split()?;                 // the compute stream waits for them
+//! let nc = ddp::split::norm_and_coef(d.comm(), &s.parts(&d)?, clip)?;
+//! for g in s.gather(&d)? {
+//!     g.work.wait()?;                        // this bucket's gradients are whole
+//!     // AdamW on g.grads
+//! }
+//! ```
+//! [`Ddp::finish_gradient_synchronization`] does all of it and returns every gradient.
+
+use crate::error::{DdpError, Result};
+use crate::launch::{scaled, views, Prepared};
+use crate::reducer::Ddp;
+use candle_core::Tensor;
+use comm::{Communicator, ReduceOp, Work};
+use seam::Grads;
+
+/// Every bucket reduce-scattered, by launch ([`Ddp::finish_split`]).
+pub struct Scattered {
+    launches: Vec<Vec<Prepared>>,
+    /// The micro-batch averaging factor not yet applied.
+    scale: Option<f64>,
+}
+
+/// One launch's all-gather in flight, and its gradients (by parameter index, in their
+/// shapes), whole once the compute stream has waited for `work`.
+pub struct Gathered {
+    pub work: Work,
+    pub grads: Vec<(usize, Tensor)>,
+}
+
+impl Ddp {
+    /// Whether the buckets are reduce-scattered: ZeRO's shards, or DDP's split all-reduce.
+    pub(crate) fn scatters(&self) -> bool {
+        self.opts.reduce_scatter || self.opts.split
+    }
+
+    /// Split mode, after the synchronised backward: the compute stream waits for every
+    /// bucket's reduce-scatter; the buckets, each rank holding its averaged part.
+    pub fn finish_split(&mut self) -> Result<Scattered> {
+        if !self.opts.split || self.in_flight.is_empty() {
+            return Err(DdpError::Input(
+                "finish_split: no backward of a split all-reduce in flight".into(),
+            ));
+        }
+        let scale = self.scale.take();
+        let mut launches = Vec::with_capacity(self.in_flight.len());
+        for f in std::mem::take(&mut self.in_flight) {
+            f.work.wait()?;
+            launches.push(f.buckets);
+        }
+        Ok(Scattered { launches, scale })
+    }
+
+    /// Split mode's [`Ddp::finish_gradient_synchronization`]: every bucket gathered, the
+    /// compute stream waiting for all.
+    pub(crate) fn finish_split_all(&mut self) -> Result<Grads> {
+        let mut out: Grads = vec![None; self.shapes.len()];
+        let s = self.finish_split()?;
+        for g in s.gather(self)? {
+            g.work.wait()?;
+            for (i, t) in g.grads {
+                out[i] = Some(t);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Scattered {
+    /// This rank's averaged part of every gradient (each bucket's flat slice, then its
+    /// chunks of the gradients reduced in place): the sum of their squares over the ranks
+    /// is the squared norm of the averaged gradients.
+    pub fn parts(&self, ddp: &Ddp) -> Result<Vec<Option<Tensor>>> {
+        let mut out = Vec::new();
+        for p in self.launches.iter().flatten() {
+            let whole = p.buf.iter().chain(p.in_place.iter().map(|(_, g)| g));
+            for t in whole {
+                out.push(Some(scaled(ddp.chunk_of(t)?, self.scale)?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Launches every launch's all-gather of the averaged parts, in place, in launch order
+    /// (the order of the backward: the last stages' buckets first).
+    pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
+        let c = ddp.comm.as_ref();
+        let mut out = Vec::with_capacity(self.launches.len());
+        for buckets in self.launches {
+            let mut pairs = Vec::new();
+            for t in buckets
+                .iter()
+                .flat_map(|p| p.buf.iter().chain(p.in_place.iter().map(|(_, g)| g)))
+            {
+                pairs.push((ddp.chunk_of(t)?, t.clone()));
+            }
+            let work = c.all_gather_coalesced_async(&pairs)?;
+            let grads = views(ddp, buckets, self.scale)?;
+            out.push(Gathered { work, grads });
+        }
+        Ok(out)
+    }
+}
+
+/// `[norm, coef]` of the gradients whose parts `parts` are on every rank (each rank's
+/// sums of squares all-reduced), clipped at `clip` (0: no clipping, coef 1), as
+/// `seam::clip::norm_and_coef` takes them: coef = min(1, clip ÷ (norm + 1e-6)), NaN where
+/// the norm is not finite, so that AdamW skips the step. On one rank the parts are every
+/// gradient, with one process's bits.
+pub fn norm_and_coef(
+    comm: &dyn Communicator,
+    parts: &[Option<Tensor>],
+    clip: f64,
+) -> Result<Tensor> {
+    if comm.world_size() == 1 {
+        return Ok(seam::clip::norm_and_coef(parts, clip)?);
+    }
+    let mine = seam::clip::norm_and_coef(parts, 0.0)?;
+    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
+    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
+    let norm = sumsq.sqrt()?;
+    let coef = match clip > 0.0 {
+        true => norm
+            .affine(1.0, 1e-6)?
+            .recip()?
+            .affine(clip, 0.0)?
+            .minimum(1f64)?,
+        false => norm.ones_like()?,
+    };
+    // 0·norm is 0, or NaN for an inf or NaN norm.
+    let coef = (coef + norm.affine(0.0, 0.0)?)?;
+    Ok(Tensor::cat(&[&norm, &coef], 0)?)
+}
+
+/// Whether DDP splits its all-reduce: `DDP_SPLIT=1` or `0`; unset, above one rank on
+/// NCCL (where the reduce-scatters go by the copy engines at worlds 2 and 4).
+pub fn from_env(comm: &dyn Communicator) -> Result<bool> {
+    match std::env::var("DDP_SPLIT").ok().as_deref() {
+        None | Some("") => Ok(SPLIT_BY_DEFAULT && comm.world_size() > 1 && comm.backend() == "nccl"),
+        Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(v) => Err(DdpError::Input(format!(
+            "DDP_SPLIT={v}: expected 1 (split each all-reduce into a reduce-scatter in the backward and an all-gather beside AdamW) or 0"
+        ))),
+    }
+}
+
+/// Whether [`from_env`] splits where `DDP_SPLIT` is unset.
+const SPLIT_BY_DEFAULT: bool = false;
