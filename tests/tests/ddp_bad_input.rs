@@ -171,3 +171,37 @@ fn a_parameter_under_the_wrong_stage_is_an_error_naming_it() {
         assert!(ok.is_ok(), "rank {r}: {ok:?}");
     }
 }
+
+#[test]
+fn ranks_that_split_the_all_reduce_differently_fail_on_every_rank() {
+    // One rank reduce-scattering while the other all-reduces would hang both.
+    let errs = on_ranks(2, |rank, comm| {
+        let m = build(Kind::Toy, 0);
+        let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+        o.split = rank == 1;
+        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
+    });
+    for (r, e) in errs.iter().enumerate() {
+        let e = e
+            .as_deref()
+            .unwrap_or_else(|| panic!("rank {r} accepted it"));
+        assert!(e.contains("rank 1's gradient options"), "{e}");
+    }
+}
+
+#[test]
+fn a_split_all_reduce_with_zero_options_is_refused() {
+    let errs = on_ranks(2, |_, comm| {
+        let m = build(Kind::Toy, 0);
+        let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+        (o.split, o.reduce_scatter) = (true, true);
+        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
+    });
+    for e in errs {
+        let e = e.expect("refused");
+        assert!(
+            e.contains("split all-reduce (DDP) with reduce_scatter"),
+            "{e}"
+        );
+    }
+}

@@ -152,6 +152,7 @@ impl LmArgs {
             },
             // As train by default (COMM_CE_REDUCE unset).
             ce_slots: None,
+            ddp_split: None,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

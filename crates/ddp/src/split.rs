@@ -39,7 +39,7 @@ pub struct Scattered {
     scale: Option<f64>,
 }
 
-/// One launch's all-gather in flight, and its gradients (by parameter index, in their
+/// One bucket's all-gather in flight, and its gradients (by parameter index, in their
 /// shapes), whole once the compute stream has waited for `work`.
 pub struct Gathered {
     pub work: Work,
@@ -91,29 +91,33 @@ impl Scattered {
     pub fn parts(&self, ddp: &Ddp) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         for p in self.launches.iter().flatten() {
-            let whole = p.buf.iter().chain(p.in_place.iter().map(|(_, g)| g));
-            for t in whole {
+            for t in p.bufs() {
                 out.push(Some(scaled(ddp.chunk_of(t)?, self.scale)?));
             }
         }
         Ok(out)
     }
 
-    /// Launches every launch's all-gather of the averaged parts, in place, in launch order
-    /// (the order of the backward: the last stages' buckets first).
+    /// Launches every bucket's all-gather of the averaged parts, in place, one launch
+    /// each: the smallest bucket first (nothing hides the first gather: the first AdamW
+    /// waits for it), then the others in the order of the backward (the last stages'
+    /// buckets first).
     pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
-        let mut out = Vec::with_capacity(self.launches.len());
-        for buckets in self.launches {
-            let mut pairs = Vec::new();
-            for t in buckets
-                .iter()
-                .flat_map(|p| p.buf.iter().chain(p.in_place.iter().map(|(_, g)| g)))
-            {
-                pairs.push((ddp.chunk_of(t)?, t.clone()));
-            }
+        let mut buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();
+        let size = |p: &Prepared| p.bufs().map(|t| t.elem_count()).sum::<usize>();
+        if let Some(k) = (0..buckets.len()).min_by_key(|&k| size(&buckets[k])) {
+            let p = buckets.remove(k);
+            buckets.insert(0, p);
+        }
+        let mut out = Vec::with_capacity(buckets.len());
+        for p in buckets {
+            let pairs = p
+                .bufs()
+                .map(|t| Ok((ddp.chunk_of(t)?, t.clone())))
+                .collect::<Result<Vec<_>>>()?;
             let work = c.all_gather_coalesced_async(&pairs)?;
-            let grads = views(ddp, buckets, self.scale)?;
+            let grads = views(ddp, vec![p], self.scale)?;
             out.push(Gathered { work, grads });
         }
         Ok(out)
@@ -150,18 +154,22 @@ pub fn norm_and_coef(
     Ok(Tensor::cat(&[&norm, &coef], 0)?)
 }
 
-/// Whether DDP splits its all-reduce: `DDP_SPLIT=1` or `0`; unset, above one rank on
-/// NCCL (where the reduce-scatters go by the copy engines at worlds 2 and 4).
+/// Whether DDP splits its all-reduce: `DDP_SPLIT` (see [`asked`]); unset, on NCCL at
+/// `memplan::DDP_SPLIT_WORLDS` (where the reduce-scatters go by the copy engines).
 pub fn from_env(comm: &dyn Communicator) -> Result<bool> {
+    let world = comm.world_size();
+    Ok(asked()?.unwrap_or(comm.backend() == "nccl" && memplan::DDP_SPLIT_WORLDS.contains(&world)))
+}
+
+/// `DDP_SPLIT`: `Some(true)` for 1, `Some(false)` for 0, `None` unset; another value is an
+/// error naming the variable.
+pub fn asked() -> Result<Option<bool>> {
     match std::env::var("DDP_SPLIT").ok().as_deref() {
-        None | Some("") => Ok(SPLIT_BY_DEFAULT && comm.world_size() > 1 && comm.backend() == "nccl"),
-        Some("1") => Ok(true),
-        Some("0") => Ok(false),
+        None | Some("") => Ok(None),
+        Some("1") => Ok(Some(true)),
+        Some("0") => Ok(Some(false)),
         Some(v) => Err(DdpError::Input(format!(
-            "DDP_SPLIT={v}: expected 1 (split each all-reduce into a reduce-scatter in the backward and an all-gather beside AdamW) or 0"
+            "DDP_SPLIT={v}: expected 1 (each all-reduce as a reduce-scatter in the backward and an all-gather beside AdamW) or 0"
         ))),
     }
 }
-
-/// Whether [`from_env`] splits where `DDP_SPLIT` is unset.
-const SPLIT_BY_DEFAULT: bool = false;

@@ -71,6 +71,9 @@ pub struct Input {
     /// ZeRO-1's reduce-scatters by the copy engines, with a slot for each peer's part
     /// (comm::nccl::ce_reduce): `None` at [`crate::CE_REDUCE_WORLDS`]; `Some`: `COMM_CE_REDUCE`.
     pub ce_slots: Option<bool>,
+    /// DDP's split all-reduce (ddp::split: the copy-engine reduce-scatters' slots, AdamW
+    /// after the backward): `None` at [`crate::DDP_SPLIT_WORLDS`]; `Some`: `DDP_SPLIT`.
+    pub ddp_split: Option<bool>,
 }
 
 /// The moments of a step at which memory can peak.
@@ -175,7 +178,10 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     let (l, d, f, v) = (u(sh.layers), u(sh.d_model), u(sh.d_ff), u(sh.vocab));
     let (h, t, hd) = (u(sh.heads), u(sh.context), u(sh.head_dim()));
     let table = mul(v, d);
-    let scattered = matches!(s, Zero1 | Zero2 | Fsdp);
+    let ddp_split = s == Ddp
+        && i.ddp_split
+            .unwrap_or(crate::DDP_SPLIT_WORLDS.contains(&world));
+    let scattered = matches!(s, Zero1 | Zero2 | Fsdp) || ddp_split;
     let split = matches!(s, Zero2 | Fsdp);
     let wire = if s == Sharded { 4 } else { e };
     let own = |k: Kind| if k == Kind::Linear { e } else { 4 };
@@ -251,7 +257,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     // The f32 embedding gradient while its wire copy is made.
     let emb_cast = if multi && wire == 2 { mul(table, 4) } else { 0 };
     let acc = if i.accum > 1 { mul(psi, 4) } else { 0 };
-    let in_backward = !i.clip && ((s == Single && i.accum == 1) || s == Ddp);
+    let in_backward = !i.clip && ((s == Single && i.accum == 1) || (s == Ddp && !ddp_split));
     let window = |stages: u64| mul(l.min(stages), g_blk);
     // bf16 weights: AdamW's copies, or (sharded) casts held from the forward to each
     // block's backward; FSDP: two stage buffers (this stage and the next, gathered from
@@ -287,10 +293,11 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             _ => mul(psi, 2),
         }
     };
-    // ZeRO-1's copy-engine reduce-scatters: a slot in a window for each peer's part.
-    let by_default = crate::CE_REDUCE_WORLDS.contains(&world);
-    let ce = i.ce_slots.unwrap_or(by_default);
-    let slots = (s == Zero1 && multi && wire == 2 && ce).then(|| {
+    // ZeRO-1's (and split DDP's) copy-engine reduce-scatters: a window slot per peer's part.
+    let ce = i
+        .ce_slots
+        .unwrap_or(crate::CE_REDUCE_WORLDS.contains(&world));
+    let slots = ((s == Zero1 || ddp_split) && multi && wire == 2 && ce).then(|| {
         let parts = tensors.iter().filter(|t| !flat(t.0));
         sum(parts.map(|t| mul(t.0 / w, mul(2, w - 1))))
     });

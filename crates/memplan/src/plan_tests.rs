@@ -17,6 +17,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         fsdp_unit: None,
         // The peaks below were measured before the copy-engine reduce-scatters (call 166).
         ce_slots: Some(false),
+        ddp_split: None,
     }
 }
 
@@ -274,6 +275,31 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
     assert!(
         (gib / 16.04 - 1.0).abs() < 0.10,
         "xl zero1 with slots: {gib:.2} GiB"
+    );
+    // DDP's split all-reduce, the default at world 2, holds the same slots: xl at world 2,
+    // 34.44 GiB against 32.60 whole (call 176, nvidia-h200-x2).
+    let ddp = |split| {
+        let i = Input {
+            captured: true,
+            ce_slots: None,
+            ddp_split: split,
+            ..input("xl", 2, 8, true)
+        };
+        plan(&i, Strategy::Ddp).peak() as f64 / GIB
+    };
+    let (split, whole) = (ddp(None), ddp(Some(false)));
+    assert!(
+        (split / 34.44 - 1.0).abs() < 0.05,
+        "xl ddp split: {split:.2} GiB"
+    );
+    assert!(
+        (whole / 32.60 - 1.0).abs() < 0.05,
+        "xl ddp whole: {whole:.2} GiB"
+    );
+    let more = split - whole;
+    assert!(
+        (more / 1.84 - 1.0).abs() < 0.1,
+        "split's slots: {more:.2} GiB"
     );
     // FSDP by (unit, gathers): two stages ahead (9.30) and kept after the forward
     // (12.70), call 93; the last 8, 16 and 24 stages kept (call 96), 24 kept and two

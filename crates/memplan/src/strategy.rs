@@ -84,6 +84,12 @@ pub fn fsdp_unit(largest_stage_bytes: u64) -> usize {
 /// comm cannot take from here; dp-tests' `memplan_agrees_with_comm` checks they agree).
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
+/// The worlds at which DDP splits each all-reduce into a reduce-scatter during the backward
+/// and an all-gather beside AdamW by default (`ddp::split`; `DDP_SPLIT` says otherwise):
+/// NCCL's copy-engine reduce-scatters' worlds. xl bf16 on 2 H200s, bucketed:25: 49.01 ms
+/// whole, 46.31 split, one GPU 41.38 (call 176, docs/results/gpus-s33.md).
+pub const DDP_SPLIT_WORLDS: &[usize] = &[2];
+
 /// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
 /// next forward: ⌈buckets ÷ world⌉, but ⌈2 × buckets ÷ 5⌉ at world 2 (zero1::Zero1Overlap
 /// unless `ZERO1_PARAM_GATHER` says otherwise, and `memplan::time`'s projection). AdamW's

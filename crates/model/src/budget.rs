@@ -284,6 +284,7 @@ mod tests {
             fsdp_gathers: (0, 1),
             fsdp_unit: None,
             ce_slots: None,
+            ddp_split: None,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

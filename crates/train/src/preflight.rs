@@ -56,6 +56,8 @@ fn plan_input(
         fsdp_gathers: crate::engine::fsdp_gathers().unwrap_or((0, 1)),
         fsdp_unit: crate::engine::fsdp_unit().unwrap_or(None),
         ce_slots: comm::nccl::ce_reduce_asked(),
+        // A bad value plans as the default; the engine refuses it, naming the variable.
+        ddp_split: ddp::split::asked().unwrap_or(None),
     };
     (input, rows_at)
 }

@@ -24,6 +24,7 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         fsdp_unit: None,
         // train's default (COMM_CE_REDUCE unset).
         ce_slots: None,
+        ddp_split: None,
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
