@@ -29,6 +29,9 @@ pub(crate) struct Prepared {
     pub(crate) bucket: usize,
     pub(crate) buf: Option<Tensor>,
     pub(crate) in_place: Vec<(usize, Tensor)>,
+    /// A split all-reduce's gradients reduced in place, summed into the gather buffers
+    /// that `in_place` then holds (ddp::split), in `in_place`'s order; empty otherwise.
+    pub(crate) inputs: Vec<Tensor>,
     pub(crate) shard: Option<Tensor>,
 }
 
@@ -163,9 +166,11 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
             if p.buf.is_some() {
                 pairs.push((flat(p)?.clone(), shard(p)?.clone()));
             }
-            for (_, g) in &p.in_place {
-                // In place: this rank's chunk of the gradient receives its average.
-                pairs.push((g.clone(), ddp.chunk_of(g)?));
+            for (k, (_, g)) in p.in_place.iter().enumerate() {
+                // In place: this rank's chunk of the gradient receives its average (split:
+                // of its gather buffer, from the gradient).
+                let input = p.inputs.get(k).unwrap_or(g);
+                pairs.push((input.clone(), ddp.chunk_of(g)?));
             }
         }
         // Waited for after the backward unless the gradients are released during it
@@ -227,7 +232,7 @@ fn prepare(
     let dtype = ddp.opts.grad_dtype.unwrap_or(DType::F32);
     let dev = ddp.device.clone();
     let mut parts = Vec::with_capacity(bucket.params.len() + 1);
-    let mut in_place_grads = Vec::new();
+    let (mut in_place_grads, mut inputs) = (Vec::new(), Vec::new());
     // The wire's dtype where anything is sent. On one rank nothing is (the collective is
     // the identity): a gradient reduced alone keeps its own dtype, so no cast runs and the
     // step computes what one process computes.
@@ -259,7 +264,16 @@ fn prepare(
         if ddp.scatters() {
             match ddp.shards_in_place(i) {
                 // Sharded where it lies (converted first where it is not in the wire dtype).
-                true => in_place_grads.push((i, g.flatten_all()?.to_dtype(alone)?.contiguous()?)),
+                true => {
+                    let g = g.flatten_all()?.to_dtype(alone)?.contiguous()?;
+                    match ddp.grad_windows.get(i).cloned().flatten() {
+                        Some(w) => {
+                            inputs.push(g);
+                            in_place_grads.push((i, w));
+                        }
+                        None => in_place_grads.push((i, g)),
+                    }
+                }
                 false => parts.push(g.flatten_all()?.to_dtype(dtype)?),
             }
             continue;
@@ -290,6 +304,7 @@ fn prepare(
         bucket: b,
         buf,
         in_place: in_place_grads,
+        inputs,
         shard,
     })
 }

@@ -62,6 +62,9 @@ pub struct Ddp {
     pub(crate) in_flight: Vec<InFlight>,
     /// Reduce-scatter parts collected during the backward (release_gradients), by bucket.
     pub(crate) early: Vec<(usize, BucketShard)>,
+    /// Split all-reduce: each gradient reduced in place summed into a gather buffer of its
+    /// own, by parameter (ddp::split).
+    pub(crate) grad_windows: Vec<Option<Tensor>>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -124,7 +127,7 @@ impl Ddp {
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
         consistency::broadcast_params(comm.as_ref(), model)?;
-        Ok(Self {
+        let mut d = Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
             shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
             names: p
@@ -140,10 +143,13 @@ impl Ddp {
             scale: None,
             in_flight: Vec::new(),
             early: Vec::new(),
+            grad_windows: Vec::new(),
             stats: SyncStats::default(),
             stage_hook: None,
             device,
-        })
+        };
+        d.grad_windows = d.split_windows()?;
+        Ok(d)
     }
 
     /// Installs (or with `None` removes) the [`StageHook`] run in every staged backward.

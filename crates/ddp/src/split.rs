@@ -18,7 +18,7 @@
 //! d.forward_backward(&m, &batch)?;          // reduce-scatters during the backward
 //! let s = d.finish_split()?;                 // the compute stream waits for them
 //! let nc = ddp::split::norm_and_coef(d.comm(), &s.parts(&d)?, clip)?;
-//! for g in s.gather(&d)? {
+//! for g in s.gather(&d, ddp::split::gather_bytes()?)? {
 //!     g.work.wait()?;                        // this bucket's gradients are whole
 //!     // AdamW on g.grads
 //! }
@@ -52,6 +52,37 @@ impl Ddp {
         self.opts.reduce_scatter || self.opts.split
     }
 
+    /// Split mode above one rank, at `memplan::DDP_SPLIT_WINDOW_WORLDS` unless
+    /// `DDP_SPLIT_WINDOWS` (1 or 0) says otherwise: a gather buffer for each gradient
+    /// reduced in place (`Communicator::gather_buffer`: on NCCL a window, which its
+    /// symmetric kernels or copy engines gather into), made in parameter order on every
+    /// rank; the reduce-scatter sums into its chunk. Elsewhere the gradients are gathered
+    /// where they lie.
+    pub(crate) fn split_windows(&self) -> Result<Vec<Option<Tensor>>> {
+        let world = self.comm.world_size();
+        let on = match std::env::var("DDP_SPLIT_WINDOWS").ok().as_deref() {
+            None | Some("") => memplan::DDP_SPLIT_WINDOW_WORLDS.contains(&world),
+            Some("1") => true,
+            Some("0") => false,
+            Some(v) => {
+                return Err(DdpError::Input(format!(
+                    "DDP_SPLIT_WINDOWS={v}: expected 1 (gather buffers) or 0 (the gradients gathered where they lie)"
+                )))
+            }
+        };
+        if !self.opts.split || world == 1 || !on {
+            return Ok(Vec::new());
+        }
+        let dtype = self.opts.grad_dtype.unwrap_or(candle_core::DType::F32);
+        let n = |i: usize| self.shapes[i].elem_count();
+        (0..self.shapes.len())
+            .map(|i| match self.shards_in_place(i) {
+                true => Ok(Some(self.comm.gather_buffer(n(i), dtype, &self.device)?)),
+                false => Ok(None),
+            })
+            .collect()
+    }
+
     /// Split mode, after the synchronised backward: the compute stream waits for every
     /// bucket's reduce-scatter; the buckets, each rank holding its averaged part.
     pub fn finish_split(&mut self) -> Result<Scattered> {
@@ -64,7 +95,11 @@ impl Ddp {
         let mut launches = Vec::with_capacity(self.in_flight.len());
         for f in std::mem::take(&mut self.in_flight) {
             f.work.wait()?;
-            launches.push(f.buckets);
+            let mut buckets = f.buckets;
+            for p in &mut buckets {
+                p.inputs.clear(); // summed into the gather buffers: freed in stream order
+            }
+            launches.push(buckets);
         }
         Ok(Scattered { launches, scale })
     }
@@ -74,7 +109,7 @@ impl Ddp {
     pub(crate) fn finish_split_all(&mut self) -> Result<Grads> {
         let mut out: Grads = vec![None; self.shapes.len()];
         let s = self.finish_split()?;
-        for g in s.gather(self)? {
+        for g in s.gather(self, gather_bytes()?)? {
             g.work.wait()?;
             for (i, t) in g.grads {
                 out[i] = Some(t);
@@ -98,29 +133,68 @@ impl Scattered {
         Ok(out)
     }
 
-    /// Launches every bucket's all-gather of the averaged parts, in place, one launch
-    /// each: the smallest bucket first (nothing hides the first gather: the first AdamW
-    /// waits for it), then the others in the order of the backward (the last stages'
-    /// buckets first).
-    pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
+    /// Launches the all-gathers of the averaged parts, in place: the smallest bucket
+    /// first and alone (nothing hides the first gather: the first AdamW waits for it),
+    /// then the others in the order of the backward (the last stages' buckets first),
+    /// consecutive buckets together up to `group_bytes` a launch ([`gather_bytes`]: NCCL
+    /// took 25 MiB gathers at world 2 by its LL protocol, 18 ms for xl's 2 GB beside
+    /// AdamW, where a block's 100 MB launches took about 6: calls 176-177).
+    pub fn gather(self, ddp: &Ddp, group_bytes: usize) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
         let mut buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();
-        let size = |p: &Prepared| p.bufs().map(|t| t.elem_count()).sum::<usize>();
-        if let Some(k) = (0..buckets.len()).min_by_key(|&k| size(&buckets[k])) {
+        let bytes = |p: &Prepared| {
+            p.bufs()
+                .map(|t| t.elem_count() * t.dtype().size_in_bytes())
+                .sum::<usize>()
+        };
+        if let Some(k) = (0..buckets.len()).min_by_key(|&k| bytes(&buckets[k])) {
             let p = buckets.remove(k);
             buckets.insert(0, p);
         }
-        let mut out = Vec::with_capacity(buckets.len());
+        let mut groups: Vec<Vec<Prepared>> = Vec::new();
+        let mut open = usize::MAX; // the first bucket goes alone
         for p in buckets {
-            let pairs = p
-                .bufs()
+            match groups.last_mut() {
+                Some(g) if open < group_bytes => {
+                    open += bytes(&p);
+                    g.push(p);
+                }
+                _ => {
+                    open = if groups.is_empty() {
+                        usize::MAX
+                    } else {
+                        bytes(&p)
+                    };
+                    groups.push(vec![p]);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let pairs = g
+                .iter()
+                .flat_map(|p| p.bufs())
                 .map(|t| Ok((ddp.chunk_of(t)?, t.clone())))
                 .collect::<Result<Vec<_>>>()?;
             let work = c.all_gather_coalesced_async(&pairs)?;
-            let grads = views(ddp, vec![p], self.scale)?;
+            let grads = views(ddp, g, self.scale)?;
             out.push(Gathered { work, grads });
         }
         Ok(out)
+    }
+}
+
+/// Bytes of gradients a split all-reduce gathers in one launch (after the first bucket,
+/// alone): `DDP_SPLIT_GATHER_MB` (MiB; 0: one bucket a launch), 100 MiB by default.
+pub fn gather_bytes() -> Result<usize> {
+    match std::env::var("DDP_SPLIT_GATHER_MB").ok().as_deref() {
+        None | Some("") => Ok(100 << 20),
+        Some(v) => match v.parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb >= 0.0 => Ok((mb * (1 << 20) as f64) as usize),
+            _ => Err(DdpError::Input(format!(
+                "DDP_SPLIT_GATHER_MB={v}: expected the MiB of gradients one gather launch takes (a number >= 0)"
+            ))),
+        },
     }
 }
 

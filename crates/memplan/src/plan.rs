@@ -293,15 +293,17 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             _ => mul(psi, 2),
         }
     };
-    // ZeRO-1's (and split DDP's) copy-engine reduce-scatters: a window slot per peer's part.
+    // ZeRO-1's (and split DDP's) copy-engine reduce-scatters: a window slot per peer's part;
+    // split DDP's gather buffers where it has them (DDP_SPLIT_WINDOW_WORLDS).
     let ce = i
         .ce_slots
         .unwrap_or(crate::CE_REDUCE_WORLDS.contains(&world));
-    let slots = ((s == Zero1 || ddp_split) && multi && wire == 2 && ce).then(|| {
-        let parts = tensors.iter().filter(|t| !flat(t.0));
-        sum(parts.map(|t| mul(t.0 / w, mul(2, w - 1))))
-    });
-    let nccl = mul(sum([NCCL_RESERVE, slots.unwrap_or(0)]), u64::from(multi));
+    let sent: Vec<u64> = tensors.iter().map(|t| t.0).filter(|&n| !flat(n)).collect();
+    let slots = (s == Zero1 || ddp_split) && multi && wire == 2 && ce;
+    let slots = sum(sent.iter().map(|&n| mul(n / w, mul(2, w - 1)))) * u64::from(slots);
+    let win = ddp_split && crate::DDP_SPLIT_WINDOW_WORLDS.contains(&world);
+    let windows = sum(sent.iter().map(|&n| mul(n, wire))) * u64::from(win);
+    let nccl = mul(sum([NCCL_RESERVE, slots, windows]), u64::from(multi));
     // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).
     let in_flight = mul(1 + REDUCE_LAG, g_blk.max(g_head).max(g_emb)) * u64::from(split && multi);
     let comm = |c: u64| sum([nccl, c, in_flight]);

@@ -15,9 +15,10 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         sharded_masters: false,
         fsdp_gathers: (0, 1),
         fsdp_unit: None,
-        // The peaks below were measured before the copy-engine reduce-scatters (call 166).
+        // The peaks below were measured before the copy-engine reduce-scatters (call 166)
+        // and DDP's split all-reduce (call 176).
         ce_slots: Some(false),
-        ddp_split: None,
+        ddp_split: Some(false),
     }
 }
 
@@ -300,6 +301,18 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
     assert!(
         (more / 1.84 - 1.0).abs() < 0.1,
         "split's slots: {more:.2} GiB"
+    );
+    // At world 4, with its gather buffers: 39.02 GiB (call 179, nvidia-h200-x4).
+    let i = Input {
+        captured: true,
+        ce_slots: None,
+        ddp_split: None,
+        ..input("xl", 4, 8, true)
+    };
+    let gib = plan(&i, Strategy::Ddp).peak() as f64 / GIB;
+    assert!(
+        (gib / 39.02 - 1.0).abs() < 0.05,
+        "xl ddp split, world 4: {gib:.2} GiB"
     );
     // FSDP by (unit, gathers): two stages ahead (9.30) and kept after the forward
     // (12.70), call 93; the last 8, 16 and 24 stages kept (call 96), 24 kept and two

@@ -86,9 +86,16 @@ pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
 /// The worlds at which DDP splits each all-reduce into a reduce-scatter during the backward
 /// and an all-gather beside AdamW by default (`ddp::split`; `DDP_SPLIT` says otherwise):
-/// NCCL's copy-engine reduce-scatters' worlds. xl bf16 on 2 H200s, bucketed:25: 49.01 ms
-/// whole, 46.31 split, one GPU 41.38 (call 176, docs/results/gpus-s33.md).
-pub const DDP_SPLIT_WORLDS: &[usize] = &[2];
+/// NCCL's copy-engine reduce-scatters' worlds. xl bf16 on 4 H200s, bucketed:25 (calls
+/// 178-179, docs/results/gpus-s33.md): world 2, 49.11 ms whole, 46.41 split; world 4,
+/// 50.54 whole, 45.90 split (its gathers into windows); one GPU 41.25-41.53.
+pub const DDP_SPLIT_WORLDS: &[usize] = &[2, 4];
+
+/// Where a split all-reduce sums into gather buffers (NCCL windows) of its own, which
+/// NCCL's symmetric kernels fill, by default (`DDP_SPLIT_WINDOWS` says otherwise): world
+/// 4, 45.90 ms against 48.29 gathering in place by NCCL's ring; not world 2, where comm's
+/// copy engines would fill them, 47.08 against 46.18 (call 179).
+pub const DDP_SPLIT_WINDOW_WORLDS: &[usize] = &[4];
 
 /// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
 /// next forward: ⌈buckets ÷ world⌉, but ⌈2 × buckets ÷ 5⌉ at world 2 (zero1::Zero1Overlap

@@ -1,6 +1,7 @@
 //! Copy-engine reduce-scatters (by default at worlds 2 and 4 on one node; `COMM_CE_REDUCE=1`
-//! or `0` says otherwise: `super::policy`): the in-place bf16 reduce-scatters (Sum or Avg) of
-//! one deferred launch ([`crate::Communicator::reduce_scatter_deferred_async`]) push each
+//! or `0` says otherwise: `super::policy`): the bf16 reduce-scatters (Sum or Avg; in place,
+//! or into another buffer: DDP's split all-reduce sums into its gather buffers) of one
+//! deferred launch ([`crate::Communicator::reduce_scatter_deferred_async`]) push each
 //! peer's chunk of every buffer into that peer's window with `cuMemcpyAsync`, one stream per
 //! peer, so that they take no SM from the backward's GEMMs (NCCL's reduce-scatter beside
 //! them cost GEMMs 5.9-7.6 ms of 20; copies 0.4-1.8: ce-probe.py, calls 160-164). The adds
@@ -57,6 +58,7 @@ const RUNS: usize = 8;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Runs {
+    own: [u64; RUNS],
     dst: [u64; RUNS],
     src: [u64; RUNS],
     n: [u64; RUNS],
@@ -83,13 +85,15 @@ pub(super) struct Reduces {
     open: usize,
 }
 
-/// Whether `call` runs here: an in-place bf16 reduce-scatter that sums or averages.
+/// Whether `call` runs here: a bf16 reduce-scatter that sums or averages, in place or
+/// into another buffer (DDP's split all-reduce: into a gather buffer, `ddp::split`).
 pub(super) fn reducible((call, dst, src): &(Call, &Tensor, Option<&Tensor>)) -> bool {
-    let op = match call {
-        Call::ReduceScatterInPlace { op, .. } => op,
+    let op = match (call, src) {
+        (Call::ReduceScatterInPlace { op, .. }, None) => op,
+        (Call::ReduceScatter(op), Some(s)) if s.dtype() == DType::BF16 => op,
         _ => return false,
     };
-    matches!(op, ReduceOp::Sum | ReduceOp::Avg) && dst.dtype() == DType::BF16 && src.is_none()
+    matches!(op, ReduceOp::Sum | ReduceOp::Avg) && dst.dtype() == DType::BF16
 }
 
 /// Rank `from`'s slot in rank `to`'s window: the peers in rank order, `to` left out.
@@ -149,9 +153,11 @@ impl NcclComm {
         let (me, world) = (self.rank, self.world);
         let mut chunks = Vec::with_capacity(calls.len());
         let mut scales = Vec::with_capacity(calls.len());
-        for (call, _, _) in calls {
-            let Call::ReduceScatterInPlace { op, small, .. } = *call else {
-                unreachable!("reducible calls only")
+        for (call, dst, _) in calls {
+            let (op, small) = match *call {
+                Call::ReduceScatterInPlace { op, small, .. } => (op, small),
+                Call::ReduceScatter(op) => (op, dst.elem_count()),
+                _ => unreachable!("reducible calls only"),
             };
             chunks.push(small as u64);
             scales.push(if op == ReduceOp::Avg {
@@ -179,9 +185,16 @@ impl NcclComm {
         self.before()?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
+        // Each call's whole input, and where its sum goes (in place: its own chunk).
         let at: Vec<u64> = calls
             .iter()
-            .map(|(_, t, _)| address(t, 2, &self.stream))
+            .map(|(_, t, src)| address(src.unwrap_or(t), 2, &self.stream))
+            .collect::<Result<_>>()?;
+        let out: Vec<u64> = (calls.iter().zip(&at).zip(&chunks))
+            .map(|(((_, t, src), &a), &c)| match src {
+                None => Ok(a + me as u64 * 2 * c),
+                Some(_) => address(t, 2, &self.stream),
+            })
             .collect::<Result<_>>()?;
         // A gather's order (`super::ce_schedule`), its `first` (this rank's slots are
         // free) at the wait, after the adds (see the module's doc).
@@ -207,7 +220,7 @@ impl NcclComm {
             let mut r = Runs::default();
             for j in k..(k + RUNS).min(calls.len()) {
                 let (c, i) = (chunks[j], j - k);
-                r.dst[i] = at[j] + me as u64 * 2 * c;
+                (r.own[i], r.dst[i]) = (at[j] + me as u64 * 2 * c, out[j]);
                 (r.src[i], r.n[i], r.stride[i]) = (span.base + offsets[j], c, c);
                 r.scale[i] = scales[j];
             }
@@ -215,7 +228,11 @@ impl NcclComm {
         }
         work.runs = runs;
         work.freed = (span, sch.first);
-        let keep = calls.iter().map(|c| c.1.clone()).collect();
+        let keep = calls
+            .iter()
+            .flat_map(|c| std::iter::once(c.1).chain(c.2))
+            .cloned()
+            .collect();
         work.inner = Some(self.after(op, keep)?);
         if let Some(adds) = &self.adds {
             // The adds as soon as the parts are in (`COMM_CE_ADDS`), beside what compute
