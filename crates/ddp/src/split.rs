@@ -141,34 +141,17 @@ impl Scattered {
     /// AdamW, where a block's 100 MB launches took about 6: calls 176-177).
     pub fn gather(self, ddp: &Ddp, group_bytes: usize) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
-        let mut buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();
         let bytes = |p: &Prepared| {
             p.bufs()
                 .map(|t| t.elem_count() * t.dtype().size_in_bytes())
                 .sum::<usize>()
         };
-        if let Some(k) = (0..buckets.len()).min_by_key(|&k| bytes(&buckets[k])) {
-            let p = buckets.remove(k);
-            buckets.insert(0, p);
-        }
-        let mut groups: Vec<Vec<Prepared>> = Vec::new();
-        let mut open = usize::MAX; // the first bucket goes alone
-        for p in buckets {
-            match groups.last_mut() {
-                Some(g) if open < group_bytes => {
-                    open += bytes(&p);
-                    g.push(p);
-                }
-                _ => {
-                    open = if groups.is_empty() {
-                        usize::MAX
-                    } else {
-                        bytes(&p)
-                    };
-                    groups.push(vec![p]);
-                }
-            }
-        }
+        let mut buckets: Vec<Option<Prepared>> =
+            self.launches.into_iter().flatten().map(Some).collect();
+        let sizes: Vec<usize> = buckets.iter().flatten().map(bytes).collect();
+        let groups: Vec<Vec<Prepared>> = (groups(&sizes, group_bytes).into_iter())
+            .map(|g| g.into_iter().filter_map(|k| buckets[k].take()).collect())
+            .collect();
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             let pairs = g
@@ -182,6 +165,30 @@ impl Scattered {
         }
         Ok(out)
     }
+}
+
+/// The gathers of buckets of `sizes` bytes (in the backward's order), by bucket index: the
+/// smallest alone first, then the others in order, consecutive ones together until a
+/// group holds `group_bytes`.
+fn groups(sizes: &[usize], group_bytes: usize) -> Vec<Vec<usize>> {
+    let Some(first) = (0..sizes.len()).min_by_key(|&k| sizes[k]) else {
+        return Vec::new();
+    };
+    let mut out = vec![vec![first]];
+    let mut open = usize::MAX; // the first goes alone
+    for k in (0..sizes.len()).filter(|&k| k != first) {
+        match out.last_mut() {
+            Some(g) if open < group_bytes => {
+                open += sizes[k];
+                g.push(k);
+            }
+            _ => {
+                open = sizes[k];
+                out.push(vec![k]);
+            }
+        }
+    }
+    out
 }
 
 /// Bytes of gradients a split all-reduce gathers in one launch (after the first bucket,
@@ -245,5 +252,21 @@ pub fn asked() -> Result<Option<bool>> {
         Some(v) => Err(DdpError::Input(format!(
             "DDP_SPLIT={v}: expected 1 (each all-reduce as a reduce-scatter in the backward and an all-gather beside AdamW) or 0"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_smallest_goes_alone_then_groups_fill_up_to_the_bytes() {
+        let sizes = [30, 10, 5, 40, 60, 20];
+        assert_eq!(
+            super::groups(&sizes, 50),
+            vec![vec![2], vec![0, 1, 3], vec![4], vec![5]]
+        );
+        // 0: one bucket a gather; everything in one group after the first.
+        assert_eq!(super::groups(&sizes, 0).len(), 6);
+        assert_eq!(super::groups(&sizes, usize::MAX).len(), 2);
+        assert!(super::groups(&[], 50).is_empty());
     }
 }
