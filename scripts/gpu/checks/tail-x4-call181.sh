@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # Session 33, call 181: FOUR GPUs (nvidia-h200-x4), from the packed folder (copy this and
-# DDP_NCCL_TAIL_STAGES (the knob this call measured) gained nothing and was not kept.
 # train-runs.sh into .gpu/). About 3 minutes. The reduce-scatters of the backward's last K
 # stages by NCCL's kernels instead of the copy engines (DDP_NCCL_TAIL_STAGES=K; call 179's
 # timeline: the copy engines' parts arrive 0.46 ms a stage, 3.3 ms after the backward at
