@@ -41,19 +41,25 @@ fn different_strategies_fail_on_every_rank() {
 }
 
 #[test]
-fn ranks_that_reduce_micro_batches_differently_fail_on_every_rank() {
-    // One rank summing and the other averaging would train on a silently wrong gradient.
-    let errs = on_ranks(2, |rank, comm| {
-        let m = build(Kind::Toy, 0);
-        let mut o = DdpOptions::new(Strategy::Flat);
-        o.sum_micro_batches = rank == 1;
-        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
-    });
-    for (r, e) in errs.iter().enumerate() {
-        let e = e
-            .as_deref()
-            .unwrap_or_else(|| panic!("rank {r} accepted it"));
-        assert!(e.contains("rank 1's gradient options"), "{e}");
+fn ranks_whose_gradient_options_differ_fail_on_every_rank() {
+    // One rank summing and the other averaging would train on a silently wrong gradient;
+    // one reduce-scattering (a split all-reduce) while the other all-reduces would hang.
+    let options: [fn(&mut DdpOptions); 2] = [|o| o.sum_micro_batches = true, |o| o.split = true];
+    for set in options {
+        let errs = on_ranks(2, move |rank, comm| {
+            let m = build(Kind::Toy, 0);
+            let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+            if rank == 1 {
+                set(&mut o);
+            }
+            Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
+        });
+        for (r, e) in errs.iter().enumerate() {
+            let e = e
+                .as_deref()
+                .unwrap_or_else(|| panic!("rank {r} accepted it"));
+            assert!(e.contains("rank 1's gradient options"), "{e}");
+        }
     }
 }
 
@@ -169,23 +175,6 @@ fn a_parameter_under_the_wrong_stage_is_an_error_naming_it() {
     // Opted in: its gradient is zero, as before.
     for (r, ok) in misfiled_step(true).into_iter().enumerate() {
         assert!(ok.is_ok(), "rank {r}: {ok:?}");
-    }
-}
-
-#[test]
-fn ranks_that_split_the_all_reduce_differently_fail_on_every_rank() {
-    // One rank reduce-scattering while the other all-reduces would hang both.
-    let errs = on_ranks(2, |rank, comm| {
-        let m = build(Kind::Toy, 0);
-        let mut o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
-        o.split = rank == 1;
-        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
-    });
-    for (r, e) in errs.iter().enumerate() {
-        let e = e
-            .as_deref()
-            .unwrap_or_else(|| panic!("rank {r} accepted it"));
-        assert!(e.contains("rank 1's gradient options"), "{e}");
     }
 }
 
