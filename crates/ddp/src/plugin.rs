@@ -32,7 +32,9 @@ impl Strategy for Ddp {
 
     fn forward_backward(&mut self, p: Pass<'_>) -> Result<Backward> {
         if !p.in_backward {
-            return observed(self, p);
+            // A split all-reduce is gathered in the update, bucket by bucket beside AdamW.
+            let gather_later = self.options().split;
+            return synced(self, p, gather_later);
         }
         let Pass {
             model,
@@ -73,8 +75,14 @@ impl Strategy for Ddp {
 }
 
 /// All but the last micro-batch without synchronisation, the last one's buckets reduced
-/// during its backward (`observe` seeing each stage's gradients); the averaged gradients.
+/// during its backward (`observe` seeing each stage's gradients); the averaged gradients
+/// (a split all-reduce's gathered at once).
 pub fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
+    synced(d, p, false)
+}
+
+/// [`observed`]; `gather_later`: a split all-reduce's gathers are left to the update.
+fn synced(d: &mut Ddp, p: Pass<'_>, gather_later: bool) -> Result<Backward> {
     let Pass {
         model,
         batches,
@@ -88,8 +96,7 @@ pub fn observed(d: &mut Ddp, p: Pass<'_>) -> Result<Backward> {
             Ok(d.forward_backward_observed(model, b, |_| Ok(()), obs)?)
         }
     })?;
-    // A split all-reduce is gathered in the update, bucket by bucket beside AdamW.
-    let grads = match d.options().split {
+    let grads = match gather_later {
         true => None,
         false => Some(d.finish_gradient_synchronization()?),
     };
