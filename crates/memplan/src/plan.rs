@@ -30,7 +30,8 @@
 //! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
 //! per stream, allocator rounding. It is an estimate of the peak, not a bound.
 
-use crate::shape::{mul, u, Kind, Shape};
+use crate::shape::{mul, sum, u, Kind, Shape};
+use crate::strategy::max_load;
 pub use crate::strategy::{paper, Strategy};
 
 /// Gradients this large are reduced where they lie (`ddp::launch::IN_PLACE_MIN`).
@@ -144,27 +145,6 @@ impl Row {
     pub fn peak(&self) -> u64 {
         self.bytes.total()
     }
-}
-
-fn sum(xs: impl IntoIterator<Item = u64>) -> u64 {
-    xs.into_iter().fold(0, u64::saturating_add)
-}
-
-/// The largest rank load of `zero1::partition::assign` (largest first, each to the least
-/// loaded rank).
-fn max_load(sizes: &[u64], w: u64) -> u64 {
-    if w >= u(sizes.len()) {
-        return sizes.iter().copied().max().unwrap_or(0);
-    }
-    let mut sorted = sizes.to_vec();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    let mut loads = vec![0u64; w as usize];
-    for s in sorted {
-        if let Some(min) = loads.iter_mut().min() {
-            *min = min.saturating_add(s);
-        }
-    }
-    loads.into_iter().max().unwrap_or(0)
 }
 
 /// Strategy `s`'s plan for `i` (`single` at world 1 whatever `i.world`).

@@ -277,43 +277,6 @@ fn sharded_masters_plan_within_ten_percent_of_the_measured_peaks() {
         (gib / 16.04 - 1.0).abs() < 0.10,
         "xl zero1 with slots: {gib:.2} GiB"
     );
-    // DDP's split all-reduce, the default at world 2, holds the same slots: xl at world 2,
-    // 34.44 GiB against 32.60 whole (call 176, nvidia-h200-x2).
-    let ddp = |split| {
-        let i = Input {
-            captured: true,
-            ce_slots: None,
-            ddp_split: split,
-            ..input("xl", 2, 8, true)
-        };
-        plan(&i, Strategy::Ddp).peak() as f64 / GIB
-    };
-    let (split, whole) = (ddp(None), ddp(Some(false)));
-    assert!(
-        (split / 34.44 - 1.0).abs() < 0.05,
-        "xl ddp split: {split:.2} GiB"
-    );
-    assert!(
-        (whole / 32.60 - 1.0).abs() < 0.05,
-        "xl ddp whole: {whole:.2} GiB"
-    );
-    let more = split - whole;
-    assert!(
-        (more / 1.84 - 1.0).abs() < 0.1,
-        "split's slots: {more:.2} GiB"
-    );
-    // At world 4, with its gather buffers: 39.02 GiB (call 179, nvidia-h200-x4).
-    let i = Input {
-        captured: true,
-        ce_slots: None,
-        ddp_split: None,
-        ..input("xl", 4, 8, true)
-    };
-    let gib = plan(&i, Strategy::Ddp).peak() as f64 / GIB;
-    assert!(
-        (gib / 39.02 - 1.0).abs() < 0.05,
-        "xl ddp split, world 4: {gib:.2} GiB"
-    );
     // FSDP by (unit, gathers): two stages ahead (9.30) and kept after the forward
     // (12.70), call 93; the last 8, 16 and 24 stages kept (call 96), 24 kept and two
     // ahead (call 100), all in units of one stage; units of 2, 3 and 4 stages, with the
@@ -377,5 +340,40 @@ fn fsdp_default_unit_gathers_200_mb_or_more() {
     assert_eq!(
         (crate::fsdp_unit(100_000_000), crate::fsdp_unit(99_999_999)),
         (2, 3)
+    );
+}
+
+/// DDP's split all-reduce (the default at worlds 2 and 4) holds ZeRO-1's copy-engine slots,
+/// and at world 4 gather buffers of its own: xl at world 2, 34.44 GiB against 32.60 whole
+/// (call 176, nvidia-h200-x2); at world 4, 39.02 GiB (call 179, nvidia-h200-x4).
+#[test]
+fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
+    let ddp = |world, split| {
+        let i = Input {
+            captured: true,
+            ce_slots: None,
+            ddp_split: split,
+            ..input("xl", world, 8, true)
+        };
+        plan(&i, Strategy::Ddp).peak() as f64 / GIB
+    };
+    let (split, whole) = (ddp(2, None), ddp(2, Some(false)));
+    assert!(
+        (split / 34.44 - 1.0).abs() < 0.05,
+        "xl ddp split: {split:.2} GiB"
+    );
+    assert!(
+        (whole / 32.60 - 1.0).abs() < 0.05,
+        "xl ddp whole: {whole:.2} GiB"
+    );
+    let more = split - whole;
+    assert!(
+        (more / 1.84 - 1.0).abs() < 0.1,
+        "split's slots: {more:.2} GiB"
+    );
+    let gib = ddp(4, None);
+    assert!(
+        (gib / 39.02 - 1.0).abs() < 0.05,
+        "xl ddp split, world 4: {gib:.2} GiB"
     );
 }

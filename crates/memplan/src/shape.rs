@@ -49,6 +49,11 @@ pub(crate) fn u(x: usize) -> u64 {
     u64::try_from(x).unwrap_or(u64::MAX)
 }
 
+/// The sum of `xs`, saturating.
+pub(crate) fn sum(xs: impl IntoIterator<Item = u64>) -> u64 {
+    xs.into_iter().fold(0, u64::saturating_add)
+}
+
 impl Shape {
     /// The named size `name` (any case) at `vocab` and `context`; `None` if unknown.
     pub fn by_name(name: &str, vocab: usize, context: usize) -> Option<Self> {

@@ -1,6 +1,7 @@
 //! The data-parallel strategies a memory plan covers, `train`'s (single, the DDP
-//! strategies, sharded, zero1, zero2, fsdp), FSDP's default unit ([`fsdp_unit`]), and the
-//! ZeRO paper's bytes per GPU ([`paper`]).
+//! strategies, sharded, zero1, zero2, fsdp), FSDP's default unit ([`fsdp_unit`]), where DDP
+//! splits its all-reduce, `sharded`'s largest rank load, and the ZeRO paper's bytes per GPU
+//! ([`paper`]).
 
 use crate::shape::{mul, u};
 
@@ -124,4 +125,21 @@ pub fn paper(i: &crate::Input, s: Strategy) -> u64 {
         Strategy::Zero2 => mul(p, 2).saturating_add(mul(p, 14) / n),
         Strategy::Fsdp => mul(p, 16) / n,
     }
+}
+
+/// The largest rank load of `zero1::partition::assign` (largest first, each to the least
+/// loaded rank).
+pub(crate) fn max_load(sizes: &[u64], w: u64) -> u64 {
+    if w >= u(sizes.len()) {
+        return sizes.iter().copied().max().unwrap_or(0);
+    }
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let mut loads = vec![0u64; w as usize];
+    for s in sorted {
+        if let Some(min) = loads.iter_mut().min() {
+            *min = min.saturating_add(s);
+        }
+    }
+    loads.into_iter().max().unwrap_or(0)
 }
