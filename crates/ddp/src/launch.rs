@@ -266,7 +266,7 @@ fn prepare(
                 // Sharded where it lies (converted first where it is not in the wire dtype).
                 true => {
                     let g = g.flatten_all()?.to_dtype(alone)?.contiguous()?;
-                    match ddp.grad_windows.get(i).cloned().flatten() {
+                    match ddp.split_setup.windows.get(i).cloned().flatten() {
                         Some(w) => {
                             inputs.push(g);
                             in_place_grads.push((i, w));

@@ -114,7 +114,7 @@ fn split_update(d: &mut Ddp, u: Update<'_>) -> Result<Option<Tensor>> {
         (Some(clip), None) => Some(crate::split::norm_and_coef(d.comm(), &s.parts(d)?, clip)?),
     };
     // Launched after the norm's all-reduce, which would otherwise queue behind them.
-    let gathered = s.gather(d, crate::split::gather_bytes()?)?;
+    let gathered = s.gather(d)?;
     u.opt.set_grad_scale(nc.clone());
     let mut ib = InBackward::begin(u.opt, u.model.params(), None)?;
     for g in gathered {

@@ -62,9 +62,9 @@ pub struct Ddp {
     pub(crate) in_flight: Vec<InFlight>,
     /// Reduce-scatter parts collected during the backward (release_gradients), by bucket.
     pub(crate) early: Vec<(usize, BucketShard)>,
-    /// Split all-reduce: each gradient reduced in place summed into a gather buffer of its
-    /// own, by parameter (ddp::split).
-    pub(crate) grad_windows: Vec<Option<Tensor>>,
+    /// Split all-reduce: the gathers' grouping, and the gather buffers that the gradients
+    /// reduced in place are summed into (ddp::split).
+    pub(crate) split_setup: crate::split::SplitSetup,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -143,12 +143,12 @@ impl Ddp {
             scale: None,
             in_flight: Vec::new(),
             early: Vec::new(),
-            grad_windows: Vec::new(),
+            split_setup: Default::default(),
             stats: SyncStats::default(),
             stage_hook: None,
             device,
         };
-        d.grad_windows = d.split_windows()?;
+        d.split_setup = d.split_setup()?;
         Ok(d)
     }
 

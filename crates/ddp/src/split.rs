@@ -18,7 +18,7 @@
 //! d.forward_backward(&m, &batch)?;          // reduce-scatters during the backward
 //! let s = d.finish_split()?;                 // the compute stream waits for them
 //! let nc = ddp::split::norm_and_coef(d.comm(), &s.parts(&d)?, clip)?;
-//! for g in s.gather(&d, ddp::split::gather_bytes()?)? {
+//! for g in s.gather(&d)? {
 //!     g.work.wait()?;                        // this bucket's gradients are whole
 //!     // AdamW on g.grads
 //! }
@@ -39,6 +39,15 @@ pub struct Scattered {
     scale: Option<f64>,
 }
 
+/// What a split Ddp reads and makes once, at its start ([`Ddp::split_setup`]).
+#[derive(Default)]
+pub(crate) struct SplitSetup {
+    /// Each in-place gradient's gather buffer, by parameter (none: gathered where it lies).
+    pub(crate) windows: Vec<Option<Tensor>>,
+    /// Bytes a gather launch takes after the first bucket ([`gather_bytes`]).
+    pub(crate) gather_bytes: usize,
+}
+
 /// One bucket's all-gather in flight, and its gradients (by parameter index, in their
 /// shapes), whole once the compute stream has waited for `work`.
 pub struct Gathered {
@@ -52,13 +61,14 @@ impl Ddp {
         self.opts.reduce_scatter || self.opts.split
     }
 
-    /// Split mode above one rank, at `memplan::DDP_SPLIT_WINDOW_WORLDS` unless
-    /// `DDP_SPLIT_WINDOWS` (1 or 0) says otherwise: a gather buffer for each gradient
-    /// reduced in place (`Communicator::gather_buffer`: on NCCL a window, which its
-    /// symmetric kernels or copy engines gather into), made in parameter order on every
-    /// rank; the reduce-scatter sums into its chunk. Elsewhere the gradients are gathered
-    /// where they lie.
-    pub(crate) fn split_windows(&self) -> Result<Vec<Option<Tensor>>> {
+    /// Split mode: the gathers' grouping ([`gather_bytes`]) and, above one rank at
+    /// `memplan::DDP_SPLIT_WINDOW_WORLDS` unless `DDP_SPLIT_WINDOWS` (1 or 0) says
+    /// otherwise, a gather buffer for each gradient reduced in place
+    /// (`Communicator::gather_buffer`: on NCCL a window, which its symmetric kernels or
+    /// copy engines gather into), made in parameter order on every rank; the
+    /// reduce-scatter sums into its chunk. Elsewhere the gradients are gathered where they
+    /// lie.
+    pub(crate) fn split_setup(&self) -> Result<SplitSetup> {
         let world = self.comm.world_size();
         let on = match std::env::var("DDP_SPLIT_WINDOWS").ok().as_deref() {
             None | Some("") => memplan::DDP_SPLIT_WINDOW_WORLDS.contains(&world),
@@ -70,17 +80,29 @@ impl Ddp {
                 )))
             }
         };
-        if !self.opts.split || world == 1 || !on {
-            return Ok(Vec::new());
+        if !self.opts.split {
+            return Ok(SplitSetup::default());
+        }
+        let gather_bytes = gather_bytes()?;
+        if world == 1 || !on {
+            let windows = Vec::new();
+            return Ok(SplitSetup {
+                windows,
+                gather_bytes,
+            });
         }
         let dtype = self.opts.grad_dtype.unwrap_or(candle_core::DType::F32);
         let n = |i: usize| self.shapes[i].elem_count();
-        (0..self.shapes.len())
+        let windows = (0..self.shapes.len())
             .map(|i| match self.shards_in_place(i) {
                 true => Ok(Some(self.comm.gather_buffer(n(i), dtype, &self.device)?)),
                 false => Ok(None),
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        Ok(SplitSetup {
+            windows,
+            gather_bytes,
+        })
     }
 
     /// Split mode, after the synchronised backward: the compute stream waits for every
@@ -109,7 +131,7 @@ impl Ddp {
     pub(crate) fn finish_split_all(&mut self) -> Result<Grads> {
         let mut out: Grads = vec![None; self.shapes.len()];
         let s = self.finish_split()?;
-        for g in s.gather(self, gather_bytes()?)? {
+        for g in s.gather(self)? {
             g.work.wait()?;
             for (i, t) in g.grads {
                 out[i] = Some(t);
@@ -136,10 +158,11 @@ impl Scattered {
     /// Launches the all-gathers of the averaged parts, in place: the smallest bucket
     /// first and alone (nothing hides the first gather: the first AdamW waits for it),
     /// then the others in the order of the backward (the last stages' buckets first),
-    /// consecutive buckets together up to `group_bytes` a launch ([`gather_bytes`]: NCCL
-    /// ran 25 MiB gathers at world 2 by its LL protocol, 18 ms for xl's 2 GB beside AdamW
-    /// and a step of 51.2 ms, against 46.4 in groups of 100 MiB: calls 177-178).
-    pub fn gather(self, ddp: &Ddp, group_bytes: usize) -> Result<Vec<Gathered>> {
+    /// consecutive buckets together up to `DDP_SPLIT_GATHER_MB` a launch, read at the
+    /// start (NCCL ran 25 MiB gathers at world 2 by its LL protocol, 18 ms for xl's 2 GB
+    /// beside AdamW and a step of 51.2 ms, against 46.4 in groups of 100 MiB: calls
+    /// 177-178).
+    pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
         let bytes = |p: &Prepared| {
             p.bufs()
@@ -149,7 +172,8 @@ impl Scattered {
         let mut buckets: Vec<Option<Prepared>> =
             self.launches.into_iter().flatten().map(Some).collect();
         let sizes: Vec<usize> = buckets.iter().flatten().map(bytes).collect();
-        let groups: Vec<Vec<Prepared>> = (groups(&sizes, group_bytes).into_iter())
+        let grouped = groups(&sizes, ddp.split_setup.gather_bytes);
+        let groups: Vec<Vec<Prepared>> = (grouped.into_iter())
             .map(|g| g.into_iter().filter_map(|k| buckets[k].take()).collect())
             .collect();
         let mut out = Vec::with_capacity(groups.len());
@@ -193,7 +217,7 @@ fn groups(sizes: &[usize], group_bytes: usize) -> Vec<Vec<usize>> {
 
 /// Bytes of gradients a split all-reduce gathers in one launch (after the first bucket,
 /// alone): `DDP_SPLIT_GATHER_MB` (MiB; 0: one bucket a launch), 100 MiB by default.
-pub fn gather_bytes() -> Result<usize> {
+fn gather_bytes() -> Result<usize> {
     match std::env::var("DDP_SPLIT_GATHER_MB").ok().as_deref() {
         None | Some("") => Ok(100 << 20),
         Some(v) => match v.parse::<f64>() {
