@@ -245,7 +245,9 @@ fn zero2_on_2_and_4_ranks_equals_the_reference_step() {
 fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     // The all-reduce as a reduce-scatter in the backward, the norm from the parts and an
     // all-gather per bucket beside AdamW (ddp::split); the model's tiny bucket size gives
-    // flat buffers and gradients sharded in place both.
+    // flat buffers and gradients sharded in place both. 2 ranks gather each launch during
+    // the backward (memplan::DDP_SPLIT_EARLY_WORLDS), 4 ranks after the norm, into gather
+    // buffers of their own (DDP_SPLIT_WINDOW_WORLDS).
     let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions {
             split: true,

@@ -276,6 +276,46 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     }
     checks += 1;
 
+    // Out-of-place bf16 all-reduces into views of one gather buffer, twice, as DDP's split
+    // all-reduce at world 2 (NCCL: the copy engines' reduce-scatter, then their all-gather
+    // chained to the adds); then sizes that differ, refused.
+    let all = c.gather_buffer(2048 * n, DType::BF16, dev)?;
+    for i in 0..2 {
+        let m = |j: usize| ((j + 3 * i) % 16) as f32;
+        let pairs = [(0, 5 * n), (1024 * n, 1000 * n)]
+            .iter()
+            .map(|&(at, k)| -> Result<(Tensor, Tensor)> {
+                let host: Vec<f32> = (0..k).map(|j| r + m(j)).collect();
+                let input = Tensor::new(host.as_slice(), dev)?.to_dtype(DType::BF16)?;
+                Ok((input, all.narrow(0, at, k)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        c.all_reduce_into_deferred_async(&pairs, ReduceOp::Avg)?
+            .wait()?;
+        for (input, out) in &pairs {
+            let want: Vec<f32> = (0..input.elem_count())
+                .map(|j| (sum + nf * m(j)) / nf)
+                .collect();
+            expect(
+                "all_reduce_into_deferred (bf16, into a gather buffer)",
+                out,
+                &want,
+            )?;
+        }
+    }
+    let short = all.narrow(0, 0, n)?;
+    let long = Tensor::zeros(2 * n, DType::BF16, dev)?;
+    match c.all_reduce_into_deferred_async(&[(long, short)], ReduceOp::Sum) {
+        Err(CommError::InvalidArgument { .. }) => checks += 2,
+        other => {
+            return Err(fail(
+                "all_reduce_into_deferred with an input larger than its buffer",
+                other.map(|_| ()),
+                "InvalidArgument",
+            ))
+        }
+    }
+
     // 7. Bad input fails before anything is sent, the same way on every rank.
     let t = Tensor::zeros((3, 4), DType::F32, dev)?.t()?;
     match c.all_reduce(&t, ReduceOp::Sum) {

@@ -210,6 +210,27 @@ pub trait Communicator: Send + Sync {
         self.reduce_scatter_coalesced_async(pairs, op)
     }
 
+    /// All-reduces out of place for a caller that waits for the handle late (DDP's split
+    /// all-reduce with its gathers in the backward: `ddp::split`): each pair's input
+    /// (world × n elements) is reduced into this rank's chunk of its buffer (as
+    /// [`Self::reduce_scatter_deferred_async`] would), then the buffer is all-gathered in
+    /// place. NCCL queues the all-gathers on its communication stream as soon as the sums
+    /// are in (with copy-engine reduce-scatters: after their adds), so that only waiting
+    /// for the handle orders the compute stream after them. The default waits for the
+    /// reduce-scatters (the compute stream does), then launches the all-gathers.
+    fn all_reduce_into_deferred_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        let chunks = validate::chunks("all_reduce_into_deferred", self, pairs)?;
+        self.reduce_scatter_deferred_async(&chunks, op)?.wait()?;
+        let gathers: Vec<(Tensor, Tensor)> = (chunks.into_iter().zip(pairs))
+            .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
+            .collect();
+        self.all_gather_coalesced_async(&gathers)
+    }
+
     /// Several all-gathers, each (input, output) as in [`Self::all_gather_async`], queued
     /// as one launch with one handle (NCCL: one group); the default checks every pair,
     /// then queues them one after another.

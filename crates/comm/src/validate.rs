@@ -134,6 +134,36 @@ pub fn check_root(op: &'static str, rank: usize, world: usize, root: usize) -> R
     Ok(())
 }
 
+/// Each (input, buffer) pair of an all-reduce into another buffer
+/// (`Communicator::all_reduce_into_deferred_async`): the input and this rank's chunk of the
+/// buffer (a view), after checking that both have the same elements, a multiple of the
+/// world size, and the same dtype and device.
+pub(crate) fn chunks<C: crate::Communicator + ?Sized>(
+    op: &'static str,
+    comm: &C,
+    pairs: &[(Tensor, Tensor)],
+) -> Result<Vec<(Tensor, Tensor)>> {
+    let (rank, world) = (comm.rank(), comm.world_size());
+    let mut out = Vec::with_capacity(pairs.len());
+    for (input, buf) in pairs {
+        let n = buf.elem_count();
+        if input.elem_count() != n || !n.is_multiple_of(world) {
+            let e = format!(
+                "input of {} elements and buffer of {n}: expected the same number, a multiple of world_size {world}",
+                input.elem_count()
+            );
+            return Err(CommError::invalid(op, rank, e));
+        }
+        check_buffer(op, rank, buf)?;
+        let chunk = buf
+            .flatten_all()?
+            .narrow(0, rank * (n / world), n / world)?;
+        check_pair(op, rank, world, &chunk, input)?;
+        out.push((input.clone(), chunk));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,27 +161,37 @@ pub(crate) fn launch_all(
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
     let work = if ddp.scatters() {
-        let mut pairs = Vec::new();
+        let (mut pairs, mut whole) = (Vec::new(), Vec::new());
+        let early = ddp.split_setup.early;
         for p in &buckets {
             if p.buf.is_some() {
                 pairs.push((flat(p)?.clone(), shard(p)?.clone()));
             }
             for (k, (_, g)) in p.in_place.iter().enumerate() {
                 // In place: this rank's chunk of the gradient receives its average (split:
-                // of its gather buffer, from the gradient).
+                // of its gather buffer, from the gradient; early: then all of it).
                 let input = p.inputs.get(k).unwrap_or(g);
-                pairs.push((input.clone(), ddp.chunk_of(g)?));
+                match early && k < p.inputs.len() {
+                    true => whole.push((input.clone(), g.clone())),
+                    false => pairs.push((input.clone(), ddp.chunk_of(g)?)),
+                }
             }
         }
+        let whole = match whole.is_empty() {
+            true => None,
+            false => Some(c.all_reduce_into_deferred_async(&whole, ReduceOp::Avg)?),
+        };
         // Waited for after the backward unless the gradients are released during it
         // (ZeRO-2, FSDP): then the reductions may wait too (comm's copy-engine ones).
-        match &pairs[..] {
+        let parts = match &pairs[..] {
+            [] if whole.is_some() => Work::completed(),
             _ if !ddp.opts.release_gradients => {
                 c.reduce_scatter_deferred_async(&pairs, ReduceOp::Avg)?
             }
             [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
             _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
-        }
+        };
+        Work::all(whole.into_iter().chain([parts]).collect())
     } else {
         let bufs: Vec<Tensor> = buckets.iter().flat_map(|p| p.bufs()).cloned().collect();
         match &bufs[..] {

@@ -10,6 +10,10 @@
 //! - Then every bucket's all-gather of the averaged parts is launched at once, and the
 //!   replicated AdamW updates bucket by bucket, each waiting only for its own gather: the
 //!   gathers run beside AdamW, not beside the backward.
+//! - Or, where the copy engines gather (`DDP_SPLIT_EARLY`, by default at
+//!   `memplan::DDP_SPLIT_EARLY_WORLDS`), each launch's gradients are gathered during the
+//!   backward as soon as their sums are in (`Communicator::all_reduce_into_deferred_async`,
+//!   into one gather buffer), and AdamW runs alone after the norm, as on one GPU.
 //!
 //! Every rank ends with the same averaged gradients, as after an all-reduce.
 //!
@@ -46,6 +50,9 @@ pub(crate) struct SplitSetup {
     pub(crate) windows: Vec<Option<Tensor>>,
     /// Bytes a gather launch takes after the first bucket ([`gather_bytes`]).
     pub(crate) gather_bytes: usize,
+    /// Whether each launch's gradients are gathered during the backward, as soon as their
+    /// sums are in ([`early`]), rather than after the norm.
+    pub(crate) early: bool,
 }
 
 /// One bucket's all-gather in flight, and its gradients (by parameter index, in their
@@ -83,26 +90,51 @@ impl Ddp {
         if !self.opts.split {
             return Ok(SplitSetup::default());
         }
-        let gather_bytes = gather_bytes()?;
-        if world == 1 || !on {
+        let (gather_bytes, early) = (gather_bytes()?, early(world)? && world > 1);
+        if world == 1 || !(on || early) {
             let windows = Vec::new();
             return Ok(SplitSetup {
                 windows,
                 gather_bytes,
+                early,
             });
         }
         let dtype = self.opts.grad_dtype.unwrap_or(candle_core::DType::F32);
         let n = |i: usize| self.shapes[i].elem_count();
-        let windows = (0..self.shapes.len())
-            .map(|i| match self.shards_in_place(i) {
-                true => Ok(Some(self.comm.gather_buffer(n(i), dtype, &self.device)?)),
-                false => Ok(None),
-            })
-            .collect::<Result<_>>()?;
+        let windows = match early {
+            // One buffer (one window) for all: a launch's gathers go as one.
+            true => self.one_gather_buffer(dtype)?,
+            false => (0..self.shapes.len())
+                .map(|i| match self.shards_in_place(i) {
+                    true => Ok(Some(self.comm.gather_buffer(n(i), dtype, &self.device)?)),
+                    false => Ok(None),
+                })
+                .collect::<Result<_>>()?,
+        };
         Ok(SplitSetup {
             windows,
             gather_bytes,
+            early,
         })
+    }
+
+    /// Every in-place gradient's gather buffer as a view of one buffer, each starting at a
+    /// multiple of 1024 elements.
+    fn one_gather_buffer(&self, dtype: candle_core::DType) -> Result<Vec<Option<Tensor>>> {
+        let at = |n: usize| n.next_multiple_of(1024);
+        let mut offsets = Vec::with_capacity(self.shapes.len());
+        let mut end = 0;
+        for i in 0..self.shapes.len() {
+            offsets.push(self.shards_in_place(i).then_some(end));
+            end += at(self.shapes[i].elem_count()) * usize::from(self.shards_in_place(i));
+        }
+        let all = self.comm.gather_buffer(end.max(1), dtype, &self.device)?;
+        (offsets.iter().enumerate())
+            .map(|(i, o)| match o {
+                Some(o) => Ok(Some(all.narrow(0, *o, self.shapes[i].elem_count())?)),
+                None => Ok(None),
+            })
+            .collect()
     }
 
     /// Split mode, after the synchronised backward: the compute stream waits for every
@@ -162,8 +194,22 @@ impl Scattered {
     /// start (NCCL ran 25 MiB gathers at world 2 by its LL protocol, 18 ms for xl's 2 GB
     /// beside AdamW and a step of 51.2 ms, against 46.4 in groups of 100 MiB: calls
     /// 177-178).
+    /// With the gathers in the backward ([`early`]), only the flat buffers are left: one
+    /// launch, and every gradient with it.
     pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
+        if ddp.split_setup.early {
+            let buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();
+            let pairs = (buckets.iter().filter_map(|p| p.buf.as_ref()))
+                .map(|t| Ok((ddp.chunk_of(t)?, t.clone())))
+                .collect::<Result<Vec<_>>>()?;
+            let work = match pairs.is_empty() {
+                true => Work::completed(),
+                false => c.all_gather_coalesced_async(&pairs)?,
+            };
+            let grads = views(ddp, buckets, self.scale)?;
+            return Ok(vec![Gathered { work, grads }]);
+        }
         let bytes = |p: &Prepared| {
             p.bufs()
                 .map(|t| t.elem_count() * t.dtype().size_in_bytes())
@@ -226,6 +272,19 @@ fn gather_bytes() -> Result<usize> {
                 "DDP_SPLIT_GATHER_MB={v}: expected the MiB of gradients one gather launch takes (a number >= 0)"
             ))),
         },
+    }
+}
+
+/// Whether a split all-reduce gathers during the backward: `DDP_SPLIT_EARLY` (1 or 0);
+/// unset, at `memplan::DDP_SPLIT_EARLY_WORLDS`.
+fn early(world: usize) -> Result<bool> {
+    match std::env::var("DDP_SPLIT_EARLY").ok().as_deref() {
+        None | Some("") => Ok(memplan::DDP_SPLIT_EARLY_WORLDS.contains(&world)),
+        Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(v) => Err(DdpError::Input(format!(
+            "DDP_SPLIT_EARLY={v}: expected 1 (each launch gathered during the backward, as soon as its sums are in) or 0 (the gathers after the norm, beside AdamW)"
+        ))),
     }
 }
 

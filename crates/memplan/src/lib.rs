@@ -27,6 +27,6 @@ pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};
 pub use strategy::{
-    fsdp_unit, gathers_beside_adamw, CE_REDUCE_WORLDS, DDP_SPLIT_WINDOW_WORLDS, DDP_SPLIT_WORLDS,
-    FSDP_UNIT_MB,
+    fsdp_unit, gathers_beside_adamw, CE_REDUCE_WORLDS, DDP_SPLIT_EARLY_WORLDS,
+    DDP_SPLIT_WINDOW_WORLDS, DDP_SPLIT_WORLDS, FSDP_UNIT_MB,
 };

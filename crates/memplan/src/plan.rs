@@ -274,14 +274,18 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         }
     };
     // ZeRO-1's (and split DDP's) copy-engine reduce-scatters: a window slot per peer's part;
-    // split DDP's gather buffers where it has them (DDP_SPLIT_WINDOW_WORLDS).
+    // split DDP's gather buffers where it has them (DDP_SPLIT_WINDOW_WORLDS, _EARLY_WORLDS).
     let ce = i
         .ce_slots
         .unwrap_or(crate::CE_REDUCE_WORLDS.contains(&world));
     let sent: Vec<u64> = tensors.iter().map(|t| t.0).filter(|&n| !flat(n)).collect();
     let slots = (s == Zero1 || ddp_split) && multi && wire == 2 && ce;
     let slots = sum(sent.iter().map(|&n| mul(n / w, mul(2, w - 1)))) * u64::from(slots);
-    let win = ddp_split && crate::DDP_SPLIT_WINDOW_WORLDS.contains(&world);
+    let win = [
+        crate::DDP_SPLIT_WINDOW_WORLDS,
+        crate::DDP_SPLIT_EARLY_WORLDS,
+    ];
+    let win = ddp_split && win.iter().any(|ws| ws.contains(&world));
     let windows = sum(sent.iter().map(|&n| mul(n, wire))) * u64::from(win);
     let nccl = mul(sum([NCCL_RESERVE, slots, windows]), u64::from(multi));
     // Full gradients in flight before their reduce-scatter frees them (ZeRO-2, FSDP).

@@ -343,9 +343,10 @@ fn fsdp_default_unit_gathers_200_mb_or_more() {
     );
 }
 
-/// DDP's split all-reduce (the default at worlds 2 and 4) holds ZeRO-1's copy-engine slots,
-/// and at world 4 gather buffers of its own: xl at world 2, 34.44 GiB against 32.60 whole
-/// (call 176, nvidia-h200-x2); at world 4, 39.02 GiB (call 179, nvidia-h200-x4).
+/// DDP's split all-reduce (the default at worlds 2 and 4) holds ZeRO-1's copy-engine slots
+/// and gather buffers of its own (world 2: one, gathered during the backward): xl at world
+/// 2, 38.10 GiB against 32.60 whole (call 183, nvidia-h200-x2; 34.44 with the slots alone,
+/// call 176); at world 4, 39.02 GiB (call 179, nvidia-h200-x4).
 #[test]
 fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
     let ddp = |world, split| {
@@ -359,7 +360,7 @@ fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
     };
     let (split, whole) = (ddp(2, None), ddp(2, Some(false)));
     assert!(
-        (split / 34.44 - 1.0).abs() < 0.05,
+        (split / 38.10 - 1.0).abs() < 0.05,
         "xl ddp split: {split:.2} GiB"
     );
     assert!(
@@ -368,8 +369,8 @@ fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
     );
     let more = split - whole;
     assert!(
-        (more / 1.84 - 1.0).abs() < 0.1,
-        "split's slots: {more:.2} GiB"
+        (more / 5.50 - 1.0).abs() < 0.1,
+        "split's slots and gather buffer: {more:.2} GiB"
     );
     let gib = ddp(4, None);
     assert!(

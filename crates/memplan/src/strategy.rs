@@ -98,6 +98,15 @@ pub const DDP_SPLIT_WORLDS: &[usize] = &[2, 4];
 /// copy engines would fill them, 47.08 against 46.18 (call 179).
 pub const DDP_SPLIT_WINDOW_WORLDS: &[usize] = &[4];
 
+/// Where a split all-reduce gathers each launch as soon as its sums are in, during the
+/// backward, into one gather buffer for all its gradients (comm's copy engines fill it at
+/// world 2), so that AdamW runs alone after the backward, by default (`DDP_SPLIT_EARLY`
+/// says otherwise): world 2, xl bf16 on 2 H200s (call 183, docs/results/gpus-s34.md),
+/// 45.02 and 45.19 ms against 46.29 and 46.71 gathering beside AdamW, one GPU 41.68 (at
+/// 32 rows 116.06 against 117.84, one GPU 111.34), for 3.66 GiB more. Not world 4, where
+/// NCCL's kernels, not the copy engines, gather into windows (their SMs beside the GEMMs).
+pub const DDP_SPLIT_EARLY_WORLDS: &[usize] = &[2];
+
 /// How many of a ZeRO step's `buckets` gather beside its AdamW by default, the rest at the
 /// next forward: ⌈buckets ÷ world⌉, but ⌈2 × buckets ÷ 5⌉ at world 2 (zero1::Zero1Overlap
 /// unless `ZERO1_PARAM_GATHER` says otherwise, and `memplan::time`'s projection). AdamW's

@@ -28,7 +28,7 @@ impl Communicator for NcclComm {
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op, false)
+        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op, (false, false))
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
@@ -88,7 +88,7 @@ impl Communicator for NcclComm {
         op: ReduceOp,
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op, false)
+        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op, (false, false))
     }
 
     fn reduce_scatter_deferred_async(
@@ -97,7 +97,24 @@ impl Communicator for NcclComm {
         op: ReduceOp,
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_deferred", 6, &pairs, op, true)
+        self.reduce_scatter_list("reduce_scatter_deferred", 6, &pairs, op, (true, false))
+    }
+
+    fn all_reduce_into_deferred_async(
+        &self,
+        pairs: &[(Tensor, Tensor)],
+        op: ReduceOp,
+    ) -> Result<Work> {
+        let name = "all_reduce_into_deferred";
+        let chunks = crate::validate::chunks(name, self, pairs)?;
+        let refs: Vec<(&Tensor, &Tensor)> = chunks.iter().map(|(i, o)| (i, o)).collect();
+        // The communication stream waits for the sums (chained), the gathers queue behind.
+        let sums = self.reduce_scatter_list(name, 6, &refs, op, (true, true))?;
+        let gathers: Vec<(Tensor, Tensor)> = (chunks.into_iter().zip(pairs))
+            .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
+            .collect();
+        let whole = self.all_gather_coalesced_async(&gathers)?;
+        Ok(Work::all(vec![sums, whole]))
     }
 
     fn watch_queued(&self, what: &'static str) -> Result<()> {

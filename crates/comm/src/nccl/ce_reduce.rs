@@ -144,11 +144,14 @@ impl NcclComm {
     }
 
     /// Queues the copy-engine reduce-scatter of `calls` (each [`reducible`]): see the
-    /// module's doc.
+    /// module's doc. With `chain`, the communication stream also waits for the adds (queued
+    /// at the launch, on its own stream where there is none for them), so that what is
+    /// queued on it next reads the sums (`super::chain`).
     pub(super) fn launch_ce_reduce(
         &self,
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
+        chain: bool,
     ) -> Result<Work> {
         let (me, world) = (self.rank, self.world);
         let mut chunks = Vec::with_capacity(calls.len());
@@ -245,7 +248,20 @@ impl NcclComm {
             // Queued here or nowhere: a failure below leaves nothing for the wait to add.
             work.at_launch = true;
             work.queue_adds(adds)?;
-            work.added = Some(adds.record_event(None).map_err(drv("cuEventRecord"))?);
+            let added = adds.record_event(None).map_err(drv("cuEventRecord"))?;
+            if chain {
+                self.stream.wait(&added).map_err(drv("cuStreamWaitEvent"))?;
+            }
+            work.added = Some(added);
+        } else if chain {
+            // The adds on the communication stream itself, right after the parts.
+            work.at_launch = true;
+            work.queue_adds(&self.stream)?;
+            let added = self
+                .stream
+                .record_event(None)
+                .map_err(drv("cuEventRecord"))?;
+            work.added = Some(added);
         }
         Ok(Work::new(Box::new(work)))
     }

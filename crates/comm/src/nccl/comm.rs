@@ -276,7 +276,7 @@ impl NcclComm {
         code: i64,
         pairs: &[(&Tensor, &Tensor)],
         op: ReduceOp,
-        deferred: bool,
+        (deferred, chain): (bool, bool),
     ) -> Result<Work> {
         for &(input, output) in pairs {
             check_pair(name, self.rank, self.world, output, input)?;
@@ -304,7 +304,10 @@ impl NcclComm {
             let (ce, rest): (Vec<_>, Vec<_>) =
                 calls.iter().copied().partition(super::ce_reduce::reducible);
             let rest = self.launch_all(name, &rest)?;
-            return Ok(Work::all(vec![rest, self.launch_ce_reduce(name, &ce)?]));
+            return Ok(Work::all(vec![
+                rest,
+                self.launch_ce_reduce(name, &ce, chain)?,
+            ]));
         }
         self.launch_all(name, &calls)
     }
