@@ -1,7 +1,10 @@
 // The adds of comm's copy-engine reduce-scatters (src/nccl/ce_reduce.rs): up to 8 runs a
 // launch, blockIdx.y picking the run. Each run's destination becomes (its `own` chunk, this
 // rank's, bf16 + `parts` peers' parts, each `stride` elements after the one before) × its
-// `scale`, summed in f32 and rounded to nearest even once; in place, `own` is `dst`.
+// `scale`, summed in f32 and rounded to nearest even once; in place, `own` is `dst`. With
+// `sq` (else null), block (x, y) also writes the sum of the squares of what it wrote to
+// sq[y * gridDim.x + x], and comm_sumsq then sums those in order and takes the root: the
+// same bits each time.
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -26,7 +29,19 @@ __device__ __forceinline__ void add8(float *a, uint4 v) {
   }
 }
 
-extern "C" __global__ void comm_sum_parts(SumRuns r, unsigned parts) {
+// The sum of a block's `v` (256 threads) in thread 0, in a fixed order.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float w[8];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) w[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.f;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < (int)(blockDim.x >> 5); ++i) t += w[i];
+  return t;
+}
+
+extern "C" __global__ void comm_sum_parts(SumRuns r, unsigned parts, float *sq) {
   const int k = blockIdx.y;
   const float scale = r.scale[k];
   __nv_bfloat16 *d = r.dst[k];
@@ -36,6 +51,7 @@ extern "C" __global__ void comm_sum_parts(SumRuns r, unsigned parts) {
   const size_t step = (size_t)blockDim.x * gridDim.x;
   const size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   size_t tail = 0;
+  float q = 0.f;
   if ((uintptr_t)d % 16 == 0 && (uintptr_t)o % 16 == 0 && (uintptr_t)s % 16 == 0 && st % 8 == 0) {
     // 16 bytes a load: eight elements.
     const size_t n8 = n / 8;
@@ -49,7 +65,11 @@ extern "C" __global__ void comm_sum_parts(SumRuns r, unsigned parts) {
       uint4 res;
       __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&res);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(a[2 * j] * scale, a[2 * j + 1] * scale);
+      for (int j = 0; j < 4; ++j) {
+        h[j] = __floats2bfloat162_rn(a[2 * j] * scale, a[2 * j + 1] * scale);
+        const float2 b = __bfloat1622float2(h[j]);
+        q += b.x * b.x + b.y * b.y;
+      }
       d8[i] = res;
     }
     tail = n8 * 8;
@@ -57,6 +77,21 @@ extern "C" __global__ void comm_sum_parts(SumRuns r, unsigned parts) {
   for (size_t i = tail + i0; i < n; i += step) {
     float a = __bfloat162float(o[i]);
     for (unsigned p = 0; p < parts; ++p) a += __bfloat162float(s[p * st + i]);
-    d[i] = __float2bfloat16_rn(a * scale);
+    const __nv_bfloat16 b = __float2bfloat16_rn(a * scale);
+    d[i] = b;
+    q += __bfloat162float(b) * __bfloat162float(b);
   }
+  if (sq != nullptr) {
+    const float t = block_sum(q);
+    if (threadIdx.x == 0) sq[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = t;
+  }
+}
+
+// out[0] = the square root of the sum of the n floats at `sq`, summed in a fixed order (one
+// block of 256 threads).
+extern "C" __global__ void comm_sumsq(const float *sq, unsigned long long n, float *out) {
+  float a = 0.f;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) a += sq[i];
+  const float t = block_sum(a);
+  if (threadIdx.x == 0) out[0] = sqrtf(t);
 }

@@ -3,7 +3,7 @@
 //! The CPU backend runs it in `cargo test`; the NCCL backend runs it on GPUs through
 //! `comm-selftest` (one process per GPU).
 
-use crate::{CommError, Communicator, ReduceOp, Result};
+use crate::{CommError, Communicator, Deferred, ReduceOp, Result};
 use candle_core::{DType, Device, Tensor};
 
 fn fail(what: &str, got: impl std::fmt::Debug, want: impl std::fmt::Debug) -> CommError {
@@ -276,40 +276,62 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     }
     checks += 1;
 
-    // Out-of-place bf16 all-reduces into views of one gather buffer, twice, as DDP's split
-    // all-reduce at world 2 (NCCL: the copy engines' reduce-scatter, then their all-gather
-    // chained to the adds); then sizes that differ, refused.
+    // Deferred bf16 reduce-scatters with more (`Deferred`), as DDP's split all-reduce and
+    // the norm from the shards: into views of one gather buffer, all-gathered (NCCL at
+    // world 2: by the copy engines, chained to the adds), with and without the norm of
+    // this rank's chunks; then a plain one with the norm; then sizes that differ, refused.
     let all = c.gather_buffer(2048 * n, DType::BF16, dev)?;
-    for i in 0..2 {
+    let norm = Tensor::zeros(1, DType::F32, dev)?;
+    for i in 0..3 {
         let m = |j: usize| ((j + 3 * i) % 16) as f32;
+        let (gather, squares) = (i < 2, i != 1);
         let pairs = [(0, 5 * n), (1024 * n, 1000 * n)]
             .iter()
             .map(|&(at, k)| -> Result<(Tensor, Tensor)> {
                 let host: Vec<f32> = (0..k).map(|j| r + m(j)).collect();
                 let input = Tensor::new(host.as_slice(), dev)?.to_dtype(DType::BF16)?;
-                Ok((input, all.narrow(0, at, k)?))
+                let buf = all.narrow(0, at, k)?;
+                let out = match gather {
+                    true => buf,
+                    false => buf.narrow(0, c.rank() * k / n, k / n)?,
+                };
+                Ok((input, out))
             })
             .collect::<Result<Vec<_>>>()?;
-        c.all_reduce_into_deferred_async(&pairs, ReduceOp::Avg)?
+        let with = Deferred {
+            gather,
+            norm: squares.then(|| norm.clone()),
+        };
+        c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             .wait()?;
+        let mut want_sq = 0f64;
         for (input, out) in &pairs {
-            let want: Vec<f32> = (0..input.elem_count())
-                .map(|j| (sum + nf * m(j)) / nf)
-                .collect();
-            expect(
-                "all_reduce_into_deferred (bf16, into a gather buffer)",
-                out,
-                &want,
-            )?;
+            let k = input.elem_count();
+            let want: Vec<f32> = (0..k).map(|j| (sum + nf * m(j)) / nf).collect();
+            let mine = &want[c.rank() * k / n..(c.rank() + 1) * k / n];
+            want_sq += mine
+                .iter()
+                .map(|&v| f64::from(v) * f64::from(v))
+                .sum::<f64>();
+            let what = format!("reduce_scatter_deferred_with (bf16, gather {gather})");
+            expect(&what, out, if gather { &want } else { mine })?;
+        }
+        if squares {
+            let what = format!("reduce_scatter_deferred_with's norm (gather {gather})");
+            expect(&what, &norm, &[want_sq.sqrt() as f32])?;
         }
     }
     let short = all.narrow(0, 0, n)?;
     let long = Tensor::zeros(2 * n, DType::BF16, dev)?;
-    match c.all_reduce_into_deferred_async(&[(long, short)], ReduceOp::Sum) {
-        Err(CommError::InvalidArgument { .. }) => checks += 2,
+    let with = Deferred {
+        gather: true,
+        norm: None,
+    };
+    match c.reduce_scatter_deferred_with(&[(long, short)], ReduceOp::Sum, &with) {
+        Err(CommError::InvalidArgument { .. }) => checks += 3,
         other => {
             return Err(fail(
-                "all_reduce_into_deferred with an input larger than its buffer",
+                "reduce_scatter_deferred_with a gather and an input larger than its buffer",
                 other.map(|_| ()),
                 "InvalidArgument",
             ))

@@ -22,6 +22,7 @@
 
 pub mod conformance;
 pub mod cpu;
+mod deferred;
 pub mod env;
 pub mod error;
 mod host;
@@ -36,6 +37,7 @@ mod work;
 
 pub use candle_core::Tensor;
 pub use cpu::{cpu_group, CpuComm};
+pub use deferred::Deferred;
 pub use env::DistEnv;
 pub use error::{CommError, Result};
 pub use nccl::NcclComm;
@@ -210,25 +212,32 @@ pub trait Communicator: Send + Sync {
         self.reduce_scatter_coalesced_async(pairs, op)
     }
 
-    /// All-reduces out of place for a caller that waits for the handle late (DDP's split
-    /// all-reduce with its gathers in the backward: `ddp::split`): each pair's input
-    /// (world × n elements) is reduced into this rank's chunk of its buffer (as
-    /// [`Self::reduce_scatter_deferred_async`] would), then the buffer is all-gathered in
-    /// place. NCCL queues the all-gathers on its communication stream as soon as the sums
-    /// are in (with copy-engine reduce-scatters: after their adds), so that only waiting
-    /// for the handle orders the compute stream after them. The default waits for the
-    /// reduce-scatters (the compute stream does), then launches the all-gathers.
-    fn all_reduce_into_deferred_async(
+    /// [`Self::reduce_scatter_deferred_async`] with more ([`Deferred`]): the all-gather of
+    /// each buffer after its sums (an all-reduce out of place: DDP's split all-reduce with
+    /// its gathers in the backward, `ddp::split`), and the L2 norm of this rank's
+    /// reduced chunks (the gradient norm from the shards). NCCL's copy-engine
+    /// reduce-scatters queue the all-gathers on the communication stream as soon as the
+    /// adds are in, and sum the squares in the adds, so that only waiting for the handle
+    /// orders the compute stream after them. The default takes the norm when the handle is
+    /// waited for, and with a gather waits for the reduce-scatter (the compute stream does)
+    /// before it launches the all-gathers.
+    fn reduce_scatter_deferred_with(
         &self,
         pairs: &[(Tensor, Tensor)],
         op: ReduceOp,
+        with: &Deferred,
     ) -> Result<Work> {
-        let chunks = validate::chunks("all_reduce_into_deferred", self, pairs)?;
-        self.reduce_scatter_deferred_async(&chunks, op)?.wait()?;
-        let gathers: Vec<(Tensor, Tensor)> = (chunks.into_iter().zip(pairs))
-            .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
-            .collect();
-        self.all_gather_coalesced_async(&gathers)
+        deferred::composed(self, pairs, op, with)
+    }
+
+    /// Whether [`Self::reduce_scatter_deferred_with`] of `pairs` takes [`Deferred::norm`]
+    /// with the sums themselves, so that it may be asked for inside a CUDA graph capture
+    /// (NCCL: where its copy engines reduce every pair). The default takes it from the
+    /// outputs when the handle is waited for, by candle's reductions, which a CPU backend
+    /// runs anywhere.
+    fn norm_with_sums(&self, pairs: &[(Tensor, Tensor)]) -> bool {
+        let _ = pairs;
+        true
     }
 
     /// Several all-gathers, each (input, output) as in [`Self::all_gather_async`], queued

@@ -135,7 +135,7 @@ pub fn check_root(op: &'static str, rank: usize, world: usize, root: usize) -> R
 }
 
 /// Each (input, buffer) pair of an all-reduce into another buffer
-/// (`Communicator::all_reduce_into_deferred_async`): the input and this rank's chunk of the
+/// (`Communicator::reduce_scatter_deferred_with`, `Deferred::gather`): the input and this rank's chunk of the
 /// buffer (a view), after checking that both have the same elements, a multiple of the
 /// world size, and the same dtype and device.
 pub(crate) fn chunks<C: crate::Communicator + ?Sized>(

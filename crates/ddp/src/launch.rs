@@ -179,17 +179,33 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
         }
         let whole = match whole.is_empty() {
             true => None,
-            false => Some(c.all_reduce_into_deferred_async(&whole, ReduceOp::Avg)?),
+            false => {
+                let with = comm::Deferred {
+                    gather: true,
+                    norm: ddp.norm_slot(&whole)?,
+                };
+                Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
+            }
         };
         // Waited for after the backward unless the gradients are released during it
         // (ZeRO-2, FSDP): then the reductions may wait too (comm's copy-engine ones).
         let parts = match &pairs[..] {
             [] if whole.is_some() => Work::completed(),
             _ if !ddp.opts.release_gradients => {
-                c.reduce_scatter_deferred_async(&pairs, ReduceOp::Avg)?
+                let with = comm::Deferred {
+                    gather: false,
+                    norm: ddp.norm_slot(&pairs)?,
+                };
+                c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             }
-            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
-            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
+            [(i, o)] => {
+                ddp.norm_missed();
+                c.reduce_scatter_async(i, o, ReduceOp::Avg)?
+            }
+            _ => {
+                ddp.norm_missed();
+                c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?
+            }
         };
         Work::all(whole.into_iter().chain([parts]).collect())
     } else {

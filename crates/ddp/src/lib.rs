@@ -40,6 +40,7 @@ pub mod reducer;
 mod scatter;
 pub mod shard;
 pub mod split;
+mod squares;
 pub mod strategy;
 
 pub use error::{DdpError, Result};

@@ -65,6 +65,7 @@ pub struct Ddp {
     /// Split all-reduce: the gathers' grouping, and the gather buffers that the gradients
     /// reduced in place are summed into (ddp::split).
     pub(crate) split_setup: crate::split::SplitSetup,
+    pub(crate) squares: Option<crate::squares::Squares>,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -144,11 +145,12 @@ impl Ddp {
             in_flight: Vec::new(),
             early: Vec::new(),
             split_setup: Default::default(),
+            squares: None,
             stats: SyncStats::default(),
             stage_hook: None,
             device,
         };
-        d.split_setup = d.split_setup()?;
+        (d.split_setup, d.squares) = (d.split_setup()?, d.squares()?);
         Ok(d)
     }
 
@@ -240,6 +242,7 @@ impl Ddp {
     ) -> Result<(Tensor, bool)> {
         self.expect_idle("forward_backward")?;
         self.stats = SyncStats::default();
+        self.squares_begin();
         let eager = self.opts.strategy.eager();
         let (mut launched, mut stats, mut during) =
             (Vec::<InFlight>::new(), SyncStats::default(), 0);

@@ -24,6 +24,7 @@ impl Ddp {
         for f in std::mem::take(&mut self.in_flight) {
             shards.extend(self.shards_of(f, scale, false)?);
         }
+        self.squares_finish(scale)?;
         for (b, s) in shards {
             out[b] = Some(s);
         }

@@ -155,6 +155,7 @@ impl Ddp {
             }
             launches.push(buckets);
         }
+        self.squares_finish(scale)?;
         Ok(Scattered { launches, scale })
     }
 
@@ -302,7 +303,17 @@ pub fn norm_and_coef(
         return Ok(seam::clip::norm_and_coef(parts, clip)?);
     }
     let mine = seam::clip::norm_and_coef(parts, 0.0)?;
-    let sumsq = mine.narrow(0, 0, 1)?.sqr()?;
+    norm_and_coef_from_local(comm, &mine.narrow(0, 0, 1)?, clip)
+}
+
+/// [`norm_and_coef`] from the norm of this rank's parts (one f32: `Ddp::parts_norm`, taken
+/// by the reduce-scatters): its square all-reduced.
+pub fn norm_and_coef_from_local(
+    comm: &dyn Communicator,
+    local: &Tensor,
+    clip: f64,
+) -> Result<Tensor> {
+    let sumsq = local.sqr()?;
     comm.all_reduce(&sumsq, ReduceOp::Sum)?;
     let norm = sumsq.sqrt()?;
     let coef = match clip > 0.0 {

@@ -28,7 +28,13 @@ impl Communicator for NcclComm {
     }
 
     fn reduce_scatter_async(&self, input: &Tensor, output: &Tensor, op: ReduceOp) -> Result<Work> {
-        self.reduce_scatter_list("reduce_scatter", 2, &[(input, output)], op, (false, false))
+        self.reduce_scatter_list(
+            "reduce_scatter",
+            2,
+            &[(input, output)],
+            op,
+            (false, false, None),
+        )
     }
 
     fn all_gather_async(&self, input: &Tensor, output: &Tensor) -> Result<Work> {
@@ -88,7 +94,13 @@ impl Communicator for NcclComm {
         op: ReduceOp,
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_coalesced", 6, &pairs, op, (false, false))
+        self.reduce_scatter_list(
+            "reduce_scatter_coalesced",
+            6,
+            &pairs,
+            op,
+            (false, false, None),
+        )
     }
 
     fn reduce_scatter_deferred_async(
@@ -97,24 +109,57 @@ impl Communicator for NcclComm {
         op: ReduceOp,
     ) -> Result<Work> {
         let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list("reduce_scatter_deferred", 6, &pairs, op, (true, false))
+        self.reduce_scatter_list(
+            "reduce_scatter_deferred",
+            6,
+            &pairs,
+            op,
+            (true, false, None),
+        )
     }
 
-    fn all_reduce_into_deferred_async(
+    fn reduce_scatter_deferred_with(
         &self,
         pairs: &[(Tensor, Tensor)],
         op: ReduceOp,
+        with: &crate::Deferred,
     ) -> Result<Work> {
-        let name = "all_reduce_into_deferred";
-        let chunks = crate::validate::chunks(name, self, pairs)?;
-        let refs: Vec<(&Tensor, &Tensor)> = chunks.iter().map(|(i, o)| (i, o)).collect();
-        // The communication stream waits for the sums (chained), the gathers queue behind.
-        let sums = self.reduce_scatter_list(name, 6, &refs, op, (true, true))?;
-        let gathers: Vec<(Tensor, Tensor)> = (chunks.into_iter().zip(pairs))
+        let name = "reduce_scatter_deferred_with";
+        let sums = crate::deferred::sums(name, self, pairs, with)?;
+        if let Some(t) = &with.norm {
+            crate::deferred::check_norm(name, t)?;
+            self.check_cuda(name, t)?;
+        }
+        let refs: Vec<(&Tensor, &Tensor)> = sums.iter().map(|(i, o)| (i, o)).collect();
+        // With a gather, the communication stream waits for the sums (chained), and the
+        // all-gathers queue behind them.
+        let how = (true, with.gather, with.norm.as_ref());
+        let work = self.reduce_scatter_list(name, 6, &refs, op, how)?;
+        if !with.gather {
+            return Ok(work);
+        }
+        let gathers: Vec<(Tensor, Tensor)> = (sums.into_iter().zip(pairs))
             .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
             .collect();
         let whole = self.all_gather_coalesced_async(&gathers)?;
-        Ok(Work::all(vec![sums, whole]))
+        Ok(Work::all(vec![work, whole]))
+    }
+
+    fn norm_with_sums(&self, pairs: &[(Tensor, Tensor)]) -> bool {
+        self.windows.ce_reduce
+            && pairs.iter().all(|(i, o)| {
+                let call = match in_place("norm_with_sums", self.rank, o, i) {
+                    Ok(true) => Call::ReduceScatterInPlace {
+                        op: ReduceOp::Avg,
+                        small: o.elem_count(),
+                        at: self.rank * o.elem_count(),
+                    },
+                    Ok(false) => Call::ReduceScatter(ReduceOp::Avg),
+                    Err(_) => return false,
+                };
+                let src = (!matches!(call, Call::ReduceScatterInPlace { .. })).then_some(i);
+                super::ce_reduce::reducible(&(call, o, src))
+            })
     }
 
     fn watch_queued(&self, what: &'static str) -> Result<()> {

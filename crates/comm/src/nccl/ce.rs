@@ -160,12 +160,16 @@ impl NcclComm {
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
         for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
-            ps.wait(&fork).map_err(drv("cuStreamWaitEvent"))?;
+            ps.wait(&fork).map_err(drv(
+                "cuStreamWaitEvent (copy-engine peer stream after the communication stream)",
+            ))?;
             for &o in ops {
                 flag_op(ps.cu_stream(), w, o, push)?;
             }
             let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
-            self.stream.wait(&e).map_err(drv("cuStreamWaitEvent"))?;
+            self.stream.wait(&e).map_err(drv(
+                "cuStreamWaitEvent (communication stream after a peer stream)",
+            ))?;
         }
         for &o in &sch.last {
             flag_op(self.stream.cu_stream(), w, o, push)?;

@@ -30,49 +30,35 @@
 //!    [`Work::wait`] (or dropping it) makes the compute stream wait for that. With
 //!    `COMM_CE_ADDS=wait` the compute stream does all three at the wait.
 //!
+//! A deferred launch with more (`crate::Deferred`) may also chain an all-gather of the sums
+//! to the adds (the communication stream waits for them; with `COMM_CE_ADDS=wait` the adds
+//! run on it), and sum the squares of what the adds write (each block its own, then one
+//! kernel over them in order: `super::ce_adds`).
+//!
 //! So every flag ends a step as it began, as a CUDA graph replay needs. A peer that never
 //! comes leaves `S` waiting: the watchdog fails the rank after the timeout.
 
 use super::cast::address;
-use super::ce::flag_op;
-use super::ce_schedule::{schedule, Op};
+use super::ce_adds::{launches, CeReduceWork, Runs, RUNS};
+use super::ce_schedule::schedule;
 use super::comm::{capturing, drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
 use super::window::{Span, Use};
 use crate::error::{CommError, Result};
-use crate::{PendingWork, ReduceOp, Tensor, Work};
-use candle_core::cuda_backend::cudarc::driver::{
-    result, CudaEvent, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use crate::{ReduceOp, Tensor, Work};
+use candle_core::cuda_backend::cudarc::driver::result;
 use candle_core::DType;
 use cudarc::driver::sys::CUstream;
-use std::sync::{Arc, Mutex};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sum.ptx"));
 
-/// Runs a launch of the adds takes (`COMM_SUM_RUNS` in kernels/sum.cu).
-const RUNS: usize = 8;
-
-/// The adds' argument, laid out as kernels/sum.cu's `struct SumRuns` (unused runs zero).
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Runs {
-    own: [u64; RUNS],
-    dst: [u64; RUNS],
-    src: [u64; RUNS],
-    n: [u64; RUNS],
-    stride: [u64; RUNS],
-    scale: [f32; RUNS],
-}
-
-// SAFETY: plain data, laid out as the kernel's struct.
-unsafe impl DeviceRepr for Runs {}
-
-/// One launch's window: its buffers' chunks (elements), where each one's slots begin.
+/// One launch's window: its buffers' chunks (elements), where each one's slots begin, and
+/// where the adds' blocks write their sums of squares (after the slots).
 struct Group {
     chunks: Vec<u64>,
     offsets: Vec<u64>,
+    partials: u64,
     span: Span,
 }
 
@@ -82,7 +68,7 @@ struct Group {
 pub(super) struct Reduces {
     groups: Vec<Group>,
     seen: std::collections::HashMap<Vec<u64>, usize>,
-    open: usize,
+    pub(super) open: usize,
 }
 
 /// Whether `call` runs here: a bf16 reduce-scatter that sums or averages, in place or
@@ -104,7 +90,7 @@ fn slot(from: usize, to: usize) -> u64 {
 impl NcclComm {
     /// The window of a launch of buffers of `chunks` elements a rank: the k-th of that shape
     /// in a step gets the k-th window of that shape, registered when first needed.
-    fn group(&self, name: &'static str, chunks: &[u64]) -> Result<(Span, Vec<u64>)> {
+    fn group(&self, name: &'static str, chunks: &[u64]) -> Result<(Span, Vec<u64>, u64)> {
         let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
         if r.open == 0 {
             r.seen.clear();
@@ -122,12 +108,19 @@ impl NcclComm {
                 offsets.push(end);
                 end += (2 * c * (self.world as u64 - 1)).next_multiple_of(256);
             }
+            let partials = end;
+            let blocks: u64 = launches(chunks)
+                .iter()
+                .map(|&(x, y)| u64::from(x * y))
+                .sum();
+            end += 4 * blocks;
             let span = self.register(Use::Reduce, end)?.1;
             let span = span.ok_or_else(|| CommError::invalid(name, self.rank, "no span"))?;
             let chunks = chunks.to_vec();
             r.groups.push(Group {
                 chunks,
                 offsets,
+                partials,
                 span,
             });
         }
@@ -136,7 +129,7 @@ impl NcclComm {
             .iter()
             .filter(same)
             .nth(k)
-            .map(|g| (g.span, g.offsets.clone()));
+            .map(|g| (g.span, g.offsets.clone(), g.partials));
         let found = found.ok_or_else(|| CommError::invalid(name, self.rank, "no window"))?;
         *r.seen.entry(chunks.to_vec()).or_insert(0) += 1;
         r.open += 1;
@@ -146,12 +139,14 @@ impl NcclComm {
     /// Queues the copy-engine reduce-scatter of `calls` (each [`reducible`]): see the
     /// module's doc. With `chain`, the communication stream also waits for the adds (queued
     /// at the launch, on its own stream where there is none for them), so that what is
-    /// queued on it next reads the sums (`super::chain`).
+    /// queued on it next reads the sums (an all-gather of them: `crate::Deferred::gather`).
+    /// With `norm` (one f32), the adds also sum the squares of what they write, each block
+    /// into the window, and one more kernel sums the blocks' in order, its root into `norm`.
     pub(super) fn launch_ce_reduce(
         &self,
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
-        chain: bool,
+        (chain, norm): (bool, Option<&Tensor>),
     ) -> Result<Work> {
         let (me, world) = (self.rank, self.world);
         let mut chunks = Vec::with_capacity(calls.len());
@@ -171,13 +166,22 @@ impl NcclComm {
         }
         let dev = self.device().as_cuda_device()?;
         let func = dev.get_or_load_custom_func("comm_sum_parts", "comm_sum", PTX)?;
-        let (span, offsets) = self.group(op, &chunks)?;
+        let (span, offsets, partials) = self.group(op, &chunks)?;
+        let squares = match norm {
+            Some(t) => {
+                let f = dev.get_or_load_custom_func("comm_sumsq", "comm_sum", PTX)?;
+                let out = address(t, 4, &self.stream)?;
+                Some(((*f).clone(), span.base + partials, out))
+            }
+            None => None,
+        };
         // From here the launch is open: the work's drop closes it, also on an error.
         let mut work = CeReduceWork {
             inner: None,
             compute: self.compute.clone(),
             func: (*func).clone(),
             runs: Vec::new(),
+            squares,
             freed: (span, Vec::new()),
             parts: world as u32 - 1,
             reduces: self.reduces.clone(),
@@ -234,6 +238,7 @@ impl NcclComm {
         let keep = calls
             .iter()
             .flat_map(|c| std::iter::once(c.1).chain(c.2))
+            .chain(norm)
             .cloned()
             .collect();
         work.inner = Some(self.after(op, keep)?);
@@ -244,13 +249,16 @@ impl NcclComm {
                 .stream
                 .record_event(None)
                 .map_err(drv("cuEventRecord"))?;
-            adds.wait(&arrived).map_err(drv("cuStreamWaitEvent"))?;
+            adds.wait(&arrived)
+                .map_err(drv("cuStreamWaitEvent (adds after the parts)"))?;
             // Queued here or nowhere: a failure below leaves nothing for the wait to add.
             work.at_launch = true;
             work.queue_adds(adds)?;
             let added = adds.record_event(None).map_err(drv("cuEventRecord"))?;
             if chain {
-                self.stream.wait(&added).map_err(drv("cuStreamWaitEvent"))?;
+                self.stream.wait(&added).map_err(drv(
+                    "cuStreamWaitEvent (communication stream after the adds)",
+                ))?;
             }
             work.added = Some(added);
         } else if chain {
@@ -264,106 +272,6 @@ impl NcclComm {
             work.added = Some(added);
         }
         Ok(Work::new(Box::new(work)))
-    }
-}
-
-/// A copy-engine reduce-scatter in flight: its arrival (`inner`), then the adds and the
-/// "ready" flags (`freed`) that waiting queues.
-struct CeReduceWork {
-    inner: Option<Work>,
-    compute: Arc<CudaStream>,
-    func: CudaFunction,
-    runs: Vec<Runs>,
-    /// The window and the ops that free this rank's slots (`Schedule::first`).
-    freed: (Span, Vec<Op>),
-    parts: u32,
-    reduces: Arc<Mutex<Reduces>>,
-    /// Recorded after the adds where they were queued at the launch (`COMM_CE_ADDS`).
-    added: Option<CudaEvent>,
-    /// Whether the adds were queued at the launch (`added` once they all were).
-    at_launch: bool,
-    finished: bool,
-}
-
-impl CeReduceWork {
-    /// Once: the compute stream waits for the parts (unless `synchronize` has seen them
-    /// arrive), then adds them and frees the slots, or waits for the adds queued at the
-    /// launch.
-    fn finish(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.finished, true) {
-            return Ok(());
-        }
-        if let Some(inner) = self.inner.take() {
-            inner.wait()?;
-        }
-        match (&self.added, self.at_launch) {
-            (Some(e), _) => self.compute.wait(e).map_err(drv("cuStreamWaitEvent")),
-            (None, true) => Ok(()), // queueing them failed, and said so
-            (None, false) => self.queue_adds(&self.compute.clone()),
-        }
-    }
-
-    /// Queues on `s` the adds (after the parts have arrived) and the "ready" flags after them.
-    fn queue_adds(&self, s: &Arc<CudaStream>) -> Result<()> {
-        let parts = self.parts;
-        for runs in &self.runs {
-            let used = runs.n.iter().filter(|&&n| n > 0).count();
-            let most = runs.n.iter().copied().max().unwrap_or(0);
-            let cfg = LaunchConfig {
-                grid_dim: (
-                    most.div_ceil(8 * 256).clamp(1, 132 * 4) as u32,
-                    used as u32,
-                    1,
-                ),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut b = s.launch_builder(&self.func);
-            b.arg(runs);
-            b.arg(&parts);
-            // SAFETY: each run's destination holds n bf16 (this rank's chunk) and its
-            // source `parts` slots of n bf16 `stride` apart (this rank's window), both
-            // alive until the adds end (the window with the communicator; the buffer with
-            // the caller, who waited for it).
-            unsafe { b.launch(cfg) }.map_err(drv("cuLaunchKernel (copy-engine adds)"))?;
-        }
-        let no_push = |_: CUstream, _: usize| Ok(());
-        for &o in &self.freed.1 {
-            flag_op(s.cu_stream(), self.freed.0, o, &no_push)?;
-        }
-        Ok(())
-    }
-}
-
-/// A work dropped without `wait` still adds and frees the slots (the peers' next launch
-/// waits for that); either way the launch is closed.
-impl Drop for CeReduceWork {
-    fn drop(&mut self) {
-        let _ = self.finish();
-        let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
-        r.open = r.open.saturating_sub(1);
-    }
-}
-
-impl PendingWork for CeReduceWork {
-    fn wait(mut self: Box<Self>) -> Result<()> {
-        self.finish()
-    }
-
-    /// The parts' arrival (with the watchdog's timeout), then the adds.
-    fn synchronize(mut self: Box<Self>) -> Result<()> {
-        if let Some(inner) = self.inner.take() {
-            inner.synchronize()?;
-        }
-        self.finish()?;
-        self.compute
-            .synchronize()
-            .map_err(drv("cuStreamSynchronize"))
-    }
-
-    /// Whether every part has arrived (the adds are queued by `wait`).
-    fn is_completed(&self) -> Result<bool> {
-        self.inner.as_ref().map_or(Ok(true), Work::is_completed)
     }
 }
 

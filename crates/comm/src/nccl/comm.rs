@@ -144,7 +144,9 @@ impl NcclComm {
             .compute
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
-        self.stream.wait(&ev).map_err(drv("cuStreamWaitEvent"))
+        self.stream.wait(&ev).map_err(drv(
+            "cuStreamWaitEvent (communication stream after compute)",
+        ))
     }
 
     /// Queues one collective writing `dst` (reading `src`, or `dst` itself): the
@@ -276,7 +278,7 @@ impl NcclComm {
         code: i64,
         pairs: &[(&Tensor, &Tensor)],
         op: ReduceOp,
-        (deferred, chain): (bool, bool),
+        (deferred, chain, norm): (bool, bool, Option<&Tensor>),
     ) -> Result<Work> {
         for &(input, output) in pairs {
             check_pair(name, self.rank, self.world, output, input)?;
@@ -299,17 +301,26 @@ impl NcclComm {
             });
         }
         let ce = deferred && self.windows.ce_reduce;
-        if ce && calls.iter().any(super::ce_reduce::reducible) {
-            // The others by NCCL first (their waits come first), then these.
+        let (work, summed) = if ce && calls.iter().any(super::ce_reduce::reducible) {
+            // The others by NCCL first (their waits come first), then these; the norm
+            // taken by the adds where they are every call's.
             let (ce, rest): (Vec<_>, Vec<_>) =
                 calls.iter().copied().partition(super::ce_reduce::reducible);
+            let fused = norm.filter(|_| rest.is_empty());
             let rest = self.launch_all(name, &rest)?;
-            return Ok(Work::all(vec![
-                rest,
-                self.launch_ce_reduce(name, &ce, chain)?,
-            ]));
+            let ce = self.launch_ce_reduce(name, &ce, (chain, fused))?;
+            (Work::all(vec![rest, ce]), fused.is_some())
+        } else {
+            (self.launch_all(name, &calls)?, false)
+        };
+        match norm {
+            Some(t) if !summed => {
+                let pairs: Vec<(Tensor, Tensor)> =
+                    pairs.iter().map(|&(i, o)| (i.clone(), o.clone())).collect();
+                crate::deferred::norm_at_wait(work, &pairs, t)
+            }
+            _ => Ok(work),
         }
-        self.launch_all(name, &calls)
     }
 
     /// The reduction NCCL is asked for. On one rank an average is the value itself: NCCL

@@ -22,6 +22,8 @@ mod cast;
 #[cfg(feature = "cuda")]
 mod ce;
 #[cfg(feature = "cuda")]
+mod ce_adds;
+#[cfg(feature = "cuda")]
 mod ce_reduce;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
 mod ce_schedule;

@@ -38,7 +38,7 @@ impl PendingWork for NcclWork {
     fn wait(mut self: Box<Self>) -> Result<()> {
         self.compute
             .wait(&self.event)
-            .map_err(drv("cuStreamWaitEvent"))?;
+            .map_err(drv("cuStreamWaitEvent (compute after a collective)"))?;
         self.ordered = true;
         Ok(())
     }
