@@ -195,7 +195,7 @@ impl Scattered {
     /// start (NCCL ran 25 MiB gathers at world 2 by its LL protocol, 18 ms for xl's 2 GB
     /// beside AdamW and a step of 51.2 ms, against 46.4 in groups of 100 MiB: calls
     /// 177-178).
-    /// With the gathers in the backward ([`early`]), only the flat buffers are left: one
+    /// With the gathers in the backward (`DDP_SPLIT_EARLY`), only the flat buffers are left: one
     /// launch, and every gradient with it.
     pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
