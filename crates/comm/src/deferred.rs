@@ -94,33 +94,28 @@ struct NormAtWait {
 }
 
 impl NormAtWait {
-    fn write(&self) -> Result<()> {
-        let mut total = Tensor::zeros(1, DType::F32, self.norm.device())?;
-        for o in &self.outputs {
+    /// `done` (a wait or a synchronisation) on the reduce-scatter, then the norm written.
+    fn after(self, done: impl FnOnce(Work) -> Result<()>) -> Result<()> {
+        let NormAtWait {
+            work,
+            outputs,
+            norm,
+        } = self;
+        done(work)?;
+        let mut total = Tensor::zeros(1, DType::F32, norm.device())?;
+        for o in &outputs {
             total = (total + o.to_dtype(DType::F32)?.sqr()?.sum_all()?.reshape(1)?)?;
         }
-        Ok(self.norm.slice_set(&total.sqrt()?, 0, 0)?)
+        Ok(norm.slice_set(&total.sqrt()?, 0, 0)?)
     }
 }
 
 impl PendingWork for NormAtWait {
     fn wait(self: Box<Self>) -> Result<()> {
-        let s = *self;
-        s.work.wait()?;
-        NormAtWait {
-            work: Work::completed(),
-            ..s
-        }
-        .write()
+        self.after(Work::wait)
     }
     fn synchronize(self: Box<Self>) -> Result<()> {
-        let s = *self;
-        s.work.synchronize()?;
-        NormAtWait {
-            work: Work::completed(),
-            ..s
-        }
-        .write()
+        self.after(Work::synchronize)
     }
     fn is_completed(&self) -> Result<bool> {
         self.work.is_completed()

@@ -108,14 +108,7 @@ impl Communicator for NcclComm {
         pairs: &[(Tensor, Tensor)],
         op: ReduceOp,
     ) -> Result<Work> {
-        let pairs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
-        self.reduce_scatter_list(
-            "reduce_scatter_deferred",
-            6,
-            &pairs,
-            op,
-            (true, false, None),
-        )
+        self.reduce_scatter_deferred_with(pairs, op, &crate::Deferred::default())
     }
 
     fn reduce_scatter_deferred_with(
