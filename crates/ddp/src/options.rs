@@ -114,3 +114,39 @@ impl crate::Ddp {
         self.opts
     }
 }
+
+/// An on-off environment variable of ddp's (`DDP_SPLIT`, `DDP_SPLIT_WINDOWS`,
+/// `DDP_SPLIT_EARLY`, `DDP_SUMSQ`): `Some(true)` for 1, `Some(false)` for 0, `None` unset
+/// or empty; another value is an error naming the variable and what 1 and 0 mean.
+pub(crate) fn switch(var: &str, (one, zero): (&str, &str)) -> Result<Option<bool>> {
+    parse_switch(var, std::env::var(var).ok().as_deref(), (one, zero))
+}
+
+fn parse_switch(var: &str, v: Option<&str>, (one, zero): (&str, &str)) -> Result<Option<bool>> {
+    match v {
+        None | Some("") => Ok(None),
+        Some("1") => Ok(Some(true)),
+        Some("0") => Ok(Some(false)),
+        Some(v) => Err(DdpError::Input(format!(
+            "{var}={v}: expected 1 ({one}) or 0 ({zero})"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_switch_is_1_0_or_unset_and_anything_else_names_the_variable() {
+        let p = |v| super::parse_switch("DDP_X", v, ("on", "off"));
+        assert_eq!((p(None).unwrap(), p(Some("")).unwrap()), (None, None));
+        assert_eq!(
+            (p(Some("1")).unwrap(), p(Some("0")).unwrap()),
+            (Some(true), Some(false))
+        );
+        let e = p(Some("yes")).unwrap_err().to_string();
+        assert!(
+            e.contains("DDP_X=yes") && e.contains("1 (on) or 0 (off)"),
+            "{e}"
+        );
+    }
+}

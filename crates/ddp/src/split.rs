@@ -31,6 +31,7 @@
 
 use crate::error::{DdpError, Result};
 use crate::launch::{scaled, views, Prepared};
+use crate::options::switch;
 use crate::reducer::Ddp;
 use candle_core::Tensor;
 use comm::{Communicator, ReduceOp, Work};
@@ -77,16 +78,9 @@ impl Ddp {
     /// lie.
     pub(crate) fn split_setup(&self) -> Result<SplitSetup> {
         let world = self.comm.world_size();
-        let on = match std::env::var("DDP_SPLIT_WINDOWS").ok().as_deref() {
-            None | Some("") => memplan::DDP_SPLIT_WINDOW_WORLDS.contains(&world),
-            Some("1") => true,
-            Some("0") => false,
-            Some(v) => {
-                return Err(DdpError::Input(format!(
-                    "DDP_SPLIT_WINDOWS={v}: expected 1 (gather buffers) or 0 (the gradients gathered where they lie)"
-                )))
-            }
-        };
+        let what = ("gather buffers", "the gradients gathered where they lie");
+        let on = switch("DDP_SPLIT_WINDOWS", what)?
+            .unwrap_or(memplan::DDP_SPLIT_WINDOW_WORLDS.contains(&world));
         if !self.opts.split {
             return Ok(SplitSetup::default());
         }
@@ -279,14 +273,14 @@ fn gather_bytes() -> Result<usize> {
 /// Whether a split all-reduce gathers during the backward: `DDP_SPLIT_EARLY` (1 or 0);
 /// unset, at `memplan::DDP_SPLIT_EARLY_WORLDS`.
 fn early(world: usize) -> Result<bool> {
-    match std::env::var("DDP_SPLIT_EARLY").ok().as_deref() {
-        None | Some("") => Ok(memplan::DDP_SPLIT_EARLY_WORLDS.contains(&world)),
-        Some("1") => Ok(true),
-        Some("0") => Ok(false),
-        Some(v) => Err(DdpError::Input(format!(
-            "DDP_SPLIT_EARLY={v}: expected 1 (each launch gathered during the backward, as soon as its sums are in) or 0 (the gathers after the norm, beside AdamW)"
-        ))),
-    }
+    let what = (
+        "each launch gathered during the backward, as soon as its sums are in",
+        "the gathers after the norm, beside AdamW",
+    );
+    Ok(
+        switch("DDP_SPLIT_EARLY", what)?
+            .unwrap_or(memplan::DDP_SPLIT_EARLY_WORLDS.contains(&world)),
+    )
 }
 
 /// `[norm, coef]` of the gradients whose parts `parts` are on every rank (each rank's
@@ -339,14 +333,11 @@ pub fn from_env(comm: &dyn Communicator) -> Result<bool> {
 /// `DDP_SPLIT`: `Some(true)` for 1, `Some(false)` for 0, `None` unset; another value is an
 /// error naming the variable.
 pub fn asked() -> Result<Option<bool>> {
-    match std::env::var("DDP_SPLIT").ok().as_deref() {
-        None | Some("") => Ok(None),
-        Some("1") => Ok(Some(true)),
-        Some("0") => Ok(Some(false)),
-        Some(v) => Err(DdpError::Input(format!(
-            "DDP_SPLIT={v}: expected 1 (each all-reduce as a reduce-scatter in the backward and an all-gather beside AdamW) or 0"
-        ))),
-    }
+    let what = (
+        "each all-reduce as a reduce-scatter in the backward and an all-gather",
+        "the whole all-reduce in the backward",
+    );
+    switch("DDP_SPLIT", what)
 }
 
 #[cfg(test)]

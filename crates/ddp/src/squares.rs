@@ -43,15 +43,11 @@ impl Ddp {
     /// took norms that differ in the last bits (call 187, 3.2520118 against 3.2520108 at
     /// step 1, not yet understood; ZeRO-1's were equal), so it reads its parts.
     pub(crate) fn squares(&self) -> Result<Option<Squares>> {
-        let on = match std::env::var("DDP_SUMSQ").ok().as_deref() {
-            None | Some("") | Some("1") => true,
-            Some("0") => false,
-            Some(v) => {
-                return Err(crate::error::DdpError::Input(format!(
-                    "DDP_SUMSQ={v}: expected 1 (the norm's sums of squares from the reduce-scatters) or 0 (from the parts, after the backward)"
-                )))
-            }
-        };
+        let what = (
+            "the norm from the reduce-scatters' adds",
+            "from the parts, after the backward",
+        );
+        let on = crate::options::switch("DDP_SUMSQ", what)?.unwrap_or(true);
         let late = on && self.opts.reduce_scatter && !self.opts.release_gradients;
         match late && self.comm.world_size() > 1 {
             true => Ok(Some(Squares::new(
