@@ -247,7 +247,7 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     // all-gather per bucket beside AdamW (ddp::split); the model's tiny bucket size gives
     // flat buffers and gradients sharded in place both. 2 ranks gather each launch during
     // the backward (memplan::DDP_SPLIT_EARLY_WORLDS), 4 ranks after the norm, into gather
-    // buffers of their own (DDP_SPLIT_WINDOW_WORLDS).
+    // buffers of their own (DDP_SPLIT_WINDOW_WORLDS); both also with 2 micro-batches.
     let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions {
             split: true,
@@ -261,4 +261,6 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     let want = reference(2);
     let got = with_step(4, 2, split);
     assert_close("ddp split, 4 ranks, 2 micro-batches", &got, &want);
+    let got = with_step(2, 2, split);
+    assert_close("ddp split, 2 ranks, 2 micro-batches", &got, &want);
 }
