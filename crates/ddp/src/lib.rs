@@ -25,7 +25,7 @@
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`options`]
 //! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`split`] (the all-reduce as a
-//! reduce-scatter in the backward and an all-gather beside AdamW), [`shard`] (splitting a global
+//! reduce-scatter in the backward and an all-gather, in the backward or beside AdamW), [`shard`] (splitting a global
 //! batch).
 
 pub mod buckets;

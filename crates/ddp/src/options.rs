@@ -41,8 +41,10 @@ pub struct DdpOptions {
     pub sum_micro_batches: bool,
     /// Each bucket's all-reduce split in two ([`crate::split`]): a reduce-scatter launched
     /// during the backward (ZeRO-1's, by the copy engines on NCCL at worlds 2 and 4) and,
-    /// after it, an all-gather of the averaged parts, each bucket's AdamW waiting for its
-    /// own, so that the gathers run beside the replicated AdamW instead of the backward.
+    /// an all-gather of the averaged parts: chained to the reduce-scatter during the
+    /// backward where the copy engines gather (`memplan::DDP_SPLIT_EARLY_WORLDS`), else
+    /// after the norm, each bucket's AdamW waiting for its own, so that the gathers run
+    /// beside the replicated AdamW instead of the backward's GEMMs.
     /// The same gradients, every rank holding every one; not with `reduce_scatter`.
     pub split: bool,
 }

@@ -2,7 +2,7 @@
 //! AdamW (replicated) on every rank; with one micro-batch and no clipping, AdamW runs on
 //! each bucket as soon as its all-reduce is collected. A split all-reduce
 //! ([`crate::split`]) takes the norm from the reduce-scattered parts and steps each bucket
-//! once its all-gather is in, the gathers beside AdamW.
+//! once its all-gather is in (the gathers beside AdamW, or already in during the backward).
 
 use crate::Ddp;
 use anyhow::Result;
@@ -32,7 +32,7 @@ impl Strategy for Ddp {
 
     fn forward_backward(&mut self, p: Pass<'_>) -> Result<Backward> {
         if !p.in_backward {
-            // A split all-reduce is gathered in the update, bucket by bucket beside AdamW.
+            // A split all-reduce's gathers are waited for in the update, bucket by bucket.
             let gather_later = self.options().split;
             return synced(self, p, gather_later);
         }
