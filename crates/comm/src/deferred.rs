@@ -54,10 +54,18 @@ pub(crate) fn composed<C: Communicator + ?Sized>(
         return Ok(work);
     }
     work.wait()?;
-    let gathers: Vec<(Tensor, Tensor)> = (chunks.into_iter().zip(pairs))
+    c.all_gather_coalesced_async(&gathers(chunks, pairs))
+}
+
+/// With [`Deferred::gather`], each buffer's in-place all-gather from this rank's chunk of
+/// it (`sums`' outputs).
+pub(crate) fn gathers(
+    sums: Vec<(Tensor, Tensor)>,
+    pairs: &[(Tensor, Tensor)],
+) -> Vec<(Tensor, Tensor)> {
+    (sums.into_iter().zip(pairs))
         .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
-        .collect();
-    c.all_gather_coalesced_async(&gathers)
+        .collect()
 }
 
 /// `work`, after whose wait `norm` holds the L2 norm of the pairs' outputs (candle's

@@ -180,9 +180,10 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
         let whole = match whole.is_empty() {
             true => None,
             false => {
+                // No norm: ddp::squares serves ZeRO-1 only.
                 let with = comm::Deferred {
                     gather: true,
-                    norm: ddp.norm_slot(&whole)?,
+                    norm: None,
                 };
                 Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
             }
@@ -198,14 +199,8 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 };
                 c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             }
-            [(i, o)] => {
-                ddp.norm_missed();
-                c.reduce_scatter_async(i, o, ReduceOp::Avg)?
-            }
-            _ => {
-                ddp.norm_missed();
-                c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?
-            }
+            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
+            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         };
         Work::all(whole.into_iter().chain([parts]).collect())
     } else {

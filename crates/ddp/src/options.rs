@@ -40,7 +40,7 @@ pub struct DdpOptions {
     /// behaviour, where one divides the loss by k + 1 oneself).
     pub sum_micro_batches: bool,
     /// Each bucket's all-reduce split in two ([`crate::split`]): a reduce-scatter launched
-    /// during the backward (ZeRO-1's, by the copy engines on NCCL at worlds 2 and 4) and,
+    /// during the backward (ZeRO-1's, by the copy engines on NCCL at worlds 2 and 4) and
     /// an all-gather of the averaged parts: chained to the reduce-scatter during the
     /// backward where the copy engines gather (`memplan::DDP_SPLIT_EARLY_WORLDS`), else
     /// after the norm, each bucket's AdamW waiting for its own, so that the gathers run

@@ -12,8 +12,8 @@
 //!   gathers run beside AdamW, not beside the backward.
 //! - Or, where the copy engines gather (`DDP_SPLIT_EARLY`, by default at
 //!   `memplan::DDP_SPLIT_EARLY_WORLDS`), each launch's gradients are gathered during the
-//!   backward as soon as their sums are in (`Communicator::all_reduce_into_deferred_async`,
-//!   into one gather buffer), and AdamW runs alone after the norm, as on one GPU.
+//!   backward as soon as their sums are in (`Communicator::reduce_scatter_deferred_with`
+//!   and `comm::Deferred::gather`, into one gather buffer), and AdamW runs alone after the norm, as on one GPU.
 //!
 //! Every rank ends with the same averaged gradients, as after an all-reduce.
 //!
@@ -149,7 +149,6 @@ impl Ddp {
             }
             launches.push(buckets);
         }
-        self.squares_finish(scale)?;
         Ok(Scattered { launches, scale })
     }
 

@@ -2,10 +2,11 @@
 //! norm of this rank's reduced parts into a slot of its own (NCCL's copy-engine adds sum
 //! the squares as they write the parts), so that ZeRO-1's norm from its shards needs not
 //! read them again after the backward: the norm of the slots is this rank's. xl bf16 at
-//! world 2 (call 187, nvidia-h200-x2): 38.27 ms a step against 38.58 reading the shards. One slot a launch, taken in launch order; a backward with a launch that took none
-//! (slots full, a launch that does not reduce-scatter late, or one whose communicator would
-//! take the norm at the wait: `Communicator::norm_with_sums`) has none, and the norm reads
-//! the parts as before. `DDP_SUMSQ=0`: no slots.
+//! world 2 (call 187, nvidia-h200-x2): 38.27 ms a step against 38.58 reading the shards.
+//! One slot a launch, taken in launch order; a backward with a launch that took none
+//! (slots full, or a launch whose communicator would take the norm at the wait:
+//! `Communicator::norm_with_sums`) has none, and the norm reads the shards as before.
+//! `DDP_SUMSQ=0`: no slots.
 
 use crate::error::Result;
 use crate::reducer::Ddp;
@@ -38,8 +39,8 @@ impl Squares {
 }
 
 impl Ddp {
-    /// Slots where ZeRO-1's buckets are reduce-scattered late above one rank: two a bucket
-    /// and two more. `DDP_SUMSQ=0`: none. Not for split DDP: its eager and replayed steps
+    /// Slots where ZeRO-1's buckets are reduce-scattered late above one rank: one a bucket
+    /// (a backward launches each bucket once, alone or coalesced). `DDP_SUMSQ=0`: none. Not for split DDP: its eager and replayed steps
     /// took norms that differ in the last bits (call 187, 3.2520118 against 3.2520108 at
     /// step 1, not yet understood; ZeRO-1's were equal), so it reads its parts.
     pub(crate) fn squares(&self) -> Result<Option<Squares>> {
@@ -50,10 +51,7 @@ impl Ddp {
         let on = crate::options::switch("DDP_SUMSQ", what)?.unwrap_or(true);
         let late = on && self.opts.reduce_scatter && !self.opts.release_gradients;
         match late && self.comm.world_size() > 1 {
-            true => Ok(Some(Squares::new(
-                2 * self.buckets.len() + 2,
-                &self.device,
-            )?)),
+            true => Ok(Some(Squares::new(self.buckets.len(), &self.device)?)),
             false => Ok(None),
         }
     }
@@ -83,13 +81,6 @@ impl Ddp {
             return Ok(None);
         }
         Ok(Some(s.buf.narrow(0, k, 1)?))
-    }
-
-    /// A launch that takes no norm: this backward has none.
-    pub(crate) fn norm_missed(&self) {
-        if let Some(s) = &self.squares {
-            s.missed.store(true, Ordering::Relaxed);
-        }
     }
 
     /// After the compute stream has waited for every launch: the norm of this backward's

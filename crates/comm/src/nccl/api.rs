@@ -131,28 +131,14 @@ impl Communicator for NcclComm {
         if !with.gather {
             return Ok(work);
         }
-        let gathers: Vec<(Tensor, Tensor)> = (sums.into_iter().zip(pairs))
-            .map(|((_, chunk), (_, buf))| (chunk, buf.clone()))
-            .collect();
-        let whole = self.all_gather_coalesced_async(&gathers)?;
+        let whole = self.all_gather_coalesced_async(&crate::deferred::gathers(sums, pairs))?;
         Ok(Work::all(vec![work, whole]))
     }
 
     fn norm_with_sums(&self, pairs: &[(Tensor, Tensor)]) -> bool {
-        self.windows.ce_reduce
-            && pairs.iter().all(|(i, o)| {
-                let call = match in_place("norm_with_sums", self.rank, o, i) {
-                    Ok(true) => Call::ReduceScatterInPlace {
-                        op: ReduceOp::Avg,
-                        small: o.elem_count(),
-                        at: self.rank * o.elem_count(),
-                    },
-                    Ok(false) => Call::ReduceScatter(ReduceOp::Avg),
-                    Err(_) => return false,
-                };
-                let src = (!matches!(call, Call::ReduceScatterInPlace { .. })).then_some(i);
-                super::ce_reduce::reducible(&(call, o, src))
-            })
+        let refs: Vec<(&Tensor, &Tensor)> = pairs.iter().map(|(i, o)| (i, o)).collect();
+        (self.scatter_calls("norm_with_sums", &refs, ReduceOp::Avg))
+            .is_ok_and(|calls| self.norm_in_adds(&calls))
     }
 
     fn watch_queued(&self, what: &'static str) -> Result<()> {

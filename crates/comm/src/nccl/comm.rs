@@ -271,7 +271,9 @@ impl NcclComm {
     /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
     /// [`Self::all_reduce_list`] checks; where `deferred` (the caller waits after its
     /// backward), the in-place bf16 ones on the copy engines if they are on
-    /// (`super::ce_reduce`).
+    /// (`super::ce_reduce`). `chain`: the communication stream waits for their adds;
+    /// `norm`: the L2 norm of the outputs, taken by the adds where
+    /// [`Self::norm_in_adds`], else at the wait (`crate::Deferred::norm`).
     pub(super) fn reduce_scatter_list(
         &self,
         name: &'static str,
@@ -288,11 +290,41 @@ impl NcclComm {
         for &(input, _) in pairs {
             self.agree(name, code, input.elem_count(), input.dtype(), 0)?;
         }
+        let calls = self.scatter_calls(name, pairs, op)?;
+        let ce = deferred && self.windows.ce_reduce;
+        let fused = norm.filter(|_| deferred && self.norm_in_adds(&calls));
+        let work = if ce && calls.iter().any(super::ce_reduce::reducible) {
+            // The others by NCCL first (their waits come first), then these.
+            let (ce, rest): (Vec<_>, Vec<_>) =
+                calls.iter().copied().partition(super::ce_reduce::reducible);
+            let rest = self.launch_all(name, &rest)?;
+            let ce = self.launch_ce_reduce(name, &ce, (chain, fused))?;
+            Work::all(vec![rest, ce])
+        } else {
+            self.launch_all(name, &calls)?
+        };
+        match norm {
+            Some(t) if fused.is_none() => {
+                let pairs: Vec<(Tensor, Tensor)> =
+                    pairs.iter().map(|&(i, o)| (i.clone(), o.clone())).collect();
+                crate::deferred::norm_at_wait(work, &pairs, t)
+            }
+            _ => Ok(work),
+        }
+    }
+
+    /// Each reduce-scatter pair's call: in place where the output is this rank's chunk of
+    /// the input (then the call writes the input, where that chunk lies).
+    pub(super) fn scatter_calls<'a>(
+        &self,
+        name: &'static str,
+        pairs: &[(&'a Tensor, &'a Tensor)],
+        op: ReduceOp,
+    ) -> Result<Vec<(Call, &'a Tensor, Option<&'a Tensor>)>> {
         let op = self.op(op);
         let mut calls = Vec::with_capacity(pairs.len());
         for &(i, o) in pairs {
             calls.push(match in_place(name, self.rank, o, i)? {
-                // One buffer: the large one, written where this rank's chunk lies.
                 true => {
                     let (small, at) = (o.elem_count(), self.rank * o.elem_count());
                     (Call::ReduceScatterInPlace { op, small, at }, i, None)
@@ -300,27 +332,13 @@ impl NcclComm {
                 false => (Call::ReduceScatter(op), o, Some(i)),
             });
         }
-        let ce = deferred && self.windows.ce_reduce;
-        let (work, summed) = if ce && calls.iter().any(super::ce_reduce::reducible) {
-            // The others by NCCL first (their waits come first), then these; the norm
-            // taken by the adds where they are every call's.
-            let (ce, rest): (Vec<_>, Vec<_>) =
-                calls.iter().copied().partition(super::ce_reduce::reducible);
-            let fused = norm.filter(|_| rest.is_empty());
-            let rest = self.launch_all(name, &rest)?;
-            let ce = self.launch_ce_reduce(name, &ce, (chain, fused))?;
-            (Work::all(vec![rest, ce]), fused.is_some())
-        } else {
-            (self.launch_all(name, &calls)?, false)
-        };
-        match norm {
-            Some(t) if !summed => {
-                let pairs: Vec<(Tensor, Tensor)> =
-                    pairs.iter().map(|&(i, o)| (i.clone(), o.clone())).collect();
-                crate::deferred::norm_at_wait(work, &pairs, t)
-            }
-            _ => Ok(work),
-        }
+        Ok(calls)
+    }
+
+    /// Whether the copy-engine adds of a deferred launch of `calls` take its norm: they
+    /// add every one of them.
+    pub(super) fn norm_in_adds(&self, calls: &[(Call, &Tensor, Option<&Tensor>)]) -> bool {
+        self.windows.ce_reduce && !calls.is_empty() && calls.iter().all(super::ce_reduce::reducible)
     }
 
     /// The reduction NCCL is asked for. On one rank an average is the value itself: NCCL
