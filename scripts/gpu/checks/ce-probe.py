@@ -9,6 +9,9 @@ GPUs move xl's 4.0 GB of bf16 parameters or gradients in 16 buckets:
           cuMemcpyAsync on a stream of its own per peer (peer access on);
   nccl-ag torch.cuda.nccl.all_gather, bucket by bucket, on one stream per GPU;
   ce-ag-push the same, pushed: each GPU writes its shard into every peer's buffer;
+  ce-ag-sK, ce-ag-push-sK: each peer's copy split into K pieces on K streams of its own
+          (SPLITS, default "2 4"): whether more copies at once bring in more than ~200 GB/s
+          at world 4 (session 30);
   ce-rs   reduce-scatter by copy engines: each GPU pulls its part of each bucket from every
           peer, then adds the W parts in one memory-bound pass (torch ops) per bucket;
   ce-rs-tK the same pulls, the W parts added by one Triton kernel of K programs a bucket
@@ -59,7 +62,10 @@ xs = [{k: torch.randn(TOKENS, k, device=dev[d], dtype=torch.bfloat16) for k in (
 ys = [{n: torch.randn(TOKENS, n, device=dev[d], dtype=torch.bfloat16) for _, n in mats} for d in range(W)]
 gemm_s = [torch.cuda.Stream(device=dev[d]) for d in range(W)]
 comm_s = [torch.cuda.Stream(device=dev[d]) for d in range(W)]
+SPLITS = [int(k) for k in os.environ.get("SPLITS", "2 4").split()]
+KMAX = max(SPLITS + [1])
 peer_s = [[torch.cuda.Stream(device=dev[d]) for _ in range(W)] for d in range(W)]
+split_s = [[[peer_s[d][p]] + [torch.cuda.Stream(device=dev[d]) for _ in range(KMAX - 1)] for p in range(W)] for d in range(W)]
 
 def gemms(d):
     x, y = xs[d], ys[d]
@@ -68,17 +74,21 @@ def gemms(d):
             k, n = w.shape
             torch.mm(x[k], w); torch.mm(y[n], w.t()); torch.mm(x[k].t(), y[n])
 
-def ce_ag(d, push=False):
+def ce_ag(d, push=False, split=1):
     """GPU d's copies of the gather, on its stream per peer p: p's shard pulled into d's
-    buffer, or (push) d's shard written into p's."""
+    buffer, or (push) d's shard written into p's; each split in `split` pieces on as many
+    streams of that peer."""
+    piece = shard // split
     for b in range(BUCKETS):
         for p in range(W):
             if p == d:
                 continue
-            s = peer_s[d][p]
             (src, dst, k) = (d, p, d) if push else (p, d, p)
-            part = lambda g: full[g][b, k * shard:(k + 1) * shard]
-            ck(cu.cuMemcpyAsync(part(dst).data_ptr(), part(src).data_ptr(), shard * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
+            for i in range(split):
+                s = split_s[d][p][i]
+                n = piece if i < split - 1 else shard - piece * (split - 1)
+                part = lambda g: full[g][b, k * shard + i * piece:k * shard + i * piece + n]
+                ck(cu.cuMemcpyAsync(part(dst).data_ptr(), part(src).data_ptr(), n * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
 
 try:
     import triton
@@ -127,7 +137,7 @@ def nccl_rs():
 def run(mode):
     """One repetition: the GEMM loop and/or one collective; returns per-GPU (gemm ms, comm ms)."""
     gate = int(os.environ.get("GATE_CYCLES", 2e8))
-    streams = [[gemm_s[d], comm_s[d]] + [peer_s[d][p] for p in range(W) if p != d] for d in range(W)]
+    streams = [[gemm_s[d], comm_s[d]] + [x for p in range(W) if p != d for x in split_s[d][p]] for d in range(W)]
     start = []
     for d in range(W):
         torch.cuda.set_device(d)
@@ -145,10 +155,9 @@ def run(mode):
             with torch.cuda.stream(gemm_s[d]):
                 gemms(d)
             g_end[d] = torch.cuda.Event(enable_timing=True); g_end[d].record(gemm_s[d])
-        if comm == "ce-ag":
-            ce_ag(d)
-        elif comm == "ce-ag-push":
-            ce_ag(d, push=True)
+        if comm and comm.startswith("ce-ag"):
+            k = int(comm.split("-s")[1]) if "-s" in comm else 1
+            ce_ag(d, push="push" in comm, split=k)
         elif comm and comm.startswith("ce-rs"):
             ce_rs(d, int(comm[7:]) if comm.startswith("ce-rs-t") else None)
     if comm == "nccl-ag":
@@ -160,7 +169,8 @@ def run(mode):
             torch.cuda.set_device(d)
             for p in range(W):
                 if p != d:
-                    comm_s[d].wait_stream(peer_s[d][p])
+                    for x in split_s[d][p]:
+                        comm_s[d].wait_stream(x)
             c_end[d] = torch.cuda.Event(enable_timing=True); c_end[d].record(comm_s[d])
     for d in range(W):
         torch.cuda.synchronize(d)
@@ -169,7 +179,11 @@ def run(mode):
 
 rows = []
 modes = ["gemm", "ce-ag", "gemm+ce-ag", "ce-ag-push", "gemm+ce-ag-push", "nccl-ag", "gemm+nccl-ag", "ce-rs", "gemm+ce-rs", "nccl-rs", "gemm+nccl-rs"]
-if triton is not None:
+for k in SPLITS:
+    modes += [f"ce-ag-s{k}", f"gemm+ce-ag-s{k}", f"ce-ag-push-s{k}", f"gemm+ce-ag-push-s{k}"]
+if os.environ.get("MODES"):  # a subset, in this order ("gemm" is always first: the base)
+    modes = ["gemm"] + [m for m in os.environ["MODES"].split() if m != "gemm"]
+if triton is not None and not os.environ.get("MODES"):
     for k in os.environ.get("SUM_CTAS", "8 16 32").split():
         modes += [f"ce-rs-t{k}", f"gemm+ce-rs-t{k}"]
 for mode in modes:
@@ -183,7 +197,7 @@ for mode in modes:
             rec[key + "_gpu0"] = round(statistics.median(r[0][i] for r in reps), 3)
             rec[key + "_max"] = round(statistics.median(max(x[i] for x in r) for r in reps), 3)
     print(json.dumps(rec), flush=True); rows.append(rec)
-if triton is not None:  # the Triton adds against torch's, and against the sum in f32
+if triton is not None and not os.environ.get("MODES"):  # the Triton adds against torch's, and against the sum in f32
     run("ce-rs"); ref = [r.clone() for r in red]
     run("ce-rs-t16")
     want = sum(full[p][:, 0:shard].float().to(dev[0]) for p in range(W))
