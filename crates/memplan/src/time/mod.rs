@@ -9,14 +9,20 @@
 //!   the measured HBM rate, over Ψ (single, DDP) or Ψ/N (ZeRO-1);
 //! - a collective on a bucket's m bytes at bus bandwidth B·m/(m + m½): B the link's (the
 //!   network's above one node: a ring crosses it), m½ where half of B is reached;
-//! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; ZeRO-1: a
+//! - the copy engines (where `train` takes them: [`Paths::at`], 2 and 4 ranks in a node):
+//!   a reduce-scatter of S takes (N−1)/N·S at their measured rate into a GPU
+//!   ([`Rates::ce_bps`]), and the backward beside it loses `ce_contention` × its time;
+//! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; split where `train`
+//!   splits it: the reduce-scatter beside the backward, the all-gather chained to it (world
+//!   2, the copy engines) or beside AdamW (world 4, NCCL); ZeRO-1: a
 //!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies: the
 //!   first ⌈buckets ÷ N⌉ buckets (2 in 5 at N = 2) beside AdamW, the rest beside the next step's forward (as
 //!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the reduce-scatter and an all-gather of the bf16
 //!   weights beside the backward, another all-gather beside the forward, each gather a
 //!   stage's weights (2Ψ/layers bytes); what outlasts the work beside it is exposed, and the work
 //!   beside a collective loses `contention` × the collective's time (fitted to DDP at
-//!   world 2), AdamW `adamw_contention` × it (measured).
+//!   world 2, its all-reduce whole on NCCL's kernels: [`Paths::NCCL`]), AdamW
+//!   `adamw_contention` × it (measured).
 
 use crate::shape::Shape;
 
@@ -83,6 +89,42 @@ pub struct Projection {
     pub step: f64,
 }
 
+/// Which engines and arrangement a step's collectives take at a world size, as `train`
+/// runs them by default ([`Paths::at`]), or NCCL's whole all-reduce everywhere
+/// ([`Paths::NCCL`], what the contention was fitted to).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paths {
+    /// The bf16 reduce-scatters (ZeRO-1's, split DDP's) on the copy engines
+    /// ([`crate::CE_REDUCE_WORLDS`], inside a node).
+    pub ce: bool,
+    /// DDP's all-reduce split into a reduce-scatter in the backward and an all-gather
+    /// ([`crate::DDP_SPLIT_WORLDS`]).
+    pub split: bool,
+    /// The split's all-gathers chained to its reduce-scatters, in the backward, on the
+    /// copy engines ([`crate::DDP_SPLIT_EARLY_WORLDS`]); else beside AdamW, by NCCL.
+    pub early: bool,
+}
+
+impl Paths {
+    /// NCCL's kernels for every collective, DDP's all-reduce whole.
+    pub const NCCL: Paths = Paths {
+        ce: false,
+        split: false,
+        early: false,
+    };
+
+    /// What `train` takes by default at `world` ranks with `gpus_per_node` a node.
+    pub fn at(world: usize, gpus_per_node: usize) -> Self {
+        let ce = world <= gpus_per_node && crate::CE_REDUCE_WORLDS.contains(&world);
+        let split = ce && crate::DDP_SPLIT_WORLDS.contains(&world);
+        Paths {
+            ce,
+            split,
+            early: split && crate::DDP_SPLIT_EARLY_WORLDS.contains(&world),
+        }
+    }
+}
+
 impl Rates {
     /// Bus bandwidth for messages of `bytes` over `world` ranks.
     pub fn busbw(&self, bytes: f64, world: usize) -> f64 {
@@ -93,13 +135,39 @@ impl Rates {
         link * bytes / (bytes + self.half_bytes)
     }
 
-    /// One step of `shape` at `tokens` per GPU (bf16) under `sync` on `world` ranks.
+    /// The copy engines' rate into a GPU at `world` ([`Rates::ce_bps`]): the measured
+    /// world's, else the nearest measured world's below it.
+    pub fn ce_rate(&self, world: usize) -> f64 {
+        let mut by = self.ce_bps.clone();
+        by.sort_by_key(|&(w, _)| w);
+        by.iter()
+            .rev()
+            .find(|&&(w, _)| w <= world)
+            .or(by.first())
+            .map_or(self.link_bps, |&(_, bps)| bps)
+    }
+
+    /// One step of `shape` at `tokens` per GPU (bf16) under `sync` on `world` ranks, each
+    /// collective on the engine `train` takes there ([`Paths::at`]).
     pub fn project(
         &self,
         shape: &Shape,
         tokens: usize,
         sync: Collectives,
         world: usize,
+    ) -> Projection {
+        let paths = Paths::at(world, self.gpus_per_node);
+        self.project_on(shape, tokens, sync, world, paths)
+    }
+
+    /// [`Rates::project`] with the engines and arrangement `paths` says.
+    pub fn project_on(
+        &self,
+        shape: &Shape,
+        tokens: usize,
+        sync: Collectives,
+        world: usize,
+        paths: Paths,
     ) -> Projection {
         let (psi, n) = (shape.params() as f64, world.max(1) as f64);
         let compute = 6.0 * psi * tokens as f64 / self.flops;
@@ -117,11 +185,33 @@ impl Rates {
         // backward, the first gather before the forward (call 127's trace: 0.5-0.7 and
         // 0.47 ms at xl, world 2).
         let t = |bytes: f64| part * bytes / self.busbw(bytes, world);
-        // ZeRO-1's gathers beside AdamW: crate::gathers_beside_adamw's first buckets.
+        // A reduce-scatter's time: by the copy engines (each rank takes in its peers'
+        // parts), or by NCCL's kernels.
+        let ce = self.ce_rate(world);
+        let rs = |bytes: f64| match paths.ce {
+            true => part * bytes / ce,
+            false => t(bytes),
+        };
+        // Gathers beside AdamW: ZeRO-1's first buckets (crate::gathers_beside_adamw),
+        // split DDP's gathers where they are not early.
         let mut adamw_side = 0.0;
+        // Whether the backward's collectives run on the copy engines.
+        let mut bwd_ce = false;
         let (bwd, fwd, last, first) = match sync {
             _ if world <= 1 => (0.0, 0.0, 0.0, 0.0),
             Collectives::Single => (0.0, 0.0, 0.0, 0.0),
+            Collectives::Ddp { bucket_mb } if paths.split => {
+                let b = bucket(bucket_mb);
+                bwd_ce = paths.ce;
+                match paths.early {
+                    // Each launch's gather chained to its sums, on the copy engines too.
+                    true => (2.0 * rs(b) * grads / b, 0.0, 2.0 * rs(b), 0.0),
+                    false => {
+                        adamw_side = t(b) * grads / b;
+                        (rs(b) * grads / b, 0.0, rs(b), 0.0)
+                    }
+                }
+            }
             Collectives::Ddp { bucket_mb } => {
                 let b = bucket(bucket_mb);
                 (2.0 * t(b) * grads / b, 0.0, 2.0 * t(b), 0.0)
@@ -132,10 +222,11 @@ impl Rates {
                 let beside = crate::gathers_beside_adamw(buckets, world);
                 adamw_side = t(b) * beside as f64;
                 let fwd = t(b) * (buckets - beside) as f64;
+                bwd_ce = paths.ce;
                 (
-                    t(b) * grads / b,
+                    rs(b) * grads / b,
                     fwd,
-                    t(b),
+                    rs(b),
                     if fwd > 0.0 { t(b) } else { 0.0 },
                 )
             }
@@ -151,12 +242,17 @@ impl Rates {
         let exposed = (bwd - backward).max(last)
             + (fwd - forward).max(first)
             + (adamw_side - optimizer).max(0.0);
-        let (beside_compute, beside_adamw) = (
-            bwd.min(backward) + fwd.min(forward),
-            adamw_side.min(optimizer),
-        );
-        let slowdown = self.contention * beside_compute + self.adamw_contention * beside_adamw;
-        let hidden = beside_compute + beside_adamw;
+        let beside_backward = bwd.min(backward);
+        let beside_forward = fwd.min(forward);
+        let beside_adamw = adamw_side.min(optimizer);
+        let backward_loses = match bwd_ce {
+            true => self.ce_contention,
+            false => self.contention,
+        };
+        let slowdown = backward_loses * beside_backward
+            + self.contention * beside_forward
+            + self.adamw_contention * beside_adamw;
+        let hidden = beside_backward + beside_forward + beside_adamw;
         Projection {
             compute,
             optimizer,
@@ -222,152 +318,4 @@ pub fn table(r: &Rates, shape: &Shape, tokens: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn xl() -> Shape {
-        Shape::by_name("xl", 683, 128).unwrap()
-    }
-
-    #[test]
-    fn one_gpu_is_the_measured_step() {
-        let p = Rates::default().project(&xl(), 1024, Collectives::Single, 1);
-        assert!((p.step * 1e3 - 47.96).abs() < 0.01, "{p:?}");
-        assert_eq!((p.comm, p.exposed, p.slowdown), (0.0, 0.0, 0.0));
-    }
-
-    #[test]
-    fn each_gpus_rates_give_its_measured_steps() {
-        let h200 = Rates::for_gpu("NVIDIA H200").unwrap();
-        assert_eq!(h200, Rates::h200());
-        assert_eq!(Rates::for_gpu("NVIDIA H100 80GB HBM3"), Some(Rates::h100()));
-        assert_eq!(Rates::for_gpu("NVIDIA A100-SXM4-80GB"), None);
-        let at = |c, w| h200.project(&xl(), 1024, c, w).step * 1e3;
-        // Call 125's clipped step, and call 137's bucketed:25 at world 2 (1.194x one GPU).
-        assert!((at(Collectives::Single, 1) - 41.33).abs() < 1e-9);
-        let ddp = at(Collectives::Ddp { bucket_mb: 25.0 }, 2) / at(Collectives::Single, 1);
-        assert!((ddp - 49.49 / 41.45).abs() < 1e-9, "{ddp}");
-        // AdamW is a smaller share of an H200's step: ZeRO-1 saves less of it.
-        let z4 = |r: &Rates| {
-            let one = r.project(&xl(), 1024, Collectives::Single, 1).step;
-            r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: 400.0 }, 4)
-                .step
-                / one
-        };
-        assert!(z4(&h200) > z4(&Rates::h100()) + 0.03);
-    }
-
-    #[test]
-    fn ddp_at_world_2_is_what_it_was_fitted_to() {
-        let r = Rates::default();
-        let p = r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
-        // 56.97 ms measured (call 72), which the contention is fitted to.
-        assert!((p.step * 1e3 - 56.97).abs() < 1e-6, "{p:?}");
-        assert!(r.contention > 0.0 && r.contention < 1.0, "{r:?}");
-    }
-
-    #[test]
-    fn more_ranks_shrink_zero1s_optimizer_and_a_network_slows_every_collective() {
-        let r = Rates::default();
-        let z = |w| r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: 400.0 }, w);
-        assert!(z(4).optimizer * 4.0 - z(1).optimizer < 1e-12);
-        assert!(z(16).comm > z(8).comm * 2.0, "16 ranks cross the network");
-        let d = |w| r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 25.0 }, w);
-        assert!(d(64).step > d(8).step && d(8).step > d(1).step);
-    }
-
-    /// ZeRO's last reduce-scatter and first gather run with nothing beside them: a larger
-    /// bucket leaves more of them, and DDP's exposure is at least its last all-reduce.
-    #[test]
-    fn the_pipelines_ends_are_exposed() {
-        let r = Rates::default();
-        let z = |mb| r.project(&xl(), 1024, Collectives::Zero1 { bucket_mb: mb }, 2);
-        assert!(z(100.0).exposed > 0.0);
-        assert!(z(800.0).exposed > z(400.0).exposed && z(400.0).exposed > z(100.0).exposed);
-        // 400 MB at world 2: each end half a bucket at the bus rate, 1.1-1.3 ms together.
-        assert!(
-            (1.1e-3..1.3e-3).contains(&z(400.0).exposed),
-            "{:?}",
-            z(400.0)
-        );
-        let d = r.project(&xl(), 1024, Collectives::Ddp { bucket_mb: 400.0 }, 2);
-        assert!(
-            d.exposed >= 2.0 * 0.5 * 400e6 / r.busbw(400e6, 2) - 1e-12,
-            "{d:?}"
-        );
-    }
-
-    /// ZeRO-1's first gathers (`gathers_beside_adamw`) run beside AdamW, which loses less beside
-    /// them than the forward would (call 147); DDP and FSDP gather nothing there.
-    #[test]
-    fn zero1s_gathers_beside_adamw_cost_less_than_beside_the_forward() {
-        let r = Rates::h200();
-        let as_forward = Rates {
-            adamw_contention: r.contention,
-            ..r.clone()
-        };
-        let at = |r: &Rates, c, w| r.project(&xl(), 1024, c, w).step;
-        let z = Collectives::Zero1 { bucket_mb: 400.0 };
-        // 10 buckets at world 2: 4 beside AdamW, each half of 400 MB at the bus rate.
-        let beside = 4.0 * 0.5 * 400e6 / r.busbw(400e6, 2);
-        let gain = at(&as_forward, z, 2) - at(&r, z, 2);
-        let want = (r.contention - r.adamw_contention) * beside;
-        assert!((gain - want).abs() < 1e-9, "{gain} {want}");
-        // Calls 143 and 145 measured 0.6-0.8 ms between the two places, at worlds 2 and 4.
-        assert!((0.5e-3..1.0e-3).contains(&gain), "{gain}");
-        for c in [
-            Collectives::Ddp { bucket_mb: 25.0 },
-            Collectives::Fsdp { bucket_mb: 200.0 },
-        ] {
-            assert_eq!(at(&as_forward, c, 4), at(&r, c, 4));
-        }
-        assert_eq!(at(&as_forward, z, 1), at(&r, z, 1));
-    }
-
-    #[test]
-    fn train_names_project_as_their_collectives() {
-        use Collectives::{Ddp, Fsdp, Single, Zero1};
-        let cases = [
-            ("single", Some(Single)),
-            ("bucketed:25", Some(Ddp { bucket_mb: 25.0 })),
-            ("zero1", Some(Zero1 { bucket_mb: 400.0 })),
-            ("zero2:50", Some(Zero1 { bucket_mb: 50.0 })),
-            ("fsdp", Some(Fsdp { bucket_mb: 200.0 })),
-            ("fsdp:50", Some(Fsdp { bucket_mb: 50.0 })),
-            ("fsdp:x", None),
-            ("zero1x", None),
-            ("sharded", None),
-        ];
-        for (name, want) in cases {
-            assert_eq!(Collectives::of_train(name), want, "{name}");
-        }
-    }
-
-    /// FSDP moves 1.5× ZeRO-1's bytes, each gather a unit's weights: slower than ZeRO-1
-    /// above one rank, with its optimizer as ZeRO-1's.
-    #[test]
-    fn fsdp_gathers_twice_beside_zero1s_once() {
-        let r = Rates::default();
-        let at = |c, w| r.project(&xl(), 1024, c, w);
-        let (z, f) = (
-            Collectives::Zero1 { bucket_mb: 400.0 },
-            Collectives::Fsdp { bucket_mb: 200.0 },
-        );
-        assert_eq!(at(f, 1).step, at(z, 1).step);
-        for w in [2, 4, 8, 64] {
-            assert!(at(f, w).comm > 1.5 * at(z, w).comm, "world {w}");
-            assert!(at(f, w).step > at(z, w).step, "world {w}");
-            assert_eq!(at(f, w).optimizer, at(z, w).optimizer);
-        }
-    }
-
-    #[test]
-    fn the_table_has_every_strategy_and_world() {
-        let t = table(&Rates::default(), &xl(), 1024);
-        assert_eq!(t.lines().count(), 2 + SHOWN.len(), "{t}");
-        assert!(
-            t.contains("world 64") && t.contains("zero1 (400 MB)"),
-            "{t}"
-        );
-    }
-}
+mod tests;

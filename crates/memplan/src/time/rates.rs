@@ -1,8 +1,9 @@
 //! The measured rates a projection starts from: one GPU's compute and AdamW, the bus
-//! bandwidth and its latency curve, and the contention fitted to DDP at world 2; H100's and
-//! H200's, each figure named by its device call.
+//! bandwidth and its latency curve, the copy engines' rate, and the contentions fitted to
+//! DDP at worlds 2 (NCCL's kernels) and 4 (the copy engines); H100's and H200's, each
+//! figure named by its device call.
 
-use super::Collectives;
+use super::{Collectives, Paths};
 use crate::shape::Shape;
 
 /// Measured rates, and the network's, which are assumed.
@@ -37,6 +38,16 @@ pub struct Rates {
     /// Memory-bound, AdamW loses less beside a collective than the GEMMs do. An H100's
     /// is not measured: the H200's.
     pub adamw_contention: f64,
+    /// The copy engines' rate into a GPU from its peers inside a node, by world (comm's
+    /// copy-engine reduce-scatters, at [`crate::CE_REDUCE_WORLDS`]), from ce-probe: on
+    /// H200s 358 GB/s from one peer (call 160) and 231 pushed from three (call 189); on
+    /// H100s 197 from three (call 164), and world 2 not measured there (the H200's).
+    pub ce_bps: Vec<(usize, f64)>,
+    /// Time the backward loses per second of copy-engine traffic beside it (their memory
+    /// traffic; no SM): fitted so that `bucketed:25` at world 4 (its reduce-scatter on the
+    /// copy engines, its gathers beside AdamW) projects what was measured on 4 H200s (call
+    /// 190: 1.120× one GPU). An H100's is not measured: the H200's.
+    pub ce_contention: f64,
 }
 
 impl Default for Rates {
@@ -52,16 +63,25 @@ impl Rates {
     /// 56.97 ms; 354.6 GB/s bus bandwidth (4 H100s).
     pub fn h100() -> Self {
         let half = half_bytes(354.6e9, 20.8e6, 179.0e9);
-        Self::fitted([27.60, 19.96, 47.96, 56.97], 354.6e9, half)
+        let ce = vec![(2, 358e9), (4, 197e9)];
+        let mut r = Self::fitted([27.60, 19.96, 47.96, 56.97], 354.6e9, half, ce);
+        r.ce_contention = Self::h200().ce_contention;
+        r
     }
 
     /// One to four H200s' figures: xl bf16, 8 × 128 tokens, forward and backward 26.29 ms
     /// and the clipped step 41.33 (call 125); AdamW 14.68 ms (call 147's trace); bucketed:25
     /// at world 2 1.194× one GPU (call 137: 49.49 against 41.45 ms); 355.1 GB/s bus
-    /// bandwidth (call 137, 4 H200s), 304.5 GB/s at 50 MiB (call 143, 4 H200s).
+    /// bandwidth (call 137, 4 H200s), 304.5 GB/s at 50 MiB (call 143, 4 H200s); the copy
+    /// engines' contention from bucketed:25 split at world 4, 1.120× one GPU (call 190:
+    /// 46.70 against `bench single --clip 1`'s 41.68 ms).
     pub fn h200() -> Self {
         let step = [26.29, 14.68, 41.33, 41.33 * 49.49 / 41.45];
-        Self::fitted(step, 355.1e9, half_bytes(355.1e9, 52_428_800.0, 304.5e9))
+        let ce = vec![(2, 358e9), (4, 231e9)];
+        let half = half_bytes(355.1e9, 52_428_800.0, 304.5e9);
+        let mut r = Self::fitted(step, 355.1e9, half, ce);
+        r.ce_contention = r.fit_ce_contention(46.70 / 41.68);
+        r
     }
 
     /// The rates of the GPU `name` names (`NVIDIA H100 80GB HBM3`, `h200`, ...): H100 or
@@ -76,9 +96,15 @@ impl Rates {
     }
 
     /// From xl bf16 at 8 × 128 tokens: `[forward and backward, AdamW, clipped step,
-    /// bucketed:25 at world 2]` in ms, the bus bandwidth and [`Rates::half_bytes`]; the
-    /// contention fitted so that bucketed:25 at world 2 projects what was measured.
-    fn fitted([fb, adamw, step, ddp2]: [f64; 4], link_bps: f64, half_bytes: f64) -> Self {
+    /// bucketed:25 at world 2, its all-reduce whole]` in ms, the bus bandwidth,
+    /// [`Rates::half_bytes`] and [`Rates::ce_bps`]; the contention fitted so that
+    /// bucketed:25 at world 2 on NCCL's kernels ([`Paths::NCCL`]) projects what was measured.
+    fn fitted(
+        [fb, adamw, step, ddp2]: [f64; 4],
+        link_bps: f64,
+        half_bytes: f64,
+        ce_bps: Vec<(usize, f64)>,
+    ) -> Self {
         let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
         let psi = xl.params() as f64;
         let mut r = Self {
@@ -91,10 +117,30 @@ impl Rates {
             gpus_per_node: 8,
             contention: 0.0,
             adamw_contention: ADAMW_CONTENTION,
+            ce_bps,
+            ce_contention: 0.0,
         };
-        let p = r.project(&xl, 1024, Collectives::Ddp { bucket_mb: 25.0 }, 2);
+        let ddp = Collectives::Ddp { bucket_mb: 25.0 };
+        let p = r.project_on(&xl, 1024, ddp, 2, Paths::NCCL);
         r.contention = ((ddp2 - step) * 1e-3 - p.exposed) / p.hidden;
         r
+    }
+
+    /// The copy engines' contention that makes `bucketed:25` at world 4, as `train` runs it
+    /// there ([`Paths::at`]), project `ratio` × one GPU's step (xl bf16, 8 × 128 tokens).
+    /// The step is linear in it.
+    fn fit_ce_contention(&self, ratio: f64) -> f64 {
+        let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
+        let ddp = Collectives::Ddp { bucket_mb: 25.0 };
+        let at = |k: f64| {
+            let r = Self {
+                ce_contention: k,
+                ..self.clone()
+            };
+            r.project(&xl, 1024, ddp, 4).step
+        };
+        let one = self.project(&xl, 1024, Collectives::Single, 1).step;
+        (ratio * one - at(0.0)) / (at(1.0) - at(0.0))
     }
 }
 
