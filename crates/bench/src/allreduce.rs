@@ -1,10 +1,13 @@
 //! The all-reduce sweep (nccl-tests' all_reduce_perf, the seeds'
-//! distributed_communication_single_node): fp32 in place, sum, per message size.
+//! distributed_communication_single_node): fp32 in place, sum, per message size; or, with
+//! [`Op::ReduceScatter`], the deferred bf16 reduce-scatter that DDP and ZeRO-1 launch
+//! during the backward (`super::scatter`).
 //!
-//! Per size: one checked all-reduce (exact expected values), `warmup` untimed, `iters`
+//! Per size: one checked collective (exact expected values), `warmup` untimed, `iters`
 //! timed back to back (CUDA events on the compute stream, or the wall clock on CPU),
-//! then a second checked all-reduce. Time is the slowest rank's mean, as nccl-tests
-//! reports; busbw = algbw · 2(n−1)/n.
+//! then a second checked one. Time is the slowest rank's mean, as nccl-tests
+//! reports; busbw = algbw · 2(n−1)/n for an all-reduce, algbw · (n−1)/n for a
+//! reduce-scatter.
 
 use crate::budget::{self, Mem};
 use crate::records::{busbw, AllReduceRecord};
@@ -64,12 +67,24 @@ pub struct SweepConfig {
     pub sizes_bytes: Vec<usize>,
     pub warmup: usize,
     pub iters: usize,
+    pub op: Op,
+}
+
+/// The collective a sweep times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// fp32, in place, sum: records `"bench":"allreduce"`.
+    AllReduce,
+    /// bf16, in place, average, deferred (`Communicator::reduce_scatter_deferred_with`:
+    /// launched, then waited for), the message split into `buffers` buffers of one launch:
+    /// records `"bench":"reduce-scatter"`.
+    ReduceScatter { buffers: usize },
 }
 
 /// Rank r's input element i is (r+1)·((i mod 7)+1); the sum over n ranks is
 /// n(n+1)/2·((i mod 7)+1): exact in fp32 for any size we run.
-struct Pattern {
-    base: Tensor,
+pub(crate) struct Pattern {
+    pub(crate) base: Tensor,
 }
 
 impl Pattern {
@@ -100,6 +115,28 @@ fn checked_once(comm: &dyn Communicator, p: &Pattern) -> Result<(Tensor, u64)> {
     Ok((buf, bad))
 }
 
+/// One size's collective: a checked run (its wrong elements), and the timed one.
+enum Sized<'a> {
+    AllReduce(&'a Pattern, Tensor),
+    ReduceScatter(crate::scatter::Parts),
+}
+
+impl Sized<'_> {
+    fn checked(&self, comm: &dyn Communicator) -> Result<u64> {
+        match self {
+            Sized::AllReduce(p, _) => Ok(checked_once(comm, p)?.1),
+            Sized::ReduceScatter(parts) => parts.checked(comm),
+        }
+    }
+
+    fn run(&self, comm: &dyn Communicator) -> Result<()> {
+        match self {
+            Sized::AllReduce(_, buf) => Ok(comm.all_reduce(buf, ReduceOp::Sum)?),
+            Sized::ReduceScatter(parts) => parts.run(comm),
+        }
+    }
+}
+
 /// Runs the sweep on this rank; returns the records (identical on every rank).
 pub fn sweep(
     comm: &dyn Communicator,
@@ -111,22 +148,31 @@ pub fn sweep(
     let world = comm.world_size();
     let mut out = Vec::new();
     for &bytes in &cfg.sizes_bytes {
-        let count = bytes / 4;
+        let count = match cfg.op {
+            Op::AllReduce => bytes / 4,
+            Op::ReduceScatter { .. } => bytes / 2,
+        };
         if count < world {
             bail!("message size {bytes} B is too small for {world} ranks");
         }
         let p = Pattern::new(count, device)?;
-        let (buf, bad_before) = checked_once(comm, &p)?;
+        let sized = match cfg.op {
+            Op::AllReduce => Sized::AllReduce(&p, p.input(comm.rank())?),
+            Op::ReduceScatter { buffers } => {
+                Sized::ReduceScatter(crate::scatter::Parts::new(comm, &p.base, buffers)?)
+            }
+        };
+        let bad_before = sized.checked(comm)?;
         for _ in 0..cfg.warmup {
-            comm.all_reduce(&buf, ReduceOp::Sum)?;
+            sized.run(comm)?;
         }
         let timer = Timer::start(device)?;
         for _ in 0..cfg.iters {
-            comm.all_reduce(&buf, ReduceOp::Sum)?;
+            sized.run(comm)?;
         }
         let secs = timer.stop()?;
-        drop(buf);
-        let (_, bad_after) = checked_once(comm, &p)?;
+        let bad_after = sized.checked(comm)?;
+        drop(sized);
         // Slowest rank's time and everybody's mismatch count, through the backend itself.
         let stats = Tensor::new(&[secs as f32, (bad_before + bad_after) as f32], device)?;
         let stats_max = stats.copy()?;
@@ -135,21 +181,27 @@ pub fn sweep(
         let (secs, bad) = (v[0] as f64, v[1] as u64);
         let t = secs / cfg.iters as f64;
         let algbw = bytes as f64 / t / 1e9;
+        let (bench, busbw_gbs) = match cfg.op {
+            Op::AllReduce => ("allreduce", busbw(algbw, world)),
+            Op::ReduceScatter { .. } => {
+                ("reduce-scatter", algbw * (world - 1) as f64 / world as f64)
+            }
+        };
         let rec = AllReduceRecord {
-            bench: "allreduce".into(),
+            bench: bench.into(),
             backend: comm.backend().into(),
             world,
             bytes,
             iters: cfg.iters,
             time_us: t * 1e6,
             algbw_gbs: algbw,
-            busbw_gbs: busbw(algbw, world),
+            busbw_gbs,
             correct: bad == 0,
             device: device_name.into(),
         };
         on_record(&rec)?;
         if bad != 0 {
-            bail!("all-reduce of {bytes} B on {world} ranks: {bad} wrong elements");
+            bail!("{bench} of {bytes} B on {world} ranks: {bad} wrong elements");
         }
         out.push(rec);
     }
@@ -214,10 +266,15 @@ mod tests {
     use comm::{cpu_group, CommOptions};
 
     fn run_cpu(world: usize, sizes: Vec<usize>) -> Vec<AllReduceRecord> {
+        run_cpu_op(world, sizes, Op::AllReduce)
+    }
+
+    fn run_cpu_op(world: usize, sizes: Vec<usize>, op: Op) -> Vec<AllReduceRecord> {
         let cfg = SweepConfig {
             sizes_bytes: sizes,
             warmup: 1,
             iters: 2,
+            op,
         };
         let handles: Vec<_> = cpu_group(world, CommOptions::default())
             .unwrap()
@@ -241,6 +298,30 @@ mod tests {
             assert!(recs
                 .iter()
                 .all(|r| r.correct && r.world == world && r.busbw_gbs > 0.0));
+        }
+    }
+
+    /// The deferred bf16 reduce-scatter, one buffer a launch and several (uneven sizes
+    /// too: each buffer is cut to a multiple of the world): every rank's chunk exact.
+    #[test]
+    fn cpu_reduce_scatter_sweep_is_correct_with_one_buffer_and_several() {
+        for world in [2, 3, 4] {
+            for buffers in [1, 3] {
+                let recs = run_cpu_op(
+                    world,
+                    vec![2 * 1000, 2 * 4099],
+                    Op::ReduceScatter { buffers },
+                );
+                assert_eq!(recs.len(), 2);
+                for r in &recs {
+                    assert!(
+                        r.correct && r.bench == "reduce-scatter" && r.world == world,
+                        "{r:?}"
+                    );
+                    let want = r.algbw_gbs * (world - 1) as f64 / world as f64;
+                    assert!((r.busbw_gbs - want).abs() < 1e-9, "{r:?}");
+                }
+            }
         }
     }
 

@@ -35,9 +35,25 @@ pub struct Args {
     pub warmup: usize,
     #[arg(long, default_value_t = 20, value_parser = crate::cli::steps)]
     pub iters: usize,
+    /// The collective: the fp32 all-reduce (nccl-tests'), or the deferred bf16
+    /// reduce-scatter that DDP and ZeRO-1 launch in the backward (records
+    /// `"bench":"reduce-scatter"`; on NCCL at 2 and 4 ranks, comm's copy engines).
+    #[arg(long, value_enum, default_value = "all-reduce")]
+    pub op: OpArg,
+    /// With --op reduce-scatter: the message split into this many buffers of one launch
+    /// (a DDP launch holds a stage's gradients, several tensors).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub buffers: u64,
     /// JSON lines are appended here.
     #[arg(long, default_value = "report/results.jsonl")]
     pub out: PathBuf,
+}
+
+/// `bench allreduce --op`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum OpArg {
+    AllReduce,
+    ReduceScatter,
 }
 
 /// `bench allreduce`: the sweep on the backend `a` names (resolved: not `auto`), as this
@@ -47,10 +63,20 @@ pub fn run(a: Args) -> Result<()> {
     let sizes_bytes = allreduce::sizes_bytes(a.sizes_mib.as_deref(), nccl)?;
     allreduce::check_sizes(&sizes_bytes, &a.ranks, nccl)?;
     let out = records::Out::open(&a.out)?;
+    let op = match a.op {
+        OpArg::AllReduce if a.buffers > 1 => {
+            anyhow::bail!("--buffers {}: only with --op reduce-scatter", a.buffers)
+        }
+        OpArg::AllReduce => allreduce::Op::AllReduce,
+        OpArg::ReduceScatter => allreduce::Op::ReduceScatter {
+            buffers: a.buffers as usize,
+        },
+    };
     let cfg = SweepConfig {
         sizes_bytes,
         warmup: a.warmup,
         iters: a.iters,
+        op,
     };
     let rank = std::env::var("RANK").is_ok();
     match a.backend {

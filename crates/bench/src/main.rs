@@ -32,6 +32,7 @@ mod profile;
 mod records;
 mod report;
 mod rmsnorm;
+mod scatter;
 mod single;
 mod single_record;
 mod single_step;

@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Records of the results file that are valid but have no section in the report.
-const NOT_REPORTED: &[&str] = &["profile-memory", "rmsnorm", "contention"];
+const NOT_REPORTED: &[&str] = &["profile-memory", "rmsnorm", "contention", "reduce-scatter"];
 /// The most skipped lines the report lists (stderr gets them all).
 const LISTED: usize = 50;
 
