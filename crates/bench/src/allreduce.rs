@@ -42,8 +42,8 @@ pub fn sizes_bytes(spec: Option<&str>, gpu: bool) -> Result<Vec<usize>> {
 /// Before the sweep: two ranks or more (an all-reduce over one rank moves nothing: its
 /// time would be a no-op's and its bandwidth a fiction), every message holds at least one
 /// fp32 element per rank, and the largest fits in memory on the most ranks asked for
-/// (`budget`).
-pub fn check_sizes(sizes: &[usize], ranks: &[usize], gpu: bool) -> Result<()> {
+/// (`budget`, [`Op::copies`] of it a rank).
+pub fn check_sizes(sizes: &[usize], ranks: &[usize], gpu: bool, op: Op) -> Result<()> {
     if let Some(one) = ranks.iter().find(|&&r| r < 2) {
         bail!("--ranks {one}: an all-reduce over one rank moves nothing, so there is no bandwidth to measure; give 2 or more ranks");
     }
@@ -59,7 +59,7 @@ pub fn check_sizes(sizes: &[usize], ranks: &[usize], gpu: bool) -> Result<()> {
         max as f64 / (1u64 << 20) as f64
     );
     let mem = if gpu { Mem::Gpu } else { Mem::Host };
-    budget::ensure(&flags, budget::allreduce(max, most, gpu), mem)
+    budget::ensure(&flags, budget::collective(max, op.copies(), most, gpu), mem)
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +79,18 @@ pub enum Op {
     /// launched, then waited for), the message split into `buffers` buffers of one launch:
     /// records `"bench":"reduce-scatter"`.
     ReduceScatter { buffers: usize },
+}
+
+impl Op {
+    /// About how many buffers of the message's size a rank holds at once: the all-reduce
+    /// five (pattern, input, expected sum, comparison); the reduce-scatter six (the f32 pattern counts two, the
+    /// inputs, the buffers timed in place, a checked run's copies, its comparison).
+    pub fn copies(self) -> u64 {
+        match self {
+            Op::AllReduce => 5,
+            Op::ReduceScatter { .. } => 6,
+        }
+    }
 }
 
 /// Rank r's input element i is (r+1)·((i mod 7)+1); the sum over n ranks is
@@ -115,24 +127,45 @@ fn checked_once(comm: &dyn Communicator, p: &Pattern) -> Result<(Tensor, u64)> {
     Ok((buf, bad))
 }
 
-/// One size's collective: a checked run (its wrong elements), and the timed one.
-enum Sized<'a> {
-    AllReduce(&'a Pattern, Tensor),
+/// One size's timed collective: the all-reduce's buffer (the first checked run's), or the
+/// reduce-scatter's buffers.
+enum Timed {
+    AllReduce(Tensor),
     ReduceScatter(crate::scatter::Parts),
 }
 
-impl Sized<'_> {
-    fn checked(&self, comm: &dyn Communicator) -> Result<u64> {
-        match self {
-            Sized::AllReduce(p, _) => Ok(checked_once(comm, p)?.1),
-            Sized::ReduceScatter(parts) => parts.checked(comm),
-        }
+impl Timed {
+    /// The first checked run (its wrong elements) and what the timed runs use.
+    fn first(op: Op, comm: &dyn Communicator, p: &Pattern) -> Result<(Self, u64)> {
+        Ok(match op {
+            Op::AllReduce => {
+                let (buf, bad) = checked_once(comm, p)?;
+                (Timed::AllReduce(buf), bad)
+            }
+            Op::ReduceScatter { buffers } => {
+                let parts = crate::scatter::Parts::new(comm, &p.base, buffers)?;
+                let bad = parts.checked(comm)?;
+                (Timed::ReduceScatter(parts), bad)
+            }
+        })
     }
 
     fn run(&self, comm: &dyn Communicator) -> Result<()> {
         match self {
-            Sized::AllReduce(_, buf) => Ok(comm.all_reduce(buf, ReduceOp::Sum)?),
-            Sized::ReduceScatter(parts) => parts.run(comm),
+            Timed::AllReduce(buf) => Ok(comm.all_reduce(buf, ReduceOp::Sum)?),
+            Timed::ReduceScatter(parts) => parts.run(comm),
+        }
+    }
+
+    /// The second checked run (its wrong elements); the all-reduce's timed buffer is freed
+    /// first, so that one buffer of it is alive at a time.
+    fn last(self, comm: &dyn Communicator, p: &Pattern) -> Result<u64> {
+        match self {
+            Timed::AllReduce(buf) => {
+                drop(buf);
+                Ok(checked_once(comm, p)?.1)
+            }
+            Timed::ReduceScatter(parts) => parts.checked(comm),
         }
     }
 }
@@ -156,23 +189,16 @@ pub fn sweep(
             bail!("message size {bytes} B is too small for {world} ranks");
         }
         let p = Pattern::new(count, device)?;
-        let sized = match cfg.op {
-            Op::AllReduce => Sized::AllReduce(&p, p.input(comm.rank())?),
-            Op::ReduceScatter { buffers } => {
-                Sized::ReduceScatter(crate::scatter::Parts::new(comm, &p.base, buffers)?)
-            }
-        };
-        let bad_before = sized.checked(comm)?;
+        let (timed, bad_before) = Timed::first(cfg.op, comm, &p)?;
         for _ in 0..cfg.warmup {
-            sized.run(comm)?;
+            timed.run(comm)?;
         }
         let timer = Timer::start(device)?;
         for _ in 0..cfg.iters {
-            sized.run(comm)?;
+            timed.run(comm)?;
         }
         let secs = timer.stop()?;
-        let bad_after = sized.checked(comm)?;
-        drop(sized);
+        let bad_after = timed.last(comm, &p)?;
         // Slowest rank's time and everybody's mismatch count, through the backend itself.
         let stats = Tensor::new(&[secs as f32, (bad_before + bad_after) as f32], device)?;
         let stats_max = stats.copy()?;
@@ -328,7 +354,8 @@ mod tests {
     #[test]
     fn the_cpu_default_sweep_fits_a_laptop_and_the_gpu_one_is_the_seeds() {
         let cpu = sizes_bytes(None, false).unwrap();
-        let need = budget::allreduce(*cpu.iter().max().unwrap(), 8, false).unwrap();
+        let copies = Op::AllReduce.copies();
+        let need = budget::collective(*cpu.iter().max().unwrap(), copies, 8, false).unwrap();
         assert!(need <= 3 << 30, "8 CPU ranks need {need} B");
         assert_eq!(
             sizes_bytes(None, true).unwrap().last(),
@@ -348,14 +375,16 @@ mod tests {
             let e = parse_sizes_mib(huge).unwrap_err().to_string();
             assert!(e.starts_with("--sizes-mib:"), "{e}");
         }
-        let e = check_sizes(&[1 << 20], &[1, 2], false)
+        let e = check_sizes(&[1 << 20], &[1, 2], false, Op::AllReduce)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("--ranks 1") && e.contains("moves nothing"),
             "{e}"
         );
-        let e = check_sizes(&[4], &[2], false).unwrap_err().to_string();
+        let e = check_sizes(&[4], &[2], false, Op::AllReduce)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--sizes-mib") && e.contains("--ranks 2"), "{e}");
     }
 }

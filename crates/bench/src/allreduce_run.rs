@@ -61,8 +61,6 @@ pub enum OpArg {
 pub fn run(a: Args) -> Result<()> {
     let nccl = matches!(a.backend, BackendArg::Nccl);
     let sizes_bytes = allreduce::sizes_bytes(a.sizes_mib.as_deref(), nccl)?;
-    allreduce::check_sizes(&sizes_bytes, &a.ranks, nccl)?;
-    let out = records::Out::open(&a.out)?;
     let op = match a.op {
         OpArg::AllReduce if a.buffers > 1 => {
             anyhow::bail!("--buffers {}: only with --op reduce-scatter", a.buffers)
@@ -72,6 +70,8 @@ pub fn run(a: Args) -> Result<()> {
             buffers: a.buffers as usize,
         },
     };
+    allreduce::check_sizes(&sizes_bytes, &a.ranks, nccl, op)?;
+    let out = records::Out::open(&a.out)?;
     let cfg = SweepConfig {
         sizes_bytes,
         warmup: a.warmup,

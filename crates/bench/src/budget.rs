@@ -32,10 +32,10 @@ pub fn ensure_lm(
     Ok(())
 }
 
-/// The bytes a CPU all-reduce sweep holds at its largest message: each rank keeps about
-/// five buffers of the message's size (pattern, input, expected sum, comparison).
-pub fn allreduce(bytes: usize, ranks: usize, gpu: bool) -> Option<u64> {
-    let per_rank = (bytes as u64).checked_mul(5)?;
+/// The bytes a collective sweep holds at its largest message, `copies` buffers of the
+/// message's size on each rank (all of them on the host for CPU ranks, one GPU's own).
+pub fn collective(bytes: usize, copies: u64, ranks: usize, gpu: bool) -> Option<u64> {
+    let per_rank = (bytes as u64).checked_mul(copies)?;
     if gpu {
         Some(per_rank)
     } else {

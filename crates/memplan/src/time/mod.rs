@@ -138,13 +138,12 @@ impl Rates {
     /// The copy engines' rate into a GPU at `world` ([`Rates::ce_bps`]): the measured
     /// world's, else the nearest measured world's below it.
     pub fn ce_rate(&self, world: usize) -> f64 {
-        let mut by = self.ce_bps.clone();
-        by.sort_by_key(|&(w, _)| w);
-        by.iter()
-            .rev()
-            .find(|&&(w, _)| w <= world)
-            .or(by.first())
-            .map_or(self.link_bps, |&(_, bps)| bps)
+        let by = self.ce_bps.iter();
+        (by.clone()
+            .filter(|&&(w, _)| w <= world)
+            .max_by_key(|&&(w, _)| w))
+        .or_else(|| by.min_by_key(|&&(w, _)| w))
+        .map_or(self.link_bps, |&(_, bps)| bps)
     }
 
     /// One step of `shape` at `tokens` per GPU (bf16) under `sync` on `world` ranks, each
