@@ -180,10 +180,9 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
         let whole = match whole.is_empty() {
             true => None,
             false => {
-                // No norm: ddp::squares serves ZeRO-1 only.
                 let with = comm::Deferred {
                     gather: true,
-                    norm: None,
+                    norm: ddp.norm_slot(&whole)?,
                 };
                 Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
             }

@@ -149,6 +149,7 @@ impl Ddp {
             }
             launches.push(buckets);
         }
+        self.squares_finish(scale)?;
         Ok(Scattered { launches, scale })
     }
 

@@ -1,8 +1,10 @@
 //! The norm from the reduce-scatters: a deferred launch (`comm::Deferred::norm`) writes the
 //! norm of this rank's reduced parts into a slot of its own (NCCL's copy-engine adds sum
-//! the squares as they write the parts), so that ZeRO-1's norm from its shards needs not
-//! read them again after the backward: the norm of the slots is this rank's. xl bf16 at
-//! world 2 (call 187, nvidia-h200-x2): 38.27 ms a step against 38.58 reading the shards.
+//! the squares as they write the parts), so that ZeRO-1's norm from its shards, and split
+//! DDP's from its parts, need not read them again after the backward: the norm of the
+//! slots is this rank's. xl bf16 at world 2: ZeRO-1 38.27 ms a step against 38.58 reading
+//! the shards (call 187, nvidia-h200-x2); split DDP 44.30 against 44.88 (call 198,
+//! nvidia-h200-x4).
 //! One slot a launch, taken in launch order; a backward with a launch that took none
 //! (slots full, or a launch whose communicator would take the norm at the wait:
 //! `Communicator::norm_with_sums`) has none, and the norm reads the shards as before.
@@ -40,18 +42,26 @@ impl Squares {
 
 impl Ddp {
     /// Slots where ZeRO-1's buckets are reduce-scattered late above one rank: one a bucket
-    /// (a backward launches each bucket once, alone or coalesced). `DDP_SUMSQ=0`: none. Not for split DDP: its eager and replayed steps
-    /// took norms that differ in the last bits (call 187, 3.2520118 against 3.2520108 at
-    /// step 1, not yet understood; ZeRO-1's were equal), so it reads its parts.
+    /// (a backward launches each bucket once, alone or coalesced), and where split DDP's
+    /// are: two a bucket (a launch's gradients gathered in the backward and its flat
+    /// buffer go apart). `DDP_SUMSQ=0`: none. Split DDP's slots cost xl bf16 0.58 ms less a
+    /// step at world 2 and 0.10 at world 4, with 12 eager steps equal to the replayed ones
+    /// (call 198, nvidia-h200-x4; session 34's version had one slot a bucket and its eager
+    /// and replayed norms differed). `DDP_NORM_LOG=1` logs, per rank and backward, which
+    /// the norm takes.
     pub(crate) fn squares(&self) -> Result<Option<Squares>> {
         let what = (
             "the norm from the reduce-scatters' adds",
             "from the parts, after the backward",
         );
-        let on = crate::options::switch("DDP_SUMSQ", what)?.unwrap_or(true);
-        let late = on && self.opts.reduce_scatter && !self.opts.release_gradients;
-        match late && self.comm.world_size() > 1 {
-            true => Ok(Some(Squares::new(self.buckets.len(), &self.device)?)),
+        let asked = crate::options::switch("DDP_SUMSQ", what)?;
+        let (late, slots) = match (self.opts.reduce_scatter, self.opts.split) {
+            (true, _) => (asked.unwrap_or(true), self.buckets.len()),
+            (false, true) => (asked.unwrap_or(true), 2 * self.buckets.len()),
+            _ => (false, 0),
+        };
+        match late && !self.opts.release_gradients && self.comm.world_size() > 1 {
+            true => Ok(Some(Squares::new(slots, &self.device)?)),
             false => Ok(None),
         }
     }
@@ -91,7 +101,18 @@ impl Ddp {
             return Ok(());
         };
         let used = s.used.load(Ordering::Relaxed);
-        if s.missed.load(Ordering::Relaxed) || used == 0 {
+        let missed = s.missed.load(Ordering::Relaxed);
+        if std::env::var("DDP_NORM_LOG").is_ok_and(|v| v == "1") {
+            let from = match missed || used == 0 {
+                true => "the parts",
+                false => "the slots",
+            };
+            eprintln!(
+                "ddp norm: rank {} takes its norm from {from} ({used} slots taken, missed: {missed})",
+                self.comm.rank()
+            );
+        }
+        if missed || used == 0 {
             return Ok(());
         }
         let slots = [Some(s.buf.narrow(0, 0, used)?)];
