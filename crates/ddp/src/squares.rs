@@ -46,9 +46,9 @@ impl Ddp {
     /// are: two a bucket (a launch's gradients gathered in the backward and its flat
     /// buffer go apart). `DDP_SUMSQ=0`: none. Split DDP's slots cost xl bf16 0.58 ms less a
     /// step at world 2 and 0.10 at world 4, with 12 eager steps equal to the replayed ones
-    /// (call 198, nvidia-h200-x4; session 34's version had one slot a bucket and its eager
-    /// and replayed norms differed). `DDP_NORM_LOG=1` logs, per rank and backward, which
-    /// the norm takes.
+    /// (call 198, nvidia-h200-x4; session 34's first try, call 187, saw them differ in the
+    /// last bits: why is not established, its code was not kept). `DDP_NORM_LOG=1` logs,
+    /// per rank and backward, which the norm takes.
     pub(crate) fn squares(&self) -> Result<Option<Squares>> {
         let what = (
             "the norm from the reduce-scatters' adds",
