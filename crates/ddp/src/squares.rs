@@ -18,13 +18,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// A Ddp's slots (f32), how many this backward took, whether a launch took none, and the
 /// last backward's norm, written into a buffer of its own (made with the slots: a tensor
 /// made outside a CUDA graph capture must not be freed inside one, nor one made inside
-/// dropped outside it before the replays end), and whether it holds this backward's.
+/// dropped outside it before the replays end), whether it holds this backward's, and
+/// whether each backward logs where its norm came from (`DDP_NORM_LOG=1`, read once).
 pub(crate) struct Squares {
     buf: Tensor,
     used: AtomicUsize,
     missed: AtomicBool,
     norm: Tensor,
     valid: AtomicBool,
+    log: bool,
 }
 
 impl Squares {
@@ -36,6 +38,7 @@ impl Squares {
             missed: AtomicBool::new(false),
             norm: Tensor::zeros(1, DType::F32, device)?,
             valid: AtomicBool::new(false),
+            log: std::env::var("DDP_NORM_LOG").is_ok_and(|v| v == "1"),
         })
     }
 }
@@ -54,13 +57,13 @@ impl Ddp {
             "the norm from the reduce-scatters' adds",
             "from the parts, after the backward",
         );
-        let asked = crate::options::switch("DDP_SUMSQ", what)?;
-        let (late, slots) = match (self.opts.reduce_scatter, self.opts.split) {
-            (true, _) => (asked.unwrap_or(true), self.buckets.len()),
-            (false, true) => (asked.unwrap_or(true), 2 * self.buckets.len()),
-            _ => (false, 0),
+        let on = crate::options::switch("DDP_SUMSQ", what)?.unwrap_or(true);
+        let slots = match (self.opts.reduce_scatter, self.opts.split) {
+            (true, _) => self.buckets.len(),
+            (false, true) => 2 * self.buckets.len(),
+            _ => 0,
         };
-        match late && !self.opts.release_gradients && self.comm.world_size() > 1 {
+        match on && slots > 0 && !self.opts.release_gradients && self.comm.world_size() > 1 {
             true => Ok(Some(Squares::new(slots, &self.device)?)),
             false => Ok(None),
         }
@@ -102,17 +105,15 @@ impl Ddp {
         };
         let used = s.used.load(Ordering::Relaxed);
         let missed = s.missed.load(Ordering::Relaxed);
-        if std::env::var("DDP_NORM_LOG").is_ok_and(|v| v == "1") {
-            let from = match missed || used == 0 {
-                true => "the parts",
-                false => "the slots",
-            };
+        let from_slots = !missed && used > 0;
+        if s.log {
+            let from = if from_slots { "the slots" } else { "the parts" };
             eprintln!(
                 "ddp norm: rank {} takes its norm from {from} ({used} slots taken, missed: {missed})",
                 self.comm.rank()
             );
         }
-        if missed || used == 0 {
+        if !from_slots {
             return Ok(());
         }
         let slots = [Some(s.buf.narrow(0, 0, used)?)];
