@@ -279,12 +279,13 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     // Deferred bf16 reduce-scatters with more (`Deferred`), as DDP's split all-reduce and
     // the norm from the shards: into views of one gather buffer, all-gathered (NCCL at
     // world 2: by the copy engines, chained to the adds), with and without the norm of
-    // this rank's chunks; then a plain one with the norm; then sizes that differ, refused.
+    // this rank's chunks; then a plain one with the norm, and one beside the others (NCCL:
+    // by its kernels on its second stream); then sizes that differ, refused.
     let all = c.gather_buffer(2048 * n, DType::BF16, dev)?;
     let norm = Tensor::zeros(1, DType::F32, dev)?;
-    for i in 0..3 {
+    for i in 0..4 {
         let m = |j: usize| ((j + 3 * i) % 16) as f32;
-        let (gather, squares) = (i < 2, i != 1);
+        let (gather, squares, beside) = (i < 2, i != 1, i == 3);
         let pairs = [(0, 5 * n), (1024 * n, 1000 * n)]
             .iter()
             .map(|&(at, k)| -> Result<(Tensor, Tensor)> {
@@ -301,6 +302,7 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         let with = Deferred {
             gather,
             norm: squares.then(|| norm.clone()),
+            beside,
         };
         c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             .wait()?;
@@ -313,7 +315,8 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
                 .iter()
                 .map(|&v| f64::from(v) * f64::from(v))
                 .sum::<f64>();
-            let what = format!("reduce_scatter_deferred_with (bf16, gather {gather})");
+            let what =
+                format!("reduce_scatter_deferred_with (bf16, gather {gather}, beside {beside})");
             expect(&what, out, if gather { &want } else { mine })?;
         }
         if squares {
@@ -325,7 +328,7 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     let long = Tensor::zeros(2 * n, DType::BF16, dev)?;
     let with = Deferred {
         gather: true,
-        norm: None,
+        ..Deferred::default()
     };
     match c.reduce_scatter_deferred_with(&[(long, short)], ReduceOp::Sum, &with) {
         Err(CommError::InvalidArgument { .. }) => checks += 3,

@@ -21,6 +21,13 @@ pub struct Deferred {
     /// for. Inside a CUDA graph capture only where
     /// [`crate::Communicator::norm_with_sums`] says so.
     pub norm: Option<Tensor>,
+    /// Not queued behind the backend's earlier deferred reduce-scatters: NCCL, where its
+    /// copy engines reduce-scatter (`crate::nccl::ce_reduce`), runs this one by its kernels
+    /// on a second communication stream, so that the last gradients of a backward are
+    /// reduced beside the copy engines' backlog rather than after it (SMs are idle once the
+    /// backward ends). Its norm then comes at the wait. Not with `gather`; elsewhere the
+    /// same as without.
+    pub beside: bool,
 }
 
 /// Each pair's input and where its sums go (this rank's chunk of the buffer with

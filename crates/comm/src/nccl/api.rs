@@ -33,7 +33,7 @@ impl Communicator for NcclComm {
             2,
             &[(input, output)],
             op,
-            (false, false, None),
+            (false, false, None, false),
         )
     }
 
@@ -99,7 +99,7 @@ impl Communicator for NcclComm {
             6,
             &pairs,
             op,
-            (false, false, None),
+            (false, false, None, false),
         )
     }
 
@@ -126,7 +126,7 @@ impl Communicator for NcclComm {
         let refs: Vec<(&Tensor, &Tensor)> = sums.iter().map(|(i, o)| (i, o)).collect();
         // With a gather, the communication stream waits for the sums (chained), and the
         // all-gathers queue behind them.
-        let how = (true, with.gather, with.norm.as_ref());
+        let how = (true, with.gather, with.norm.as_ref(), with.beside);
         let work = self.reduce_scatter_list(name, 6, &refs, op, how)?;
         if !with.gather {
             return Ok(work);

@@ -77,7 +77,7 @@ impl NcclComm {
         }
         let dev = self.device().as_cuda_device()?;
         let func = dev.get_or_load_custom_func("comm_cast_f32_bf16", "comm_cast", PTX)?;
-        self.before()?;
+        self.before(&self.stream)?;
         let casts: Vec<(u64, u64, u64)> = in_place
             .iter()
             .zip(pairs)

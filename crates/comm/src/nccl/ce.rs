@@ -117,7 +117,7 @@ impl NcclComm {
         parts: &[(u64, u64)],
         keep: Vec<Tensor>,
     ) -> Result<Work> {
-        self.before()?;
+        self.before(&self.stream)?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
         let sch = schedule(self.rank, self.world);
@@ -142,7 +142,7 @@ impl NcclComm {
             let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
             log.end(&self.stream, op, bytes as usize, start)?;
         }
-        self.after(op, keep)
+        self.after(op, keep, &self.stream)
     }
 
     /// Queues `sch`'s peers' operations in window `w`, each peer's on its stream forked from

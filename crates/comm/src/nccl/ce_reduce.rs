@@ -189,7 +189,7 @@ impl NcclComm {
             at_launch: false,
             finished: false,
         };
-        self.before()?;
+        self.before(&self.stream)?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
         // Each call's whole input, and where its sum goes (in place: its own chunk).
@@ -241,7 +241,7 @@ impl NcclComm {
             .chain(norm)
             .cloned()
             .collect();
-        work.inner = Some(self.after(op, keep)?);
+        work.inner = Some(self.after(op, keep, &self.stream)?);
         if let Some(adds) = &self.adds {
             // The adds as soon as the parts are in (`COMM_CE_ADDS`), beside what compute
             // does next; the wait then only orders compute after them.

@@ -13,7 +13,7 @@ use super::watchdog::{Pending, Watchdog};
 use super::window::Windows;
 use super::work::NcclWork;
 use crate::error::{CommError, Result};
-use crate::validate::{check_buffer, check_pair, in_place};
+use crate::validate::check_buffer;
 use crate::{store, CommOptions, DistEnv, ReduceOp, Tensor, Work};
 use candle_core::Device;
 use cudarc::driver::{CudaStream, DriverError};
@@ -64,6 +64,9 @@ pub struct NcclComm {
     /// The stream of their adds as the parts arrive (`COMM_CE_ADDS`); `None`: the adds run
     /// on the compute stream at the wait, or there are no copy-engine reduce-scatters.
     pub(super) adds: Option<Arc<CudaStream>>,
+    /// Where the copy-engine reduce-scatters are on: a second communication stream, for
+    /// the deferred reduce-scatters that go beside their queue ([`crate::Deferred::beside`]).
+    pub(super) beside: Option<Arc<CudaStream>>,
 }
 
 impl NcclComm {
@@ -98,6 +101,10 @@ impl NcclComm {
             true => Some(ctx.new_stream().map_err(drv("cuStreamCreate"))?),
             false => None,
         };
+        let beside = match windows.ce_reduce {
+            true => Some(super::device::comm_stream(&ctx)?),
+            false => None,
+        };
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -114,6 +121,7 @@ impl NcclComm {
             ce_streams,
             reduces: Default::default(),
             adds,
+            beside,
         })
     }
 
@@ -139,12 +147,12 @@ impl NcclComm {
     }
 
     /// Queue point: the communication stream waits for the compute stream.
-    pub(super) fn before(&self) -> Result<()> {
+    pub(super) fn before(&self, stream: &CudaStream) -> Result<()> {
         let ev = self
             .compute
             .record_event(None)
             .map_err(drv("cuEventRecord"))?;
-        self.stream.wait(&ev).map_err(drv(
+        stream.wait(&ev).map_err(drv(
             "cuStreamWaitEvent (communication stream after compute)",
         ))
     }
@@ -163,14 +171,25 @@ impl NcclComm {
         self.launch_all(op, &[(call, dst, src)])
     }
 
-    /// [`Self::launch`] for several calls: more than one go out as one NCCL group (one
-    /// launch, one completion event recorded after `ncclGroupEnd`; cudarc's per-buffer
-    /// events inside the group come before the launch, so only this event orders later
-    /// work).
+    /// [`Self::launch_on`] the communication stream.
     pub(super) fn launch_all(
         &self,
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
+    ) -> Result<Work> {
+        self.launch_on(op, calls, &self.stream)
+    }
+
+    /// [`Self::launch`] for several calls, on `stream` (the communication stream, or the
+    /// one beside it: [`crate::Deferred::beside`]): more than one go out as one NCCL group
+    /// (one launch, one completion event recorded after `ncclGroupEnd`; cudarc's per-buffer
+    /// events inside the group come before the launch, so only this event orders later
+    /// work).
+    pub(super) fn launch_on(
+        &self,
+        op: &'static str,
+        calls: &[(Call, &Tensor, Option<&Tensor>)],
+        stream: &CudaStream,
     ) -> Result<Work> {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
@@ -179,9 +198,9 @@ impl NcclComm {
             let keep = calls.iter().map(|c| c.1.clone()).collect();
             return self.launch_ce(op, span, &parts, keep);
         }
-        self.before()?;
+        self.before(stream)?;
         let timing = self.log().is_some();
-        let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
+        let start = timing.then(|| EventLog::begin(stream)).transpose()?;
         self.watchdog
             .in_call(Some((op, self.seq.load(Ordering::Relaxed))));
         let grouped = calls.len() > 1;
@@ -195,7 +214,7 @@ impl NcclComm {
             }
             let l = Launch {
                 raw: &self.raw,
-                stream: &self.stream,
+                stream,
                 call,
             };
             r = match src {
@@ -217,14 +236,14 @@ impl NcclComm {
                 .iter()
                 .map(|(_, d, s)| bytes(d).max(s.map(bytes).unwrap_or(0)))
                 .sum();
-            log.end(&self.stream, op, b, start)?;
+            log.end(stream, op, b, start)?;
         }
         let keep = calls
             .iter()
             .flat_map(|&(_, d, s)| std::iter::once(d).chain(s))
             .cloned()
             .collect();
-        self.after(op, keep)
+        self.after(op, keep, stream)
     }
 
     /// Whether every call leaves its buffers as they are: on one rank an all-reduce, a
@@ -268,100 +287,18 @@ impl NcclComm {
         self.launch_all(name, &calls)
     }
 
-    /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
-    /// [`Self::all_reduce_list`] checks; where `deferred` (the caller waits after its
-    /// backward), the in-place bf16 ones on the copy engines if they are on
-    /// (`super::ce_reduce`). `chain`: the communication stream waits for their adds;
-    /// `norm`: the L2 norm of the outputs, taken by the adds where
-    /// [`Self::norm_in_adds`], else at the wait (`crate::Deferred::norm`).
-    pub(super) fn reduce_scatter_list(
-        &self,
-        name: &'static str,
-        code: i64,
-        pairs: &[(&Tensor, &Tensor)],
-        op: ReduceOp,
-        (deferred, chain, norm): (bool, bool, Option<&Tensor>),
-    ) -> Result<Work> {
-        for &(input, output) in pairs {
-            check_pair(name, self.rank, self.world, output, input)?;
-            self.check_cuda(name, input)?;
-            self.check_cuda(name, output)?;
-        }
-        for &(input, _) in pairs {
-            self.agree(name, code, input.elem_count(), input.dtype(), 0)?;
-        }
-        let calls = self.scatter_calls(name, pairs, op)?;
-        let ce = deferred && self.windows.ce_reduce;
-        let fused = norm.filter(|_| deferred && self.norm_in_adds(&calls));
-        let work = if ce && calls.iter().any(super::ce_reduce::reducible) {
-            // The others by NCCL first (their waits come first), then these.
-            let (ce, rest): (Vec<_>, Vec<_>) =
-                calls.iter().copied().partition(super::ce_reduce::reducible);
-            let rest = self.launch_all(name, &rest)?;
-            let ce = self.launch_ce_reduce(name, &ce, (chain, fused))?;
-            Work::all(vec![rest, ce])
-        } else {
-            self.launch_all(name, &calls)?
-        };
-        match norm {
-            Some(t) if fused.is_none() => {
-                let pairs: Vec<(Tensor, Tensor)> =
-                    pairs.iter().map(|&(i, o)| (i.clone(), o.clone())).collect();
-                crate::deferred::norm_at_wait(work, &pairs, t)
-            }
-            _ => Ok(work),
-        }
-    }
-
-    /// Each reduce-scatter pair's call: in place where the output is this rank's chunk of
-    /// the input (then the call writes the input, where that chunk lies).
-    pub(super) fn scatter_calls<'a>(
-        &self,
-        name: &'static str,
-        pairs: &[(&'a Tensor, &'a Tensor)],
-        op: ReduceOp,
-    ) -> Result<Vec<(Call, &'a Tensor, Option<&'a Tensor>)>> {
-        let op = self.op(op);
-        let mut calls = Vec::with_capacity(pairs.len());
-        for &(i, o) in pairs {
-            calls.push(match in_place(name, self.rank, o, i)? {
-                true => {
-                    let (small, at) = (o.elem_count(), self.rank * o.elem_count());
-                    (Call::ReduceScatterInPlace { op, small, at }, i, None)
-                }
-                false => (Call::ReduceScatter(op), o, Some(i)),
-            });
-        }
-        Ok(calls)
-    }
-
-    /// Whether the copy-engine adds of a deferred launch of `calls` take its norm: they
-    /// add every one of them.
-    pub(super) fn norm_in_adds(&self, calls: &[(Call, &Tensor, Option<&Tensor>)]) -> bool {
-        self.windows.ce_reduce && !calls.is_empty() && calls.iter().all(super::ce_reduce::reducible)
-    }
-
-    /// The reduction NCCL is asked for. On one rank an average is the value itself: NCCL
-    /// runs its float `Avg` there as a multiply by 1 over the whole buffer, `Sum` in place as
-    /// nothing at all (the same bits).
-    fn op(&self, op: ReduceOp) -> ReduceOp {
-        match op {
-            ReduceOp::Avg if self.world == 1 => ReduceOp::Sum,
-            op => op,
-        }
-    }
-
     /// Records completion, registers it with the watchdog, returns the handle. Inside a
     /// CUDA graph capture the event is a graph node, recorded at each replay, not now: the
     /// watchdog watches the replay instead ([`Communicator::watch_queued`]).
-    pub(super) fn after(&self, op: &'static str, keep: Vec<Tensor>) -> Result<Work> {
+    pub(super) fn after(
+        &self,
+        op: &'static str,
+        keep: Vec<Tensor>,
+        stream: &CudaStream,
+    ) -> Result<Work> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let event = Arc::new(
-            self.stream
-                .record_event(None)
-                .map_err(drv("cuEventRecord"))?,
-        );
-        if !capturing(&self.stream) {
+        let event = Arc::new(stream.record_event(None).map_err(drv("cuEventRecord"))?);
+        if !capturing(stream) {
             self.watchdog.push(Pending {
                 seq,
                 op,

@@ -42,6 +42,8 @@ mod policy;
 #[cfg(feature = "cuda")]
 pub mod raw;
 #[cfg(feature = "cuda")]
+mod scatter;
+#[cfg(feature = "cuda")]
 mod shapes;
 #[cfg(feature = "cuda")]
 mod watchdog;
