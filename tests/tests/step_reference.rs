@@ -264,3 +264,35 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     let got = with_step(2, 2, split);
     assert_close("ddp split, 2 ranks, 2 micro-batches", &got, &want);
 }
+
+#[test]
+fn the_last_stages_reduced_beside_the_others_equal_the_reference_step() {
+    // ddp::tail: the reduce-scatters launched at the model's first 2 stages (the backward's
+    // last) go beside the others (NCCL: by its kernels on a second stream); the norm takes
+    // their parts and the other launches' slots together. Split DDP on 4 ranks, ZeRO-1 on
+    // 2, with 2 micro-batches.
+    let want = reference(2);
+    let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            split: true,
+            tail_stages: Some(2),
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        Box::new(Ddp::new(c, m, o).unwrap())
+    };
+    let got = with_step(4, 2, split);
+    assert_close("ddp split, 4 ranks, tail beside", &got, &want);
+    let zero1 = |m: &dyn StagedModel,
+                 c: std::sync::Arc<dyn comm::Communicator>|
+     -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            tail_stages: Some(2),
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
+        z.set_gather_ahead(true);
+        Box::new(z)
+    };
+    let got = with_step(2, 2, zero1);
+    assert_close("zero1, 2 ranks, tail beside", &got, &want);
+}

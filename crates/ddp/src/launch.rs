@@ -61,6 +61,8 @@ pub(crate) struct InFlight {
     pub(crate) buckets: Vec<Prepared>,
     pub(crate) work: Work,
     pub(crate) stage: Option<usize>,
+    /// Launched beside the others (`ddp::tail`): its norm is taken from its parts.
+    pub(crate) beside: bool,
 }
 
 impl InFlight {
@@ -160,6 +162,10 @@ pub(crate) fn launch_all(
 /// collective for one bucket, a coalesced one for several.
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
+    // Not where a launch's gathers go with it (split DDP's early gathers).
+    let beside = ddp.scatters()
+        && !(ddp.opts.release_gradients || ddp.split_setup.early)
+        && ddp.beside(stage);
     let work = if ddp.scatters() {
         let (mut pairs, mut whole) = (Vec::new(), Vec::new());
         let early = ddp.split_setup.early;
@@ -183,6 +189,7 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 let with = comm::Deferred {
                     gather: true,
                     norm: ddp.norm_slot(&whole)?,
+                    beside: false,
                 };
                 Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
             }
@@ -194,7 +201,11 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
             _ if !ddp.opts.release_gradients => {
                 let with = comm::Deferred {
                     gather: false,
-                    norm: ddp.norm_slot(&pairs)?,
+                    norm: match beside {
+                        true => None,
+                        false => ddp.norm_slot(&pairs)?,
+                    },
+                    beside,
                 };
                 c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             }
@@ -213,6 +224,7 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
         buckets,
         work,
         stage,
+        beside,
     })
 }
 

@@ -47,6 +47,11 @@ pub struct DdpOptions {
     /// beside the replicated AdamW instead of the backward's GEMMs.
     /// The same gradients, every rank holding every one; not with `reduce_scatter`.
     pub split: bool,
+    /// Deferred reduce-scatters (ZeRO-1, split) launched at the model's first this many
+    /// stages, the backward's last, go beside the others (`comm::Deferred::beside`; NCCL:
+    /// its kernels on a second stream, not behind the copy engines: `ddp::tail`). `None`:
+    /// `DDP_TAIL_STAGES`, else 0 (measured, not a default: docs/results/gpus-s37.md).
+    pub tail_stages: Option<usize>,
 }
 
 impl From<Strategy> for DdpOptions {
@@ -67,6 +72,7 @@ impl DdpOptions {
             find_unused_parameters: false,
             sum_micro_batches: false,
             split: false,
+            tail_stages: None,
         }
     }
 
@@ -95,7 +101,8 @@ impl DdpOptions {
     /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
         let (sum, unused) = (self.sum_micro_batches, self.find_unused_parameters);
-        f64::from(u8::from(sum) + 2 * u8::from(unused) + 4 * u8::from(self.split))
+        let tail = 8 * self.tail_stages.unwrap_or(0) as u64;
+        (u64::from(sum) + 2 * u64::from(unused) + 4 * u64::from(self.split) + tail) as f64
     }
 }
 

@@ -107,6 +107,7 @@ impl Ddp {
         // Checked here, reported after every rank has compared notes: a rank with bad
         // options fails with its own reason, the others name it (instead of waiting for
         // it in the comparison until the timeout).
+        let opts = crate::tail::resolved(opts)?;
         let local = opts.check(&device).and_then(|()| ready_stages(model));
         let ready = consistency::check_same_everywhere(
             comm.as_ref(),

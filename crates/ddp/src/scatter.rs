@@ -20,11 +20,12 @@ impl Ddp {
         }
         let mut out: Vec<Option<BucketShard>> = (0..self.buckets.len()).map(|_| None).collect();
         let scale = self.scale.take();
-        let mut shards = std::mem::take(&mut self.early);
+        let (mut shards, mut beside) = (std::mem::take(&mut self.early), Vec::new());
         for f in std::mem::take(&mut self.in_flight) {
+            beside.extend(self.beside_parts(&f)?);
             shards.extend(self.shards_of(f, scale, false)?);
         }
-        self.squares_finish(scale)?;
+        self.squares_finish(scale, beside)?;
         for (b, s) in shards {
             out[b] = Some(s);
         }

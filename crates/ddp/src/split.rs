@@ -140,8 +140,9 @@ impl Ddp {
             ));
         }
         let scale = self.scale.take();
-        let mut launches = Vec::with_capacity(self.in_flight.len());
+        let (mut launches, mut beside) = (Vec::with_capacity(self.in_flight.len()), Vec::new());
         for f in std::mem::take(&mut self.in_flight) {
+            beside.extend(self.beside_parts(&f)?);
             f.work.wait()?;
             let mut buckets = f.buckets;
             for p in &mut buckets {
@@ -149,7 +150,7 @@ impl Ddp {
             }
             launches.push(buckets);
         }
-        self.squares_finish(scale)?;
+        self.squares_finish(scale, beside)?;
         Ok(Scattered { launches, scale })
     }
 

@@ -97,27 +97,33 @@ impl Ddp {
     }
 
     /// After the compute stream has waited for every launch: the norm of this backward's
-    /// slots (seam's kernels, which a CUDA graph captures), times `scale` (the micro-batch
-    /// averaging factor not yet applied), for [`Ddp::parts_norm`].
-    pub(crate) fn squares_finish(&self, scale: Option<f64>) -> Result<()> {
+    /// slots and of the parts of the launches that took none, having gone beside the
+    /// others (`beside`, `ddp::tail`), in one kernel (seam's, which a CUDA graph captures),
+    /// times `scale` (the micro-batch averaging factor not yet applied), for
+    /// [`Ddp::parts_norm`].
+    pub(crate) fn squares_finish(&self, scale: Option<f64>, beside: Vec<Tensor>) -> Result<()> {
         let Some(s) = &self.squares else {
             return Ok(());
         };
         let used = s.used.load(Ordering::Relaxed);
         let missed = s.missed.load(Ordering::Relaxed);
-        let from_slots = !missed && used > 0;
+        let from_slots = !missed && used + beside.len() > 0;
         if s.log {
             let from = if from_slots { "the slots" } else { "the parts" };
             eprintln!(
-                "ddp norm: rank {} takes its norm from {from} ({used} slots taken, missed: {missed})",
-                self.comm.rank()
+                "ddp norm: rank {} takes its norm from {from} ({used} slots taken, {} parts beside, missed: {missed})",
+                self.comm.rank(),
+                beside.len()
             );
         }
         if !from_slots {
             return Ok(());
         }
-        let slots = [Some(s.buf.narrow(0, 0, used)?)];
-        let t = seam::clip::norm_and_coef(&slots, 0.0)?.narrow(0, 0, 1)?;
+        let slots = (used > 0).then(|| s.buf.narrow(0, 0, used)).transpose()?;
+        let all: Vec<Option<Tensor>> = std::iter::once(slots)
+            .chain(beside.into_iter().map(Some))
+            .collect();
+        let t = seam::clip::norm_and_coef(&all, 0.0)?.narrow(0, 0, 1)?;
         let t = match scale {
             Some(k) => t.affine(k, 0.0)?,
             None => t,

@@ -1,0 +1,73 @@
+//! The backward's last gradients beside the copy engines' queue (opt-in: `DDP_TAIL_STAGES=K`
+//! or [`DdpOptions::tail_stages`]): the deferred reduce-scatters launched at the model's
+//! first K stages (the backward's last; and any launched after it) go out with
+//! `comm::Deferred::beside`. On NCCL, where the copy engines reduce-scatter (worlds 2 and 4
+//! on one node), those run by NCCL's kernels on a second communication stream instead of
+//! queueing behind the copy engines. Such a launch takes no norm slot (`ddp::squares`): its
+//! parts join the slots in the one norm kernel after the backward.
+//!
+//! Built for a backlog that CUPTI's timelines showed: 3.3-3.9 ms of copies after split DDP's
+//! backward at world 4 (gpus-s33.md, gpus-s35.md). Measured untraced it does not pay
+//! (xl bf16, 4 H200s, calls 201-202, docs/results/gpus-s37.md): split DDP with K = 4, 7, 10
+//! took 46.21, 46.19, 46.60 ms against 45.93 and 45.88; ZeRO-1 with its last bucket beside
+//! 37.35-37.80 against 37.73-37.99 at 8 rows, but 109.06 against 108.19 at 32. The
+//! backlog was mostly the tracer's: recording each copy made the traced step 48.6 ms; with
+//! kernel records only (`CUPTI_TRACE_KERNELS_ONLY=1`, call 204) it is 46.1, and 0.4-1.6 ms
+//! of copies are left after the backward. So it is not the default.
+
+use crate::error::{DdpError, Result};
+use crate::launch::InFlight;
+use crate::reducer::Ddp;
+use crate::DdpOptions;
+use candle_core::Tensor;
+
+/// `opts` with [`DdpOptions::tail_stages`] set: as given, else `DDP_TAIL_STAGES` (a count
+/// of stages), else 0. Every rank's must agree (`DdpOptions::gradient_options_code`).
+pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
+    if opts.tail_stages.is_none() {
+        let env = parse(std::env::var("DDP_TAIL_STAGES").ok().as_deref())?;
+        opts.tail_stages = Some(env.unwrap_or(0));
+    }
+    Ok(opts)
+}
+
+impl Ddp {
+    /// Whether a deferred launch at backward stage `stage` (`None`: after the backward)
+    /// goes beside the others.
+    pub(crate) fn beside(&self, stage: Option<usize>) -> bool {
+        let k = self.opts.tail_stages.unwrap_or(0);
+        k > 0 && stage.is_none_or(|s| s < k)
+    }
+
+    /// This rank's reduced parts of a launch that went beside the others, for the norm.
+    pub(crate) fn beside_parts(&self, f: &InFlight) -> Result<Vec<Tensor>> {
+        match f.beside {
+            true => (f.buckets.iter().flat_map(|p| p.bufs()))
+                .map(|t| self.chunk_of(t))
+                .collect(),
+            false => Ok(Vec::new()),
+        }
+    }
+}
+
+fn parse(v: Option<&str>) -> Result<Option<usize>> {
+    match v {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| {
+            DdpError::Input(format!(
+                "DDP_TAIL_STAGES={v}: expected a count of stages (0 or more) whose reduce-scatters go beside the copy engines' queue"
+            ))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tail_stages_is_a_count_and_anything_else_names_the_variable() {
+        assert_eq!(super::parse(None).unwrap(), None);
+        assert_eq!(super::parse(Some("7")).unwrap(), Some(7));
+        let e = super::parse(Some("-1")).unwrap_err().to_string();
+        assert!(e.contains("DDP_TAIL_STAGES=-1"), "{e}");
+    }
+}
