@@ -33,9 +33,14 @@ pub(super) struct Runs {
 // SAFETY: plain data, laid out as the kernel's struct.
 unsafe impl DeviceRepr for Runs {}
 
+/// The most blocks a run takes (`super::policy::adds_blocks`), set once per process by the
+/// first communicator with copy-engine reduce-scatters.
+pub(super) static MOST_BLOCKS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
 /// Blocks of one launch of the adds whose largest run has `most` elements.
 pub(super) fn grid(most: u64) -> u32 {
-    most.div_ceil(8 * 256).clamp(1, 132 * 4) as u32
+    let cap = u64::from(*MOST_BLOCKS.get().unwrap_or(&(132 * 4)));
+    most.div_ceil(8 * 256).clamp(1, cap) as u32
 }
 
 /// The adds' kernel launches of buffers of `chunks` elements (in order, `RUNS` a launch):

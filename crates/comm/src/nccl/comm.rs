@@ -95,6 +95,8 @@ impl NcclComm {
         let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
         let at_arrival =
             super::policy::adds_at_arrival(std::env::var("COMM_CE_ADDS").ok().as_deref())?;
+        let blocks = std::env::var("COMM_CE_ADDS_BLOCKS").ok();
+        let _ = super::ce_adds::MOST_BLOCKS.set(super::policy::adds_blocks(blocks.as_deref())?);
         let adds = match windows.ce_reduce && at_arrival {
             // The default priority, under the compute stream's kernels' as the backward
             // queues them.

@@ -178,6 +178,24 @@ pub(crate) fn adds_at_arrival(env: Option<&str>) -> Result<bool> {
     }
 }
 
+/// The most blocks a run of the copy-engine adds takes (each 256 threads, a grid-stride
+/// loop), as `COMM_CE_ADDS_BLOCKS` (`env`) says: unset, 528 (4 an SM of an H100 or H200);
+/// a number from 1 to 528 caps it, to measure what the adds take from the backward beside
+/// them. Any other value is an error naming the variable.
+pub(crate) fn adds_blocks(env: Option<&str>) -> Result<u32> {
+    const MOST: u32 = 132 * 4;
+    match env {
+        None | Some("") => Ok(MOST),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if (1..=MOST).contains(&n) => Ok(n),
+            _ => Err(CommError::Env {
+                name: "COMM_CE_ADDS_BLOCKS".into(),
+                msg: format!("{v:?}: the most blocks a run of the adds takes, 1 to {MOST}"),
+            }),
+        },
+    }
+}
+
 /// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
@@ -241,6 +259,19 @@ mod tests {
         assert_eq!(nccl_cta_policy(None, true, Some(22703), (Some(2), 2)), None);
         assert_eq!(nccl_cta_policy(None, true, v, (Some(1), 2)), None);
         assert_eq!(nccl_cta_policy(None, true, v, (Some(4), 4)), None);
+    }
+
+    #[test]
+    fn the_adds_take_at_most_528_blocks_a_run_unless_capped() {
+        assert_eq!(adds_blocks(None).unwrap(), 528);
+        assert_eq!(adds_blocks(Some("132")).unwrap(), 132);
+        for bad in ["0", "529", "many"] {
+            let e = adds_blocks(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("COMM_CE_ADDS_BLOCKS") && e.contains("1 to 528"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
