@@ -43,8 +43,13 @@ fn different_strategies_fail_on_every_rank() {
 #[test]
 fn ranks_whose_gradient_options_differ_fail_on_every_rank() {
     // One rank summing and the other averaging would train on a silently wrong gradient;
-    // one reduce-scattering (a split all-reduce) while the other all-reduces would hang.
-    let options: [fn(&mut DdpOptions); 2] = [|o| o.sum_micro_batches = true, |o| o.split = true];
+    // one reduce-scattering (a split all-reduce) while the other all-reduces would hang, as
+    // would one reduce-scattering its last stages beside the copy engines (ddp::tail).
+    let options: [fn(&mut DdpOptions); 3] = [
+        |o| o.sum_micro_batches = true,
+        |o| o.split = true,
+        |o| o.tail_stages = Some(2),
+    ];
     for set in options {
         let errs = on_ranks(2, move |rank, comm| {
             let m = build(Kind::Toy, 0);

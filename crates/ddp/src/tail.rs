@@ -12,7 +12,7 @@
 //! took 46.21, 46.19, 46.60 ms against 45.93 and 45.88; ZeRO-1 with its last bucket beside
 //! 37.35-37.80 against 37.73-37.99 at 8 rows, but 109.06 against 108.19 at 32. The
 //! backlog was mostly the tracer's: recording each copy made the traced step 48.6 ms; with
-//! kernel records only (`CUPTI_TRACE_KERNELS_ONLY=1`, call 204) it is 46.1, and 0.4-1.6 ms
+//! kernel records only (`CUPTI_TRACE_KERNELS_ONLY=1`, call 204) it is 46.1, and 0.3-1.8 ms
 //! of copies are left after the backward. So it is not the default.
 
 use crate::error::{DdpError, Result};
