@@ -162,10 +162,7 @@ pub(crate) fn launch_all(
 /// collective for one bucket, a coalesced one for several.
 fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InFlight> {
     let c = ddp.comm.as_ref();
-    // Not where a launch's gathers go with it (split DDP's early gathers).
-    let beside = ddp.scatters()
-        && !(ddp.opts.release_gradients || ddp.split_setup.early)
-        && ddp.beside(stage);
+    let beside = ddp.beside(stage);
     let work = if ddp.scatters() {
         let (mut pairs, mut whole) = (Vec::new(), Vec::new());
         let early = ddp.split_setup.early;

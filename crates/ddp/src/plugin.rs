@@ -111,10 +111,7 @@ fn split_update(d: &mut Ddp, u: Update<'_>) -> Result<Option<Tensor>> {
     let nc = match (u.clip, u.staged) {
         (None, _) => None,
         (Some(clip), Some(staged)) => Some(staged.finish(clip)?),
-        (Some(clip), None) => Some(match d.parts_norm() {
-            Some(n) => crate::split::norm_and_coef_from_local(d.comm(), &n, clip)?,
-            None => crate::split::norm_and_coef(d.comm(), &s.parts(d)?, clip)?,
-        }),
+        (Some(clip), None) => Some(d.parts_norm_and_coef(|| s.parts(d), clip)?),
     };
     // Launched after the norm's all-reduce, which would otherwise queue behind them.
     let gathered = s.gather(d)?;

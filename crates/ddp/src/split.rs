@@ -154,6 +154,20 @@ impl Ddp {
         Ok(Scattered { launches, scale })
     }
 
+    /// `[norm, coef]` of the last backward's averaged parts over every rank
+    /// ([`norm_and_coef`]): from this rank's norm where its launches took it
+    /// ([`Ddp::parts_norm`]: one scalar all-reduced), else from `parts()`, read.
+    pub fn parts_norm_and_coef(
+        &self,
+        parts: impl FnOnce() -> Result<Vec<Option<Tensor>>>,
+        clip: f64,
+    ) -> Result<Tensor> {
+        match self.parts_norm() {
+            Some(n) => norm_and_coef_from_local(self.comm(), &n, clip),
+            None => norm_and_coef(self.comm(), &parts()?, clip),
+        }
+    }
+
     /// Split mode's [`Ddp::finish_gradient_synchronization`]: every bucket gathered, the
     /// compute stream waiting for all.
     pub(crate) fn finish_split_all(&mut self) -> Result<Grads> {

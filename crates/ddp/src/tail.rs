@@ -32,11 +32,14 @@ pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
 }
 
 impl Ddp {
-    /// Whether a deferred launch at backward stage `stage` (`None`: after the backward)
-    /// goes beside the others.
+    /// Whether a launch at backward stage `stage` (`None`: after the backward) goes beside
+    /// the others: a deferred reduce-scatter (ZeRO-1's, split DDP's; not ZeRO-2's, collected
+    /// during the backward, nor where a launch's gathers go with it: split DDP's early
+    /// gathers) at one of the first `tail_stages`.
     pub(crate) fn beside(&self, stage: Option<usize>) -> bool {
         let k = self.opts.tail_stages.unwrap_or(0);
-        k > 0 && stage.is_none_or(|s| s < k)
+        let deferred = self.scatters() && !(self.opts.release_gradients || self.split_setup.early);
+        deferred && k > 0 && stage.is_none_or(|s| s < k)
     }
 
     /// This rank's reduced parts of a launch that went beside the others, for the norm.

@@ -142,13 +142,6 @@ fn global_norm_and_coef(
     shards: &[::ddp::BucketShard],
     clip: f64,
 ) -> Result<Tensor> {
-    if let Some(n) = z.ddp().parts_norm() {
-        return Ok(::ddp::split::norm_and_coef_from_local(
-            z.ddp().comm(),
-            &n,
-            clip,
-        )?);
-    }
-    let grads = Zero1Overlap::shard_grads(shards);
-    Ok(::ddp::split::norm_and_coef(z.ddp().comm(), &grads, clip)?)
+    let grads = || Ok(Zero1Overlap::shard_grads(shards));
+    Ok(z.ddp().parts_norm_and_coef(grads, clip)?)
 }
