@@ -245,6 +245,31 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     }
     checks += 2;
 
+    // As a ZeRO-1 bucket gathers: in place into the gather buffer (its bf16 copies) and into
+    // a plain f32 tensor (its small parameters) in one call. With the copy engines on, they
+    // take the first and NCCL the other.
+    let plain = Tensor::zeros(2 * n, DType::F32, dev)?;
+    let mine_plain = plain.narrow(0, 2 * c.rank(), 2)?;
+    mine_plain.slice_set(&Tensor::new(&[r, -r][..], dev)?, 0, 0)?;
+    let mine_buf = views[0].narrow(0, 3 * c.rank(), 3)?;
+    let three = Tensor::new(&[r + 5.0, r + 6.0, r + 7.0][..], dev)?;
+    mine_buf.slice_set(&three.to_dtype(DType::BF16)?, 0, 0)?;
+    let pairs = [(mine_buf, views[0].clone()), (mine_plain, plain.clone())];
+    c.all_gather_coalesced_async(&pairs)?.wait()?;
+    let want: Vec<f32> = ranks().flat_map(|k| [k + 5.0, k + 6.0, k + 7.0]).collect();
+    expect(
+        "all_gather_coalesced in place (buffer, with a plain)",
+        &views[0],
+        &want,
+    )?;
+    let want: Vec<f32> = ranks().flat_map(|k| [k, -k]).collect();
+    expect(
+        "all_gather_coalesced in place (plain, with a buffer)",
+        &plain,
+        &want,
+    )?;
+    checks += 2;
+
     // In-place bf16 reduce-scatters as one deferred launch, as ZeRO-1's gradients (NCCL:
     // by the copy engines where COMM_CE_REDUCE says so: each shape's window and flags reused), in
     // chunks of 3, 5 and 1024 elements a rank; between two of them one of other shapes.

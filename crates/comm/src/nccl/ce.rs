@@ -78,35 +78,41 @@ fn wait_one(s: CUstream, at: u64) -> Result<()> {
 pub(super) type Parts = Vec<(u64, u64)>;
 
 impl NcclComm {
-    /// The window and the (address, part bytes) of each buffer, where every call is an
-    /// in-place all-gather into one window with copy-engine flags; `None`: NCCL's.
+    /// The calls the copy engines take: the in-place all-gathers into the first window with
+    /// copy-engine flags among `calls` (its span, each buffer's address and part bytes), and
+    /// the indices of the others, which NCCL takes. (A ZeRO-1 bucket gathers its bf16 copies
+    /// in a window and its small f32 parameters outside any, in one launch; until session 38
+    /// one such call sent the whole launch to NCCL.) `None`: NCCL takes all.
     pub(super) fn ce_plan(
         &self,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
-    ) -> Result<Option<(Span, Parts)>> {
+    ) -> Result<Option<(Span, Parts, Vec<usize>)>> {
         if !self.windows.ce || self.world < 2 {
             return Ok(None);
         }
         let mut span: Option<Span> = None;
-        let mut parts = Vec::with_capacity(calls.len());
-        for &(call, dst, _) in calls {
+        let (mut parts, mut rest) = (Vec::with_capacity(calls.len()), Vec::new());
+        for (i, &(call, dst, _)) in calls.iter().enumerate() {
             let Call::AllGatherInPlace { small, .. } = call else {
-                return Ok(None);
+                rest.push(i);
+                continue;
             };
             let esz = dst.dtype().size_in_bytes() as u64;
             let at = address(dst, esz, &self.stream)?;
             let part = small as u64 * esz;
-            let Some(s) = self.windows.span_of(at) else {
-                return Ok(None);
-            };
-            let inside = at + part * self.world as u64 <= s.base + s.bytes;
-            if !inside || span.is_some_and(|o| o.base != s.base) {
-                return Ok(None);
+            let ours = self.windows.span_of(at).filter(|s| {
+                at + part * self.world as u64 <= s.base + s.bytes
+                    && span.is_none_or(|o| o.base == s.base)
+            });
+            match ours {
+                Some(s) => {
+                    span = Some(s);
+                    parts.push((at, part));
+                }
+                None => rest.push(i),
             }
-            span = Some(s);
-            parts.push((at, part));
         }
-        Ok(span.map(|s| (s, parts)))
+        Ok(span.map(|s| (s, parts, rest)))
     }
 
     /// Queues the copy-engine gather of `parts` in window `w` (see the module's doc).

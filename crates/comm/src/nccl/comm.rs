@@ -196,10 +196,28 @@ impl NcclComm {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
         }
-        if let Some((span, parts)) = self.ce_plan(calls)? {
-            let keep = calls.iter().map(|c| c.1.clone()).collect();
-            return self.launch_ce(op, span, &parts, keep);
+        if let Some((span, parts, rest)) = self.ce_plan(calls)? {
+            let keep = (0..calls.len())
+                .filter(|i| !rest.contains(i))
+                .map(|i| calls[i].1.clone())
+                .collect();
+            let ce = self.launch_ce(op, span, &parts, keep)?;
+            if rest.is_empty() {
+                return Ok(ce);
+            }
+            let rest: Vec<_> = rest.into_iter().map(|i| calls[i]).collect();
+            return Ok(Work::all(vec![ce, self.launch_nccl(op, &rest, stream)?]));
         }
+        self.launch_nccl(op, calls, stream)
+    }
+
+    /// [`Self::launch_on`]'s calls that NCCL takes.
+    fn launch_nccl(
+        &self,
+        op: &'static str,
+        calls: &[(Call, &Tensor, Option<&Tensor>)],
+        stream: &CudaStream,
+    ) -> Result<Work> {
         self.before(stream)?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(stream)).transpose()?;
