@@ -6,6 +6,8 @@
 use crate::{CommError, Communicator, Deferred, ReduceOp, Result};
 use candle_core::{DType, Device, Tensor};
 
+mod buffers;
+
 fn fail(what: &str, got: impl std::fmt::Debug, want: impl std::fmt::Debug) -> CommError {
     CommError::Mismatch {
         op: "conformance",
@@ -210,65 +212,7 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
         .synchronize()?;
     checks += 6;
 
-    // The same gathers into views of one gather buffer (NCCL 2.28.7 or later: a window),
-    // chunks of 3, 1 and 5 elements a rank, cast and plain, as FSDP and ZeRO-1 do.
-    let buf = c.gather_buffer(9 * n, DType::BF16, dev)?;
-    let views = [
-        buf.narrow(0, 0, 3 * n)?,
-        buf.narrow(0, 3 * n, n)?,
-        buf.narrow(0, 4 * n, 5 * n)?,
-    ];
-    let five: Vec<f32> = (0..5).map(|j| r + j as f32).collect();
-    let parts = [parts[0].clone(), parts[1].clone(), Tensor::new(five, dev)?];
-    let pairs: Vec<_> = parts.iter().cloned().zip(views.iter().cloned()).collect();
-    c.all_gather_cast_coalesced_async(&pairs)?.wait()?;
-    let want: Vec<f32> = ranks()
-        .flat_map(|k| [k + 0.25, 2.0 * k, -k])
-        .chain(ranks().map(third))
-        .chain(ranks().flat_map(|k| (0..5).map(move |j| k + j as f32)))
-        .collect();
-    expect("all_gather_cast_coalesced (gather buffer)", &buf, &want)?;
-    // Again and again into one buffer: each gather's flags (copy engines) or NCCL's state
-    // left ready for the next.
-    for i in 0..4 {
-        let mine = views[1].narrow(0, c.rank(), 1)?;
-        let v = 7.0 * r + i as f32;
-        mine.slice_set(&Tensor::new(&[v], dev)?.to_dtype(DType::BF16)?, 0, 0)?;
-        c.all_gather_coalesced_async(&[(mine, views[1].clone())])?
-            .wait()?;
-        let want: Vec<f32> = ranks().map(|k| 7.0 * k + i as f32).collect();
-        expect(
-            "all_gather in place (gather buffer, repeated)",
-            &views[1],
-            &want,
-        )?;
-    }
-    checks += 2;
-
-    // As a ZeRO-1 bucket gathers: in place into the gather buffer (its bf16 copies) and into
-    // a plain f32 tensor (its small parameters) in one call. With the copy engines on, they
-    // take the first and NCCL the other.
-    let plain = Tensor::zeros(2 * n, DType::F32, dev)?;
-    let mine_plain = plain.narrow(0, 2 * c.rank(), 2)?;
-    mine_plain.slice_set(&Tensor::new(&[r, -r][..], dev)?, 0, 0)?;
-    let mine_buf = views[0].narrow(0, 3 * c.rank(), 3)?;
-    let three = Tensor::new(&[r + 5.0, r + 6.0, r + 7.0][..], dev)?;
-    mine_buf.slice_set(&three.to_dtype(DType::BF16)?, 0, 0)?;
-    let pairs = [(mine_buf, views[0].clone()), (mine_plain, plain.clone())];
-    c.all_gather_coalesced_async(&pairs)?.wait()?;
-    let want: Vec<f32> = ranks().flat_map(|k| [k + 5.0, k + 6.0, k + 7.0]).collect();
-    expect(
-        "all_gather_coalesced in place (buffer, with a plain)",
-        &views[0],
-        &want,
-    )?;
-    let want: Vec<f32> = ranks().flat_map(|k| [k, -k]).collect();
-    expect(
-        "all_gather_coalesced in place (plain, with a buffer)",
-        &plain,
-        &want,
-    )?;
-    checks += 2;
+    checks += buffers::gathers_into_buffers(c, dev)?;
 
     // In-place bf16 reduce-scatters as one deferred launch, as ZeRO-1's gradients (NCCL:
     // by the copy engines where COMM_CE_REDUCE says so: each shape's window and flags reused), in

@@ -171,7 +171,7 @@ fn conformance_suite_passes_on_1_to_4_ranks() {
         let counts = on_ranks(world, CommOptions::default(), |c| {
             comm::conformance::run_all(c, &Device::Cpu).unwrap()
         });
-        assert!(counts.iter().all(|&n| n == 31), "world {world}: {counts:?}");
+        assert!(counts.iter().all(|&n| n == 32), "world {world}: {counts:?}");
     }
     let errs = on_ranks(2, CommOptions::default(), |c| {
         comm::conformance::mismatch_is_detected(c, &Device::Cpu)

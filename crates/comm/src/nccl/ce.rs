@@ -77,21 +77,25 @@ fn wait_one(s: CUstream, at: u64) -> Result<()> {
 /// Per buffer of a call: its address and the bytes of one rank's part.
 pub(super) type Parts = Vec<(u64, u64)>;
 
+/// A launch's gathers that the copy engines take, by window, and the indices of the calls
+/// that NCCL takes ([`NcclComm::ce_plan`]).
+pub(super) type CePlan = (Vec<(Span, Parts)>, Vec<usize>);
+
 impl NcclComm {
-    /// The calls the copy engines take: the in-place all-gathers into the first window with
-    /// copy-engine flags among `calls` (its span, each buffer's address and part bytes), and
-    /// the indices of the others, which NCCL takes. (A ZeRO-1 bucket gathers its bf16 copies
-    /// in a window and its small f32 parameters outside any, in one launch; until session 38
-    /// one such call sent the whole launch to NCCL.) `None`: NCCL takes all.
+    /// The calls the copy engines take: the in-place all-gathers into windows with
+    /// copy-engine flags among `calls`, by window (its span, each buffer's address and part
+    /// bytes), and the indices of the others, which NCCL takes. (A ZeRO-1 bucket gathers its
+    /// bf16 copies in a window and its small f32 parameters outside any, in one launch; a
+    /// split DDP launch at world 4 gathers into a window per gradient. Until session 38 such
+    /// a launch went to NCCL whole.) `None`: NCCL takes all.
     pub(super) fn ce_plan(
         &self,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
-    ) -> Result<Option<(Span, Parts, Vec<usize>)>> {
+    ) -> Result<Option<CePlan>> {
         if !self.windows.ce || self.world < 2 {
             return Ok(None);
         }
-        let mut span: Option<Span> = None;
-        let (mut parts, mut rest) = (Vec::with_capacity(calls.len()), Vec::new());
+        let (mut windows, mut rest): CePlan = (Vec::new(), Vec::new());
         for (i, &(call, dst, _)) in calls.iter().enumerate() {
             let Call::AllGatherInPlace { small, .. } = call else {
                 rest.push(i);
@@ -100,19 +104,17 @@ impl NcclComm {
             let esz = dst.dtype().size_in_bytes() as u64;
             let at = address(dst, esz, &self.stream)?;
             let part = small as u64 * esz;
-            let ours = self.windows.span_of(at).filter(|s| {
-                at + part * self.world as u64 <= s.base + s.bytes
-                    && span.is_none_or(|o| o.base == s.base)
-            });
-            match ours {
-                Some(s) => {
-                    span = Some(s);
-                    parts.push((at, part));
-                }
+            let span = (self.windows.span_of(at))
+                .filter(|s| at + part * self.world as u64 <= s.base + s.bytes);
+            match span {
+                Some(s) => match windows.iter_mut().find(|w| w.0.base == s.base) {
+                    Some(w) => w.1.push((at, part)),
+                    None => windows.push((s, vec![(at, part)])),
+                },
                 None => rest.push(i),
             }
         }
-        Ok(span.map(|s| (s, parts, rest)))
+        Ok((!windows.is_empty()).then_some((windows, rest)))
     }
 
     /// Queues the copy-engine gather of `parts` in window `w` (see the module's doc).

@@ -196,17 +196,20 @@ impl NcclComm {
         if calls.is_empty() || self.identity(calls) {
             return Ok(Work::completed());
         }
-        if let Some((span, parts, rest)) = self.ce_plan(calls)? {
-            let keep = (0..calls.len())
-                .filter(|i| !rest.contains(i))
-                .map(|i| calls[i].1.clone())
-                .collect();
-            let ce = self.launch_ce(op, span, &parts, keep)?;
-            if rest.is_empty() {
-                return Ok(ce);
+        if let Some((windows, rest)) = self.ce_plan(calls)? {
+            // One copy-engine gather a window, each keeping the whole launch's tensors.
+            let keep: Vec<Tensor> = calls.iter().map(|c| c.1.clone()).collect();
+            let mut works = (windows.iter())
+                .map(|(span, parts)| self.launch_ce(op, *span, parts, keep.clone()))
+                .collect::<Result<Vec<_>>>()?;
+            if !rest.is_empty() {
+                let rest: Vec<_> = rest.into_iter().map(|i| calls[i]).collect();
+                works.push(self.launch_nccl(op, &rest, stream)?);
             }
-            let rest: Vec<_> = rest.into_iter().map(|i| calls[i]).collect();
-            return Ok(Work::all(vec![ce, self.launch_nccl(op, &rest, stream)?]));
+            return Ok(match works.len() {
+                1 => works.pop().expect("one work"),
+                _ => Work::all(works),
+            });
         }
         self.launch_nccl(op, calls, stream)
     }

@@ -105,9 +105,10 @@ pub(crate) fn ce_wanted(
 /// world 2 (one peer, 357 GB/s into a GPU on H200) fsdp took 2.1-2.3 ms less a step with them
 /// and zero1 0.04-0.08 ms less (calls 161, 162, 164); at world 4 (three peers at once,
 /// 191-211 GB/s) fsdp took 8.1-11.5 ms more and zero1 the same (calls 162, 164;
-/// docs/results/gpus-s30.md). Where ZeRO-1's launches (which also gather small f32
-/// parameters outside the window) really ran on them (session 38), zero1 at world 4 took 2.0
-/// ms more with 8 rows a GPU and 1.1-1.35 ms less with 32 (docs/results/gpus-s38.md).
+/// docs/results/gpus-s30.md). Where ZeRO-1's and split DDP's launches (one with small f32
+/// parameters outside its window, the other across a window per gradient) really ran on
+/// them (session 38, docs/results/gpus-s38.md), at world 4 zero1 took 2.0 ms more with 8
+/// rows a GPU and 1.1-1.35 ms less with 32, and split DDP 69.68 ms against 45.84.
 pub const CE_WORLDS: &[usize] = &[2];
 
 /// What `COMM_CE_REDUCE` asks for, for a memory plan: `Some(true)` for 1, `Some(false)` for
