@@ -207,7 +207,7 @@ impl NcclComm {
                 works.push(self.launch_nccl(op, &rest, stream)?);
             }
             return Ok(match works.len() {
-                1 => works.pop().expect("one work"),
+                1 => works.remove(0),
                 _ => Work::all(works),
             });
         }
