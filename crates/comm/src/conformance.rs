@@ -15,6 +15,11 @@ fn fail(what: &str, got: impl std::fmt::Debug, want: impl std::fmt::Debug) -> Co
     }
 }
 
+/// What rank `k`'s part `k + 1/3`, cast to bf16, gathers as.
+fn third_in_bf16(k: f32) -> f32 {
+    half::bf16::from_f32(k + 1.0 / 3.0).to_f32()
+}
+
 fn expect(what: &str, t: &Tensor, want: &[f32]) -> Result<()> {
     let got = t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
     if got.len() != want.len()
@@ -205,14 +210,13 @@ pub fn run_all(c: &dyn Communicator, dev: &Device) -> Result<usize> {
     c.all_gather_cast_coalesced_async(&pairs)?.wait()?;
     let want: Vec<f32> = ranks().flat_map(|k| [k + 0.25, 2.0 * k, -k]).collect();
     expect("all_gather_cast_coalesced (bf16 of f32)", &wholes[0], &want)?;
-    let third = |k: f32| half::bf16::from_f32(k + 1.0 / 3.0).to_f32();
-    let want: Vec<f32> = ranks().map(third).collect();
+    let want: Vec<f32> = ranks().map(third_in_bf16).collect();
     expect("all_gather_cast_coalesced (rounded)", &wholes[1], &want)?;
     c.all_reduce_coalesced_async(&[], ReduceOp::Sum)?
         .synchronize()?;
     checks += 6;
 
-    checks += buffers::gathers_into_buffers(c, dev)?;
+    checks += buffers::gathers_into_buffers(c, dev, &parts)?;
 
     // In-place bf16 reduce-scatters as one deferred launch, as ZeRO-1's gradients (NCCL:
     // by the copy engines where COMM_CE_REDUCE says so: each shape's window and flags reused), in

@@ -1,21 +1,21 @@
 //! The conformance suite's gathers into gather buffers (`Communicator::gather_buffer`: on
 //! NCCL 2.28.7 or later, windows, which the copy engines may gather into).
 
-use super::expect;
+use super::{expect, third_in_bf16};
 use crate::{Communicator, Result};
 use candle_core::{DType, Device, Tensor};
 
-/// Gathers into views of gather buffers, alone and in launches with plain tensors; returns
-/// the checks made.
-pub(super) fn gathers_into_buffers(c: &dyn Communicator, dev: &Device) -> Result<usize> {
+/// Gathers into views of gather buffers, alone and in launches with plain tensors, the
+/// cast ones from `run_all`'s f32 `parts` (`[r + 0.25, 2r, -r]` and `[r + 1/3]` on rank r);
+/// returns the checks made.
+pub(super) fn gathers_into_buffers(
+    c: &dyn Communicator,
+    dev: &Device,
+    parts: &[Tensor; 2],
+) -> Result<usize> {
     let (r, n) = (c.rank() as f32, c.world_size());
     let ranks = || (0..n).map(|k| k as f32);
     let mut checks = 0;
-    let parts = [
-        Tensor::new(&[r + 0.25, 2.0 * r, -r][..], dev)?,
-        Tensor::new(&[r + 1.0 / 3.0][..], dev)?,
-    ];
-    let third = |k: f32| half::bf16::from_f32(k + 1.0 / 3.0).to_f32();
 
     // The same gathers into views of one gather buffer (NCCL 2.28.7 or later: a window),
     // chunks of 3, 1 and 5 elements a rank, cast and plain, as FSDP and ZeRO-1 do.
@@ -31,7 +31,7 @@ pub(super) fn gathers_into_buffers(c: &dyn Communicator, dev: &Device) -> Result
     c.all_gather_cast_coalesced_async(&pairs)?.wait()?;
     let want: Vec<f32> = ranks()
         .flat_map(|k| [k + 0.25, 2.0 * k, -k])
-        .chain(ranks().map(third))
+        .chain(ranks().map(third_in_bf16))
         .chain(ranks().flat_map(|k| (0..5).map(move |j| k + j as f32)))
         .collect();
     expect("all_gather_cast_coalesced (gather buffer)", &buf, &want)?;
