@@ -27,6 +27,19 @@ pub(super) fn supervise(
             }
         }
         if !failed.is_empty() {
+            // A rank still dying when the others were polled (its sockets already closed,
+            // so a peer failed and was reaped first) is waited for and counted: under load
+            // a SIGKILLed rank with many threads stays unreapable for a while after its
+            // peers see it gone.
+            for (rank, child) in children.iter_mut() {
+                if failed.iter().any(|(r, _)| r == rank) || !exiting(child.id()) {
+                    continue;
+                }
+                match child.wait().map_err(|e| Failed::Final(e.into()))? {
+                    st if !st.success() => failed.push((*rank, st)),
+                    _ => {}
+                }
+            }
             kill_all(children);
             // A rank killed by a signal is the likely cause of the others' failing (they
             // exit naming it): name it first.
@@ -51,6 +64,26 @@ pub(super) fn supervise(
         }
     }
     Ok(())
+}
+
+/// Whether process `pid` is exiting (the kernel's PF_EXITING in the flags of
+/// /proc/<pid>/stat): killed or returned, not yet reapable. False where it cannot be read.
+fn exiting(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| stat_exiting(&s))
+}
+
+/// [`exiting`] from the text of /proc/<pid>/stat: its flags are the 7th field after the
+/// command name's closing parenthesis (the name may hold spaces and parentheses).
+fn stat_exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Some((_, after)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let flags = after
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_EXITING != 0)
 }
 
 /// Forwards `sig` to every rank's process group, waits up to `grace` for the ranks to
@@ -98,5 +131,23 @@ pub(super) fn kill_all(children: &mut [(usize, Child)]) {
     signal_groups(children, libc::SIGKILL);
     for (_, c) in children.iter_mut() {
         let _ = c.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exiting, stat_exiting};
+
+    #[test]
+    fn an_exiting_process_is_told_from_its_stat_line() {
+        // Fields after the name: state ppid pgrp session tty_nr tpgid flags ...
+        let line = |flags: u64| format!("42 (b) (x) R 1 42 42 0 -1 {flags} 0 0 0 0 1 1");
+        assert!(stat_exiting(&line(0x404044)));
+        assert!(!stat_exiting(&line(0x400040)));
+        assert!(!stat_exiting("42 (no closing"));
+        assert!(!stat_exiting("42 (b) R 1 42"));
+        // This process is running, and a pid that no process has cannot be read.
+        assert!(!exiting(std::process::id()));
+        assert!(!exiting(u32::MAX));
     }
 }
