@@ -98,9 +98,11 @@ impl NcclComm {
         let blocks = std::env::var("COMM_CE_ADDS_BLOCKS").ok();
         let _ = super::ce_adds::MOST_BLOCKS.set(super::policy::adds_blocks(blocks.as_deref())?);
         let adds = match windows.ce_reduce && at_arrival {
-            // The default priority, under the compute stream's kernels' as the backward
-            // queues them.
-            true => Some(ctx.new_stream().map_err(drv("cuStreamCreate"))?),
+            // The lowest priority by default, as the compute stream's.
+            true => Some(super::device::adds_stream(
+                &ctx,
+                std::env::var("COMM_CE_ADDS_PRIORITY").ok().as_deref(),
+            )?),
             false => None,
         };
         let beside = match windows.ce_reduce {

@@ -44,6 +44,22 @@ pub fn comm_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
         .map_err(drv("cuStreamCreateWithPriority"))
 }
 
+/// The stream of the copy-engine reduce-scatters' adds: at the lowest priority, or
+/// `COMM_CE_ADDS_PRIORITY` (`env`, 1 to 5) levels above it. Inside a CUDA graph whose
+/// compute kernels run above the lowest (`SEAM_GRAPH_COMPUTE_PRIORITY`, more levels than
+/// this), the backward's kernels then get a freed SM before the adds' pending blocks; at
+/// the lowest, the adds would be raised with them. Any other value is an error naming the
+/// variable.
+pub fn adds_stream(ctx: &Arc<CudaContext>, env: Option<&str>) -> Result<Arc<CudaStream>> {
+    let levels = super::policy::adds_priority(env)?;
+    ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
+    let (least, greatest) =
+        result::stream::get_priority_range().map_err(drv("cuCtxGetStreamPriorityRange"))?;
+    // Greater priorities are lower numbers.
+    ctx.new_stream_with_priority((least - levels).max(greatest))
+        .map_err(drv("cuStreamCreateWithPriority"))
+}
+
 /// The GPUs this process sees (CUDA_VISIBLE_DEVICES applies); an error says why none can
 /// be seen (no driver, no device).
 pub fn gpu_count() -> Result<usize> {

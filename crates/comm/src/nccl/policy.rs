@@ -200,6 +200,20 @@ pub(crate) fn adds_blocks(env: Option<&str>) -> Result<u32> {
 }
 
 /// 22809 as "2.28.9".
+/// The adds' stream's levels above the lowest priority, as `COMM_CE_ADDS_PRIORITY` (`env`)
+/// says: unset, 0; 1 to 5 (`super::device::adds_stream`). Any other value is an error
+/// naming the variable.
+pub(crate) fn adds_priority(env: Option<&str>) -> Result<i32> {
+    match env.filter(|v| !v.is_empty()).map(|v| (v, v.parse::<i32>())) {
+        None => Ok(0),
+        Some((_, Ok(n))) if (0..=5).contains(&n) => Ok(n),
+        Some((v, _)) => Err(CommError::Env {
+            name: "COMM_CE_ADDS_PRIORITY".into(),
+            msg: format!("{v:?}: levels above the lowest stream priority, 0 to 5"),
+        }),
+    }
+}
+
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
         format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)
@@ -284,6 +298,13 @@ mod tests {
         assert!(!adds_at_arrival(Some("wait")).unwrap());
         let e = adds_at_arrival(Some("later")).unwrap_err().to_string();
         assert!(e.contains("COMM_CE_ADDS") && e.contains("\"later\""), "{e}");
+        assert_eq!(adds_priority(None).unwrap(), 0);
+        assert_eq!(adds_priority(Some("1")).unwrap(), 1);
+        let e = adds_priority(Some("9")).unwrap_err().to_string();
+        assert!(
+            e.contains("COMM_CE_ADDS_PRIORITY") && e.contains("\"9\""),
+            "{e}"
+        );
     }
 
     #[test]

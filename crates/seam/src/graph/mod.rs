@@ -36,6 +36,8 @@
 //! - Each captured node keeps the priority of the stream it was captured from (instantiated
 //!   with use-node-priority): NCCL's high-priority stream stays ahead of the compute
 //!   stream's kernels inside a replay, as it is in eager steps.
+//! - `SEAM_GRAPH_COMPUTE_PRIORITY=k` raises the kernels captured at the lowest priority
+//!   (candle's per-thread stream) k levels (`priority`).
 //! - cuBLAS GEMMs are capturable once each shape has run eagerly (workspace allocated).
 //! - Kernel arguments are frozen at capture: anything that changes per step must be read
 //!   from device memory. The fused AdamW reads its step scalars from a device buffer;
@@ -50,6 +52,7 @@ use candle_core::Device;
 
 #[cfg(feature = "cuda")]
 mod nodes;
+mod priority;
 #[cfg(feature = "cuda")]
 pub use nodes::splice;
 
@@ -146,6 +149,8 @@ pub fn capture<T>(
             return Err("not a CUDA device".into());
         };
         let stream = d.cuda_stream();
+        let levels =
+            priority::levels(std::env::var("SEAM_GRAPH_COMPUTE_PRIORITY").ok().as_deref())?;
         // Everything queued before must not become part of the graph.
         device
             .synchronize()
@@ -154,6 +159,10 @@ pub fn capture<T>(
             .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(|e| format!("cuStreamBeginCapture: {e:?}"))?;
         let out = f();
+        let raised = match (&out, levels) {
+            (Ok(_), 1..) => Some(priority::raise_lowest(&stream, levels)),
+            _ => None,
+        };
         // An error cudarc recorded inside the capture (a drop's free, say) would make
         // end_capture return it before ending the capture: take it first, and fail with it.
         let recorded = stream.context().check_err();
@@ -169,7 +178,15 @@ pub fn capture<T>(
                 "a call inside the capture failed ({:?})",
                 recorded.err().map(|e| e.0)
             ),
-            (Ok(outputs), Ok(Some(graph))) => return Ok(CapturedStep { outputs, graph }),
+            (Ok(_), _) if matches!(raised, Some(Err(_))) => {
+                raised.and_then(|r| r.err()).unwrap_or_default()
+            }
+            (Ok(outputs), Ok(Some(graph))) => {
+                if let Some(Ok((kernels, up))) = raised {
+                    eprintln!("seam: {up} of {kernels} kernel nodes run {levels} priority levels above the lowest (SEAM_GRAPH_COMPUTE_PRIORITY)");
+                }
+                return Ok(CapturedStep { outputs, graph });
+            }
             (Err(e), _) => format!(
                 "the captured work failed: {}",
                 e.to_string().lines().next().unwrap_or("")

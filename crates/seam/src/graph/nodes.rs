@@ -21,7 +21,7 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/memset.ptx"));
 /// Memsets of at most this many bytes become kernels.
 const SMALL: usize = 4096;
 
-fn check(what: &str, r: sys::CUresult) -> Result<(), String> {
+pub(super) fn check(what: &str, r: sys::CUresult) -> Result<(), String> {
     match r {
         sys::CUresult::CUDA_SUCCESS => Ok(()),
         r => Err(format!("{what}: {r:?}")),
