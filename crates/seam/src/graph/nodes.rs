@@ -86,34 +86,7 @@ fn copy_into_capture(
         .get_or_load_custom_func("graph_memset", "seam_memset", PTX)
         .map_err(|e| format!("graph_memset: {e}"))?
         .cu_function();
-    let (mut status, mut id, mut graph) = (
-        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
-        0u64,
-        std::ptr::null_mut(),
-    );
-    let (mut deps, mut edges, mut ndeps) = (std::ptr::null(), std::ptr::null(), 0usize);
-    // SAFETY: out-pointers to locals; the arrays returned stay valid until the next capture
-    // call on `main`, and are copied at once.
-    check("capture info", unsafe {
-        sys::cuStreamGetCaptureInfo_v3(
-            main.cu_stream(),
-            &mut status,
-            &mut id,
-            &mut graph,
-            &mut deps,
-            &mut edges,
-            &mut ndeps,
-        )
-    })?;
-    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
-        return Err("splice: the main stream is not capturing".into());
-    }
-    let start: Vec<sys::CUgraphNode> = if ndeps == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: the driver returned `ndeps` nodes at `deps`.
-        unsafe { std::slice::from_raw_parts(deps, ndeps) }.to_vec()
-    };
+    let (graph, start) = capturing_graph(main, "splice")?;
     // Copy in dependency order: a node once all its side dependencies have their copies.
     let mut copies: HashMap<usize, sys::CUgraphNode> = HashMap::new();
     let mut sinks = Vec::new();
@@ -263,6 +236,43 @@ fn neighbours(node: sys::CUgraphNode, up: bool) -> Result<Vec<sys::CUgraphNode>,
     check("graph edges", get(v.as_mut_ptr(), &mut n))?;
     v.truncate(n);
     Ok(v)
+}
+
+/// The graph `stream` is capturing into and the nodes its next work will depend on; an
+/// error naming `who` where it is not capturing.
+pub(super) fn capturing_graph(
+    stream: &CudaStream,
+    who: &str,
+) -> Result<(sys::CUgraph, Vec<sys::CUgraphNode>), String> {
+    let (mut status, mut id, mut graph) = (
+        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
+        0u64,
+        std::ptr::null_mut(),
+    );
+    let (mut deps, mut edges, mut ndeps) = (std::ptr::null(), std::ptr::null(), 0usize);
+    // SAFETY: out-pointers to locals; the arrays returned stay valid until the next capture
+    // call on `stream`, and are copied at once.
+    check("capture info", unsafe {
+        sys::cuStreamGetCaptureInfo_v3(
+            stream.cu_stream(),
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut edges,
+            &mut ndeps,
+        )
+    })?;
+    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
+        return Err(format!("{who}: the stream is not capturing"));
+    }
+    let start = if ndeps == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the driver returned `ndeps` nodes at `deps`.
+        unsafe { std::slice::from_raw_parts(deps, ndeps) }.to_vec()
+    };
+    Ok((graph, start))
 }
 
 /// The graph's nodes.

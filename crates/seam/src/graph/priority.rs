@@ -13,7 +13,7 @@
 //! `COMM_CE_ADDS_PRIORITY`).
 
 #[cfg(feature = "cuda")]
-use super::nodes::{check, node_type, nodes};
+use super::nodes::{capturing_graph, check, node_type, nodes};
 #[cfg(feature = "cuda")]
 use candle_core::cuda_backend::cudarc::driver::{result, sys, CudaStream};
 
@@ -40,27 +40,7 @@ pub fn raise_lowest(stream: &CudaStream, levels: i32) -> Result<(usize, usize), 
         result::stream::get_priority_range().map_err(|e| format!("priority range: {e:?}"))?;
     // Greater priorities are lower numbers.
     let to = (least - levels).max(greatest);
-    let (mut status, mut id, mut graph) = (
-        sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE,
-        0u64,
-        std::ptr::null_mut(),
-    );
-    let (mut deps, mut edges, mut ndeps) = (std::ptr::null(), std::ptr::null(), 0usize);
-    // SAFETY: out-pointers to locals; the dependency arrays are not read.
-    check("capture info", unsafe {
-        sys::cuStreamGetCaptureInfo_v3(
-            stream.cu_stream(),
-            &mut status,
-            &mut id,
-            &mut graph,
-            &mut deps,
-            &mut edges,
-            &mut ndeps,
-        )
-    })?;
-    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
-        return Err("priorities: the stream is not capturing".into());
-    }
+    let (graph, _) = capturing_graph(stream, "priorities")?;
     let attr = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PRIORITY;
     let (mut kernels, mut raised) = (0, 0);
     for n in nodes(graph)? {
