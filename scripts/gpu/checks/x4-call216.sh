@@ -7,7 +7,7 @@
 # Session 38 (call 205) found 1.3-1.5 ms of gaps in the world-4 backward, all while the adds
 # held the SMs. Expected: bucketed:25 and zero1 at 8 rows 0.5-1.3 ms shorter, or the adds
 # starve and the step grows at the backward's end.
-CALL=call215; source "$(dirname "$0")/train-runs.sh"
+CALL=call216; source "$(dirname "$0")/train-runs.sh"
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 P="SEAM_GRAPH_COMPUTE_PRIORITY=2 COMM_CE_ADDS_PRIORITY=1"
 xl single1 1 single $N

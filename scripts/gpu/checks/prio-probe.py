@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+# Session 39, call 215 (nvidia-h200): python3 prio-probe.py, twice (REPS=7).
+"""Whether stream priority puts a backward's GEMMs ahead of memory-bound adds beside them
+(session 39; one GPU, no ranks, no graphs).
+
+The compute stream runs the GEMMs of xl's backward at 8 x 128 tokens (48 layers, dX and dW
+of the four weight matrices of a layer). Another stream runs the adds of a copy-engine
+reduce-scatter at world 4: 16 buckets of xl's 4.0 GB of bf16 gradients, each one kernel
+summing 4 parts of a quarter bucket (torch.sum over a [4, n] tensor), each queued once the
+compute stream has passed its bucket's layers (an event, as a bucket's gradients become
+ready). Cases, by (compute stream's priority, adds stream's):
+  alone        the GEMMs only;
+  same         both at the lowest priority (0, 0): the step as committed;
+  compute-up   (-2, -1): SEAM_GRAPH_COMPUTE_PRIORITY=2 with COMM_CE_ADDS_PRIORITY=1;
+  adds-up      (0, -1): COMM_CE_ADDS_PRIORITY=1 alone.
+Times are CUDA events: the GEMMs' span and the end of the last add, from a common start
+(both streams wait behind one sleep), median of REPS. Prints JSON lines
+{"bench":"prio-probe",...} and a table.
+"""
+import json, os, statistics
+
+import torch
+
+REPS = int(os.environ.get("REPS", 7))
+D, FF, LAYERS, TOKENS, BUCKETS = 1600, 6400, 48, 1024, 16
+PARAMS = 1_998_235_200
+dev = torch.device("cuda", 0)
+bf = torch.bfloat16
+x = torch.randn(TOKENS, FF, device=dev, dtype=bf)
+dy = torch.randn(TOKENS, FF, device=dev, dtype=bf)
+ws = {(i, o): torch.randn(o, i, device=dev, dtype=bf) for i, o in [(D, 3 * D), (D, D), (D, FF), (FF, D)]}
+part = PARAMS // BUCKETS // 4
+parts = [torch.randn(4, part, device=dev, dtype=bf) for _ in range(BUCKETS)]
+outs = [torch.empty(part, device=dev, dtype=bf) for _ in range(BUCKETS)]
+
+
+def gemms(layer_done):
+    for layer in range(LAYERS):
+        for (i, o), w in ws.items():
+            g = dy[:, :o]
+            torch.mm(g, w)  # dX = dY W
+            torch.mm(g.t(), x[:, :i])  # dW = dY^T X
+        layer_done(layer)
+
+
+def run(cp, ap, adds):
+    cs = torch.cuda.Stream(dev, priority=cp)
+    as_ = torch.cuda.Stream(dev, priority=ap)
+    t0, c1, a1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    torch.cuda.synchronize()
+    with torch.cuda.stream(cs):
+        torch.cuda._sleep(20_000_000)
+        t0.record(cs)
+    as_.wait_stream(cs)
+    per = LAYERS // BUCKETS
+
+    def done(layer):
+        if adds and (layer + 1) % per == 0:
+            e = torch.cuda.Event()
+            e.record(cs)
+            as_.wait_event(e)
+            b = layer // per
+            with torch.cuda.stream(as_):
+                torch.sum(parts[b], dim=0, out=outs[b])
+
+    with torch.cuda.stream(cs):
+        gemms(done)
+        c1.record(cs)
+    a1.record(as_)
+    torch.cuda.synchronize()
+    return t0.elapsed_time(c1), t0.elapsed_time(a1) if adds else 0.0
+
+
+cases = {"alone": (0, 0, False), "same": (0, 0, True), "compute-up": (-2, -1, True), "adds-up": (0, -1, True)}
+for c in cases.values():
+    run(*c)
+res = {k: [] for k in cases}
+for _ in range(REPS):
+    for k, c in cases.items():
+        res[k].append(run(*c))
+rows = []
+for k, r in res.items():
+    g, a = statistics.median(x[0] for x in r), statistics.median(x[1] for x in r)
+    rec = {"bench": "prio-probe", "case": k, "priorities": cases[k][:2], "gemms_ms": round(g, 3), "adds_end_ms": round(a, 3), "step_ms": round(max(g, a), 3), "reps": REPS, "gpu": torch.cuda.get_device_name(0)}
+    print(json.dumps(rec))
+    rows.append(rec)
+print(f"{'case':12} {'GEMMs':>8} {'last add':>9} {'both':>8}  (ms, median of {REPS})")
+for r in rows:
+    print(f"{r['case']:12} {r['gemms_ms']:8.3f} {r['adds_end_ms']:9.3f} {r['step_ms']:8.3f}")
