@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-# Session 39, call 215 (nvidia-h200): python3 prio-probe.py, twice (REPS=7).
+# Session 39, call 215 (nvidia-h200): python3 prio-probe.py, twice (REPS=7), torch's adds only;
+# call 216: with the Triton adds (ADDS_PROGS="528 132"); call 217: ADDS_PROGS="528 0".
 """Whether stream priority puts a backward's GEMMs ahead of memory-bound adds beside them
 (session 39; one GPU, no ranks, no graphs).
 
@@ -12,7 +13,11 @@ ready). Cases, by (compute stream's priority, adds stream's):
   alone        the GEMMs only;
   same         both at the lowest priority (0, 0): the step as committed;
   compute-up   (-2, -1): SEAM_GRAPH_COMPUTE_PRIORITY=2 with COMM_CE_ADDS_PRIORITY=1;
-  adds-up      (0, -1): COMM_CE_ADDS_PRIORITY=1 alone.
+  adds-up      (0, -1): COMM_CE_ADDS_PRIORITY=1 alone;
+  same-tP, compute-up-tP: the adds as comm's kernel does them (kernels/sum.cu: a grid-stride
+               loop, 2048 elements a block and pass; here Triton, P programs of 256 threads,
+               ADDS_PROGS, default "528 132 0": comm's cap, COMM_CE_ADDS_BLOCKS=132, and 0:
+               a block for every 2048 elements, so that blocks are short and many wait).
 Times are CUDA events: the GEMMs' span and the end of the last add, from a common start
 (both streams wait behind one sleep), median of REPS. Prints JSON lines
 {"bench":"prio-probe",...} and a table.
@@ -34,6 +39,31 @@ parts = [torch.randn(4, part, device=dev, dtype=bf) for _ in range(BUCKETS)]
 outs = [torch.empty(part, device=dev, dtype=bf) for _ in range(BUCKETS)]
 
 
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def sum_parts(src, out, n, progs, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        for start in range(pid * BLOCK, n, progs * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            m = offs < n
+            acc = tl.load(src + offs, mask=m).to(tl.float32)
+            for j in tl.static_range(1, 4):
+                acc += tl.load(src + j * n + offs, mask=m).to(tl.float32)
+            tl.store(out + offs, acc.to(tl.bfloat16), mask=m)
+except ImportError:
+    triton = None
+
+
+def add(b, progs):
+    if progs:
+        sum_parts[(progs,)](parts[b], outs[b], part, progs, BLOCK=2048, num_warps=8)
+    else:
+        torch.sum(parts[b], dim=0, out=outs[b])
+
+
 def gemms(layer_done):
     for layer in range(LAYERS):
         for (i, o), w in ws.items():
@@ -43,7 +73,7 @@ def gemms(layer_done):
         layer_done(layer)
 
 
-def run(cp, ap, adds):
+def run(cp, ap, adds, progs=0):
     cs = torch.cuda.Stream(dev, priority=cp)
     as_ = torch.cuda.Stream(dev, priority=ap)
     t0, c1, a1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
@@ -61,7 +91,7 @@ def run(cp, ap, adds):
             as_.wait_event(e)
             b = layer // per
             with torch.cuda.stream(as_):
-                torch.sum(parts[b], dim=0, out=outs[b])
+                add(b, progs)
 
     with torch.cuda.stream(cs):
         gemms(done)
@@ -72,6 +102,10 @@ def run(cp, ap, adds):
 
 
 cases = {"alone": (0, 0, False), "same": (0, 0, True), "compute-up": (-2, -1, True), "adds-up": (0, -1, True)}
+for p in map(int, os.environ.get("ADDS_PROGS", "528 132 0").split() if triton else []):
+    p = p or -(-part // 2048)  # 0: a block per 2048 elements, each one pass (no grid-stride)
+    cases[f"same-t{p}"] = (0, 0, True, p)
+    cases[f"compute-up-t{p}"] = (-2, -1, True, p)
 for c in cases.values():
     run(*c)
 res = {k: [] for k in cases}

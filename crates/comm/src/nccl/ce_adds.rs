@@ -104,7 +104,7 @@ impl CeReduceWork {
                 shared_mem_bytes: 0,
             };
             let sq: u64 = self.squares.as_ref().map_or(0, |q| q.1 + 4 * block);
-            block += u64::from(x * used);
+            block += u64::from(x) * u64::from(used);
             let mut b = s.launch_builder(&self.func);
             b.arg(runs);
             b.arg(&parts);

@@ -111,7 +111,7 @@ impl NcclComm {
             let partials = end;
             let blocks: u64 = launches(chunks)
                 .iter()
-                .map(|&(x, y)| u64::from(x * y))
+                .map(|&(x, y)| u64::from(x) * u64::from(y))
                 .sum();
             end += 4 * blocks;
             let span = self.register(Use::Reduce, end)?.1;

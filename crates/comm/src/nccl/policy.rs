@@ -184,16 +184,19 @@ pub(crate) fn adds_at_arrival(env: Option<&str>) -> Result<bool> {
 /// The most blocks a run of the copy-engine adds takes (each 256 threads, a grid-stride
 /// loop), as `COMM_CE_ADDS_BLOCKS` (`env`) says: unset, 528 (4 an SM of an H100 or H200);
 /// a number from 1 to 528 caps it, to measure what the adds take from the backward beside
-/// them. Any other value is an error naming the variable.
+/// them; `all`, no cap: a block for every 2048 elements, each one pass, so that a kernel of
+/// a higher priority gets SMs as the adds' short blocks end (`COMM_CE_ADDS_PRIORITY`).
+/// Any other value is an error naming the variable.
 pub(crate) fn adds_blocks(env: Option<&str>) -> Result<u32> {
     const MOST: u32 = 132 * 4;
     match env {
         None | Some("") => Ok(MOST),
+        Some("all") => Ok(u32::MAX),
         Some(v) => match v.parse::<u32>() {
             Ok(n) if (1..=MOST).contains(&n) => Ok(n),
             _ => Err(CommError::Env {
                 name: "COMM_CE_ADDS_BLOCKS".into(),
-                msg: format!("{v:?}: the most blocks a run of the adds takes, 1 to {MOST}"),
+                msg: format!("{v:?}: the most blocks a run of the adds takes, 1 to {MOST}, or all"),
             }),
         },
     }
@@ -282,6 +285,7 @@ mod tests {
     fn the_adds_take_at_most_528_blocks_a_run_unless_capped() {
         assert_eq!(adds_blocks(None).unwrap(), 528);
         assert_eq!(adds_blocks(Some("132")).unwrap(), 132);
+        assert_eq!(adds_blocks(Some("all")).unwrap(), u32::MAX);
         for bad in ["0", "529", "many"] {
             let e = adds_blocks(Some(bad)).unwrap_err().to_string();
             assert!(

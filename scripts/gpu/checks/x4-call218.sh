@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 39's 4-GPU call (nvidia-h200-x4), about 9 minutes. Copy this, phases.py and
+# train-runs.sh into .gpu/. The backward's kernels ahead of comm's copy-engine adds.
+# prio-probe.py on one GPU (calls 215-217): with comm's grid-stride adds (528 blocks, all
+# resident at once) stream priority changes nothing (12.39 against 12.37 ms); with one
+# short block per 2048 elements (COMM_CE_ADDS_BLOCKS=all) the GEMMs beside the adds end
+# 0.62 ms sooner once they rank above the adds (SEAM_GRAPH_COMPUTE_PRIORITY=2 raises the
+# captured kernels at the lowest priority two levels; COMM_CE_ADDS_PRIORITY=1 keeps the adds'
+# stream between), 0.19 ms at one priority. Expected at world 4, 8 rows: bucketed:25 and
+# zero1 0.3-1.0 ms shorter with both (PA), about nothing with the priorities alone (P).
+CALL=call218; source "$(dirname "$0")/train-runs.sh"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+P="SEAM_GRAPH_COMPUTE_PRIORITY=2 COMM_CE_ADDS_PRIORITY=1"; A="COMM_CE_ADDS_BLOCKS=all"
+env $N $A timeout 60 bin/comm-launch --nproc-per-node 4 -- bin/comm-selftest > $R/selftest.txt 2>&1; echo "selftest (all blocks) rc=$?: $(grep -h "rank 0" $R/selftest.txt | tail -1 | cut -c1-150)"
+xl single1 1 single $N
+xl d4 4 bucketed:25 $N
+xl d4-pa 4 bucketed:25 $N $P $A
+grep -h "priority levels" $R/d4-pa.txt | sort | uniq -c | cut -c1-130
+xl d4-a 4 bucketed:25 $N $A
+xl d4-p 4 bucketed:25 $N $P
+xl z4 4 zero1 $N
+xl z4-pa 4 zero1 $N $P $A
+xl z4-a 4 zero1 $N $A
+xl z4-p 4 zero1 $N $P
+xl d4b 4 bucketed:25 $N
+xl d4-pab 4 bucketed:25 $N $P $A
+same d4 d4-p; same z4 z4-p; same d4 d4-pa; same z4 z4-pa
+r32() { local n=$1 w=$2 st=$3; shift 3; ENVS="$*" train $n /tmp/r-$n xl $w $st $((32 * w)) 20 --fresh; }
+[ $(el) -lt 360 ] && { r32 s32 1 single $N; r32 d32 4 bucketed:25 $N; r32 d32-pa 4 bucketed:25 $N $P $A; r32 z32 4 zero1 $N; r32 z32-pa 4 zero1 $N $P $A; }
+echo "runs done: $(el) s"
+trace() { # OUTDIR BATCH STRATEGIES [ENV...]
+  local o=$1 b=$2 s=$3; shift 3
+  env "$@" LD_LIBRARY_PATH="$PWD/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" CUPTI_TRACE_KERNELS_ONLY=1 TRACE_KEEP=1 TRACE_BATCH=$b TRACE_WORLD=4 \
+    TRACE_STRATEGIES="$s" OUT=$o timeout 100 bash run.sh trace 2>&1 | grep -v "^\[rank" | grep -i "fail\|error" | cut -c1-160 | head -4
+  for f in $o/trace-*.csv.gz; do python3 phases.py $f; done; pack
+}
+[ $(el) -lt 470 ] && trace $R/kpa 8 "bucketed:25 zero1" $P $A
+rm -f $R/k*/trace-*.csv.gz; pack; echo "done $(date -u +%T), $(el) s"
