@@ -202,7 +202,6 @@ pub(crate) fn adds_blocks(env: Option<&str>) -> Result<u32> {
     }
 }
 
-/// 22809 as "2.28.9".
 /// The adds' stream's levels above the lowest priority, as `COMM_CE_ADDS_PRIORITY` (`env`)
 /// says: unset, 0; 1 to 5 (`super::device::adds_stream`). Any other value is an error
 /// naming the variable.
@@ -217,6 +216,7 @@ pub(crate) fn adds_priority(env: Option<&str>) -> Result<i32> {
     }
 }
 
+/// 22809 as "2.28.9".
 fn dotted(version: Option<i32>) -> String {
     version.map_or("of unknown version".into(), |v| {
         format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100)

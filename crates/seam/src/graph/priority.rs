@@ -11,6 +11,11 @@
 //! at the lowest priority `levels` above it, short of the highest (NCCL's stream): a stream
 //! meant to yield to the compute kernels must then be created between the two (comm's
 //! `COMM_CE_ADDS_PRIORITY`).
+//!
+//! Off by default: at world 2 it changes nothing beside comm's adds, whose blocks are all
+//! resident from the start; with the adds in short blocks (`COMM_CE_ADDS_BLOCKS=all`) it
+//! closes the backward's gaps but slows its kernels as much, and DDP waits for the adds
+//! after the backward (docs/results/gpus-s39.md).
 
 #[cfg(feature = "cuda")]
 use super::nodes::{capturing_graph, check, node_type, nodes};
