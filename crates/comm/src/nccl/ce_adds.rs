@@ -33,7 +33,7 @@ pub(super) struct Runs {
 // SAFETY: plain data, laid out as the kernel's struct.
 unsafe impl DeviceRepr for Runs {}
 
-/// The most blocks a run takes (`super::policy::adds_blocks`), set once per process by the
+/// The most blocks a run takes (`super::adds_policy::adds_blocks`), set once per process by the
 /// first communicator with copy-engine reduce-scatters.
 pub(super) static MOST_BLOCKS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 

@@ -94,9 +94,10 @@ impl NcclComm {
         let ce = windows.ce || windows.ce_reduce;
         let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
         let at_arrival =
-            super::policy::adds_at_arrival(std::env::var("COMM_CE_ADDS").ok().as_deref())?;
+            super::adds_policy::adds_at_arrival(std::env::var("COMM_CE_ADDS").ok().as_deref())?;
         let blocks = std::env::var("COMM_CE_ADDS_BLOCKS").ok();
-        let _ = super::ce_adds::MOST_BLOCKS.set(super::policy::adds_blocks(blocks.as_deref())?);
+        let _ =
+            super::ce_adds::MOST_BLOCKS.set(super::adds_policy::adds_blocks(blocks.as_deref())?);
         let adds = match windows.ce_reduce && at_arrival {
             // The lowest priority by default, as the compute stream's.
             true => Some(super::device::adds_stream(

@@ -51,7 +51,7 @@ pub fn comm_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
 /// the lowest, the adds would be raised with them. Any other value is an error naming the
 /// variable.
 pub fn adds_stream(ctx: &Arc<CudaContext>, env: Option<&str>) -> Result<Arc<CudaStream>> {
-    let levels = super::policy::adds_priority(env)?;
+    let levels = super::adds_policy::adds_priority(env)?;
     ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
     let (least, greatest) =
         result::stream::get_priority_range().map_err(drv("cuCtxGetStreamPriorityRange"))?;

@@ -15,6 +15,8 @@
 //! constructing one returns [`crate::CommError::Unavailable`] (candle's dummy-backend
 //! pattern).
 
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
+mod adds_policy;
 #[cfg(feature = "cuda")]
 mod api;
 #[cfg(feature = "cuda")]
