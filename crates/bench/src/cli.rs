@@ -322,8 +322,8 @@ pub enum Cmd {
         #[arg(long)]
         cpu: bool,
     },
-    /// The backward on one GPU while a kernel beside it holds some SMs (as NCCL's do),
-    /// with and without the GEMM SM carve-out.
+    /// The forward or the backward on one GPU while a kernel beside it holds some SMs (as
+    /// NCCL's do), with and without the GEMM SM carve-out.
     Contention {
         #[arg(long, value_delimiter = ',', default_value = "xl")]
         size: Vec<String>,
@@ -338,7 +338,10 @@ pub enum Cmd {
         /// SMs cuBLAS leaves out of its GEMM plans (0: none).
         #[arg(long, value_delimiter = ',', default_value = "0,16,32")]
         sm_carveout: Vec<usize>,
-        /// The hog holds its SMs for this share of the backward alone.
+        /// The pass timed beside the hog.
+        #[arg(long, value_enum, default_value = "backward")]
+        phase: crate::contention::Phase,
+        /// The hog holds its SMs for this share of the timed pass alone.
         #[arg(long, default_value_t = 0.5)]
         hog_share: f64,
         #[arg(long, default_value_t = 2, value_parser = warmup)]

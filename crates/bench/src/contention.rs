@@ -29,6 +29,16 @@ mod hog;
 #[cfg(feature = "cuda")]
 use hog::Hog;
 
+/// Which pass is timed beside the hog: DDP's collectives run beside the backward, ZeRO's
+/// parameter gathers beside the forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Forward,
+    #[default]
+    Backward,
+}
+
 /// What the hog does with the SMs it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -71,7 +81,11 @@ pub struct ContentionRecord {
     #[serde(default)]
     pub hog_gbs: Option<f64>,
     pub sm_carveout: usize,
-    /// The backward alone (no hog, no carve-out) and with this hog and carve-out.
+    /// The pass timed (records before it have the backward's).
+    #[serde(default)]
+    pub phase: Phase,
+    /// The timed pass (`phase`; the names are the backward's, as before) alone (no hog, no
+    /// carve-out) and with this hog and carve-out.
     pub base_bwd_ms: f64,
     pub bwd_ms: f64,
     pub bwd_std_ms: f64,
@@ -86,7 +100,8 @@ pub struct Config<'a> {
     pub hogs: &'a [HogKind],
     pub hog_sms: &'a [usize],
     pub carveouts: &'a [usize],
-    /// The hog holds its SMs for this share of the backward alone.
+    pub phase: Phase,
+    /// The hog holds its SMs for this share of the timed pass alone.
     pub hog_share: f64,
     pub warmup: usize,
     pub steps: usize,
@@ -100,11 +115,14 @@ struct Timed {
     gpu: Option<GpuTelemetry>,
 }
 
-/// Times `steps` backwards (after `warmup`), each with the hog started with it.
+/// Times `steps` forwards or backwards (`phase`, after `warmup`), each with the hog started
+/// with it.
+#[allow(clippy::too_many_arguments)]
 fn backward_ms(
     lm: &TransformerLm,
     b: &Batch,
     dev: &Device,
+    phase: Phase,
     hog: &mut Hog,
     (kind, sms, ms): (HogKind, usize, f64),
     warmup: usize,
@@ -117,15 +135,27 @@ fn backward_ms(
         if i == warmup {
             sampler = crate::telemetry::Sampler::start(dev);
         }
-        // Not step::TrainStep: the backward alone is timed, beside a hog started on the host.
-        let tape = model::forward(lm, b)?;
-        dev.synchronize()?;
-        let t = Timer::start(dev)?;
-        if sms > 0 {
-            hog.start(kind, sms, ms)?;
-        }
-        drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
-        let s = t.stop()?;
+        // Not step::TrainStep: one pass alone is timed, beside a hog started on the host.
+        let s = if phase == Phase::Forward {
+            dev.synchronize()?;
+            let t = Timer::start(dev)?;
+            if sms > 0 {
+                hog.start(kind, sms, ms)?;
+            }
+            let tape = model::forward(lm, b)?;
+            let s = t.stop()?;
+            drop(tape);
+            s
+        } else {
+            let tape = model::forward(lm, b)?;
+            dev.synchronize()?;
+            let t = Timer::start(dev)?;
+            if sms > 0 {
+                hog.start(kind, sms, ms)?;
+            }
+            drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
+            t.stop()?
+        };
         let moved = hog.finish()?;
         if i >= warmup {
             out.push(s * 1e3);
@@ -162,7 +192,9 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
     }
     let b = crate::ddp::batch_for(&lm, 0, cfg.batch, dev)?;
     let none = (HogKind::Spin, 0, 0.0);
-    let base = backward_ms(&lm, &b, dev, &mut hog, none, cfg.warmup, cfg.steps)?;
+    let base = backward_ms(
+        &lm, &b, dev, cfg.phase, &mut hog, none, cfg.warmup, cfg.steps,
+    )?;
     let base = mean_std(&base.bwd_ms).0;
     let hog_ms = base * cfg.hog_share;
     let mut out = Vec::new();
@@ -179,6 +211,7 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
             &lm,
             &b,
             dev,
+            cfg.phase,
             &mut hog,
             (kind, h, hog_ms),
             cfg.warmup,
@@ -203,6 +236,7 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
             hog_ms: if h > 0 { hog_ms } else { 0.0 },
             hog_gbs: gbs,
             sm_carveout: c,
+            phase: cfg.phase,
             base_bwd_ms: base,
             bwd_ms: m,
             bwd_std_ms: sd,
@@ -215,17 +249,18 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
 
 pub fn header() -> String {
     format!(
-        "{:>5} {:>5} {:>4} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
+        "{:>5} {:>5} {:>4} {:>8} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>11}  {}",
         "size",
         "dtype",
         "SMs",
+        "pass",
         "hog",
         "hog SMs",
         "hog(ms)",
         "hog GB/s",
         "carveout",
-        "bwd alone",
-        "bwd(ms)",
+        "alone",
+        "with(ms)",
         "lost/ms",
         "held share",
         "gpu"
@@ -234,10 +269,11 @@ pub fn header() -> String {
 
 pub fn row(r: &ContentionRecord) -> String {
     format!(
-        "{:>5} {:>5} {:>4} {:>6} {:>8} {:>8.1} {:>8} {:>9} {:>9.2} {:>9.2} {:>9} {:>11.3}  {}",
+        "{:>5} {:>5} {:>4} {:>8} {:>6} {:>8} {:>8.1} {:>8} {:>9} {:>9.2} {:>9.2} {:>9} {:>11.3}  {}",
         r.size,
         r.dtype.name(),
         r.sms,
+        format!("{:?}", r.phase).to_lowercase(),
         format!("{:?}", r.hog).to_lowercase(),
         r.hog_sms,
         r.hog_ms,
@@ -267,6 +303,7 @@ mod tests {
             hogs: &[HogKind::Spin],
             hog_sms: &[0],
             carveouts: &[0],
+            phase: Phase::Forward,
             hog_share: 0.5,
             warmup: 0,
             steps: 1,
@@ -280,5 +317,14 @@ mod tests {
         };
         let e = run(&Device::Cpu, &bad).unwrap_err().to_string();
         assert!(e.contains("--hog-share 1.5"), "{e}");
+    }
+
+    /// Records written before `--phase` timed the backward, and read back as such.
+    #[test]
+    fn a_record_without_a_phase_is_the_backward() {
+        let old = r#"{"bench":"contention","size":"xl","dtype":"bf16","batch":8,"steps":5,"sms":132,"hog":"spin","hog_sms":4,"hog_ms":1.8,"sm_carveout":0,"base_bwd_ms":19.4,"bwd_ms":19.7,"bwd_std_ms":0.1,"lost_per_hog_ms":0.18}"#;
+        let r: ContentionRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(r.phase, Phase::Backward);
+        assert!(row(&r).contains("backward"), "{}", row(&r));
     }
 }

@@ -7,7 +7,7 @@
 //!   bench zero1-check --backend nccl --ranks 2       (checkpoint save/resume, tiny LM)
 //!   comm-launch --nproc-per-node 4 -- bench zero1-check --backend cpu   (CPU processes)
 //!   bench ddp-check --backend nccl --ranks 2 --model tiny   (DDP against one process)
-//!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
+//!   bench contention --size xl --dtype bf16 --phase forward --hog-sms 0,16 --sm-carveout 0,16
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
@@ -298,6 +298,7 @@ fn run(mut cli: Cli) -> Result<()> {
             hog,
             hog_sms,
             sm_carveout,
+            phase,
             hog_share,
             warmup,
             steps,
@@ -317,6 +318,7 @@ fn run(mut cli: Cli) -> Result<()> {
                         hogs: &hog,
                         hog_sms: &hog_sms,
                         carveouts: &sm_carveout,
+                        phase,
                         hog_share,
                         warmup,
                         steps,

@@ -4,7 +4,8 @@
 //! to a wave longer. [`set_gemm_sm_carveout`] leaves `carveout` SMs out of cuBLAS's plan
 //! (`cublasSetSmCountTarget`, what PyTorch's `_set_sm_carveout_experimental` sets for
 //! async tensor parallelism), so GEMMs queued from then on are tiled for the SMs NCCL
-//! leaves free. Carve-out 0 restores cuBLAS's default (every SM).
+//! leaves free. Carve-out 0 restores cuBLAS's default (every SM). The model's own
+//! cuBLASLt GEMMs (`model::gemm`) read the same target ([`sm_target`]) into their plans.
 //!
 //! How to use (a no-op on the CPU, so the same code runs in CI):
 //! ```
@@ -17,6 +18,16 @@
 
 use crate::error::{ModelError, Result};
 use candle_core::Device;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The SM count GEMMs are planned for now (0: every SM), as last set on a CUDA device.
+static TARGET: AtomicUsize = AtomicUsize::new(0);
+
+/// How many SMs GEMMs queued now are planned for: 0 for every SM (the default, and always
+/// on the CPU). cuBLASLt plans (`model::gemm`) take it as their SM count target.
+pub fn sm_target() -> usize {
+    TARGET.load(Ordering::Relaxed)
+}
 
 /// The device's SM count (`None` on the CPU).
 pub fn sm_count(device: &Device) -> Result<Option<usize>> {
@@ -52,7 +63,9 @@ pub fn set_gemm_sm_carveout(device: &Device, carveout: usize) -> Result<()> {
             let sms = check_carveout(device, carveout)?.expect("a CUDA device has SMs");
             // cuBLAS reads 0 as "no target": every SM.
             let target = if carveout == 0 { 0 } else { sms - carveout };
-            cuda::set_target(d, target)
+            cuda::set_target(d, target)?;
+            TARGET.store(target, Ordering::Relaxed);
+            Ok(())
         }
         other => Err(ModelError::Input(format!(
             "GEMM SM carve-out {carveout} on device {other:?} is not supported"

@@ -39,10 +39,11 @@ pub fn choices() -> Vec<Choice> {
             tb: k.tb,
             dtype: k.dtype().into(),
             add: k.add,
+            sms: k.sms,
             index,
         })
         .collect();
-    v.sort_by_key(|c| (c.m, c.n, c.k, c.ta, c.tb, c.dtype.clone(), c.add));
+    v.sort_by_key(|c| (c.m, c.n, c.k, c.ta, c.tb, c.dtype.clone(), c.add, c.sms));
     v
 }
 
@@ -73,6 +74,7 @@ pub fn set_choices(table: &[Choice]) -> candle_core::Result<()> {
             tf32,
             add: x.add,
             out_f32,
+            sms: x.sms,
         };
         c.insert(key, x.index);
     }

@@ -32,6 +32,8 @@ pub(super) struct Key {
     pub(super) add: bool,
     /// C and D f32 where A and B are bf16 (a weight gradient summed in f32).
     pub(super) out_f32: bool,
+    /// cuBLASLt's SM count target (`seam::gemm_sms::sm_target`; 0: every SM).
+    pub(super) sms: u32,
 }
 
 pub(super) struct Plan {
@@ -114,6 +116,19 @@ fn describe(key: &Key) -> candle_core::Result<Plan> {
         unsafe {
             lt::set_matmul_desc_attribute(desc, attr, (&op) as *const _ as *const c_void, 4)
                 .map_err(e("transpose"))?
+        };
+    }
+    if key.sms > 0 {
+        let sms = key.sms as i32;
+        // SAFETY: desc is live; the attribute is an int32_t.
+        unsafe {
+            lt::set_matmul_desc_attribute(
+                desc,
+                sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                (&sms) as *const i32 as *const c_void,
+                4,
+            )
+            .map_err(e("SM count target"))?
         };
     }
     let (m, n, k) = (key.m, key.n, key.k);

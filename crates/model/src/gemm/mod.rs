@@ -28,7 +28,9 @@
 //! algorithms round differently: [`choices`] is the process's table (a candidate index per
 //! shape) and [`set_choices`] restores one, so that a resumed or repeated run computes the
 //! same bits (`train` keeps it in its run directory, as PyTorch's TunableOp keeps its file).
-//! A table holds for one GPU model and cuBLASLt version ([`identity`]). The arithmetic is the dtype's: f32 stays f32 (TF32 only when
+//! A table holds for one GPU model and cuBLASLt version ([`identity`]). A GEMM queued
+//! while `seam::gemm_sms` leaves SMs out has a plan of its own, with cuBLASLt's SM count
+//! target set to the SMs left (its choice is a row of its own, `sms` in the file). The arithmetic is the dtype's: f32 stays f32 (TF32 only when
 //! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
 
 #[cfg(feature = "cuda")]
@@ -81,7 +83,14 @@ pub struct Choice {
     pub dtype: String,
     /// With the add (β = 1).
     pub add: bool,
+    /// The SM count the plan targets (`seam::gemm_sms`; 0, left out of the file: every SM).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sms: u32,
     pub index: usize,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The process's GEMM choices so far, sorted by shape (empty without CUDA).

@@ -51,6 +51,7 @@ fn key(
         tf32: candle_core::cuda::gemm_reduced_precision_f32(),
         add,
         out_f32,
+        sms: seam::gemm_sms::sm_target() as u32,
     })
 }
 

@@ -71,3 +71,24 @@ impl Table {
         Ok(Err(why))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table written before plans had an SM count target still reads (every SM), and a
+    /// choice for every SM is written as before; one with a target keeps it.
+    #[test]
+    fn sm_target_is_optional_in_the_file() {
+        let old = r#"{"identity":"g","choices":[{"m":8,"n":4,"k":2,"ta":false,"tb":true,
+            "dtype":"bf16","add":false,"index":3}]}"#;
+        let t: Table = serde_json::from_str(old).unwrap();
+        assert_eq!(t.choices[0].sms, 0);
+        assert!(!t.to_json().contains("sms"), "{}", t.to_json());
+        let mut c = t.clone();
+        c.choices[0].sms = 116;
+        let back: Table = serde_json::from_str(&c.to_json()).unwrap();
+        assert_eq!(back.choices[0].sms, 116);
+        assert_eq!(back, c);
+    }
+}
