@@ -3,8 +3,9 @@
 //! on the host in f64, `clip_grad_norm_`'s coefficient applied by a tensor op, AdamW after
 //! the backward): 200 steps of the tiny LM with clipping active and a changing learning
 //! rate, on one rank (with and without accumulation), DDP on 2 and 4 ranks (its all-reduce
-//! whole, or split: with and without accumulation), and DDP plus
-//! the sharded optimizer on 2. Weights within 1e-5 relative; the step's reported norm
+//! whole, or split: with and without accumulation), ZeRO-1 on 2 and 4 (with and without
+//! accumulation), ZeRO-2 on 2 and 4, and DDP plus the sharded optimizer on 2. Weights
+//! within 1e-5 relative; the step's reported norm
 //! within 1e-5 of the reference's.
 
 mod common;
@@ -199,8 +200,7 @@ fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
 }
 
 #[test]
-fn zero1_on_2_ranks_equals_the_reference_step() {
-    let want = reference(2);
+fn zero1_on_2_and_4_ranks_equals_the_reference_step() {
     let zero1 = |m: &dyn StagedModel,
                  c: std::sync::Arc<dyn comm::Communicator>|
      -> Box<dyn step::Strategy> {
@@ -209,11 +209,17 @@ fn zero1_on_2_ranks_equals_the_reference_step() {
         z.set_gather_ahead(true);
         Box::new(z)
     };
-    assert_close(
-        "zero1, 2 ranks, 2 micro-batches",
-        &with_step(2, 2, zero1),
-        &want,
-    );
+    // Issue 47's bar: 2 and 4 ranks, with and without accumulation.
+    for accum in [1, 2] {
+        let want = reference(accum);
+        for world in [2, 4] {
+            assert_close(
+                &format!("zero1, {world} ranks, {accum} micro-batches"),
+                &with_step(world, accum, zero1),
+                &want,
+            );
+        }
+    }
 }
 
 #[test]
