@@ -1,17 +1,20 @@
-//! How much the LM's backward slows while other kernels hold some of the GPU's SMs — what
-//! NCCL's kernels do beside an overlapped DDP backward — and whether planning the GEMMs
-//! for the SMs left (`model::gemm_sms`, the carve-out) wins it back. One GPU, no NCCL: a
-//! "hog" kernel on a second stream takes `hog_sms` SMs for `hog_ms`, starting with the
-//! backward. The `spin` hog's blocks each ask for all of an SM's shared memory, so no GEMM
-//! tile can share that SM, and spin one warp on the global timer with `nanosleep`, so they
-//! take almost no issue slots and no memory bandwidth: SM occupancy alone. The `stream`
-//! hog's `hog_sms` blocks of 512 threads copy a buffer as fast as they can: SMs plus the
-//! HBM traffic a collective's local side makes (it reports the rate, `hog_gbs`).
+//! How much the LM's backward (or, `--phase forward`, its forward: where ZeRO-1's gathers
+//! run) slows while other kernels hold some of the GPU's SMs — what NCCL's kernels do
+//! beside an overlapped step — and whether planning the GEMMs for the SMs left
+//! (`model::gemm_sms`, the carve-out, which cuBLAS and the model's cuBLASLt plans both
+//! read) wins it back. One GPU, no NCCL: a "hog" kernel on a second stream takes `hog_sms`
+//! SMs for `hog_ms`, starting with the timed pass. The `spin` hog's blocks each ask for all
+//! of an SM's shared memory, so no GEMM tile can share that SM, and spin one warp on the
+//! global timer with `nanosleep`, so they take almost no issue slots and no memory
+//! bandwidth: SM occupancy alone. The `stream` hog's `hog_sms` blocks of 512 threads copy a
+//! buffer as fast as they can: SMs plus the HBM traffic a collective's local side makes (it
+//! reports the rate, `hog_gbs`). Call 220 (docs/results/gpus-s40.md): beside `stream` no
+//! carve-out won time back at xl bf16.
 //!
-//!   bench contention --size xl --dtype fp32 --hog spin,stream --hog-sms 0,16,32 --sm-carveout 0,16
+//!   bench contention --size xl --dtype bf16 --phase forward --hog-sms 0,16 --sm-carveout 0,16
 //!
-//! `lost_per_hog_ms` = (backward − backward alone) ÷ `hog_ms`: the share of the GPU's
-//! throughput the backward lost while the SMs were held. If only the held SMs were lost
+//! `lost_per_hog_ms` = (pass − pass alone) ÷ `hog_ms`: the share of the GPU's
+//! throughput the pass lost while the SMs were held. If only the held SMs were lost
 //! it would be `hog_sms` ÷ SMs; more means GEMMs tiled for every SM ran an extra wave on
 //! the SMs left. `bench slowdown` gives the same figure for real NCCL collectives
 //! (`lost/comm`).
