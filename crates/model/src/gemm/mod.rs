@@ -30,8 +30,9 @@
 //! same bits (`train` keeps it in its run directory, as PyTorch's TunableOp keeps its file).
 //! A table holds for one GPU model and cuBLASLt version ([`identity`]). A GEMM queued
 //! while `seam::gemm_sms` leaves SMs out has a plan of its own, with cuBLASLt's SM count
-//! target set to the SMs left (its choice is a row of its own, `sms` in the file). The arithmetic is the dtype's: f32 stays f32 (TF32 only when
-//! [`crate::tf32`] is on), bf16 accumulates in f32 and rounds once, after the add.
+//! target set to the SMs left (its choice is a row of its own, `sms` in the file). The
+//! arithmetic is the dtype's: f32 stays f32 (TF32 only when [`crate::tf32`] is on), bf16
+//! accumulates in f32 and rounds once, after the add.
 
 #[cfg(feature = "cuda")]
 mod choices;
