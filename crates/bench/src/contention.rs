@@ -111,56 +111,53 @@ pub struct Config<'a> {
     pub batch: usize,
 }
 
-/// What [`backward_ms`] measured.
+/// What [`pass_ms`] measured.
 struct Timed {
     bwd_ms: Vec<f64>,
     hog_bytes: Vec<u64>,
     gpu: Option<GpuTelemetry>,
 }
 
-/// Times `steps` forwards or backwards (`phase`, after `warmup`), each with the hog started
+/// Times `cfg.steps` of `cfg.phase`'s pass (after `cfg.warmup`), each with the hog started
 /// with it.
-#[allow(clippy::too_many_arguments)]
-fn backward_ms(
+fn pass_ms(
     lm: &TransformerLm,
     b: &Batch,
     dev: &Device,
-    phase: Phase,
+    cfg: &Config,
     hog: &mut Hog,
     (kind, sms, ms): (HogKind, usize, f64),
-    warmup: usize,
-    steps: usize,
 ) -> Result<Timed> {
-    let mut out = Vec::with_capacity(steps);
+    let mut out = Vec::with_capacity(cfg.steps);
     let mut bytes = Vec::new();
     let mut sampler = None;
-    for i in 0..warmup + steps {
-        if i == warmup {
+    for i in 0..cfg.warmup + cfg.steps {
+        if i == cfg.warmup {
             sampler = crate::telemetry::Sampler::start(dev);
         }
         // Not step::TrainStep: one pass alone is timed, beside a hog started on the host.
-        let s = if phase == Phase::Forward {
-            dev.synchronize()?;
-            let t = Timer::start(dev)?;
-            if sms > 0 {
-                hog.start(kind, sms, ms)?;
-            }
-            let tape = model::forward(lm, b)?;
-            let s = t.stop()?;
-            drop(tape);
-            s
-        } else {
-            let tape = model::forward(lm, b)?;
-            dev.synchronize()?;
-            let t = Timer::start(dev)?;
-            if sms > 0 {
-                hog.start(kind, sms, ms)?;
-            }
-            drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
-            t.stop()?
+        // The backward's forward runs before the timer; a timed forward's tape is dropped
+        // after it.
+        let ahead = match cfg.phase {
+            Phase::Backward => Some(model::forward(lm, b)?),
+            Phase::Forward => None,
         };
+        dev.synchronize()?;
+        let t = Timer::start(dev)?;
+        if sms > 0 {
+            hog.start(kind, sms, ms)?;
+        }
+        let timed = match ahead {
+            Some(tape) => {
+                drop(tape.backward(|_, _| Ok::<(), model::ModelError>(()))?);
+                None
+            }
+            None => Some(model::forward(lm, b)?),
+        };
+        let s = t.stop()?;
+        drop(timed);
         let moved = hog.finish()?;
-        if i >= warmup {
+        if i >= cfg.warmup {
             out.push(s * 1e3);
             bytes.extend(moved);
         }
@@ -195,9 +192,7 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
     }
     let b = crate::ddp::batch_for(&lm, 0, cfg.batch, dev)?;
     let none = (HogKind::Spin, 0, 0.0);
-    let base = backward_ms(
-        &lm, &b, dev, cfg.phase, &mut hog, none, cfg.warmup, cfg.steps,
-    )?;
+    let base = pass_ms(&lm, &b, dev, cfg, &mut hog, none)?;
     let base = mean_std(&base.bwd_ms).0;
     let hog_ms = base * cfg.hog_share;
     let mut out = Vec::new();
@@ -210,16 +205,7 @@ pub fn run(dev: &Device, cfg: &Config) -> Result<Vec<ContentionRecord>> {
     });
     for (kind, h, c) in runs {
         model::gemm_sms::set_gemm_sm_carveout(dev, c)?;
-        let run = backward_ms(
-            &lm,
-            &b,
-            dev,
-            cfg.phase,
-            &mut hog,
-            (kind, h, hog_ms),
-            cfg.warmup,
-            cfg.steps,
-        );
+        let run = pass_ms(&lm, &b, dev, cfg, &mut hog, (kind, h, hog_ms));
         model::gemm_sms::set_gemm_sm_carveout(dev, 0)?;
         let t = run?;
         let (m, sd) = mean_std(&t.bwd_ms);
