@@ -8,8 +8,10 @@
 //! global timer with `nanosleep`, so they take almost no issue slots and no memory
 //! bandwidth: SM occupancy alone. The `stream` hog's `hog_sms` blocks of 512 threads copy a
 //! buffer as fast as they can: SMs plus the HBM traffic a collective's local side makes (it
-//! reports the rate, `hog_gbs`). Call 220 (docs/results/gpus-s40.md): beside `stream` no
-//! carve-out won time back at xl bf16.
+//! reports the rate, `hog_gbs`). Each pass runs eagerly: at xl, 8 rows, the forward is
+//! host-bound and its time moves by several ms from run to run (call 223), so time the
+//! forward at 32 rows. Calls 220 and 224 (docs/results/gpus-s40.md): beside either hog no
+//! carve-out won time back at xl bf16, backward or forward.
 //!
 //!   bench contention --size xl --dtype bf16 --phase forward --hog-sms 0,16 --sm-carveout 0,16
 //!
