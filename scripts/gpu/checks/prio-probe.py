@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # Session 39, call 215 (nvidia-h200): python3 prio-probe.py, twice (REPS=7), torch's adds only;
 # call 216: with the Triton adds (ADDS_PROGS="528 132"); call 217: ADDS_PROGS="528 0".
+# Session 41: ADDS_PTX="old=a.ptx new=b.ptx" adds comm's own kernel from each PTX.
 """Whether stream priority puts a backward's GEMMs ahead of memory-bound adds beside them
 (session 39; one GPU, no ranks, no graphs).
 
@@ -18,6 +19,11 @@ ready). Cases, by (compute stream's priority, adds stream's):
                loop, 2048 elements a block and pass; here Triton, P programs of 256 threads,
                ADDS_PROGS, default "528 132 0": comm's cap, COMM_CE_ADDS_BLOCKS=132, and 0:
                a block for every 2048 elements, so that blocks are short and many wait).
+  adds-N, adds1-N, same-N: comm's kernel (kernels/sum.cu's comm_sum_parts, in place) from
+               the PTX named N in ADDS_PTX, loaded through the driver: the adds alone (3 parts a
+               bucket, world 4; adds1: 1 part of twice the length, world 2), and beside the
+               GEMMs at the lowest priority. A {"check":"same bits"} line compares the first
+               two kernels' sums and sums of squares on the same input.
 Times are CUDA events: the GEMMs' span and the end of the last add, from a common start
 (both streams wait behind one sleep), median of REPS. Prints JSON lines
 {"bench":"prio-probe",...} and a table.
@@ -25,6 +31,8 @@ Times are CUDA events: the GEMMs' span and the end of the last add, from a commo
 import json, os, statistics
 
 import torch
+
+import comm_adds
 
 REPS = int(os.environ.get("REPS", 7))
 D, FF, LAYERS, TOKENS, BUCKETS = 1600, 6400, 48, 1024, 16
@@ -34,7 +42,7 @@ bf = torch.bfloat16
 x = torch.randn(TOKENS, FF, device=dev, dtype=bf)
 dy = torch.randn(TOKENS, FF, device=dev, dtype=bf)
 ws = {(i, o): torch.randn(o, i, device=dev, dtype=bf) for i, o in [(D, 3 * D), (D, D), (D, FF), (FF, D)]}
-part = PARAMS // BUCKETS // 4
+part = PARAMS // BUCKETS // 4 // 8 * 8  # 16-byte aligned rows for comm's kernel
 parts = [torch.randn(4, part, device=dev, dtype=bf) for _ in range(BUCKETS)]
 outs = [torch.empty(part, device=dev, dtype=bf) for _ in range(BUCKETS)]
 
@@ -58,7 +66,12 @@ except ImportError:
 
 
 def add(b, progs):
-    if progs:
+    if isinstance(progs, tuple):  # comm's kernel: (function, parts)
+        f, k = progs
+        row = part * 4 // (k + 1)
+        d = parts[b].data_ptr()
+        comm_adds.launch(f, [(d, d, d + 2 * row, row, row, 1.0)], k)
+    elif progs:
         sum_parts[(progs,)](parts[b], outs[b], part, progs, BLOCK=2048, num_warps=8)
     else:
         torch.sum(parts[b], dim=0, out=outs[b])
@@ -73,7 +86,7 @@ def gemms(layer_done):
         layer_done(layer)
 
 
-def run(cp, ap, adds, progs=0):
+def run(cp, ap, adds, progs=0, gemm=True):
     cs = torch.cuda.Stream(dev, priority=cp)
     as_ = torch.cuda.Stream(dev, priority=ap)
     t0, c1, a1 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
@@ -94,7 +107,7 @@ def run(cp, ap, adds, progs=0):
                 add(b, progs)
 
     with torch.cuda.stream(cs):
-        gemms(done)
+        gemms(done) if gemm else [done(layer) for layer in range(LAYERS)]
         c1.record(cs)
     a1.record(as_)
     torch.cuda.synchronize()
@@ -106,6 +119,24 @@ for p in map(int, os.environ.get("ADDS_PROGS", "528 132 0").split() if triton el
     p = p or -(-part // 2048)  # 0: a block per 2048 elements, each one pass (no grid-stride)
     cases[f"same-t{p}"] = (0, 0, True, p)
     cases[f"compute-up-t{p}"] = (-2, -1, True, p)
+kernels = {k: comm_adds.load(v) for k, v in (e.split("=") for e in os.environ.get("ADDS_PTX", "").split())}
+for name, f in kernels.items():
+    cases[f"adds-{name}"] = (0, 0, True, (f, 3), False)
+    cases[f"adds1-{name}"] = (0, 0, True, (f, 1), False)
+    cases[f"same-{name}"] = (0, 0, True, (f, 3))
+if len(kernels) >= 2:  # the same input through the first two: the same sums and squares?
+    (a, fa), (b, fb) = list(kernels.items())[:2]
+    outs_, sqs = [], []
+    for f in (fa, fb):
+        t = parts[0].clone()
+        sq = torch.zeros(528, device=dev, dtype=torch.float32)
+        d = t.data_ptr()
+        comm_adds.launch(f, [(d, d, d + 2 * part, part, part, 1.0)], 3, sq.data_ptr())
+        outs_.append(t[0])
+        sqs.append(sq)
+    torch.cuda.synchronize()
+    same = torch.equal(outs_[0].view(torch.int16), outs_[1].view(torch.int16)) and torch.equal(sqs[0].view(torch.int32), sqs[1].view(torch.int32))
+    print(json.dumps({"bench": "prio-probe", "check": "same bits", "kernels": [a, b], "same": same, "norm": [float(q.sum().sqrt()) for q in sqs]}))
 for c in cases.values():
     run(*c)
 res = {k: [] for k in cases}
@@ -115,9 +146,12 @@ for _ in range(REPS):
 rows = []
 for k, r in res.items():
     g, a = statistics.median(x[0] for x in r), statistics.median(x[1] for x in r)
-    rec = {"bench": "prio-probe", "case": k, "priorities": cases[k][:2], "gemms_ms": round(g, 3), "adds_end_ms": round(a, 3), "step_ms": round(max(g, a), 3), "reps": REPS, "gpu": torch.cuda.get_device_name(0)}
+    rec = {"bench": "prio-probe", "case": k, "priorities": list(cases[k][:2]), "gemms_ms": round(g, 3), "adds_end_ms": round(a, 3), "step_ms": round(max(g, a), 3), "reps": REPS, "gpu": torch.cuda.get_device_name(0)}
+    kind = cases[k][3] if len(cases[k]) > 3 else 0
+    if len(cases[k]) > 4:  # adds alone: what they move (reads and the write) over their time
+        rec["adds_gb_s"] = round(BUCKETS * (kind[1] + 2) * (part * 4 // (kind[1] + 1)) * 2 / a / 1e6, 1)
     print(json.dumps(rec))
     rows.append(rec)
 print(f"{'case':12} {'GEMMs':>8} {'last add':>9} {'both':>8}  (ms, median of {REPS})")
 for r in rows:
-    print(f"{r['case']:12} {r['gemms_ms']:8.3f} {r['adds_end_ms']:9.3f} {r['step_ms']:8.3f}")
+    print(f"{r['case']:12} {r['gemms_ms']:8.3f} {r['adds_end_ms']:9.3f} {r['step_ms']:8.3f}  {r.get('adds_gb_s', '')}")
