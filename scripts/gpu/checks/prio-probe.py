@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # Session 39, call 215 (nvidia-h200): python3 prio-probe.py, twice (REPS=7), torch's adds only;
 # call 216: with the Triton adds (ADDS_PROGS="528 132"); call 217: ADDS_PROGS="528 0".
-# Session 41: ADDS_PTX="old=a.ptx new=b.ptx" adds comm's own kernel from each PTX.
+# Session 41: ADDS_PTX="old=a.ptx new=b.ptx" adds comm's own kernel from each PTX (calls
+# 226-228); ADDS_BLOCKS="528 264 132" caps its blocks as COMM_CE_ADDS_BLOCKS does (call 229);
+# TRACE=1 also prints where each kernel of one replay of every case ran (torch.profiler).
 """Whether stream priority puts a backward's GEMMs ahead of memory-bound adds beside them
 (session 39; one GPU, no ranks, no graphs).
 
@@ -20,7 +22,7 @@ ready). Cases, by (compute stream's priority, adds stream's):
                ADDS_PROGS, default "528 132 0": comm's cap, COMM_CE_ADDS_BLOCKS=132, and 0:
                a block for every 2048 elements, so that blocks are short and many wait).
   adds-N, adds1-N, same-N: comm's kernel (kernels/sum.cu's comm_sum_parts, in place) from
-               the PTX named N in ADDS_PTX, loaded through the driver: the adds alone (3 parts a
+               the PTX named N in ADDS_PTX (-bB: at most B blocks, ADDS_BLOCKS), loaded through the driver: the adds alone (3 parts a
                bucket, world 4; adds1: 1 part of twice the length, world 2), and beside the
                GEMMs at the lowest priority. A {"check":"same bits"} line compares the first
                two kernels' sums and sums of squares on the same input.
@@ -66,11 +68,11 @@ except ImportError:
 
 
 def add(b, progs):
-    if isinstance(progs, tuple):  # comm's kernel: (function, parts)
-        f, k = progs
+    if isinstance(progs, tuple):  # comm's kernel: (function, parts, most blocks)
+        f, k, most = progs
         row = part * 4 // (k + 1)
         d = parts[b].data_ptr()
-        comm_adds.launch(f, [(d, d, d + 2 * row, row, row, 1.0)], k)
+        comm_adds.launch(f, [(d, d, d + 2 * row, row, row, 1.0)], k, blocks=most)
     elif progs:
         sum_parts[(progs,)](parts[b], outs[b], part, progs, BLOCK=2048, num_warps=8)
     else:
@@ -121,9 +123,11 @@ for p in map(int, os.environ.get("ADDS_PROGS", "528 132 0").split() if triton el
     cases[f"compute-up-t{p}"] = (-2, -1, True, p)
 kernels = {k: comm_adds.load(v) for k, v in (e.split("=") for e in os.environ.get("ADDS_PTX", "").split())}
 for name, f in kernels.items():
-    cases[f"adds-{name}"] = (0, 0, True, (f, 3), False)
-    cases[f"adds1-{name}"] = (0, 0, True, (f, 1), False)
-    cases[f"same-{name}"] = (0, 0, True, (f, 3))
+    for most in map(int, os.environ.get("ADDS_BLOCKS", "528").split()):
+        at = "" if most == comm_adds.BLOCKS else f"-b{most}"
+        cases[f"adds-{name}{at}"] = (0, 0, True, (f, 3, most), False)
+        cases[f"adds1-{name}{at}"] = (0, 0, True, (f, 1, most), False)
+        cases[f"same-{name}{at}"] = (0, 0, True, (f, 3, most))
 if len(kernels) >= 2:  # the same input through the first two: the same sums and squares?
     (a, fa), (b, fb) = list(kernels.items())[:2]
     outs_, sqs = [], []
@@ -155,3 +159,35 @@ for k, r in res.items():
 print(f"{'case':12} {'GEMMs':>8} {'last add':>9} {'both':>8}  (ms, median of {REPS})")
 for r in rows:
     print(f"{r['case']:12} {r['gemms_ms']:8.3f} {r['adds_end_ms']:9.3f} {r['step_ms']:8.3f}  {r.get('adds_gb_s', '')}")
+
+
+def union(iv):
+    """The merged intervals of `iv` (start, end)."""
+    out = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def overlap(x, y):
+    """How long two merged interval lists overlap."""
+    return sum(max(0, min(b, d) - max(a, c)) for a, b in x for c, d in y)
+
+
+if os.environ.get("TRACE") == "1":  # where each kernel of one more replay of each case ran
+    import tempfile
+
+    for k, c in cases.items():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            run(*c)
+        path = tempfile.mktemp(suffix=".json")
+        prof.export_chrome_trace(path)
+        ks = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"]
+        adds = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" in e["name"] or "reduce" in e["name"]]
+        other = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" not in e["name"] and "reduce" not in e["name"] and "sleep" not in e["name"] and "spin" not in e["name"]]
+        ua, ug = union(adds), union(other)
+        rec = {"bench": "prio-probe", "trace": k, "adds_kernels": len(adds), "adds_busy_ms": round(sum(b - a for a, b in ua) / 1e3, 3), "gemms_busy_ms": round(sum(b - a for a, b in ug) / 1e3, 3), "both_ms": round(overlap(ua, ug) / 1e3, 3)}
+        print(json.dumps(rec))
