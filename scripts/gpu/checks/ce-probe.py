@@ -9,6 +9,10 @@ GPUs move xl's 4.0 GB of bf16 parameters or gradients in 16 buckets:
           cuMemcpyAsync on a stream of its own per peer (peer access on);
   nccl-ag torch.cuda.nccl.all_gather, bucket by bucket, on one stream per GPU;
   ce-ag-push the same, pushed: each GPU writes its shard into every peer's buffer;
+  ce-ag-ring, ce-ag-ring-pull: pushed (pulled) on ONE stream per GPU, the peers in the order
+          d+1, d+2, ... (mod W) for every bucket: one copy at a time per GPU, so that each GPU
+          takes in from about one peer at a time (session 41: whether that beats three
+          copies at once, ~230 GB/s at world 4, toward one copy's ~358 at world 2);
   ce-ag-sK, ce-ag-push-sK: each peer's copy split into K pieces on K streams of its own
           (SPLITS, default "2 4"): whether more copies at once bring in more than ~200 GB/s
           at world 4 (session 30);
@@ -74,18 +78,16 @@ def gemms(d):
             k, n = w.shape
             torch.mm(x[k], w); torch.mm(y[n], w.t()); torch.mm(x[k].t(), y[n])
 
-def ce_ag(d, push=False, split=1):
+def ce_ag(d, push=False, split=1, ring=False):
     """GPU d's copies of the gather, on its stream per peer p: p's shard pulled into d's
     buffer, or (push) d's shard written into p's; each split in `split` pieces on as many
-    streams of that peer."""
+    streams of that peer; or (ring) all on one stream, the peers from d+1 on."""
     piece = shard // split
     for b in range(BUCKETS):
-        for p in range(W):
-            if p == d:
-                continue
+        for p in ((d + j) % W for j in range(1, W)):
             (src, dst, k) = (d, p, d) if push else (p, d, p)
             for i in range(split):
-                s = split_s[d][p][i]
+                s = split_s[d][(d + 1) % W][0] if ring else split_s[d][p][i]
                 n = piece if i < split - 1 else shard - piece * (split - 1)
                 part = lambda g: full[g][b, k * shard + i * piece:k * shard + i * piece + n]
                 ck(cu.cuMemcpyAsync(part(dst).data_ptr(), part(src).data_ptr(), n * 2, ctypes.c_void_p(s.cuda_stream)), "copy")
@@ -157,7 +159,8 @@ def run(mode):
             g_end[d] = torch.cuda.Event(enable_timing=True); g_end[d].record(gemm_s[d])
         if comm and comm.startswith("ce-ag"):
             k = int(comm.split("-s")[1]) if "-s" in comm else 1
-            ce_ag(d, push="push" in comm, split=k)
+            ring = "ring" in comm
+            ce_ag(d, push="push" in comm or (ring and "pull" not in comm), split=k, ring=ring)
         elif comm and comm.startswith("ce-rs"):
             ce_rs(d, int(comm[7:]) if comm.startswith("ce-rs-t") else None)
     if comm == "nccl-ag":
