@@ -20,6 +20,10 @@
 //! 3. `S` waits for the peers' streams, then until every peer's "done" here is 1, and
 //!    sets them back to 0: every part has arrived. The [`Work`] is recorded after that.
 //!
+//! With `COMM_CE_ONE_STREAM=1` step 2 runs on one stream for all peers, from this rank + 1
+//! on: one copy at a time, so that a GPU takes in from about one peer at a time (a switch
+//! to measure at world 4, where three copies at once bring in 200-230 GB/s: session 41).
+//!
 //! The order is `super::ce_schedule`'s, whose tests run it on every rank at random
 //! interleavings without CUDA. Every flag is set by one peer and reset by its owner before
 //! the owner lets that peer set it again (a peer sets "ready" for the next gather only
@@ -128,7 +132,7 @@ impl NcclComm {
         self.before(&self.stream)?;
         let timing = self.log().is_some();
         let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
-        let sch = schedule(self.rank, self.world);
+        let sch = schedule(self.rank, self.world, self.ce_one_stream);
         let push = |s: CUstream, to: usize| {
             for &(at, part) in parts {
                 let off = at - w.base + self.rank as u64 * part;
@@ -153,7 +157,7 @@ impl NcclComm {
         self.after(op, keep, &self.stream)
     }
 
-    /// Queues `sch`'s peers' operations in window `w`, each peer's on its stream forked from
+    /// Queues `sch`'s peers' operations in window `w`, each list on a peer stream forked from
     /// the communication stream, then, once they have ended, its `last` on the
     /// communication stream; `push(s, to)` makes the copies into rank `to` (a gather's here,
     /// a reduce-scatter's in `super::ce_reduce`).

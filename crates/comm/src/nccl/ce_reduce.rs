@@ -205,7 +205,7 @@ impl NcclComm {
             .collect::<Result<_>>()?;
         // A gather's order (`super::ce_schedule`), its `first` (this rank's slots are
         // free) at the wait, after the adds (see the module's doc).
-        let sch = schedule(me, world);
+        let sch = schedule(me, world, self.ce_one_stream);
         let push = |s: CUstream, q: usize| {
             for ((&a, &c), &o) in at.iter().zip(&chunks).zip(&offsets) {
                 let to = span.peer(q, o + slot(me, q) * 2 * c);

@@ -30,18 +30,53 @@ pub(crate) enum Op {
 
 /// One gather on rank `me`: `first` on the communication stream, then each peer's
 /// operations (in rank order, `me` skipped) on a stream of its own (forked after `first`),
-/// then, once they have all ended, `last` on the communication stream; the gather's
-/// completion is recorded after.
+/// or all of them on one stream, the peers from `me + 1` on (`one_stream`); then, once they
+/// have all ended, `last` on the communication stream; the gather's completion is recorded
+/// after.
 #[derive(Debug)]
 pub(crate) struct Schedule {
     pub first: Vec<Op>,
+    /// The peer streams' operations: one list per stream.
     pub peers: Vec<Vec<Op>>,
     pub last: Vec<Op>,
 }
 
+/// Whether a rank's copies go one at a time, on one stream, as `COMM_CE_ONE_STREAM` (`env`)
+/// says: unset or 0, no (a stream per peer, every peer's copy at once); 1, yes, so that a
+/// GPU takes in from about one peer at a time (session 41: at world 4 three copies at once
+/// brought in 200-230 GB/s, one copy from one peer 358 at world 2). Any other value is an
+/// error naming the variable.
+pub(crate) fn one_stream(env: Option<&str>) -> crate::error::Result<bool> {
+    match env {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(v) => Err(crate::error::CommError::Env {
+            name: "COMM_CE_ONE_STREAM".into(),
+            msg: format!("{v:?}: 1 (a rank's copies one at a time, on one stream) or 0"),
+        }),
+    }
+}
+
 /// Rank `me`'s schedule of a gather over `world` ranks.
-pub(crate) fn schedule(me: usize, world: usize) -> Schedule {
-    let peers: Vec<usize> = (0..world).filter(|&q| q != me).collect();
+pub(crate) fn schedule(me: usize, world: usize, one_stream: bool) -> Schedule {
+    let peers: Vec<usize> = match one_stream {
+        true => (1..world).map(|j| (me + j) % world).collect(),
+        false => (0..world).filter(|&q| q != me).collect(),
+    };
+    let ops: Vec<Vec<Op>> = peers
+        .iter()
+        .map(|&q| {
+            vec![
+                Op::Wait(Flag::Ready(q)),
+                Op::Reset(Flag::Ready(q)),
+                Op::Push { to: q },
+                Op::Set {
+                    at: q,
+                    flag: Flag::Done(me),
+                },
+            ]
+        })
+        .collect();
     Schedule {
         first: peers
             .iter()
@@ -50,20 +85,10 @@ pub(crate) fn schedule(me: usize, world: usize) -> Schedule {
                 flag: Flag::Ready(me),
             })
             .collect(),
-        peers: peers
-            .iter()
-            .map(|&q| {
-                vec![
-                    Op::Wait(Flag::Ready(q)),
-                    Op::Reset(Flag::Ready(q)),
-                    Op::Push { to: q },
-                    Op::Set {
-                        at: q,
-                        flag: Flag::Done(me),
-                    },
-                ]
-            })
-            .collect(),
+        peers: match one_stream {
+            true => vec![ops.concat()],
+            false => ops,
+        },
         last: peers
             .iter()
             .flat_map(|&q| [Op::Wait(Flag::Done(q)), Op::Reset(Flag::Done(q))])
@@ -131,10 +156,10 @@ mod tests {
     /// Every rank's streams for `gathers` gathers in a row (stream 0: the communication
     /// stream; 1..world: the peers' streams), in stream order, with the fork and join
     /// of each gather as cross-stream dependencies.
-    fn streams(me: usize, world: usize, gathers: usize) -> Vec<Stream<(usize, Op)>> {
+    fn streams(me: usize, world: usize, gathers: usize, one: bool) -> Vec<Stream<(usize, Op)>> {
         let mut s: Vec<Stream<_>> = (0..world).map(|_| Stream::default()).collect();
         for g in 0..gathers {
-            let sch = schedule(me, world);
+            let sch = schedule(me, world, one);
             // The join of the last gather: S waits for every peer stream's ops so far.
             for op in sch.first {
                 let join: Vec<_> = (1..world).map(|j| (j, s[j].ops.len())).collect();
@@ -170,8 +195,10 @@ mod tests {
 
     /// Runs `world` ranks through `gathers` gathers, one runnable op at a time chosen by
     /// `seed`; returns an error naming what broke.
-    fn run(world: usize, gathers: usize, seed: u64) -> Result<(), String> {
-        let mut ranks: Vec<Vec<_>> = (0..world).map(|r| streams(r, world, gathers)).collect();
+    fn run(world: usize, gathers: usize, seed: u64, one: bool) -> Result<(), String> {
+        let mut ranks: Vec<Vec<_>> = (0..world)
+            .map(|r| streams(r, world, gathers, one))
+            .collect();
         let mut flags: HashMap<(usize, Flag), u32> = HashMap::new();
         // The gather each rank's communication stream has reached (its first op run),
         // and the pushes each rank's buffer received, by gather.
@@ -236,11 +263,35 @@ mod tests {
 
     #[test]
     fn every_interleaving_tried_ends_with_every_part_in_place_and_the_flags_at_zero() {
-        for world in [2, 3, 4, 8] {
-            for seed in 0..200 {
-                run(world, 4, seed).unwrap();
+        for one in [false, true] {
+            for world in [2, 3, 4, 8] {
+                for seed in 0..200 {
+                    run(world, 4, seed, one).unwrap();
+                }
             }
         }
+    }
+
+    #[test]
+    fn one_stream_takes_the_peers_from_the_next_rank_on_and_bad_values_name_the_variable() {
+        let pushes = |me| -> Vec<usize> {
+            let sch = schedule(me, 4, true);
+            assert_eq!(sch.peers.len(), 1);
+            sch.peers[0]
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Push { to } => Some(*to),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(pushes(0), [1, 2, 3]);
+        assert_eq!(pushes(2), [3, 0, 1]);
+        assert_eq!(schedule(2, 4, false).peers.len(), 3);
+        assert!(!one_stream(None).unwrap() && !one_stream(Some("0")).unwrap());
+        assert!(one_stream(Some("1")).unwrap());
+        let e = one_stream(Some("yes")).unwrap_err().to_string();
+        assert!(e.contains("COMM_CE_ONE_STREAM") && e.contains("yes"), "{e}");
     }
 }
 

@@ -59,6 +59,9 @@ pub struct NcclComm {
     /// One stream per peer for the copy-engine gathers (`super::ce`) and reduce-scatters
     /// (`super::ce_reduce`); none when both are off.
     pub(super) ce_streams: Vec<Arc<CudaStream>>,
+    /// `COMM_CE_ONE_STREAM=1`: the copies one at a time, on the first of them
+    /// (`super::ce_schedule::one_stream`).
+    pub(super) ce_one_stream: bool,
     /// The copy-engine reduce-scatters' windows and open launches.
     pub(super) reduces: Arc<Mutex<super::ce_reduce::Reduces>>,
     /// The stream of their adds as the parts arrive (`COMM_CE_ADDS`); `None`: the adds run
@@ -93,6 +96,8 @@ impl NcclComm {
         let windows = Windows::new(raw.clone(), here, compute.clone(), stream.clone())?;
         let ce = windows.ce || windows.ce_reduce;
         let ce_streams = super::ce::peer_streams(ce, &ctx, env.world_size)?;
+        let one = std::env::var("COMM_CE_ONE_STREAM").ok();
+        let ce_one_stream = super::ce_schedule::one_stream(one.as_deref())?;
         let at_arrival =
             super::adds_policy::adds_at_arrival(std::env::var("COMM_CE_ADDS").ok().as_deref())?;
         let blocks = std::env::var("COMM_CE_ADDS_BLOCKS").ok();
@@ -124,6 +129,7 @@ impl NcclComm {
             launch_identity: std::env::var("COMM_NCCL_LAUNCH_IDENTITY").is_ok_and(|v| v == "1"),
             windows,
             ce_streams,
+            ce_one_stream,
             reduces: Default::default(),
             adds,
             beside,
