@@ -161,24 +161,11 @@ for r in rows:
     print(f"{r['case']:12} {r['gemms_ms']:8.3f} {r['adds_end_ms']:9.3f} {r['step_ms']:8.3f}  {r.get('adds_gb_s', '')}")
 
 
-def union(iv):
-    """The merged intervals of `iv` (start, end)."""
-    out = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
-def overlap(x, y):
-    """How long two merged interval lists overlap."""
-    return sum(max(0, min(b, d) - max(a, c)) for a, b in x for c, d in y)
-
-
 if os.environ.get("TRACE") == "1":  # where each kernel of one more replay of each case ran
-    import tempfile
+    import sys, tempfile
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../cupti"))
+    from summarize import intersect, length, union
 
     for k, c in cases.items():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -189,5 +176,5 @@ if os.environ.get("TRACE") == "1":  # where each kernel of one more replay of ea
         adds = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" in e["name"] or "reduce" in e["name"]]
         other = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" not in e["name"] and "reduce" not in e["name"] and "sleep" not in e["name"] and "spin" not in e["name"]]
         ua, ug = union(adds), union(other)
-        rec = {"bench": "prio-probe", "trace": k, "adds_kernels": len(adds), "adds_busy_ms": round(sum(b - a for a, b in ua) / 1e3, 3), "gemms_busy_ms": round(sum(b - a for a, b in ug) / 1e3, 3), "both_ms": round(overlap(ua, ug) / 1e3, 3)}
+        rec = {"bench": "prio-probe", "trace": k, "adds_kernels": len(adds), "adds_busy_ms": round(length(ua) / 1e3, 3), "gemms_busy_ms": round(length(ug) / 1e3, 3), "both_ms": round(intersect(ua, ug) / 1e3, 3)}
         print(json.dumps(rec))
