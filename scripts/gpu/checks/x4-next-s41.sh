@@ -9,7 +9,9 @@
 #             than ~230 GB/s at world 4, comm's gathers (nccl/ce.rs) should take that order;
 #   bars      issue 47's bars as call 203 ran them: `run.sh train-speed` at worlds 1, 2 and
 #             W, single, bucketed:25 and zero1, beside `bench single --clip 1`, and PyTorch's
-#             DDP compile-ro trainer at 2 and W (about 8 minutes).
+#             DDP compile-ro trainer at 2 and W (about 8 minutes);
+#   bars32    the same at 32 x 128 tokens a GPU (TS_BATCH=32), worlds 1 and W, ours only
+#             (TS_TORCH_WORLDS=99: no PyTorch run).
 export NCCL_NVLS_ENABLE=0
 H="$(cd "$(dirname "$0")" && pwd)"; O="${OUT:-/tmp/out}"; W="${W:-4}"; mkdir -p "$O/c"
 export OUT="$O/c"
@@ -27,6 +29,10 @@ bars)
   CASES=xl:bf16 TS_WORLDS="1 2 $W" TS_STEPS=30 TS_STRATEGIES="single bucketed:25 zero1" TS_TORCH_WORLDS="2 $W" TS_TORCH_PARALLEL=ddp \
     timeout 560 bash "$H/run.sh" train-speed 2>&1 | tee "$OUT/log.txt" | grep -v "^\[rank" | cut -c1-200 | tail -14
   rm -rf "$OUT/train-speed/data" "$OUT/train-speed/run-"* ;;
-*) echo "usage: x4-next-s41.sh selftest|ring|bars" >&2; exit 2 ;;
+bars32)
+  CASES=xl:bf16 TS_BATCH=32 TS_WORLDS="1 $W" TS_STEPS=20 TS_STRATEGIES="single bucketed:25 zero1" TS_TORCH_WORLDS=99 \
+    timeout 560 bash "$H/run.sh" train-speed 2>&1 | tee "$OUT/log.txt" | grep -v "^\[rank" | cut -c1-200 | tail -10
+  rm -rf "$OUT/train-speed/data" "$OUT/train-speed/run-"* ;;
+*) echo "usage: x4-next-s41.sh selftest|ring|bars|bars32" >&2; exit 2 ;;
 esac
 tar czf "$O/c.tgz" -C "$O" c; echo "done $(date -u +%T)"
