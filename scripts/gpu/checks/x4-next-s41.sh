@@ -6,7 +6,8 @@
 #   ring      ce-probe.py: the copy engines' gathers at world W with one copy at a time per
 #             GPU (ce-ag-ring, -ring-pull) beside three at once (ce-ag-push, ce-ag) and
 #             NCCL's, alone and beside the GEMMs (2 minutes). If a ring brings in clearly more
-#             than ~230 GB/s at world 4, comm's gathers (nccl/ce.rs) should take that order;
+#             than ~230 GB/s at world 4, x4-one-s41.sh measures comm's copies in that order
+#             (COMM_CE_ONE_STREAM=1) in the step;
 #   bars      issue 47's bars as call 203 ran them: `run.sh train-speed` at worlds 1, 2 and
 #             W, single, bucketed:25 and zero1, beside `bench single --clip 1`, and PyTorch's
 #             DDP compile-ro trainer at 2 and W (about 8 minutes);
