@@ -67,12 +67,16 @@ except ImportError:
     triton = None
 
 
+def row(k):
+    """The length of each of a bucket's k + 1 rows (its own and k parts) for comm's kernel."""
+    return part * 4 // (k + 1)
+
+
 def add(b, progs):
     if isinstance(progs, tuple):  # comm's kernel: (function, parts, most blocks)
         f, k, most = progs
-        row = part * 4 // (k + 1)
-        d = parts[b].data_ptr()
-        comm_adds.launch(f, [(d, d, d + 2 * row, row, row, 1.0)], k, blocks=most)
+        n, d = row(k), parts[b].data_ptr()
+        comm_adds.launch(f, [(d, d, d + 2 * n, n, n, 1.0)], k, blocks=most)
     elif progs:
         sum_parts[(progs,)](parts[b], outs[b], part, progs, BLOCK=2048, num_warps=8)
     else:
@@ -151,9 +155,9 @@ rows = []
 for k, r in res.items():
     g, a = statistics.median(x[0] for x in r), statistics.median(x[1] for x in r)
     rec = {"bench": "prio-probe", "case": k, "priorities": list(cases[k][:2]), "gemms_ms": round(g, 3), "adds_end_ms": round(a, 3), "step_ms": round(max(g, a), 3), "reps": REPS, "gpu": torch.cuda.get_device_name(0)}
-    kind = cases[k][3] if len(cases[k]) > 3 else 0
     if len(cases[k]) > 4:  # adds alone: what they move (reads and the write) over their time
-        rec["adds_gb_s"] = round(BUCKETS * (kind[1] + 2) * (part * 4 // (kind[1] + 1)) * 2 / a / 1e6, 1)
+        nparts = cases[k][3][1]
+        rec["adds_gb_s"] = round(BUCKETS * (nparts + 2) * row(nparts) * 2 / a / 1e6, 1)
     print(json.dumps(rec))
     rows.append(rec)
 print(f"{'case':12} {'GEMMs':>8} {'last add':>9} {'both':>8}  (ms, median of {REPS})")
@@ -167,14 +171,16 @@ if os.environ.get("TRACE") == "1":  # where each kernel of one more replay of ea
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../cupti"))
     from summarize import intersect, length, union
 
+    is_add = lambda name: "sum" in name or "reduce" in name
     for k, c in cases.items():
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             run(*c)
-        path = tempfile.mktemp(suffix=".json")
-        prof.export_chrome_trace(path)
-        ks = [e for e in json.load(open(path))["traceEvents"] if e.get("cat") == "kernel"]
-        adds = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" in e["name"] or "reduce" in e["name"]]
-        other = [(e["ts"], e["ts"] + e["dur"]) for e in ks if "sum" not in e["name"] and "reduce" not in e["name"] and "sleep" not in e["name"] and "spin" not in e["name"]]
+        with tempfile.TemporaryDirectory() as tmp:
+            prof.export_chrome_trace(os.path.join(tmp, "trace.json"))
+            events = json.load(open(os.path.join(tmp, "trace.json")))["traceEvents"]
+        ks = [(e["name"], e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "kernel"]
+        adds = [(a, b) for n, a, b in ks if is_add(n)]
+        other = [(a, b) for n, a, b in ks if not is_add(n) and "sleep" not in n and "spin" not in n]
         ua, ug = union(adds), union(other)
         rec = {"bench": "prio-probe", "trace": k, "adds_kernels": len(adds), "adds_busy_ms": round(length(ua) / 1e3, 3), "gemms_busy_ms": round(length(ug) / 1e3, 3), "both_ms": round(intersect(ua, ug) / 1e3, 3)}
         print(json.dumps(rec))
