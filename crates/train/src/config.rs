@@ -145,7 +145,9 @@ impl TrainConfig {
         if zero_buckets(&self.strategy)?.is_none()
             && !["single", "sharded"].contains(&self.strategy.as_str())
         {
-            self.strategy.parse::<ddp::Strategy>()?;
+            if let Err(e) = self.strategy.parse::<ddp::Strategy>() {
+                bail!("--strategy {:?}: {STRATEGIES} ({e})", self.strategy);
+            }
         }
         if self.strategy == "single" && world != 1 {
             bail!("strategy single runs on one rank, not {world}");
@@ -231,6 +233,10 @@ pub const ZERO1_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
 pub const FSDP_BUCKET: ddp::Strategy = ddp::Strategy::Bucketed {
     bucket_mb: model::plan::time::FSDP_BUCKET_MB,
 };
+
+/// Every `--strategy` train takes, for the error that names a bad one.
+pub const STRATEGIES: &str = "expected single, naive, flat, overlap, bucketed:MB (DDP), \
+     zero1[:MB], zero2[:MB], fsdp[:MB] or sharded";
 
 /// The ZeRO stage (1, 2, or 3: `fsdp`) and its buckets where `strategy` is `zero1`, `zero2`
 /// or `fsdp`

@@ -184,6 +184,15 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
     let o = run(&out, &["--steps", "2", "--gemm-choices", t]);
     let e = stderr(&o);
     assert!(!o.status.success() && e.contains(t), "{e}");
+    // A strategy train does not know is named with every one it does; no micro-batches.
+    let o = run(&out, &["--steps", "2", "--strategy", "zero9"]);
+    let e = stderr(&o);
+    assert!(
+        !o.status.success() && e.contains("\"zero9\"") && e.contains(train::config::STRATEGIES),
+        "{e}"
+    );
+    let o = run(&out, &["--steps", "2", "--accum", "0"]);
+    assert!(stderr(&o).contains("--accum 0"), "{}", stderr(&o));
     // A start that fails (no data there) leaves no empty --out behind.
     let o = cmd_on(&tmp.path().join("no-data"), &out, &["--steps", "2"])
         .output()
