@@ -107,6 +107,9 @@ pub struct TrainConfig {
 
 impl TrainConfig {
     pub fn validate(&self, world: usize) -> Result<()> {
+        if self.accum == 0 {
+            bail!("--accum 0: a step takes at least 1 micro-batch");
+        }
         crate::sampler::check_split(self.global_batch, world, self.accum)?;
         let numbers = [
             ("lr", self.lr),
