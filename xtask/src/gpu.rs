@@ -82,7 +82,9 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         gz.arg("-f").arg(dest.join("bin").join(bin));
         run(&mut gz).with_context(|| format!("compressing {bin} (gzip)"))?;
     }
-    std::fs::copy(root().join("scripts/gpu/run.sh"), dest.join("run.sh"))?;
+    for f in ["run.sh", "train-jobs.sh"] {
+        std::fs::copy(root().join("scripts/gpu").join(f), dest.join(f))?;
+    }
     std::fs::copy(
         root().join("scripts/gpu/ncu_kernels.py"),
         dest.join("ncu_kernels.py"),
