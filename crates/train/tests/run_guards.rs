@@ -193,6 +193,20 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
     );
     let o = run(&out, &["--steps", "2", "--accum", "0"]);
     assert!(stderr(&o).contains("--accum 0"), "{}", stderr(&o));
+    // A shape file and a size or a context beside it: refused (the file's shape would
+    // silently win), naming both flags.
+    for other in [["--model", "micro"], ["--context", "32"]] {
+        let o = Command::new(TRAIN)
+            .args(["run", "--model-config", t])
+            .args(other)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert!(
+            o.status.code() == Some(2) && e.contains("--model-config") && e.contains(other[0]),
+            "{e}"
+        );
+    }
     // A start that fails (no data there) leaves no empty --out behind.
     let o = cmd_on(&tmp.path().join("no-data"), &out, &["--steps", "2"])
         .output()
