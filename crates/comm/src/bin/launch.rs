@@ -23,10 +23,14 @@ struct Args {
     /// Processes (GPUs) on this node.
     #[arg(long, alias = "gpus", default_value_t = 1)]
     nproc_per_node: usize,
+    /// Nodes in the job, each running its own comm-launch with the same flags but
+    /// --node-rank.
     #[arg(long, default_value_t = 1)]
     nnodes: usize,
+    /// This node's index, 0 to nnodes - 1; its ranks are node-rank × nproc-per-node on.
     #[arg(long, default_value_t = 0)]
     node_rank: usize,
+    /// Node 0's address, where rank 0 listens for the rendezvous (every rank's MASTER_ADDR).
     #[arg(long, default_value = "127.0.0.1")]
     master_addr: String,
     /// Default (or 0): a free port, one node only; required with several nodes.
