@@ -31,6 +31,7 @@ pub struct Compare {
     pub ours: PathBuf,
     /// The other trainer's log (e.g. scripts/anchors/torch_train.py's).
     pub theirs: PathBuf,
+    /// The directory compare.json and compare.svg are written to.
     #[arg(long, default_value = "compare")]
     pub out: PathBuf,
     /// The mean |Δ train loss| is taken over the last this many common steps.
