@@ -115,6 +115,7 @@ pub struct Run {
     /// The learning rate after the warm-up; a cosine takes it down to --min-lr at --steps.
     #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
+    /// The learning rate the cosine ends at, at --steps.
     #[arg(long, default_value_t = 3e-4)]
     pub min_lr: f64,
     /// Steps of linear warm-up to --lr.
@@ -123,8 +124,10 @@ pub struct Run {
     /// AdamW's decoupled weight decay, on every parameter.
     #[arg(long, default_value_t = 0.1)]
     pub weight_decay: f64,
+    /// AdamW's β1 (the first moment's decay).
     #[arg(long, default_value_t = 0.9)]
     pub beta1: f64,
+    /// AdamW's β2 (the second moment's decay).
     #[arg(long, default_value_t = 0.95)]
     pub beta2: f64,
     /// Clip the gradient's global norm (the whole model's, after the reduction) to this;
