@@ -5,7 +5,8 @@
 //! - a resume on other data is refused, naming both data directories;
 //! - a resume takes the changes that keep the past, naming each;
 //! - bad run and sample flags are refused, and a failed start leaves no `--out`;
-//! - a model that cannot fit is refused before it is built.
+//! - a model that cannot fit is refused before it is built;
+//! - `run --prepare` writes the data `prepare` writes with its defaults.
 
 mod common;
 
@@ -281,4 +282,28 @@ fn a_model_that_cannot_fit_is_refused_before_it_is_built() {
         "refused after {:?}",
         t.elapsed()
     );
+}
+
+#[test]
+fn run_prepare_writes_the_data_that_prepare_writes_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (by_prepare, by_run) = (tmp.path().join("prepared"), tmp.path().join("by-run"));
+    let o = Command::new(TRAIN)
+        .args(["prepare", "--data"])
+        .arg(&by_prepare)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cmd_on(
+        &by_run,
+        &tmp.path().join("run"),
+        &["--prepare", "--steps", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["meta.json", "train.bin", "val.bin"] {
+        let read = |d: &std::path::Path| std::fs::read(d.join(f)).unwrap();
+        assert!(read(&by_prepare) == read(&by_run), "{f} differs");
+    }
 }

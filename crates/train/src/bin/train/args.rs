@@ -1,7 +1,7 @@
 //! `train`'s command line: the subcommands and their flags (clap), each flag's help
 //! its doc comment. main.rs turns them into a run's configuration.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use train::launch::Backend;
 
@@ -59,6 +59,18 @@ pub struct Prep {
     /// The generated corpus's seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+impl Prep {
+    /// `train prepare --data DATA`, every other flag at its default (what `run --prepare`
+    /// does): the defaults are the flags' own, parsed from no arguments, not written again
+    /// here; `data` is set after, so no path can be read as a flag.
+    pub fn with_defaults(data: &std::path::Path) -> clap::error::Result<Self> {
+        let cmd = Prep::augment_args(clap::Command::new("prepare"));
+        let mut p = Prep::from_arg_matches(&cmd.try_get_matches_from(["prepare"])?)?;
+        p.data = data.to_path_buf();
+        Ok(p)
+    }
 }
 
 #[derive(Args)]

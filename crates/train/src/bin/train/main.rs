@@ -54,13 +54,7 @@ fn prepare(p: &Prep) -> Result<()> {
 /// and missing); every error here is the user's.
 fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
     if a.prepare && !a.data.join("meta.json").exists() {
-        prepare(&Prep {
-            data: a.data.clone(),
-            text: None,
-            vocab: 10_000,
-            bytes: 4 << 20,
-            seed: 0,
-        })?;
+        prepare(&Prep::with_defaults(&a.data)?)?;
     }
     let model = match &a.model_config {
         Some(f) => shape_from_file(f)?,
