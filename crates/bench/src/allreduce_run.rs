@@ -31,8 +31,10 @@ pub struct Args {
     /// a sweep that cannot fit in the available memory is refused before it starts.
     #[arg(long)]
     pub sizes_mib: Option<String>,
+    /// Untimed collectives per size before the timed ones.
     #[arg(long, default_value_t = 5, value_parser = crate::cli::warmup)]
     pub warmup: usize,
+    /// Timed collectives per size (the slowest rank's mean time is recorded).
     #[arg(long, default_value_t = 20, value_parser = crate::cli::steps)]
     pub iters: usize,
     /// The collective: the fp32 all-reduce (nccl-tests'), or the deferred bf16

@@ -23,6 +23,7 @@ use step::{StepOptions, TrainStep};
 /// `bench ddp-check`'s flags.
 #[derive(clap::Args, Clone)]
 pub struct Args {
+    /// Where the ranks run: nccl (a process per GPU), cpu, or auto.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: crate::cli::BackendArg,
     /// Ranks (CPU threads, 1 to 256, or GPUs); under a launcher (RANK set) the launcher's
@@ -35,7 +36,8 @@ pub struct Args {
     /// naive, flat, overlap, bucketed:MB.
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
-    #[arg(long, default_value_t = 5)]
+    /// Steps of each side (the weights compared after them; step 0's gradients too).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=crate::cli::MAX_STEPS as u64))]
     steps: u64,
     /// Sequences (or rows) per step over all ranks.
     #[arg(long, default_value_t = 8)]

@@ -17,6 +17,7 @@ mod allreduce;
 mod allreduce_run;
 mod budget;
 mod cli;
+mod cmd;
 mod contention;
 mod ddp;
 mod ddp_check;

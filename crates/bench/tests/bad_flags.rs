@@ -260,6 +260,17 @@ fn ddp_check_refuses_a_model_that_cannot_fit_before_building_it() {
     );
 }
 
+/// `ddp-check --steps 0` compared no trained weights and said OK; now refused.
+#[test]
+fn ddp_check_refuses_zero_steps() {
+    let (ok, stdout, stderr, _) = bench(
+        &["ddp-check", "--backend", "cpu", "--steps", "0"],
+        Duration::from_secs(60),
+    );
+    assert!(!ok, "{stdout}{stderr}");
+    assert!(stderr.contains("--steps"), "{stderr}");
+}
+
 /// Without `--backend` (or `--cpu`), bench's subcommands take the GPU where it was built
 /// with CUDA and one is visible; this CPU build takes the CPU and says why, once.
 #[test]
