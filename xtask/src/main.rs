@@ -41,8 +41,12 @@ enum Cmd {
     Toolchain,
     /// Run every benchmark and write report/ (CPU backend when --gpus is 0 or absent).
     Bench {
+        /// GPUs: 0 runs every benchmark on the CPU backend; N builds with CUDA and runs
+        /// them at xl on N GPUs (the multi-GPU ones at each world up to N).
         #[arg(long, default_value_t = 0)]
         gpus: usize,
+        /// Where results.jsonl (started afresh), report.md and the plots go; relative to
+        /// the workspace root.
         #[arg(long, default_value = "report")]
         out: String,
     },
@@ -53,8 +57,10 @@ enum Cmd {
     },
     /// Launch N ranks of a program with the torchrun environment.
     Launch {
+        /// Ranks to start on this node (comm-launch --nproc-per-node), one a GPU.
         #[arg(long)]
         gpus: usize,
+        /// The program and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
@@ -64,6 +70,7 @@ enum Cmd {
         /// GPUs (default: 1 if one is visible, else the CPU).
         #[arg(long)]
         gpus: Option<usize>,
+        /// `train`'s arguments, after `--`.
         #[arg(last = true, required = true)]
         args: Vec<String>,
     },
