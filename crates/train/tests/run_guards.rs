@@ -195,10 +195,11 @@ fn run_and_sample_flags_are_checked_and_a_failed_start_leaves_nothing() {
     let o = run(&out, &["--steps", "2", "--accum", "0"]);
     assert!(stderr(&o).contains("--accum 0"), "{}", stderr(&o));
     // A shape file and a size or a context beside it: refused (the file's shape would
-    // silently win), naming both flags.
+    // silently win), naming both flags. clap refuses before the file is read.
+    let shape = tmp.path().join("shape.json");
     for other in [["--model", "micro"], ["--context", "32"]] {
         let o = Command::new(TRAIN)
-            .args(["run", "--model-config", t])
+            .args(["run", "--model-config", shape.to_str().unwrap()])
             .args(other)
             .output()
             .unwrap();
