@@ -28,6 +28,7 @@
 
 mod agree;
 pub mod error;
+mod file;
 mod manifest;
 mod open;
 mod save;

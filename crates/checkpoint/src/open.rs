@@ -1,11 +1,11 @@
 //! Reading: a checkpoint is its manifest. [`Checkpoint::open`] refuses a directory whose
 //! files do not match it (missing, extra, wrong size); [`Checkpoint::load`] verifies a
-//! file's checksum and the step and rank in its header before parsing it.
+//! file's checksum and the step and rank in its header, reading it once.
 
 use crate::error::{bad, Result};
 use crate::manifest::*;
-use crate::save::{encode, entry, META_RANK, META_STEP};
-use candle_core::{Device, Tensor};
+use crate::save::{entry, header_meta, META_RANK, META_STEP};
+use candle_core::Tensor;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -14,12 +14,6 @@ use std::path::{Path, PathBuf};
 pub struct Checkpoint {
     dir: PathBuf,
     manifest: Manifest,
-}
-
-/// The `key` entry of a safetensors header, if the bytes parse that far.
-fn header_value(bytes: &[u8], key: &str) -> Option<String> {
-    let (_, meta) = safetensors::SafeTensors::read_metadata(bytes).ok()?;
-    meta.metadata().as_ref()?.get(key).cloned()
 }
 
 impl Checkpoint {
@@ -83,56 +77,56 @@ impl Checkpoint {
         self.manifest.file(name).is_some()
     }
 
-    /// The bytes of `name`, verified: listed, same size and CRC-32 as the manifest says,
-    /// and its header's step and rank are the manifest's.
-    pub fn read_bytes(&self, name: &str) -> Result<Vec<u8>> {
+    /// Reads `name` once, verified: listed, the size and CRC-32 the manifest says, and
+    /// its header's step and rank the manifest's; with `tensors`, its tensors (on the CPU),
+    /// made as their bytes arrive.
+    fn read(&self, name: &str, tensors: bool) -> Result<HashMap<String, Tensor>> {
         let path = self.dir.join(name);
         let f = self
             .manifest
             .file(name)
             .ok_or_else(|| bad(&path, "not listed by manifest.json"))?;
-        let bytes = std::fs::read(&path).map_err(|e| bad(&path, e))?;
-        let step = header_value(&bytes, META_STEP);
-        let from = |s: &Option<String>| match s {
+        let c = crate::file::read(&path, tensors)?;
+        let step = c.meta.get(META_STEP);
+        let from = match step {
             Some(s) if *s != self.manifest.step.to_string() => format!(" (it is from step {s})"),
             _ => String::new(),
         };
-        if bytes.len() as u64 != f.size {
-            let msg = format!("{} bytes, manifest.json says {}", bytes.len(), f.size);
-            return Err(bad(&path, msg + &from(&step)));
+        if c.sum.size != f.size {
+            let msg = format!("{} bytes, manifest.json says {}", c.sum.size, f.size);
+            return Err(bad(&path, msg + &from));
         }
-        let crc = crc32fast::hash(&bytes);
-        if crc != f.crc32 {
+        if c.sum.crc32 != f.crc32 {
             let msg = format!(
-                "checksum mismatch: CRC-32 {crc:08x}, manifest.json says {:08x}: corrupt or from another save",
-                f.crc32
+                "checksum mismatch: CRC-32 {:08x}, manifest.json says {:08x}: corrupt or from another save",
+                c.sum.crc32, f.crc32
             );
-            return Err(bad(&path, msg + &from(&step)));
+            return Err(bad(&path, msg + &from));
         }
         let want_step = self.manifest.step.to_string();
-        if step.as_deref() != Some(want_step.as_str()) {
+        if step != Some(&want_step) {
             let msg = format!("header step {step:?}, manifest.json step {want_step}");
             return Err(bad(&path, msg));
         }
-        let rank = header_value(&bytes, META_RANK);
-        if rank.as_deref() != Some(f.rank.to_string().as_str()) {
+        let rank = c.meta.get(META_RANK);
+        if rank != Some(&f.rank.to_string()) {
             let msg = format!("header rank {rank:?}, manifest.json rank {}", f.rank);
             return Err(bad(&path, msg));
         }
-        Ok(bytes)
+        c.tensors.map_err(|e| bad(&path, e))
     }
 
-    /// The tensors of `name` (on the CPU), verified as in [`Self::read_bytes`].
+    /// The tensors of `name` (on the CPU), verified as in [`Self::verify`]; the file is read
+    /// once, a tensor at a time.
     pub fn load(&self, name: &str) -> Result<HashMap<String, Tensor>> {
-        let bytes = self.read_bytes(name)?;
-        candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
-            .map_err(|e| bad(&self.dir.join(name), e))
+        self.read(name, true)
     }
 
-    /// Verifies every file (checksums and headers).
+    /// Verifies every file: listed, the size and CRC-32 the manifest says, its header's
+    /// step and rank the manifest's.
     pub fn verify(&self) -> Result<()> {
         for f in &self.manifest.files {
-            self.read_bytes(&f.name)?;
+            self.read(&f.name, false)?;
         }
         Ok(())
     }
@@ -155,11 +149,13 @@ impl Checkpoint {
         for (name, tensors) in add {
             let path = dir.join(name);
             check_name(&path, name)?;
-            let bytes = encode(&path, tensors, step, 0, world)?;
             let tmp = temp_name(&dir, name, 0);
-            write_synced(&tmp, &bytes)?;
+            let sum = crate::file::write(&path, &tmp, tensors, header_meta(step, 0, world))
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_file(&tmp);
+                })?;
             publish(&tmp, &path)?;
-            files.push(entry(name, 0, &bytes));
+            files.push(entry(name, 0, sum));
         }
         sync_dir(&dir)?;
         let manifest = Manifest::new(step, world, files);

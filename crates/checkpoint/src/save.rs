@@ -8,7 +8,7 @@ use crate::error::{bad, CheckpointError, Result};
 use crate::manifest::*;
 use candle_core::{Device, Tensor};
 use comm::Communicator;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Safetensors header keys every checkpoint file carries.
@@ -25,51 +25,13 @@ pub struct Files {
     written: Vec<(PathBuf, FileEntry)>,
 }
 
-/// Serializes `tensors` (any device) with the step/rank/world header; also used by
-/// [`crate::Checkpoint::replace`].
-pub(crate) fn encode(
-    at: &Path,
-    tensors: &HashMap<String, Tensor>,
-    step: u64,
-    rank: usize,
-    world: usize,
-) -> Result<Vec<u8>> {
-    let cpu: BTreeMap<&str, Tensor> = tensors
-        .iter()
-        .map(|(k, t)| Ok((k.as_str(), t.to_device(&Device::Cpu)?)))
-        .collect::<Result<_>>()?;
-    let meta = HashMap::from([
+/// The header's metadata of every checkpoint file.
+pub(crate) fn header_meta(step: u64, rank: usize, world: usize) -> HashMap<String, String> {
+    HashMap::from([
         (META_STEP.to_string(), step.to_string()),
         (META_RANK.to_string(), rank.to_string()),
         (META_WORLD.to_string(), world.to_string()),
-    ]);
-    let bytes = safetensors::serialize(cpu, Some(meta)).map_err(|e| bad(at, e))?;
-    canonical_header(bytes).map_err(|e| bad(at, e))
-}
-
-/// The same file with its JSON header's keys in sorted order: safetensors writes the
-/// metadata in a `HashMap`'s order, which differs from process to process, so identical
-/// saves gave files that differed byte for byte (and CRCs with them). Only the header's
-/// key order changes: its length, every offset and the data stay as they are.
-fn canonical_header(mut bytes: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
-    let n = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
-        .filter(|n| 8 + n <= bytes.len())
-        .ok_or("a safetensors file without a header")?;
-    let header: serde_json::Value =
-        serde_json::from_slice(&bytes[8..8 + n]).map_err(|e| e.to_string())?;
-    // serde_json's map is ordered by key (no preserve_order in this workspace).
-    let mut sorted = serde_json::to_vec(&header).map_err(|e| e.to_string())?;
-    if sorted.len() > n {
-        return Err(format!(
-            "a sorted header of {} bytes, not {n}",
-            sorted.len()
-        ));
-    }
-    sorted.resize(n, b' ');
-    bytes[8..8 + n].copy_from_slice(&sorted);
-    Ok(bytes)
+    ])
 }
 
 impl Files {
@@ -93,11 +55,13 @@ impl Files {
         if self.written.iter().any(|(_, f)| f.name == name) {
             return Err(bad(&path, "written twice in one save"));
         }
-        let bytes = encode(&path, tensors, self.step, self.rank, self.world)?;
         let tmp = temp_name(&self.dir, name, self.rank);
-        self.written
-            .push((tmp.clone(), entry(name, self.rank, &bytes)));
-        write_synced(&tmp, &bytes)
+        let meta = header_meta(self.step, self.rank, self.world);
+        let sum = crate::file::write(&path, &tmp, tensors, meta).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+        self.written.push((tmp, entry(name, self.rank, sum)));
+        Ok(())
     }
 
     fn entries(&self) -> Vec<FileEntry> {
@@ -120,12 +84,12 @@ impl Files {
     }
 }
 
-pub(crate) fn entry(name: &str, rank: usize, bytes: &[u8]) -> FileEntry {
+pub(crate) fn entry(name: &str, rank: usize, sum: crate::file::Sum) -> FileEntry {
     FileEntry {
         name: name.to_string(),
         rank,
-        size: bytes.len() as u64,
-        crc32: crc32fast::hash(bytes),
+        size: sum.size,
+        crc32: sum.crc32,
     }
 }
 

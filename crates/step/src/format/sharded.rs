@@ -287,9 +287,9 @@ where
             )?;
             if r == 0 {
                 let mut p = HashMap::new();
+                // On the device: `put` copies them to the host one at a time.
                 for (i, v) in params.iter().enumerate() {
-                    let t = v.to_device(&Device::Cpu);
-                    p.insert(format!("p.{i}"), t.map_err(CheckpointError::from)?);
+                    p.insert(format!("p.{i}"), v.clone());
                 }
                 p.insert("meta".to_string(), meta(w, 0, step, sig)?);
                 files.put(PARAMS, &p)?;
