@@ -73,6 +73,8 @@ if [ "${PACKED_NCCL:-1}" = 1 ] && [ -e "$HERE/nccl/libnccl.so.2.gz" ]; then
   gunzip -kf "$HERE/nccl/libnccl.so.2.gz" && export LD_LIBRARY_PATH="$HERE/nccl:$LDP" && PACKED=1
 fi
 torch_env() { LD_LIBRARY_PATH="$TORCH_LDP" "$@"; }
+# A check script may source this file for BIN, RES and the libraries alone, running no job.
+[ "${RUN_SH_SOURCED:-0}" = 1 ] && return 0
 
 # The PyTorch anchor (run_torch.sh overwrites its output file): its lines are appended
 # to $RES/torch.jsonl and shown.

@@ -97,8 +97,15 @@ pub(crate) fn write(
     w.put(&(h.len() as u64).to_le_bytes()).map_err(io)?;
     w.put(&h).map_err(io)?;
     for t in order {
-        let host = t.to_device(&Device::Cpu)?;
-        w.put(&View::data(&host)).map_err(io)?;
+        // A contiguous CPU tensor's bytes are written as they lie; any other tensor is
+        // copied (from its device, or into one run) first, alone.
+        match comm::with_cpu_bytes(t, |b| w.put(b)) {
+            Some(r) => r.map_err(io)?,
+            None => {
+                let host = t.to_device(&Device::Cpu)?;
+                w.put(&View::data(&host)).map_err(io)?
+            }
+        }
     }
     let sum = Sum {
         size: w.size,
@@ -191,11 +198,22 @@ fn parse<R: Read>(
     let mut buf = Vec::new();
     for name in m.offset_keys() {
         let info = m.info(&name).expect("a key of this header");
-        buf.resize(info.data_offsets.1 - info.data_offsets.0, 0);
-        r.take(&mut buf)?;
-        let t = TensorView::new(info.dtype, info.shape.clone(), &buf)
-            .map_err(|e| e.to_string())
-            .and_then(|v| v.load(&Device::Cpu).map_err(|e| e.to_string()));
+        // A float tensor is read straight into its storage; any other through a buffer.
+        let made = candle_core::DType::try_from(info.dtype)
+            .ok()
+            .and_then(|d| Tensor::zeros(info.shape.clone(), d, &Device::Cpu).ok());
+        let direct = made
+            .and_then(|t| comm::with_cpu_bytes_mut(&t, |b| r.take(b)).map(|read| read.map(|()| t)));
+        let t = match direct {
+            Some(read) => Ok(read?),
+            None => {
+                buf.resize(info.data_offsets.1 - info.data_offsets.0, 0);
+                r.take(&mut buf)?;
+                TensorView::new(info.dtype, info.shape.clone(), &buf)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| v.load(&Device::Cpu).map_err(|e| e.to_string()))
+            }
+        };
         match t {
             Ok(t) => out.insert(name, t),
             Err(e) => return Ok(Err(format!("tensor {name:?}: {e}"))),

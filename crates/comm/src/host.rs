@@ -6,7 +6,7 @@
 
 use crate::error::{CommError, Result};
 use crate::validate::not_cpu;
-use candle_core::{CpuStorage, InplaceOp1, Layout, Storage, Tensor};
+use candle_core::{CpuStorage, DType, InplaceOp1, Layout, Storage, Tensor};
 use std::cell::RefCell;
 
 /// The tensor's elements as bytes: start offset and length from its layout (which must be
@@ -66,6 +66,34 @@ pub(crate) fn read_bytes<R>(
         Storage::Cpu(s) => f(cpu_bytes(s, layout, t.elem_count())?),
         _ => Err(not_cpu(op, rank, t)),
     }
+}
+
+/// A contiguous CPU tensor's bytes (f32, f64, bf16, f16), borrowed under the storage's read
+/// lock for `f` (e.g. to write them to a file without a copy); `None` for a tensor of
+/// another device, dtype or layout, which the caller copies instead.
+pub fn with_cpu_bytes<R>(t: &Tensor, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    let (guard, layout) = t.storage_and_layout();
+    match &*guard {
+        Storage::Cpu(s) if layout.is_contiguous() => {
+            cpu_bytes(s, layout, t.elem_count()).ok().map(f)
+        }
+        _ => None,
+    }
+}
+
+/// [`with_cpu_bytes`] with the bytes writable (under the storage's write lock): e.g. to read
+/// a file into a tensor made for it. `None` (and `f` not run) where `with_cpu_bytes` gives
+/// `None`; else `f`'s result.
+pub fn with_cpu_bytes_mut<R>(
+    t: &Tensor,
+    f: impl FnOnce(&mut [u8]) -> std::io::Result<R>,
+) -> Option<std::io::Result<R>> {
+    let floats = [DType::F32, DType::F64, DType::BF16, DType::F16];
+    if !t.device().is_cpu() || !t.is_contiguous() || !floats.contains(&t.dtype()) {
+        return None;
+    }
+    let r = write_bytes("read into a tensor", 0, t, |b| Ok(f(b)));
+    Some(r.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))))
 }
 
 /// `InplaceOp1` running a closure once on the storage's bytes; the closure's own error (a

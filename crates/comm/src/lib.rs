@@ -40,6 +40,7 @@ pub use cpu::{cpu_group, CpuComm};
 pub use deferred::Deferred;
 pub use env::DistEnv;
 pub use error::{CommError, Result};
+pub use host::{with_cpu_bytes, with_cpu_bytes_mut};
 pub use nccl::NcclComm;
 pub use proc::ProcComm;
 pub use timeline::{CollectiveSpan, Mark, Timeline};

@@ -76,6 +76,26 @@ fn take(path: &Path, t: &HashMap<String, Tensor>, name: &str) -> Result<Vec<f32>
     Ok(x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
 }
 
+/// `name`'s elements as f32, lent to `f`: a tensor of f32 as `Checkpoint::load` made it,
+/// uncopied (a copy only where the file held another dtype).
+fn with_f32<R>(
+    path: &Path,
+    t: &HashMap<String, Tensor>,
+    name: &str,
+    f: impl FnOnce(&[f32]) -> Result<R>,
+) -> Result<R> {
+    let x = t
+        .get(name)
+        .ok_or_else(|| bad(path, format!("no tensor {name:?}")))?;
+    let x = x.flatten_all()?.to_dtype(DType::F32)?.contiguous()?;
+    let (s, l) = x.storage_and_layout();
+    let candle_core::Storage::Cpu(c) = &*s else {
+        return Err(bad(path, format!("tensor {name:?} is not on the CPU")));
+    };
+    let v = c.as_slice::<f32>()?;
+    f(&v[l.start_offset()..l.start_offset() + x.elem_count()])
+}
+
 /// `meta`: [version, world, rank, step, nparams, numel, shapes hash].
 pub fn meta(world: usize, rank: usize, step: u64, sig: Signature) -> Result<Tensor> {
     let v = [
@@ -163,7 +183,6 @@ pub fn read_optimizer(ck: &Checkpoint, sig: Signature) -> Result<Consolidated> {
         if (fw, fr) != (w, r) {
             return Err(bad(&path, format!("meta says rank {fr} of {fw}")));
         }
-        let (fm, fv) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
         let runs: Vec<(usize, usize)> = t
             .get("runs")
             .ok_or_else(|| bad(&path, "no tensor \"runs\""))?
@@ -174,25 +193,30 @@ pub fn read_optimizer(ck: &Checkpoint, sig: Signature) -> Result<Consolidated> {
             .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
             .collect();
         let total: usize = runs.iter().map(|r| r.1).sum();
-        if fm.len() != total || fv.len() != total {
-            let msg = format!("{} moments for runs of {total} elements", fm.len());
-            return Err(bad(&path, msg));
-        }
-        let mut off = 0;
-        for (start, len) in runs {
-            // Elements past the model (a chunk's padding) are dropped.
-            for k in 0..len.min(n.saturating_sub(start)) {
-                if std::mem::replace(&mut seen[start + k], true) {
-                    return Err(bad(
-                        &path,
-                        format!("element {} is in two shards", start + k),
-                    ));
+        // The shard's moments are copied into place as they lie in the loaded tensors.
+        with_f32(&path, &t, "exp_avg", |fm| {
+            with_f32(&path, &t, "exp_avg_sq", |fv| {
+                if fm.len() != total || fv.len() != total {
+                    let msg = format!("{} moments for runs of {total} elements", fm.len());
+                    return Err(bad(&path, msg));
                 }
-                m[start + k] = fm[off + k];
-                v[start + k] = fv[off + k];
-            }
-            off += len;
-        }
+                let mut off = 0;
+                for &(start, len) in &runs {
+                    // Elements past the model (a chunk's padding) are dropped.
+                    let k = len.min(n.saturating_sub(start));
+                    let start = start.min(n);
+                    if let Some(j) = seen[start..start + k].iter().position(|&x| x) {
+                        let msg = format!("element {} is in two shards", start + j);
+                        return Err(bad(&path, msg));
+                    }
+                    seen[start..start + k].fill(true);
+                    m[start..start + k].copy_from_slice(&fm[off..off + k]);
+                    v[start..start + k].copy_from_slice(&fv[off..off + k]);
+                    off += len;
+                }
+                Ok(())
+            })
+        })?;
     }
     if let Some(i) = seen.iter().position(|&x| !x) {
         let msg = format!("no shard holds the moments of element {i}");
