@@ -1,8 +1,6 @@
 //! One checkpoint file, in the safetensors format, written and read one tensor at a time:
 //! a save or a load holds at most one tensor's bytes on the host beside the tensors
-//! themselves. (Before, a save held every tensor on the host and then the whole file in one
-//! buffer, `safetensors::serialize`'s; a load read the whole file and then made the tensors
-//! from it.)
+//! themselves, never the whole file (docs/results/gpus-s44.md).
 //!
 //! The bytes are `safetensors::serialize`'s for the same tensors (ordered by dtype, widest
 //! first, then by name), but for the header's JSON keys, which are sorted: safetensors
