@@ -37,8 +37,8 @@ pub struct Args {
     #[arg(long, default_value = "bucketed:25")]
     strategy: String,
     /// Steps of each side (the weights compared after them; step 0's gradients too).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=crate::cli::MAX_STEPS as u64))]
-    steps: u64,
+    #[arg(long, default_value_t = 5, value_parser = crate::cli::steps)]
+    steps: usize,
     /// Sequences (or rows) per step over all ranks.
     #[arg(long, default_value_t = 8)]
     global_batch: usize,
@@ -136,7 +136,7 @@ pub fn run_rank(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> Result<(
     // The step users run (step::TrainStep: one CUDA graph with its collectives on NCCL).
     let cfg = AdamWConfig::default();
     let mut st = TrainStep::new(m.as_ref(), Box::new(d), cfg, StepOptions::default())?;
-    for s in 0..a.steps {
+    for s in 0..a.steps as u64 {
         let global = global_batch(&a.model, s, a.global_batch, dev)?;
         st.step(m.as_ref(), &[shard_batch(&global, rank, world)?], cfg.lr)?;
         let l = st.flush()?.map_or(f64::NAN, |o| o.loss);
@@ -201,7 +201,7 @@ fn against_single(a: &Args, m: &dyn StagedModel, dev: &Device) -> Result<(f32, f
     let cfg = AdamWConfig::default();
     let local = Box::new(step::Local);
     let mut o = TrainStep::new(single.as_ref(), local, cfg, StepOptions::default())?;
-    for s in 0..a.steps {
+    for s in 0..a.steps as u64 {
         let b = global_batch(&a.model, s, a.global_batch, dev)?;
         o.step(single.as_ref(), &[b], cfg.lr)?;
     }
