@@ -61,23 +61,56 @@ fn header<'a>(
     Ok((h, order.into_iter().map(|(_, t)| t).collect()))
 }
 
-/// Writes counting and summing every byte.
-struct Summing<W> {
-    to: W,
+/// The length and CRC-32 of the bytes written to it (a sink: `io::copy` sums into it).
+struct Tally {
     crc: crc32fast::Hasher,
     size: u64,
 }
 
-impl<W: Write> Summing<W> {
-    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            crc: crc32fast::Hasher::new(),
+            size: 0,
+        }
+    }
+
+    fn sum(self) -> Sum {
+        Sum {
+            size: self.size,
+            crc32: self.crc.finalize(),
+        }
+    }
+}
+
+impl Write for Tally {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         self.crc.update(b);
         self.size += b.len() as u64;
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes to `to`, every byte summed.
+struct Summing<W> {
+    to: W,
+    tally: Tally,
+}
+
+impl<W: Write> Summing<W> {
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.tally.write_all(b)?;
         self.to.write_all(b)
     }
 }
 
 /// Writes `tensors` (any device; copied to the host one at a time) with `meta` in the
-/// header to the new file `to`, fsynced. `at`: the name errors about the tensors give.
+/// header to the new file `to`, fsynced; on failure `to` is removed. `at`: the name errors
+/// about the tensors give.
 pub(crate) fn write(
     at: &Path,
     to: &Path,
@@ -86,14 +119,20 @@ pub(crate) fn write(
 ) -> Result<Sum> {
     let (h, order) = header(at, tensors, meta)?;
     let f = File::create(to).map_err(|e| bad(to, e))?;
+    write_into(f, to, &h, order).inspect_err(|_| {
+        let _ = std::fs::remove_file(to);
+    })
+}
+
+/// [`write`]'s bytes into the file `f` (at `to`), fsynced.
+fn write_into(f: File, to: &Path, h: &[u8], order: Vec<&Tensor>) -> Result<Sum> {
     let mut w = Summing {
         to: BufWriter::with_capacity(CHUNK, f),
-        crc: crc32fast::Hasher::new(),
-        size: 0,
+        tally: Tally::new(),
     };
     let io = |e: std::io::Error| bad(to, e);
     w.put(&(h.len() as u64).to_le_bytes()).map_err(io)?;
-    w.put(&h).map_err(io)?;
+    w.put(h).map_err(io)?;
     for t in order {
         // A contiguous CPU tensor's bytes are written as they lie; any other tensor is
         // copied (from its device, or into one run) first, alone.
@@ -105,13 +144,9 @@ pub(crate) fn write(
             }
         }
     }
-    let sum = Sum {
-        size: w.size,
-        crc32: w.crc.finalize(),
-    };
     let f = w.to.into_inner().map_err(|e| bad(to, e.error()))?;
     f.sync_all().map_err(io)?;
-    Ok(sum)
+    Ok(w.tally.sum())
 }
 
 /// A file read whole: its length and CRC-32, its header's metadata where the header
@@ -130,20 +165,15 @@ pub(crate) fn read(path: &Path, tensors: bool) -> Result<Contents> {
     let len = f.metadata().map_err(|e| bad(path, e))?.len();
     let mut r = Summed {
         from: BufReader::with_capacity(CHUNK, f),
-        crc: crc32fast::Hasher::new(),
-        size: 0,
+        tally: Tally::new(),
     };
     let io = |e: std::io::Error| bad(path, e);
     let mut meta = HashMap::new();
     let parsed = parse(&mut r, len, tensors, &mut meta).map_err(io)?;
     // The rest (all of it where the header did not parse), summed.
-    r.skip_to_end().map_err(io)?;
-    let sum = Sum {
-        size: r.size,
-        crc32: r.crc.finalize(),
-    };
+    std::io::copy(&mut r.from, &mut r.tally).map_err(io)?;
     Ok(Contents {
-        sum,
+        sum: r.tally.sum(),
         meta,
         tensors: parsed,
     })
@@ -168,18 +198,20 @@ fn parse<R: Read>(
     }
     let mut h = vec![0u8; n as usize];
     r.take(&mut h)?;
+    let v: serde_json::Value = match serde_json::from_slice(&h) {
+        Ok(v) => v,
+        Err(e) => return Ok(Err(format!("the safetensors header: {e}"))),
+    };
     // The metadata first, by itself, so that a file whose tensors do not parse still says
     // which step it is from.
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&h) {
-        if let Some(m) = v.get("__metadata__").and_then(|m| m.as_object()) {
-            for (k, v) in m {
-                if let Some(s) = v.as_str() {
-                    meta.insert(k.clone(), s.to_string());
-                }
+    if let Some(m) = v.get("__metadata__").and_then(|m| m.as_object()) {
+        for (k, v) in m {
+            if let Some(s) = v.as_str() {
+                meta.insert(k.clone(), s.to_string());
             }
         }
     }
-    let m: Metadata = match serde_json::from_slice(&h) {
+    let m: Metadata = match serde_json::from_value(v) {
         Ok(m) => m,
         Err(e) => return Ok(Err(format!("the safetensors header: {e}"))),
     };
@@ -220,33 +252,15 @@ fn parse<R: Read>(
     Ok(Ok(out))
 }
 
-/// Reads counting and summing every byte.
+/// Reads from `from`, every byte summed.
 struct Summed<R> {
     from: R,
-    crc: crc32fast::Hasher,
-    size: u64,
+    tally: Tally,
 }
 
 impl<R: Read> Summed<R> {
     fn take(&mut self, b: &mut [u8]) -> std::io::Result<()> {
         self.from.read_exact(b)?;
-        self.crc.update(b);
-        self.size += b.len() as u64;
-        Ok(())
-    }
-
-    fn skip_to_end(&mut self) -> std::io::Result<()> {
-        let mut b = vec![0u8; CHUNK];
-        loop {
-            match self.from.read(&mut b) {
-                Ok(0) => return Ok(()),
-                Ok(k) => {
-                    self.crc.update(&b[..k]);
-                    self.size += k as u64;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        self.tally.write_all(b)
     }
 }

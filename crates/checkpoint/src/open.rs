@@ -150,10 +150,7 @@ impl Checkpoint {
             let path = dir.join(name);
             check_name(&path, name)?;
             let tmp = temp_name(&dir, name, 0);
-            let sum = crate::file::write(&path, &tmp, tensors, header_meta(step, 0, world))
-                .inspect_err(|_| {
-                    let _ = std::fs::remove_file(&tmp);
-                })?;
+            let sum = crate::file::write(&path, &tmp, tensors, header_meta(step, 0, world))?;
             publish(&tmp, &path)?;
             files.push(entry(name, 0, sum));
         }

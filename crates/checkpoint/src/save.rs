@@ -57,9 +57,7 @@ impl Files {
         }
         let tmp = temp_name(&self.dir, name, self.rank);
         let meta = header_meta(self.step, self.rank, self.world);
-        let sum = crate::file::write(&path, &tmp, tensors, meta).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
+        let sum = crate::file::write(&path, &tmp, tensors, meta)?;
         self.written.push((tmp, entry(name, self.rank, sum)));
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use crate::error::{CommError, Result};
 use crate::validate::not_cpu;
-use candle_core::{CpuStorage, DType, InplaceOp1, Layout, Storage, Tensor};
+use candle_core::{CpuStorage, InplaceOp1, Layout, Storage, Tensor};
 use std::cell::RefCell;
 
 /// The tensor's elements as bytes: start offset and length from its layout (which must be
@@ -88,12 +88,20 @@ pub fn with_cpu_bytes_mut<R>(
     t: &Tensor,
     f: impl FnOnce(&mut [u8]) -> std::io::Result<R>,
 ) -> Option<std::io::Result<R>> {
-    let floats = [DType::F32, DType::F64, DType::BF16, DType::F16];
-    if !t.device().is_cpu() || !t.is_contiguous() || !floats.contains(&t.dtype()) {
+    if !t.is_contiguous() {
         return None;
     }
-    let r = write_bytes("read into a tensor", 0, t, |b| Ok(f(b)));
-    Some(r.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))))
+    // `f` runs only where `cpu_bytes_mut` takes the storage (a CPU one of its dtypes).
+    let mut ran = false;
+    let r = write_bytes("read into a tensor", 0, t, |b| {
+        ran = true;
+        Ok(f(b))
+    });
+    match r {
+        Ok(read) => Some(read),
+        Err(e) if ran => Some(Err(std::io::Error::other(e.to_string()))),
+        Err(_) => None,
+    }
 }
 
 /// `InplaceOp1` running a closure once on the storage's bytes; the closure's own error (a

@@ -70,10 +70,7 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> CheckpointError {
 }
 
 fn take(path: &Path, t: &HashMap<String, Tensor>, name: &str) -> Result<Vec<f32>> {
-    let x = t
-        .get(name)
-        .ok_or_else(|| bad(path, format!("no tensor {name:?}")))?;
-    Ok(x.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
+    with_f32(path, t, name, |v| Ok(v.to_vec()))
 }
 
 /// `name`'s elements as f32, lent to `f`: a tensor of f32 as `Checkpoint::load` made it,
