@@ -19,6 +19,15 @@ impl Cmd {
     }
 }
 
+/// `--dtype` of the benchmarks that run each of several compute dtypes.
+#[derive(clap::Args)]
+pub struct Dtypes {
+    /// Compute dtypes, comma-separated, one run each: fp32, or bf16 (bf16 GEMMs and weight
+    /// copies, f32 masters).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
+    pub dtype: Vec<single::Precision>,
+}
+
 #[derive(Subcommand)]
 pub enum Cmd {
     /// All-reduce bandwidth sweep (fp32, sum, in place).
@@ -28,10 +37,8 @@ pub enum Cmd {
         /// Model sizes, comma-separated (small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, value_delimiter = ',', default_value = "small")]
         size: Vec<String>,
-        /// Compute dtypes, comma-separated, one run each: fp32, or bf16 (bf16 GEMMs and weight
-        /// copies, f32 masters).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
-        dtype: Vec<single::Precision>,
+        #[command(flatten)]
+        dtype: Dtypes,
         /// What is timed: fwd (the forward), fwd-bwd (forward and backward), step (forward,
         /// backward and AdamW: the training step).
         #[arg(long, value_enum, default_value = "step")]
@@ -80,10 +87,8 @@ pub enum Cmd {
         /// Model sizes, comma-separated (tiny, small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, value_delimiter = ',', default_value = "small")]
         size: Vec<String>,
-        /// Compute dtypes, comma-separated, one run each: fp32, or bf16 (bf16 GEMMs and weight
-        /// copies, f32 masters).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
-        dtype: Vec<single::Precision>,
+        #[command(flatten)]
+        dtype: Dtypes,
         /// naive, flat, overlap, bucketed (expanded over --buckets-mb), bucketed:MB.
         #[arg(
             long,
@@ -142,9 +147,8 @@ pub enum Cmd {
         /// The model (tiny, small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, default_value = "tiny")]
         size: String,
-        /// The model's compute dtypes (bf16: bf16 GEMMs and weight copies, f32 masters).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
-        dtype: Vec<single::Precision>,
+        #[command(flatten)]
+        dtype: Dtypes,
         /// Modes, one run each: ddp (bucketed all-reduce), sharded (all-reduce, then each
         /// owner's AdamW and a broadcast), zero1 (one reduce-scatter after the backward),
         /// zero1-overlap (a reduce-scatter per bucket in the backward), zero1-ahead (and the
@@ -252,9 +256,8 @@ pub enum Cmd {
         /// Model sizes, comma-separated (tiny, small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, value_delimiter = ',', default_value = "xl")]
         size: Vec<String>,
-        /// Compute dtypes, comma-separated, one run each (fp32, bf16).
-        #[arg(long, value_delimiter = ',', default_value = "fp32")]
-        dtype: Vec<single::Precision>,
+        #[command(flatten)]
+        dtype: Dtypes,
         /// fwd (forward only) or step (forward, backward, AdamW).
         #[arg(long, value_delimiter = ',', default_value = "step")]
         mode: Vec<String>,
@@ -275,10 +278,8 @@ pub enum Cmd {
         /// Model sizes, comma-separated (tiny, small, medium, large, xl, 2.7B, 6.7B, 13B).
         #[arg(long, value_delimiter = ',', default_value = "xl")]
         size: Vec<String>,
-        /// Compute dtypes, comma-separated, one run each: fp32, or bf16 (bf16 GEMMs and weight
-        /// copies, f32 masters).
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "fp32")]
-        dtype: Vec<single::Precision>,
+        #[command(flatten)]
+        dtype: Dtypes,
         /// What the hog does with its SMs: spin (occupy them) or stream (copy memory).
         #[arg(long, value_enum, value_delimiter = ',', default_value = "spin,stream")]
         hog: Vec<crate::contention::HogKind>,

@@ -72,7 +72,7 @@ fn run(mut cli: Cli) -> Result<()> {
         Cmd::Allreduce(a) => allreduce_run::run(a),
         Cmd::Single {
             size,
-            dtype,
+            dtype: cmd::Dtypes { dtype },
             mode,
             warmup,
             steps,
@@ -125,7 +125,7 @@ fn run(mut cli: Cli) -> Result<()> {
             backend,
             ranks,
             size,
-            dtype,
+            dtype: cmd::Dtypes { dtype },
             strategies,
             buckets_mb,
             warmup,
@@ -169,7 +169,7 @@ fn run(mut cli: Cli) -> Result<()> {
             backend,
             ranks,
             size,
-            dtype,
+            dtype: cmd::Dtypes { dtype },
             modes,
             bucket_mb,
             sm_carveout,
@@ -240,7 +240,7 @@ fn run(mut cli: Cli) -> Result<()> {
         Cmd::ModelCheck => modelcheck::print_all(),
         Cmd::Profile {
             size,
-            dtype,
+            dtype: cmd::Dtypes { dtype },
             mode,
             out,
             svg_dir,
@@ -295,7 +295,7 @@ fn run(mut cli: Cli) -> Result<()> {
         }
         Cmd::Contention {
             size,
-            dtype,
+            dtype: cmd::Dtypes { dtype },
             hog,
             hog_sms,
             sm_carveout,
