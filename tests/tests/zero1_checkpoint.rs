@@ -186,19 +186,43 @@ fn shards_listing_runs_must_hold_every_element_exactly_once() {
     use zero1::checkpoint::{read_optimizer, Signature};
     let sig = Signature::of(&[vec![2, 3], vec![4]]); // 10 elements
     let dir = tmp("runs");
-    let read = |dir: &Path| read_optimizer(&::checkpoint::Checkpoint::open(dir).unwrap(), sig);
+    let open = |dir: &Path| ::checkpoint::Checkpoint::open(dir).unwrap();
+    let read = |dir: &Path| read_optimizer(&open(dir), sig, &[(0, 10)]);
     // Rank 1's runs come first in the flat order; together they cover 0..10 once.
     write_shards(&dir, [vec![(6, 4)], vec![(0, 2), (2, 4)]]);
     let c = read(&dir).unwrap();
     assert_eq!(c.step, 3);
-    assert_eq!(c.exp_avg, vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3.]);
-    // Element 5 twice.
+    assert_eq!(
+        c.get(0, 10).unwrap().0,
+        [0., 1., 2., 3., 4., 5., 0., 1., 2., 3.]
+    );
+    // A rank reads only the runs it asks for, in any order, across shards and runs.
+    let part = read_optimizer(&open(&dir), sig, &[(8, 2), (1, 6)]).unwrap();
+    assert_eq!(part.get(1, 6).unwrap().1, [1., 2., 3., 4., 5., 0.]);
+    assert_eq!(part.get(8, 2).unwrap().0, [2., 3.]);
+    assert_eq!(part.get(3, 2).unwrap().0, [3., 4.]);
+    assert_eq!(part.into_moments().0, [2., 3., 1., 2., 3., 4., 5., 0.]);
+    let part = read_optimizer(&open(&dir), sig, &[(8, 2)]).unwrap();
+    let e = part.get(7, 2).err().unwrap().to_string();
+    assert!(e.contains("elements 7..9 were not read"), "{e}");
+    for bad in [[(0, 3), (2, 2)], [(9, 2), (0, 1)]] {
+        let e = read_optimizer(&open(&dir), sig, &bad)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("overlap or pass the model's 10 elements"), "{e}");
+    }
+    // Element 5 twice; element 9 in none: seen by a rank that reads neither.
+    let one = |dir: &Path| read_optimizer(&open(dir), sig, &[(0, 1)]);
     write_shards(&dir, [vec![(5, 5)], vec![(0, 6)]]);
-    let e = read(&dir).err().unwrap().to_string();
-    assert!(e.contains("element 5 is in two shards"), "{e}");
-    // Element 9 in none.
+    for e in [read(&dir), one(&dir)] {
+        let e = e.err().unwrap().to_string();
+        assert!(e.contains("element 5 is in two shards"), "{e}");
+    }
     write_shards(&dir, [vec![(6, 3)], vec![(0, 6)]]);
-    let e = read(&dir).err().unwrap().to_string();
-    assert!(e.contains("no shard holds the moments of element 9"), "{e}");
+    for e in [read(&dir), one(&dir)] {
+        let e = e.err().unwrap().to_string();
+        assert!(e.contains("no shard holds the moments of element 9"), "{e}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -15,6 +15,7 @@ use safetensors::View;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
+use std::ops::Range;
 use std::path::Path;
 
 /// safetensors' bound on a header's length.
@@ -149,18 +150,35 @@ fn write_into(f: File, to: &Path, h: &[u8], order: Vec<&Tensor>) -> Result<Sum> 
     Ok(w.tally.sum())
 }
 
+/// What a load keeps of one tensor ([`crate::Checkpoint::load_parts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// The tensor, whole.
+    Whole,
+    /// Nothing: its bytes are summed as they pass, never held.
+    Skip,
+    /// These elements (row-major indices; ranges ascending and apart), as one 1-D tensor
+    /// of them in that order, as safetensors' `get_slice` gives a tensor-parallel rank its
+    /// part. The bytes between are summed as they pass, never held.
+    Elements(Vec<Range<usize>>),
+}
+
+/// Chooses, for each tensor in the file's order, what a load keeps, from its name, its
+/// shape and the tensors kept before it in the file.
+pub(crate) type Pick<'a> = dyn FnMut(&str, &[usize], &HashMap<String, Tensor>) -> Part + 'a;
+
 /// A file read whole: its length and CRC-32, its header's metadata where the header
-/// parses that far, and its tensors (on the CPU) or why they could not be read. Nothing
-/// in it has been checked against a manifest.
+/// parses that far, and the tensors kept (on the CPU) or why they could not be read.
+/// Nothing in it has been checked against a manifest.
 pub(crate) struct Contents {
     pub sum: Sum,
     pub meta: HashMap<String, String>,
     pub tensors: std::result::Result<HashMap<String, Tensor>, String>,
 }
 
-/// Reads `path` once, from start to end, summing every byte; with `tensors`, makes each
-/// tensor as its bytes arrive (else only sums them).
-pub(crate) fn read(path: &Path, tensors: bool) -> Result<Contents> {
+/// Reads `path` once, from start to end, summing every byte; with `pick`, keeps what it
+/// chooses of each tensor as the bytes arrive (else only sums them).
+pub(crate) fn read(path: &Path, pick: Option<&mut Pick>) -> Result<Contents> {
     let f = File::open(path).map_err(|e| bad(path, e))?;
     let len = f.metadata().map_err(|e| bad(path, e))?.len();
     let mut r = Summed {
@@ -169,7 +187,7 @@ pub(crate) fn read(path: &Path, tensors: bool) -> Result<Contents> {
     };
     let io = |e: std::io::Error| bad(path, e);
     let mut meta = HashMap::new();
-    let parsed = parse(&mut r, len, tensors, &mut meta).map_err(io)?;
+    let parsed = parse(&mut r, len, pick, &mut meta).map_err(io)?;
     // The rest (all of it where the header did not parse), summed.
     std::io::copy(&mut r.from, &mut r.tally).map_err(io)?;
     Ok(Contents {
@@ -179,12 +197,12 @@ pub(crate) fn read(path: &Path, tensors: bool) -> Result<Contents> {
     })
 }
 
-/// The header (its metadata into `meta`) and, with `tensors`, the tensors; an I/O error is
-/// the outer error, a malformed file the inner one.
+/// The header (its metadata into `meta`) and, with `pick`, the tensors kept; an I/O error
+/// is the outer error, a malformed file (or a part outside its tensor) the inner one.
 fn parse<R: Read>(
     r: &mut Summed<R>,
     len: u64,
-    tensors: bool,
+    pick: Option<&mut Pick>,
     meta: &mut HashMap<String, String>,
 ) -> std::io::Result<std::result::Result<HashMap<String, Tensor>, String>> {
     let mut n = [0u8; 8];
@@ -222,27 +240,18 @@ fn parse<R: Read>(
         )));
     }
     let mut out = HashMap::new();
-    if !tensors {
+    let Some(pick) = pick else {
         return Ok(Ok(out));
-    }
-    let mut buf = Vec::new();
+    };
     for name in m.offset_keys() {
         let info = m.info(&name).expect("a key of this header");
-        // A float tensor is read straight into its storage; any other through a buffer.
-        let made = candle_core::DType::try_from(info.dtype)
-            .ok()
-            .and_then(|d| Tensor::zeros(info.shape.clone(), d, &Device::Cpu).ok());
-        let direct = made
-            .and_then(|t| comm::with_cpu_bytes_mut(&t, |b| r.take(b)).map(|read| read.map(|()| t)));
-        let t = match direct {
-            Some(read) => Ok(read?),
-            None => {
-                buf.resize(info.data_offsets.1 - info.data_offsets.0, 0);
-                r.take(&mut buf)?;
-                TensorView::new(info.dtype, info.shape.clone(), &buf)
-                    .map_err(|e| e.to_string())
-                    .and_then(|v| v.load(&Device::Cpu).map_err(|e| e.to_string()))
+        let t = match pick(&name, &info.shape, &out) {
+            Part::Skip => {
+                r.skip((info.data_offsets.1 - info.data_offsets.0) as u64)?;
+                continue;
             }
+            Part::Whole => keep(r, info, None)?,
+            Part::Elements(e) => keep(r, info, Some(&e))?,
         };
         match t {
             Ok(t) => out.insert(name, t),
@@ -250,6 +259,60 @@ fn parse<R: Read>(
         };
     }
     Ok(Ok(out))
+}
+
+/// Reads one tensor's bytes from `r`, keeping all of it, or the elements `parts`.
+fn keep<R: Read>(
+    r: &mut Summed<R>,
+    info: &TensorInfo,
+    parts: Option<&[Range<usize>]>,
+) -> std::io::Result<std::result::Result<Tensor, String>> {
+    let nbytes = info.data_offsets.1 - info.data_offsets.0;
+    let bits = info.dtype.bitsize();
+    let count: usize = info.shape.iter().product();
+    let (shape, spans): (Vec<usize>, Vec<Range<usize>>) = match parts {
+        None => (info.shape.clone(), std::iter::once(0..nbytes).collect()),
+        Some(p) => {
+            if let Some(e) = check_parts(p, count, bits) {
+                return Ok(Err(e));
+            }
+            let bytes = p.iter().map(|e| e.start * bits / 8..e.end * bits / 8);
+            (vec![p.iter().map(|e| e.len()).sum()], bytes.collect())
+        }
+    };
+    let held: usize = spans.iter().map(|s| s.len()).sum();
+    // A float tensor is read straight into its storage; any other through a buffer.
+    let made = candle_core::DType::try_from(info.dtype)
+        .ok()
+        .and_then(|d| Tensor::zeros(shape.clone(), d, &Device::Cpu).ok());
+    let direct = made.and_then(|t| {
+        comm::with_cpu_bytes_mut(&t, |b| r.take_spans(&spans, nbytes, b)).map(|x| x.map(|()| t))
+    });
+    if let Some(t) = direct {
+        return Ok(Ok(t?));
+    }
+    let mut buf = vec![0u8; held];
+    r.take_spans(&spans, nbytes, &mut buf)?;
+    Ok(TensorView::new(info.dtype, shape, &buf)
+        .map_err(|e| e.to_string())
+        .and_then(|v| v.load(&Device::Cpu).map_err(|e| e.to_string())))
+}
+
+/// Why element ranges `p` cannot be taken from a tensor of `count` elements of `bits`.
+fn check_parts(p: &[Range<usize>], count: usize, bits: usize) -> Option<String> {
+    if !bits.is_multiple_of(8) {
+        return Some(format!("elements of {bits} bits cannot be taken apart"));
+    }
+    let mut end = 0;
+    for e in p {
+        if e.start < end || e.end < e.start || e.end > count {
+            return Some(format!(
+                "element ranges {p:?}: not ascending and apart within its {count} elements"
+            ));
+        }
+        end = e.end;
+    }
+    None
 }
 
 /// Reads from `from`, every byte summed.
@@ -262,5 +325,31 @@ impl<R: Read> Summed<R> {
     fn take(&mut self, b: &mut [u8]) -> std::io::Result<()> {
         self.from.read_exact(b)?;
         self.tally.write_all(b)
+    }
+
+    /// Sums `n` bytes as they pass, holding none.
+    fn skip(&mut self, n: u64) -> std::io::Result<()> {
+        let got = std::io::copy(&mut (&mut self.from).take(n), &mut self.tally)?;
+        match got == n {
+            true => Ok(()),
+            false => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+
+    /// Reads `nbytes`, the byte ranges `spans` of them (ascending, apart) into `into` one
+    /// after another, the rest summed as it passes.
+    fn take_spans(
+        &mut self,
+        spans: &[Range<usize>],
+        nbytes: usize,
+        into: &mut [u8],
+    ) -> std::io::Result<()> {
+        let (mut at, mut filled) = (0, 0);
+        for s in spans {
+            self.skip((s.start - at) as u64)?;
+            self.take(&mut into[filled..filled + s.len()])?;
+            (at, filled) = (s.end, filled + s.len());
+        }
+        self.skip((nbytes - at) as u64)
     }
 }

@@ -35,6 +35,7 @@ mod save;
 
 pub use agree::{agree, agree_on_read};
 pub use error::{CheckpointError, Result};
+pub use file::Part;
 pub use manifest::{write_atomic, FileEntry, Manifest, FORMAT, MANIFEST, VERSION};
 pub use open::Checkpoint;
 pub use save::{invalidate, save, Files, META_RANK, META_STEP, META_WORLD};

@@ -3,6 +3,7 @@
 //! file's checksum and the step and rank in its header, reading it once.
 
 use crate::error::{bad, Result};
+use crate::file::{Part, Pick};
 use crate::manifest::*;
 use crate::save::{entry, header_meta, META_RANK, META_STEP};
 use candle_core::Tensor;
@@ -78,15 +79,15 @@ impl Checkpoint {
     }
 
     /// Reads `name` once, verified: listed, the size and CRC-32 the manifest says, and
-    /// its header's step and rank the manifest's; with `tensors`, its tensors (on the CPU),
-    /// made as their bytes arrive.
-    fn read(&self, name: &str, tensors: bool) -> Result<HashMap<String, Tensor>> {
+    /// its header's step and rank the manifest's; with `pick`, the tensors it keeps (on the
+    /// CPU), made as their bytes arrive.
+    fn read(&self, name: &str, pick: Option<&mut Pick>) -> Result<HashMap<String, Tensor>> {
         let path = self.dir.join(name);
         let f = self
             .manifest
             .file(name)
             .ok_or_else(|| bad(&path, "not listed by manifest.json"))?;
-        let c = crate::file::read(&path, tensors)?;
+        let c = crate::file::read(&path, pick)?;
         let step = c.meta.get(META_STEP);
         let from = match step {
             Some(s) if *s != self.manifest.step.to_string() => format!(" (it is from step {s})"),
@@ -119,14 +120,26 @@ impl Checkpoint {
     /// The tensors of `name` (on the CPU), verified as in [`Self::verify`]; the file is read
     /// once, a tensor at a time.
     pub fn load(&self, name: &str) -> Result<HashMap<String, Tensor>> {
-        self.read(name, true)
+        self.read(name, Some(&mut |_: &str, _: &[usize], _: &_| Part::Whole))
+    }
+
+    /// [`Self::load`], keeping of each tensor what `pick(name, shape, kept before it)`
+    /// chooses ([`Part`]), in the file's order (by dtype, widest first, then by name): a
+    /// rank reads its part of a tensor without holding the rest. The whole file is read
+    /// and verified as by [`Self::load`]; nothing is returned from a file that fails.
+    pub fn load_parts(
+        &self,
+        name: &str,
+        mut pick: impl FnMut(&str, &[usize], &HashMap<String, Tensor>) -> Part,
+    ) -> Result<HashMap<String, Tensor>> {
+        self.read(name, Some(&mut pick))
     }
 
     /// Verifies every file: listed, the size and CRC-32 the manifest says, its header's
     /// step and rank the manifest's.
     pub fn verify(&self) -> Result<()> {
         for f in &self.manifest.files {
-            self.read(&f.name, false)?;
+            self.read(&f.name, None)?;
         }
         Ok(())
     }

@@ -130,3 +130,62 @@ fn load_refuses_a_flipped_bit_in_any_tensor_and_in_the_header() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn load_parts_keeps_the_elements_asked_for_and_still_verifies_the_whole_file() {
+    use checkpoint::Part;
+    let dir = tmp("parts");
+    let t = tensors();
+    save_one(&dir, "s.safetensors", &t, 3);
+    let ck = Checkpoint::open(&dir).unwrap();
+    let keep = |k: &str, shape: &[usize], _: &HashMap<String, Tensor>| match k {
+        "m.f32" | "m.t" => {
+            assert_eq!(shape, [t[k].dims()[0], t[k].dims()[1]]);
+            Part::Elements(vec![1..3, 3..4, 9..15])
+        }
+        "b.bf16" | "ids" => Part::Elements(vec![0..0, 2..3]),
+        "a.f64" => Part::Whole,
+        _ => Part::Skip,
+    };
+    let got = ck.load_parts("s.safetensors", keep).unwrap();
+    let mut names: Vec<&String> = got.keys().collect();
+    names.sort();
+    assert_eq!(names, ["a.f64", "b.bf16", "ids", "m.f32", "m.t"]);
+    assert_eq!(values(&got["a.f64"]), values(&t["a.f64"]));
+    for (k, at) in [
+        ("m.f32", vec![1, 2, 3, 9, 10, 11, 12, 13, 14]),
+        ("ids", vec![2]),
+    ] {
+        let all = values(&t[k]);
+        let want: Vec<f64> = at.iter().map(|&i| all[i]).collect();
+        assert_eq!(values(&got[k]), want, "{k}");
+        assert_eq!(got[k].dtype(), t[k].dtype(), "{k}");
+    }
+    // The transposed tensor was written row-major: its elements are the transpose's.
+    let tr = values(&t["m.t"]);
+    assert_eq!(values(&got["m.t"])[..2], tr[1..3]);
+    assert_eq!(values(&got["b.bf16"]), [values(&t["b.bf16"])[2]]);
+    // Ranges out of order, or past the tensor's end, are refused, naming the tensor.
+    for bad in [vec![3..5, 2..4], vec![0..1, 14..16]] {
+        let e = ck.load_parts("s.safetensors", |k, _, _| match k {
+            "m.f32" => Part::Elements(bad.clone()),
+            _ => Part::Skip,
+        });
+        let e = e.map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("\"m.f32\"") && e.contains("element ranges"),
+            "{e}"
+        );
+    }
+    // A flipped bit in bytes skipped (the last byte of the data) fails as in `load`.
+    let path = dir.join("s.safetensors");
+    let mut b = std::fs::read(&path).unwrap();
+    *b.last_mut().unwrap() ^= 0x01;
+    std::fs::write(&path, &b).unwrap();
+    let e = Checkpoint::open(&dir)
+        .unwrap()
+        .load_parts("s.safetensors", |_, _, _| Part::Elements(vec![]));
+    let e = e.map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("checksum mismatch"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

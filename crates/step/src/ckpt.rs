@@ -88,13 +88,14 @@ fn replicated_from_sharded(
         .ok_or_else(|| anyhow::anyhow!("the model has no parameters"))?
         .device()
         .clone();
-    let read = crate::format::sharded::read_all(group, &params);
+    let numel = params.iter().map(|p| p.elem_count()).sum();
+    let read = crate::format::sharded::read_all(group, &params, &[(0, numel)]);
     let (w, st) = checkpoint::agree_on_read(comm, &device, group, read)?;
     crate::format::sharded::set_params(&params, &w)?;
     let mut off = 0;
     for (i, v) in params.iter().enumerate() {
         let n = v.elem_count();
-        let (m, s) = (&st.exp_avg[off..off + n], &st.exp_avg_sq[off..off + n]);
+        let (m, s) = st.get(off, n)?;
         opt.restore(st.step, i, v, m, s)?;
         off += n;
     }

@@ -6,7 +6,7 @@ use crate::config::TrainConfig;
 use crate::state;
 use anyhow::{Context, Result};
 use candle_core::{DType, Device};
-use checkpoint::Checkpoint;
+use checkpoint::{Checkpoint, Part};
 use model::TransformerLm;
 use seam::StagedModel;
 use std::path::{Path, PathBuf};
@@ -40,10 +40,17 @@ pub fn model(dir: &Path, vocab: usize, dev: &Device) -> Result<(TransformerLm, T
     let vars = m.params().vars().to_vec();
     let md = state::manifest_dir(dir);
     if md != dir {
-        let (w, _) = zero1::checkpoint::read_all(&md, &vars)?;
+        // The parameters alone: the optimizer's files are not read.
+        let shapes = zero1::checkpoint::shapes(&vars);
+        let w = zero1::checkpoint::read_params(&Checkpoint::open(&md)?, &shapes)?;
         zero1::checkpoint::set_params(&vars, &w)?;
     } else {
-        let t = Checkpoint::open(dir)?.load(ddp::checkpoint::FILE)?;
+        // The parameters alone: the moments' bytes are summed as they pass, never held.
+        let keep = |k: &str, _: &[usize], _: &_| match k.starts_with("param/") {
+            true => Part::Whole,
+            false => Part::Skip,
+        };
+        let t = Checkpoint::open(dir)?.load_parts(ddp::checkpoint::FILE, keep)?;
         for (name, v) in m.params().names().iter().zip(&vars) {
             let w = t.get(&format!("param/{name}")).with_context(|| {
                 format!(

@@ -86,8 +86,11 @@ impl Zero1Overlap {
 
     /// Loads a checkpoint of [`Self::save`] or [`crate::Zero1::save`] (any world size and
     /// bucket layout, or consolidated) into `model`'s parameters and a new optimizer with
-    /// the buckets of `opts` (a `Strategy`, or `DdpOptions`). Every file is validated before the model is touched; a
-    /// failure on any rank fails all.
+    /// the buckets of `opts` (a `Strategy`, or `DdpOptions`). The optimizer is built first
+    /// (a collective: it checks the ranks' models agree and gives every rank rank 0's
+    /// parameters), so that each rank reads only the moments of its own spans. Every file
+    /// is validated before a parameter takes a checkpoint's value; a failure on any rank
+    /// fails all.
     pub fn resume(
         comm: Arc<dyn Communicator>,
         model: &dyn StagedModel,
@@ -96,19 +99,28 @@ impl Zero1Overlap {
         dir: &Path,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
-        let read = checkpoint::read_all(dir, &params).map_err(Zero1Error::from);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
             .device()
             .clone();
+        let mut z = Self::new(comm.clone(), model, opts, cfg)?;
+        let offset = z.offsets();
+        let want: Vec<(usize, usize)> = (0..z.spans.len())
+            .flat_map(|k| z.span_runs(k, &offset).0)
+            .collect();
+        let read = checkpoint::read_all(dir, &params, &want).map_err(Zero1Error::from);
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        Self::resume_from(comm, model, opts, cfg, &loaded, &state)
+        checkpoint::set_params(&params, &loaded)?;
+        z.refresh_masters()?;
+        z.restore(&state)?;
+        Ok(z)
     }
 
     /// [`Self::resume`] from state already read and agreed on by every rank: the
     /// parameters (by index) and the flat optimizer state (a replicated optimizer's
-    /// checkpoint converts to it: `ddp::checkpoint::read_flat`).
+    /// checkpoint converts to it: `ddp::checkpoint::read_flat`), which must hold this rank's
+    /// spans.
     pub fn resume_from(
         comm: Arc<dyn Communicator>,
         model: &dyn StagedModel,
@@ -120,20 +132,47 @@ impl Zero1Overlap {
         let params = model.params().vars().to_vec();
         checkpoint::set_params(&params, loaded)?;
         let mut z = Self::new(comm, model, opts, cfg)?;
-        let offset = z.offsets();
-        for k in 0..z.spans.len() {
-            let (runs, _) = z.span_runs(k, &offset);
-            let n = z.spans[k].len;
+        z.restore(state)?;
+        Ok(z)
+    }
+
+    /// Each span's moments from `state`, and its step count.
+    fn restore(&mut self, state: &checkpoint::Consolidated) -> Result<()> {
+        let offset = self.offsets();
+        for k in 0..self.spans.len() {
+            let (runs, _) = self.span_runs(k, &offset);
+            let n = self.spans[k].len;
             let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for (start, len) in runs {
-                m.extend_from_slice(&state.exp_avg[start..start + len]);
-                v.extend_from_slice(&state.exp_avg_sq[start..start + len]);
+                let (a, b) = state.get(start, len)?;
+                m.extend_from_slice(a);
+                v.extend_from_slice(b);
             }
             m.resize(n, 0.0);
             v.resize(n, 0.0);
-            let span = z.spans[k].clone();
-            z.opt.restore_span(state.step, k, &span, &m, &v)?;
+            let span = self.spans[k].clone();
+            self.opt.restore_span(state.step, k, &span, &m, &v)?;
         }
-        Ok(z)
+        Ok(())
+    }
+
+    /// Cuts each flat bucket's master again from the parameters (after they were set: a
+    /// master sharded in place is its parameter already).
+    fn refresh_masters(&mut self) -> Result<()> {
+        let w = self.comm.world_size();
+        for (k, &(b, alone)) in self.owner.iter().enumerate() {
+            if alone.is_some() {
+                continue;
+            }
+            let flat: Vec<usize> = (self.ddp.buckets()[b].params.iter().copied())
+                .filter(|&i| !self.ddp.shards_in_place(i))
+                .collect();
+            let f = crate::gather::bucket_flat(&self.params, &flat, w)?;
+            let chunk = f.elem_count() / w;
+            let span = &self.spans[k];
+            span.var
+                .set(&f.narrow(0, self.comm.rank() * chunk, chunk)?)?;
+        }
+        Ok(())
     }
 }

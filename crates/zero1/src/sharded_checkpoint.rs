@@ -100,7 +100,14 @@ impl ShardedOptimizer {
             groups
                 .iter()
                 .enumerate()
-                .map(|(gi, g)| Ok(checkpoint::read_all(&group_dir(dir, gi), &g.params)?))
+                .map(|(gi, g)| {
+                    let n = g.params.iter().map(|p| p.elem_count()).sum();
+                    Ok(checkpoint::read_all(
+                        &group_dir(dir, gi),
+                        &g.params,
+                        &[(0, n)],
+                    )?)
+                })
                 .collect()
         })();
         let loaded = agree_on(comm.as_ref(), &dev, "resume", read)?;
@@ -113,14 +120,8 @@ impl ShardedOptimizer {
             g.opt.set_steps_taken(state.step);
             for (k, &i) in g.mine.iter().enumerate() {
                 let (p, n) = (&g.params[i], g.params[i].elem_count());
-                let (a, b) = (off[i], off[i] + n);
-                g.opt.restore(
-                    state.step,
-                    k,
-                    p,
-                    &state.exp_avg[a..b],
-                    &state.exp_avg_sq[a..b],
-                )?;
+                let (m, v) = state.get(off[i], n)?;
+                g.opt.restore(state.step, k, p, m, v)?;
             }
         }
         Ok(s)

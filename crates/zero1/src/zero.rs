@@ -129,7 +129,14 @@ impl Zero1 {
         cfg: AdamWConfig,
         dir: &Path,
     ) -> Result<Self> {
-        let read = checkpoint::read_all(dir, params).map_err(Zero1Error::from);
+        // This rank's chunk of the flat elements, as `new` will cut it (the padding has no
+        // moments): the only moments it reads.
+        let (w, r) = (comm.world_size(), comm.rank());
+        let numel: usize = params.iter().map(|p| p.elem_count()).sum();
+        let chunk = numel.div_ceil(w);
+        let mine = (r * chunk).min(numel)..((r + 1) * chunk).min(numel);
+        let want = [(mine.start, mine.len())];
+        let read = checkpoint::read_all(dir, params, &want).map_err(Zero1Error::from);
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1::resume: no parameters".into()))?
@@ -138,21 +145,15 @@ impl Zero1 {
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
         checkpoint::set_params(params, &loaded)?;
         let mut z = Self::new(comm, params, cfg)?;
-        let chunk = z.master.elem_count();
-        let start = z.comm.rank() * chunk;
-        let slice = |x: &[f32]| -> Vec<f32> {
-            (start..start + chunk)
-                .map(|i| x.get(i).copied().unwrap_or(0.0))
-                .collect()
+        let (m, v) = state.get(mine.start, mine.len())?;
+        let pad = |x: &[f32]| -> Vec<f32> {
+            let mut x = x.to_vec();
+            x.resize(z.master.elem_count(), 0.0);
+            x
         };
         let master = z.master.clone();
-        z.opt.restore(
-            state.step,
-            0,
-            &master,
-            &slice(&state.exp_avg),
-            &slice(&state.exp_avg_sq),
-        )?;
+        let (m, v) = (pad(m), pad(v));
+        z.opt.restore(state.step, 0, &master, &m, &v)?;
         Ok(z)
     }
 

@@ -11,3 +11,4 @@
 
 pub mod flat;
 pub mod sharded;
+mod state;

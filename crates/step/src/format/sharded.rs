@@ -12,8 +12,9 @@
 //! [`consolidate`] replaces the shards by one `optimizer.safetensors` (the whole flat
 //! moments, padding stripped) under a new manifest; resuming reads that file only if the
 //! manifest lists it, else the manifest's shards, so a run can resume on any world size.
-//! Reading never writes; a missing, extra, corrupt or other-step file, or one from another
-//! model, is an error naming it.
+//! A resuming rank holds only the moments of the elements it will keep ([`read_optimizer`]
+//! in `state.rs`). Reading never writes; a missing, extra, corrupt or other-step file, or
+//! one from another model, is an error naming it.
 
 use ::checkpoint::error::{CheckpointError, Result};
 use ::checkpoint::{Checkpoint, Files};
@@ -21,6 +22,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use comm::Communicator;
 use std::collections::HashMap;
 use std::path::Path;
+
+pub use super::state::{read_optimizer, Consolidated};
 
 const VERSION: f64 = 1.0;
 pub const PARAMS: &str = "params.safetensors";
@@ -58,24 +61,13 @@ impl Signature {
     }
 }
 
-/// The whole optimizer state, consolidated.
-pub struct Consolidated {
-    pub step: u64,
-    pub exp_avg: Vec<f32>,
-    pub exp_avg_sq: Vec<f32>,
-}
-
-fn bad(path: &Path, msg: impl std::fmt::Display) -> CheckpointError {
+pub(super) fn bad(path: &Path, msg: impl std::fmt::Display) -> CheckpointError {
     ::checkpoint::error::bad(path, msg)
-}
-
-fn take(path: &Path, t: &HashMap<String, Tensor>, name: &str) -> Result<Vec<f32>> {
-    with_f32(path, t, name, |v| Ok(v.to_vec()))
 }
 
 /// `name`'s elements as f32, lent to `f`: a tensor of f32 as `Checkpoint::load` made it,
 /// uncopied (a copy only where the file held another dtype).
-fn with_f32<R>(
+pub(super) fn with_f32<R>(
     path: &Path,
     t: &HashMap<String, Tensor>,
     name: &str,
@@ -109,7 +101,7 @@ pub fn meta(world: usize, rank: usize, step: u64, sig: Signature) -> Result<Tens
 
 /// A file's `meta` (world, rank, step, signature), checked against this model and the
 /// manifest's step.
-fn read_meta(
+pub(super) fn read_meta(
     ck: &Checkpoint,
     name: &str,
     t: &HashMap<String, Tensor>,
@@ -143,87 +135,6 @@ fn read_meta(
         return Err(bad(&path, msg));
     }
     Ok((m[1] as usize, m[2] as usize))
-}
-
-/// Reads the optimizer state: `optimizer.safetensors` if the manifest lists it, else the
-/// manifest's shards (ranks 0..W of its world size W). Checks every file against `sig`.
-pub fn read_optimizer(ck: &Checkpoint, sig: Signature) -> Result<Consolidated> {
-    let n = sig.numel;
-    if ck.contains(OPTIMIZER) {
-        let path = ck.dir().join(OPTIMIZER);
-        let t = ck.load(OPTIMIZER)?;
-        read_meta(ck, OPTIMIZER, &t, sig)?;
-        let (m, v) = (take(&path, &t, "exp_avg")?, take(&path, &t, "exp_avg_sq")?);
-        if m.len() != n || v.len() != n {
-            return Err(bad(&path, "moments of the wrong length"));
-        }
-        return Ok(Consolidated {
-            step: ck.step(),
-            exp_avg: m,
-            exp_avg_sq: v,
-        });
-    }
-    let w = ck.world_size();
-    let (mut m, mut v) = (vec![0f32; n], vec![0f32; n]);
-    let mut seen = vec![false; n];
-    for r in 0..w {
-        let name = shard_name(r, w);
-        let path = ck.dir().join(&name);
-        if !ck.contains(&name) {
-            return Err(bad(
-                &path,
-                "not listed by manifest.json (no optimizer state)",
-            ));
-        }
-        let t = ck.load(&name)?;
-        let (fw, fr) = read_meta(ck, &name, &t, sig)?;
-        if (fw, fr) != (w, r) {
-            return Err(bad(&path, format!("meta says rank {fr} of {fw}")));
-        }
-        let runs: Vec<(usize, usize)> = t
-            .get("runs")
-            .ok_or_else(|| bad(&path, "no tensor \"runs\""))?
-            .to_dtype(DType::I64)?
-            .to_vec2::<i64>()
-            .map_err(|e| bad(&path, format!("runs: {e}")))?
-            .into_iter()
-            .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
-            .collect();
-        let total: usize = runs.iter().map(|r| r.1).sum();
-        // The shard's moments are copied into place as they lie in the loaded tensors.
-        with_f32(&path, &t, "exp_avg", |fm| {
-            with_f32(&path, &t, "exp_avg_sq", |fv| {
-                if fm.len() != total || fv.len() != total {
-                    let msg = format!("{} moments for runs of {total} elements", fm.len());
-                    return Err(bad(&path, msg));
-                }
-                let mut off = 0;
-                for &(start, len) in &runs {
-                    // Elements past the model (a chunk's padding) are dropped.
-                    let k = len.min(n.saturating_sub(start));
-                    let start = start.min(n);
-                    if let Some(j) = seen[start..start + k].iter().position(|&x| x) {
-                        let msg = format!("element {} is in two shards", start + j);
-                        return Err(bad(&path, msg));
-                    }
-                    seen[start..start + k].fill(true);
-                    m[start..start + k].copy_from_slice(&fm[off..off + k]);
-                    v[start..start + k].copy_from_slice(&fv[off..off + k]);
-                    off += len;
-                }
-                Ok(())
-            })
-        })?;
-    }
-    if let Some(i) = seen.iter().position(|&x| !x) {
-        let msg = format!("no shard holds the moments of element {i}");
-        return Err(bad(ck.dir(), msg));
-    }
-    Ok(Consolidated {
-        step: ck.step(),
-        exp_avg: m,
-        exp_avg_sq: v,
-    })
 }
 
 /// A shard's tensors: moments `m`, `v` of the flat elements listed by `runs` ((start,
@@ -326,22 +237,20 @@ where
 pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
     let sig = Signature::of(shapes);
     let ck = Checkpoint::open(dir)?;
-    let c = read_optimizer(&ck, sig)?;
+    let c = read_optimizer(&ck, sig, &[(0, sig.numel)])?;
     let shards: Vec<String> = (0..ck.world_size())
         .map(|r| shard_name(r, ck.world_size()))
         .filter(|s| ck.contains(s))
         .collect();
-    let n = c.exp_avg.len();
+    let (step, n) = (c.step, sig.numel);
+    let (m, v) = c.into_moments();
     let t = HashMap::from([
-        (
-            "exp_avg".to_string(),
-            Tensor::from_vec(c.exp_avg, n, &Device::Cpu)?,
-        ),
+        ("exp_avg".to_string(), Tensor::from_vec(m, n, &Device::Cpu)?),
         (
             "exp_avg_sq".to_string(),
-            Tensor::from_vec(c.exp_avg_sq, n, &Device::Cpu)?,
+            Tensor::from_vec(v, n, &Device::Cpu)?,
         ),
-        ("meta".to_string(), meta(1, 0, c.step, sig)?),
+        ("meta".to_string(), meta(1, 0, step, sig)?),
     ]);
     let remove: Vec<&str> = shards.iter().map(String::as_str).collect();
     ck.replace(&[(OPTIMIZER, t)], &remove)?;
@@ -353,13 +262,18 @@ pub fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
     params.iter().map(|p| p.dims().to_vec()).collect()
 }
 
-/// Reads and validates `dir`'s parameters and optimizer state for `params`, touching
-/// nothing (callers agree across ranks, then [`set_params`]).
-pub fn read_all(dir: &Path, params: &[Var]) -> Result<(Vec<Tensor>, Consolidated)> {
+/// Reads and validates `dir`'s parameters, and the optimizer state of the flat elements
+/// `want` ([`read_optimizer`]), for `params`, touching nothing (callers agree across
+/// ranks, then [`set_params`]).
+pub fn read_all(
+    dir: &Path,
+    params: &[Var],
+    want: &[(usize, usize)],
+) -> Result<(Vec<Tensor>, Consolidated)> {
     let ck = Checkpoint::open(dir)?;
     let shp = shapes(params);
     let loaded = read_params(&ck, &shp)?;
-    Ok((loaded, read_optimizer(&ck, Signature::of(&shp))?))
+    Ok((loaded, read_optimizer(&ck, Signature::of(&shp), want)?))
 }
 
 /// Copies checkpoint tensors (from [`read_all`]) into `params`, on their device, in f32.

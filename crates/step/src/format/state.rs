@@ -1,0 +1,246 @@
+//! The optimizer state a rank reads back from a sharded checkpoint: the moments of the
+//! flat elements it will keep, and no others. Each shard file is read once and verified
+//! whole (size, CRC-32, step, model); of its moments only the elements the rank asked for
+//! are held ([`checkpoint::Part::Elements`]), so a rank of W holds about 1/W of the
+//! moments, never the whole model's (a 13B model's are 104 GB). Every rank still checks
+//! the whole layout: every element's moments in exactly one shard.
+//!
+//! ```ignore
+//! let state = read_optimizer(&ck, sig, &[(start, len)])?; // this rank's runs
+//! let (m, v) = state.get(start, len)?;
+//! ```
+
+use super::sharded::{bad, read_meta, shard_name, with_f32, Signature, OPTIMIZER};
+use ::checkpoint::error::Result;
+use ::checkpoint::{Checkpoint, Part};
+use candle_core::{DType, Tensor};
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+/// The moments of the flat elements a rank asked for: runs (start, len) of the parameters'
+/// elements in declaration order, packed in the order asked.
+pub struct Consolidated {
+    pub step: u64,
+    /// (start, len, where its moments start in `exp_avg`), sorted by start.
+    held: Vec<(usize, usize, usize)>,
+    exp_avg: Vec<f32>,
+    exp_avg_sq: Vec<f32>,
+}
+
+impl Consolidated {
+    /// The whole flat state: every element's moments, in order.
+    pub fn whole(step: u64, exp_avg: Vec<f32>, exp_avg_sq: Vec<f32>) -> Self {
+        Self {
+            step,
+            held: vec![(0, exp_avg.len(), 0)],
+            exp_avg,
+            exp_avg_sq,
+        }
+    }
+
+    /// The moments (`exp_avg`, `exp_avg_sq`) of flat elements `start..start + len`, which
+    /// must lie in one run asked for.
+    pub fn get(&self, start: usize, len: usize) -> Result<(&[f32], &[f32])> {
+        let k = self.held.partition_point(|h| h.0 + h.1 <= start);
+        match self.held.get(k) {
+            Some(&(s, l, at)) if s <= start && start + len <= s + l => {
+                let r = at + start - s..at + start - s + len;
+                Ok((&self.exp_avg[r.clone()], &self.exp_avg_sq[r]))
+            }
+            _ => Err(bad(
+                Path::new("optimizer state"),
+                format!("elements {start}..{} were not read", start + len),
+            )),
+        }
+    }
+
+    /// Both moments, packed in the order the runs were asked for.
+    pub fn into_moments(self) -> (Vec<f32>, Vec<f32>) {
+        (self.exp_avg, self.exp_avg_sq)
+    }
+}
+
+/// Reads the moments of the flat elements `want` ((start, len) runs, in any order, apart;
+/// `[(0, sig.numel)]` for all): from `optimizer.safetensors` if the manifest lists it, else
+/// from the manifest's shards (ranks 0..W of its world size W). Checks every file against
+/// `sig`, and that the shards hold every element's moments exactly once.
+pub fn read_optimizer(
+    ck: &Checkpoint,
+    sig: Signature,
+    want: &[(usize, usize)],
+) -> Result<Consolidated> {
+    let n = sig.numel;
+    let held = wanted(ck.dir(), want, n)?;
+    let total: usize = want.iter().map(|w| w.1).sum();
+    let (mut m, mut v) = (vec![0f32; total], vec![0f32; total]);
+    let files: Vec<(String, Option<usize>)> = match ck.contains(OPTIMIZER) {
+        true => vec![(OPTIMIZER.to_string(), None)],
+        false => (0..ck.world_size())
+            .map(|r| (shard_name(r, ck.world_size()), Some(r)))
+            .collect(),
+    };
+    let mut layout = Vec::new();
+    for (i, (name, rank)) in files.iter().enumerate() {
+        let path = ck.dir().join(name);
+        if !ck.contains(name) {
+            let msg = "not listed by manifest.json (no optimizer state)";
+            return Err(bad(&path, msg));
+        }
+        let (mut plan, mut counts) = (None, Vec::new());
+        let t = ck.load_parts(name, |k, shape, before| match k {
+            "meta" | "runs" => Part::Whole,
+            "exp_avg" | "exp_avg_sq" => {
+                counts.push(shape.iter().product::<usize>());
+                let p = plan
+                    .get_or_insert_with(|| make_plan(before, rank.is_some(), counts[0], &held, n));
+                match p {
+                    Ok(p) if counts.iter().all(|&c| c == counts[0]) => {
+                        Part::Elements(p.ranges.clone())
+                    }
+                    _ => Part::Skip,
+                }
+            }
+            _ => Part::Skip,
+        })?;
+        let (fw, fr) = read_meta(ck, name, &t, sig)?;
+        if let Some(r) = rank {
+            if (fw, fr) != (ck.world_size(), *r) {
+                return Err(bad(&path, format!("meta says rank {fr} of {fw}")));
+            }
+        }
+        let p = match plan {
+            Some(p) => p.map_err(|e| bad(&path, e))?,
+            None => return Err(bad(&path, "no tensor \"exp_avg\"")),
+        };
+        if counts != [counts[0]; 2] {
+            return Err(bad(&path, format!("moments of {counts:?} elements")));
+        }
+        for (name, into) in [("exp_avg", &mut m), ("exp_avg_sq", &mut v)] {
+            with_f32(&path, &t, name, |x| {
+                let mut at = 0;
+                for (&len, &to) in p.lens.iter().zip(&p.dest) {
+                    into[to..to + len].copy_from_slice(&x[at..at + len]);
+                    at += len;
+                }
+                Ok(())
+            })?;
+        }
+        layout.extend(p.runs.into_iter().map(|(s, l)| (s, l, i)));
+    }
+    check_layout(ck, &files, layout, n)?;
+    Ok(Consolidated {
+        step: ck.step(),
+        held,
+        exp_avg: m,
+        exp_avg_sq: v,
+    })
+}
+
+/// `want` as (start, len, where it goes), sorted by start; refused if runs overlap or pass
+/// the model's `n` elements.
+fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, usize, usize)>> {
+    let mut at = 0;
+    let mut held: Vec<_> = want
+        .iter()
+        .map(|&(s, l)| {
+            at += l;
+            (s, l, at - l)
+        })
+        .collect();
+    held.sort();
+    let mut end = 0;
+    for &(s, l, _) in &held {
+        if s < end || s + l > n {
+            let msg = format!("runs {want:?} overlap or pass the model's {n} elements");
+            return Err(bad(dir, msg));
+        }
+        end = s + l;
+    }
+    Ok(held)
+}
+
+/// What one file gives: its runs (clamped to the model), and the element ranges of its
+/// moments to keep, each with its length and where it goes.
+struct Plan {
+    runs: Vec<(usize, usize)>,
+    ranges: Vec<Range<usize>>,
+    lens: Vec<usize>,
+    dest: Vec<usize>,
+}
+
+/// The [`Plan`] for a file whose moments have `count` elements: a shard's `runs` tensor
+/// (from `before`), or one run of all `n` (the consolidated file).
+fn make_plan(
+    before: &HashMap<String, Tensor>,
+    shard: bool,
+    count: usize,
+    held: &[(usize, usize, usize)],
+    n: usize,
+) -> std::result::Result<Plan, String> {
+    let runs: Vec<(usize, usize)> = match shard {
+        false => vec![(0, n)],
+        true => before
+            .get("runs")
+            .ok_or("no tensor \"runs\" before the moments")?
+            .to_dtype(DType::I64)
+            .and_then(|r| r.to_vec2::<i64>())
+            .map_err(|e| format!("runs: {e}"))?
+            .into_iter()
+            .map(|r| (r[0].max(0) as usize, r[1].max(0) as usize))
+            .collect(),
+    };
+    let total: usize = runs.iter().map(|r| r.1).sum();
+    if total != count {
+        return Err(format!("{count} moments for runs of {total} elements"));
+    }
+    let mut p = Plan {
+        runs: Vec::with_capacity(runs.len()),
+        ranges: Vec::new(),
+        lens: Vec::new(),
+        dest: Vec::new(),
+    };
+    let mut off = 0;
+    for (s, l) in runs {
+        // Elements past the model (a chunk's padding) are dropped.
+        let e = (s + l).min(n);
+        p.runs.push((s.min(n), e.saturating_sub(s)));
+        let mut k = held.partition_point(|h| h.0 + h.1 <= s);
+        while let Some(&(hs, hl, at)) = held.get(k).filter(|h| h.0 < e) {
+            let (a, b) = (s.max(hs), e.min(hs + hl));
+            p.ranges.push(off + a - s..off + b - s);
+            p.lens.push(b - a);
+            p.dest.push(at + a - hs);
+            k += 1;
+        }
+        off += l;
+    }
+    Ok(p)
+}
+
+/// Every element `0..n` in exactly one file's runs (`layout`: start, len, file index).
+fn check_layout(
+    ck: &Checkpoint,
+    files: &[(String, Option<usize>)],
+    mut layout: Vec<(usize, usize, usize)>,
+    n: usize,
+) -> Result<()> {
+    layout.retain(|r| r.1 > 0);
+    layout.sort();
+    let mut end = 0;
+    for (s, l, f) in layout {
+        if s < end {
+            let msg = format!("element {s} is in two shards");
+            return Err(bad(&ck.dir().join(&files[f].0), msg));
+        }
+        if s > end {
+            break;
+        }
+        end = s + l;
+    }
+    if end < n {
+        let msg = format!("no shard holds the moments of element {end}");
+        return Err(bad(ck.dir(), msg));
+    }
+    Ok(())
+}
