@@ -89,32 +89,33 @@ impl ShardedOptimizer {
             .ok_or_else(|| Zero1Error::Input("resume: no parameter groups".into()))?
             .device()
             .clone();
+        // Built first (it partitions the groups, touching no parameter), so that each rank
+        // reads only the moments of the parameters it owns.
+        let mut s = Self::new(comm, groups)?;
         let read = (|| -> Result<Vec<_>> {
-            if group_dir(dir, groups.len()).exists() {
+            if group_dir(dir, s.groups.len()).exists() {
                 return Err(Zero1Error::Input(format!(
                     "checkpoint {}: has more than the {} groups passed",
                     dir.display(),
-                    groups.len()
+                    s.groups.len()
                 )));
             }
-            groups
+            s.groups
                 .iter()
                 .enumerate()
                 .map(|(gi, g)| {
-                    let n = g.params.iter().map(|p| p.elem_count()).sum();
-                    Ok(checkpoint::read_all(
-                        &group_dir(dir, gi),
-                        &g.params,
-                        &[(0, n)],
-                    )?)
+                    let off = offsets(&g.params);
+                    let want: Vec<(usize, usize)> = (g.mine.iter())
+                        .map(|&i| (off[i], g.params[i].elem_count()))
+                        .collect();
+                    Ok(checkpoint::read_all(&group_dir(dir, gi), &g.params, &want)?)
                 })
                 .collect()
         })();
-        let loaded = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        for (g, (ps, _)) in groups.iter().zip(&loaded) {
+        let loaded = agree_on(s.comm.as_ref(), &dev, "resume", read)?;
+        for (g, (ps, _)) in s.groups.iter().zip(&loaded) {
             checkpoint::set_params(&g.params, ps)?;
         }
-        let mut s = Self::new(comm, groups)?;
         for (g, (_, state)) in s.groups.iter_mut().zip(&loaded) {
             let off = offsets(&g.params);
             g.opt.set_steps_taken(state.step);
