@@ -172,10 +172,11 @@ fn write_shards(dir: &Path, runs: [Vec<(usize, usize)>; 2]) {
     on_ranks(2, move |r, comm| {
         let n: usize = runs[r].iter().map(|x| x.1).sum();
         let m: Vec<f32> = (0..n).map(|i| i as f32).collect();
-        let t = checkpoint::shard_tensors(2, r, 3, sig, &runs[r], m.clone(), m).unwrap();
+        let m = checkpoint::Moments::from_vecs(runs[r].clone(), m.clone(), m).unwrap();
+        let t = checkpoint::shard_entries(2, r, 3, sig, m).unwrap();
         let name = checkpoint::shard_name(r, 2);
         ::checkpoint::save(comm.as_ref(), &candle_core::Device::Cpu, &dir, 3, |f| {
-            f.put(&name, &t)
+            f.put_entries(&name, t)
         })
         .unwrap();
     });

@@ -7,11 +7,11 @@
 //! writes them from a `HashMap`, in an order that differs from process to process, so that
 //! identical saves gave files (and CRC-32s) that differed.
 
+use crate::entry::Entry;
 use crate::error::{bad, Result};
 use candle_core::safetensors::Load;
 use candle_core::{Device, Tensor};
 use safetensors::tensor::{Metadata, TensorInfo, TensorView};
-use safetensors::View;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -30,22 +30,22 @@ pub(crate) struct Sum {
     pub crc32: u32,
 }
 
-/// The header for `tensors` and `meta` (JSON keys sorted, padded with spaces to a multiple
-/// of 8 bytes), and the tensors in the order of their data in the file.
-fn header<'a>(
+/// The header for `entries` and `meta` (JSON keys sorted, padded with spaces to a multiple
+/// of 8 bytes), and the entries' names in the order of their data in the file.
+fn header(
     at: &Path,
-    tensors: &'a HashMap<String, Tensor>,
+    entries: &HashMap<String, Entry>,
     meta: HashMap<String, String>,
-) -> Result<(Vec<u8>, Vec<&'a Tensor>)> {
-    let mut order: Vec<(&String, &Tensor)> = tensors.iter().collect();
-    order.sort_by(|(a, x), (b, y)| View::dtype(*y).cmp(&View::dtype(*x)).then(a.cmp(b)));
+) -> Result<(Vec<u8>, Vec<String>)> {
+    let mut order: Vec<(&String, &Entry)> = entries.iter().collect();
+    order.sort_by(|(a, x), (b, y)| y.dtype().cmp(&x.dtype()).then(a.cmp(b)));
     let mut infos = Vec::with_capacity(order.len());
     let mut offset = 0;
-    for (name, t) in &order {
-        let n = View::data_len(*t);
+    for (name, e) in &order {
+        let n = e.nbytes();
         let info = TensorInfo {
-            dtype: View::dtype(*t),
-            shape: t.dims().to_vec(),
+            dtype: e.dtype(),
+            shape: e.shape(),
             data_offsets: (offset, offset + n),
         };
         infos.push((name.to_string(), info));
@@ -59,7 +59,7 @@ fn header<'a>(
     if h.len() as u64 > MAX_HEADER {
         return Err(bad(at, format!("a header of {} bytes", h.len())));
     }
-    Ok((h, order.into_iter().map(|(_, t)| t).collect()))
+    Ok((h, order.into_iter().map(|(n, _)| n.clone()).collect()))
 }
 
 /// The length and CRC-32 of the bytes written to it (a sink: `io::copy` sums into it).
@@ -109,24 +109,30 @@ impl<W: Write> Summing<W> {
     }
 }
 
-/// Writes `tensors` (any device; copied to the host one at a time) with `meta` in the
-/// header to the new file `to`, fsynced; on failure `to` is removed. `at`: the name errors
-/// about the tensors give.
+/// Writes `entries` (tensors on any device, copied to the host one at a time; pieces made
+/// one at a time) with `meta` in the header to the new file `to`, fsynced; on failure `to`
+/// is removed. `at`: the name errors about the tensors give.
 pub(crate) fn write(
     at: &Path,
     to: &Path,
-    tensors: &HashMap<String, Tensor>,
+    entries: HashMap<String, Entry>,
     meta: HashMap<String, String>,
 ) -> Result<Sum> {
-    let (h, order) = header(at, tensors, meta)?;
+    let (h, order) = header(at, &entries, meta)?;
     let f = File::create(to).map_err(|e| bad(to, e))?;
-    write_into(f, to, &h, order).inspect_err(|_| {
+    write_into(f, (at, to), &h, entries, order).inspect_err(|_| {
         let _ = std::fs::remove_file(to);
     })
 }
 
 /// [`write`]'s bytes into the file `f` (at `to`), fsynced.
-fn write_into(f: File, to: &Path, h: &[u8], order: Vec<&Tensor>) -> Result<Sum> {
+fn write_into(
+    f: File,
+    (at, to): (&Path, &Path),
+    h: &[u8],
+    mut entries: HashMap<String, Entry>,
+    order: Vec<String>,
+) -> Result<Sum> {
     let mut w = Summing {
         to: BufWriter::with_capacity(CHUNK, f),
         tally: Tally::new(),
@@ -134,16 +140,9 @@ fn write_into(f: File, to: &Path, h: &[u8], order: Vec<&Tensor>) -> Result<Sum> 
     let io = |e: std::io::Error| bad(to, e);
     w.put(&(h.len() as u64).to_le_bytes()).map_err(io)?;
     w.put(h).map_err(io)?;
-    for t in order {
-        // A contiguous CPU tensor's bytes are written as they lie; any other tensor is
-        // copied (from its device, or into one run) first, alone.
-        match comm::with_cpu_bytes(t, |b| w.put(b)) {
-            Some(r) => r.map_err(io)?,
-            None => {
-                let host = t.to_device(&Device::Cpu)?;
-                w.put(&View::data(&host)).map_err(io)?
-            }
-        }
+    for name in order {
+        let e = entries.remove(&name).expect("a name of the header");
+        e.write((at, &name, to), &mut |b| w.put(b))?;
     }
     let f = w.to.into_inner().map_err(|e| bad(to, e.error()))?;
     f.sync_all().map_err(io)?;

@@ -27,6 +27,7 @@
 //! ```
 
 mod agree;
+mod entry;
 pub mod error;
 mod file;
 mod manifest;
@@ -34,6 +35,7 @@ mod open;
 mod save;
 
 pub use agree::{agree, agree_on_read};
+pub use entry::{Entry, Pieces};
 pub use error::{CheckpointError, Result};
 pub use file::Part;
 pub use manifest::{write_atomic, FileEntry, Manifest, FORMAT, MANIFEST, VERSION};

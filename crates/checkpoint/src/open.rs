@@ -5,7 +5,7 @@
 use crate::error::{bad, Result};
 use crate::file::{Part, Pick};
 use crate::manifest::*;
-use crate::save::{entry, header_meta, META_RANK, META_STEP};
+use crate::save::{entries, entry, header_meta, META_RANK, META_STEP};
 use candle_core::Tensor;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,8 @@ impl Checkpoint {
             let path = dir.join(name);
             check_name(&path, name)?;
             let tmp = temp_name(&dir, name, 0);
-            let sum = crate::file::write(&path, &tmp, tensors, header_meta(step, 0, world))?;
+            let meta = header_meta(step, 0, world);
+            let sum = crate::file::write(&path, &tmp, entries(tensors), meta)?;
             publish(&tmp, &path)?;
             files.push(entry(name, 0, sum));
         }

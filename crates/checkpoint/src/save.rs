@@ -4,6 +4,7 @@
 //! before anything is written, so a crash mid-save leaves no manifest beside new files.
 
 use crate::agree::agree;
+use crate::entry::Entry;
 use crate::error::{bad, CheckpointError, Result};
 use crate::manifest::*;
 use candle_core::{Device, Tensor};
@@ -50,6 +51,12 @@ impl Files {
     /// Writes `tensors` as `name` (`*.safetensors`) under a temporary name, fsynced; it
     /// appears under `name` only once every rank's files are written.
     pub fn put(&mut self, name: &str, tensors: &HashMap<String, Tensor>) -> Result<()> {
+        self.put_entries(name, entries(tensors))
+    }
+
+    /// [`Self::put`] of entries: tensors, or [`crate::Pieces`] made one at a time as the
+    /// file is written.
+    pub fn put_entries(&mut self, name: &str, entries: HashMap<String, Entry>) -> Result<()> {
         let path = self.dir.join(name);
         check_name(&path, name)?;
         if self.written.iter().any(|(_, f)| f.name == name) {
@@ -57,7 +64,7 @@ impl Files {
         }
         let tmp = temp_name(&self.dir, name, self.rank);
         let meta = header_meta(self.step, self.rank, self.world);
-        let sum = crate::file::write(&path, &tmp, tensors, meta)?;
+        let sum = crate::file::write(&path, &tmp, entries, meta)?;
         self.written.push((tmp, entry(name, self.rank, sum)));
         Ok(())
     }
@@ -80,6 +87,13 @@ impl Files {
         }
         sync_dir(&self.dir)
     }
+}
+
+/// `tensors` as a file's entries.
+pub(crate) fn entries(tensors: &HashMap<String, Tensor>) -> HashMap<String, Entry<'static>> {
+    (tensors.iter())
+        .map(|(k, t)| (k.clone(), Entry::Tensor(t.clone())))
+        .collect()
 }
 
 pub(crate) fn entry(name: &str, rank: usize, sum: crate::file::Sum) -> FileEntry {

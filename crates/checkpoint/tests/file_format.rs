@@ -189,3 +189,63 @@ fn load_parts_keeps_the_elements_asked_for_and_still_verifies_the_whole_file() {
     assert!(e.contains("checksum mismatch"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_tensor_written_in_pieces_has_the_bytes_of_the_whole_and_wrong_pieces_fail_the_save() {
+    use checkpoint::{Entry, Pieces};
+    let cpu = &Device::Cpu;
+    let v: Vec<f32> = (0..21).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let whole = Tensor::from_vec(v.clone(), 21, cpu).unwrap();
+    let (a, b) = (tmp("whole"), tmp("pieces"));
+    save_one(
+        &a,
+        "s.safetensors",
+        &HashMap::from([("x".into(), whole.clone())]),
+        1,
+    );
+    // Three pieces: a 2-D one, a transposed (not contiguous) one, an empty one, a 1-D one.
+    let p0 = Tensor::from_vec(v[..6].to_vec(), (2, 3), cpu).unwrap();
+    let p1 = Tensor::from_vec(v[6..12].to_vec(), (3, 2), cpu).unwrap();
+    let p1 = p1.t().unwrap().contiguous().unwrap().t().unwrap();
+    let p2 = Tensor::zeros(0, DType::F32, cpu).unwrap();
+    let p3 = Tensor::from_vec(v[12..].to_vec(), 9, cpu).unwrap();
+    let save_pieces = |dir: &Path, pieces: Vec<Tensor>, len: usize| {
+        let c = comm::cpu_group(1, comm::CommOptions::default())
+            .unwrap()
+            .remove(0);
+        save(&c, cpu, dir, 1, |f: &mut Files| {
+            let p = Pieces::new(DType::F32, len, pieces.into_iter().map(Ok));
+            f.put_entries(
+                "s.safetensors",
+                HashMap::from([("x".into(), Entry::Pieces(p))]),
+            )
+        })
+    };
+    save_pieces(&b, vec![p0.clone(), p1, p2, p3.clone()], 21).unwrap();
+    let read = |d: &Path| std::fs::read(d.join("s.safetensors")).unwrap();
+    assert!(
+        read(&a) == read(&b),
+        "pieces wrote other bytes than the whole"
+    );
+    // Too few elements, too many, another dtype: the save fails naming the tensor, and
+    // leaves no file.
+    let half = p3.to_dtype(DType::BF16).unwrap();
+    for (pieces, what) in [
+        (vec![p0.clone()], "pieces of 6 elements, for 21"),
+        (
+            vec![p0.clone(), p3.clone(), p3.clone()],
+            "a piece of 9 F32 elements after 15",
+        ),
+        (vec![p0.clone(), half], "a piece of 9 BF16 elements after 6"),
+    ] {
+        let c = tmp("bad-pieces");
+        let e = save_pieces(&c, pieces, 21).unwrap_err().to_string();
+        assert!(e.contains("\"x\"") && e.contains(what), "{e}");
+        let left: Vec<_> = std::fs::read_dir(&c).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+        std::fs::remove_dir_all(&c).unwrap();
+    }
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}

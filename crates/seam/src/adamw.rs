@@ -31,6 +31,13 @@ impl Default for AdamWConfig {
     }
 }
 
+/// One of AdamW's two moments (PyTorch's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    ExpAvg,
+    ExpAvgSq,
+}
+
 /// First and second moments of one parameter.
 pub(crate) enum Moments {
     Tensors(Tensor, Tensor),
@@ -110,19 +117,34 @@ impl AdamW {
 
     /// [`Self::moments`] of state `i`, whose parameter (or span of one) is `p`.
     pub(crate) fn moments_of(&self, i: usize, p: &Tensor) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        let m = self.moment_of(i, p, Moment::ExpAvg)?;
+        Ok(m.zip(self.moment_of(i, p, Moment::ExpAvgSq)?))
+    }
+
+    /// One moment of state `i` (whose parameter, or span of one, is `p`) on the host, or
+    /// `None` before its first step: a checkpoint copies one at a time.
+    pub(crate) fn moment_of(
+        &self,
+        i: usize,
+        p: &Tensor,
+        which: Moment,
+    ) -> Result<Option<Vec<f32>>> {
         let _ = p;
         Ok(match self.state.get(i) {
             None | Some(None) => None,
-            Some(Some(Moments::Tensors(m, v))) => Some((
-                m.flatten_all()?
-                    .to_dtype(candle_core::DType::F32)?
-                    .to_vec1()?,
-                v.flatten_all()?
-                    .to_dtype(candle_core::DType::F32)?
-                    .to_vec1()?,
-            )),
+            Some(Some(Moments::Tensors(m, v))) => {
+                let t = match which {
+                    Moment::ExpAvg => m,
+                    Moment::ExpAvgSq => v,
+                };
+                Some(
+                    t.flatten_all()?
+                        .to_dtype(candle_core::DType::F32)?
+                        .to_vec1()?,
+                )
+            }
             #[cfg(feature = "cuda")]
-            Some(Some(Moments::Device(d))) => Some(d.to_host(p)?),
+            Some(Some(Moments::Device(d))) => Some(d.moment_to_host(p, which)?),
         })
     }
 

@@ -111,10 +111,14 @@ pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
 }
 
 impl DeviceMoments {
-    /// Copies both moments of parameter `p` to the host.
-    pub fn to_host(&self, p: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
+    /// Copies one moment of parameter `p` to the host.
+    pub fn moment_to_host(&self, p: &Tensor, which: crate::adamw::Moment) -> Result<Vec<f32>> {
         let s = stream_of(p)?;
-        Ok((s.clone_dtoh(&self.m).w()?, s.clone_dtoh(&self.v).w()?))
+        let x = match which {
+            crate::adamw::Moment::ExpAvg => &self.m,
+            crate::adamw::Moment::ExpAvgSq => &self.v,
+        };
+        Ok(s.clone_dtoh(x).w()?)
     }
 
     /// Moments for `p` from host values (a resumed checkpoint).

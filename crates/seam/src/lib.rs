@@ -36,7 +36,7 @@ pub mod span;
 pub mod staged;
 pub mod staged_norm;
 
-pub use adamw::{AdamW, AdamWConfig};
+pub use adamw::{AdamW, AdamWConfig, Moment};
 pub use error::{ModelError, Result};
 pub use in_backward::{InBackward, SideStream};
 pub use params::ParamSet;

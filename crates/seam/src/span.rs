@@ -19,7 +19,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::adamw::{AdamW, Moments};
+use crate::adamw::{AdamW, Moment, Moments};
 use crate::error::{ModelError, Result};
 use crate::shadow::Bf16Shadows;
 use candle_core::{Tensor, Var};
@@ -150,6 +150,12 @@ impl AdamW {
     /// Span `i`'s moments on the host (`None` before its first step).
     pub fn span_moments(&self, i: usize, span: &Span) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
         self.moments_of(i, &span.view()?)
+    }
+
+    /// One of [`Self::span_moments`], copied alone (a checkpoint holds one span's moment on
+    /// the host at a time).
+    pub fn span_moment(&self, i: usize, span: &Span, which: Moment) -> Result<Option<Vec<f32>>> {
+        self.moment_of(i, &span.view()?, which)
     }
 
     /// Restores the step count and span `i`'s moments (`span.len` elements each).

@@ -66,20 +66,31 @@ impl Zero1Overlap {
             &whole,
             this.opt.steps_taken(),
             || {
+                // Each span's moment copied to the host alone, as the file is written.
                 let offset = this.offsets();
-                let (mut runs, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
-                for (k, span) in this.spans.iter().enumerate() {
-                    let (rk, covered) = this.span_runs(k, &offset);
-                    let n = span.len;
-                    let (mk, vk) = this
-                        .opt
-                        .span_moments(k, span)?
-                        .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-                    m.extend_from_slice(&mk[..covered]);
-                    v.extend_from_slice(&vk[..covered]);
-                    runs.extend(rk);
-                }
-                Ok((runs, m, v))
+                let spans: Vec<(usize, usize)> = (0..this.spans.len())
+                    .map(|k| (k, this.span_runs(k, &offset).1))
+                    .collect();
+                let runs = (0..this.spans.len())
+                    .flat_map(|k| this.span_runs(k, &offset).0)
+                    .collect();
+                let len = spans.iter().map(|s| s.1).sum();
+                let pieces = |which| {
+                    let each = spans.clone().into_iter().map(move |(k, covered)| {
+                        let span = &this.spans[k];
+                        let mut x = (this.opt.span_moment(k, span, which))
+                            .map_err(|e| ::checkpoint::error::bad(dir, e))?
+                            .unwrap_or_else(|| vec![0.0; span.len]);
+                        x.truncate(covered);
+                        Ok(Tensor::from_vec(x, covered, &candle_core::Device::Cpu)?)
+                    });
+                    ::checkpoint::Pieces::new(candle_core::DType::F32, len, each)
+                };
+                Ok(checkpoint::Moments {
+                    runs,
+                    exp_avg: pieces(seam::Moment::ExpAvg),
+                    exp_avg_sq: pieces(seam::Moment::ExpAvgSq),
+                })
             },
         )
     }

@@ -67,7 +67,7 @@ impl ShardedOptimizer {
                         m.extend(mk);
                         v.extend(vk);
                     }
-                    Ok::<_, Zero1Error>((runs, m, v))
+                    Ok::<_, Zero1Error>(checkpoint::Moments::from_vecs(runs, m, v)?)
                 },
             )?;
         }

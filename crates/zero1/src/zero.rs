@@ -115,7 +115,7 @@ impl Zero1 {
                     .moments(0, &self.master)?
                     .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
                 // This rank's chunk, padding included (dropped when read).
-                Ok((vec![(r * n, n)], m, v))
+                Ok(checkpoint::Moments::from_vecs(vec![(r * n, n)], m, v)?)
             },
         )
     }

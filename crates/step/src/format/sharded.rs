@@ -17,7 +17,7 @@
 //! one from another model, is an error naming it.
 
 use ::checkpoint::error::{CheckpointError, Result};
-use ::checkpoint::{Checkpoint, Files};
+use ::checkpoint::{Checkpoint, Entry, Files, Pieces};
 use candle_core::{DType, Device, Tensor, Var};
 use comm::Communicator;
 use std::collections::HashMap;
@@ -137,44 +137,62 @@ pub(super) fn read_meta(
     Ok((m[1] as usize, m[2] as usize))
 }
 
-/// A shard's tensors: moments `m`, `v` of the flat elements listed by `runs` ((start,
-/// len) in declaration order, in the order of `m`), and `meta`.
-#[allow(clippy::too_many_arguments)]
-pub fn shard_tensors(
+/// Moments of one rank: its runs ((start, len) of the flat elements, in declaration
+/// order) and `exp_avg`, `exp_avg_sq` in run order, each made in pieces as the file is
+/// written (so that the host holds one piece at a time: a span's moment, copied alone).
+pub struct Moments<'a> {
+    pub runs: Vec<(usize, usize)>,
+    pub exp_avg: Pieces<'a>,
+    pub exp_avg_sq: Pieces<'a>,
+}
+
+impl Moments<'static> {
+    /// From both moments whole on the host.
+    pub fn from_vecs(runs: Vec<(usize, usize)>, m: Vec<f32>, v: Vec<f32>) -> Result<Self> {
+        let one = |x: Vec<f32>| -> Result<Pieces<'static>> {
+            let n = x.len();
+            let t = Tensor::from_vec(x, n, &Device::Cpu)?;
+            Ok(Pieces::new(DType::F32, n, std::iter::once(Ok(t))))
+        };
+        Ok(Self {
+            runs,
+            exp_avg: one(m)?,
+            exp_avg_sq: one(v)?,
+        })
+    }
+}
+
+/// A shard file's entries: `moments` and their `runs`, and `meta`.
+pub fn shard_entries<'a>(
     world: usize,
     rank: usize,
     step: u64,
     sig: Signature,
-    runs: &[(usize, usize)],
-    m: Vec<f32>,
-    v: Vec<f32>,
-) -> Result<HashMap<String, Tensor>> {
-    let cpu = Device::Cpu;
-    let n = m.len();
+    moments: Moments<'a>,
+) -> Result<HashMap<String, Entry<'a>>> {
+    let runs = &moments.runs;
     let flat: Vec<i64> = runs.iter().flat_map(|r| [r.0 as i64, r.1 as i64]).collect();
+    let runs = Tensor::from_vec(flat, (runs.len(), 2), &Device::Cpu)?;
     Ok(HashMap::from([
-        ("exp_avg".to_string(), Tensor::from_vec(m, n, &cpu)?),
-        ("exp_avg_sq".to_string(), Tensor::from_vec(v, n, &cpu)?),
+        ("exp_avg".to_string(), Entry::Pieces(moments.exp_avg)),
+        ("exp_avg_sq".to_string(), Entry::Pieces(moments.exp_avg_sq)),
+        ("runs".to_string(), Entry::Tensor(runs)),
         (
-            "runs".to_string(),
-            Tensor::from_vec(flat, (runs.len(), 2), &cpu)?,
+            "meta".to_string(),
+            Entry::Tensor(meta(world, rank, step, sig)?),
         ),
-        ("meta".to_string(), meta(world, rank, step, sig)?),
     ]))
 }
-
-/// Moments of one rank: its runs and `exp_avg`, `exp_avg_sq` in run order.
-pub type Moments = (Vec<(usize, usize)>, Vec<f32>, Vec<f32>);
 
 /// Saves one checkpoint (collective, every rank): this rank's shard (from `moments`, whose
 /// error type `E` is the caller's) and, on rank 0, `params`. Returns once the manifest is
 /// written; fails on every rank if any rank fails, leaving no manifest.
-pub fn save<E>(
+pub fn save<'a, E>(
     comm: &dyn Communicator,
     dir: &Path,
     params: &[Var],
     step: u64,
-    moments: impl FnOnce() -> Result<Moments, E>,
+    moments: impl FnOnce() -> Result<Moments<'a>, E>,
 ) -> Result<(), E>
 where
     E: From<CheckpointError> + std::fmt::Display,
@@ -192,13 +210,13 @@ where
 /// parameter has no whole `Var` (a released f32 master, gathered for the save): only rank
 /// 0 reads the values; the other ranks' tensors give the shapes (a broadcast placeholder
 /// will do). `dev`: the device the ranks agree on.
-pub fn save_tensors<E>(
+pub fn save_tensors<'a, E>(
     comm: &dyn Communicator,
     dev: &Device,
     dir: &Path,
     params: &[Tensor],
     step: u64,
-    moments: impl FnOnce() -> Result<Moments, E>,
+    moments: impl FnOnce() -> Result<Moments<'a>, E>,
 ) -> Result<(), E>
 where
     E: From<CheckpointError> + std::fmt::Display,
@@ -212,11 +230,8 @@ where
         dir,
         step,
         |files: &mut Files| -> Result<(), E> {
-            let (runs, m, v) = moments()?;
-            files.put(
-                &shard_name(r, w),
-                &shard_tensors(w, r, step, sig, &runs, m, v)?,
-            )?;
+            let m = moments()?;
+            files.put_entries(&shard_name(r, w), shard_entries(w, r, step, sig, m)?)?;
             if r == 0 {
                 let mut p = HashMap::new();
                 // On the device: `put` copies them to the host one at a time.
