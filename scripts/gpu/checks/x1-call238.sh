@@ -10,7 +10,7 @@
 # GPU (Z1=0: not). Call 238 sampled `timeout`'s memory, not train's; call 239 ran this one;
 # call 240 (TUNE=0) the new binary reading files straight into tensors (see gpus-s44.md).
 # Session 45, call 241 (TUNE=0): train-old built at 07d2505 (session 44's), the new one
-# writing each span's moment in pieces (26f58b0) (see resume-s45.md).
+# writing each span's moment in pieces (26f58b0) (see checkpoint-host-s45.md).
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
 RUN_SH_SOURCED=1 source "$H/run.sh"
