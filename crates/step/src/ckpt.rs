@@ -95,8 +95,8 @@ fn replicated_from_sharded(
     let mut off = 0;
     for (i, v) in params.iter().enumerate() {
         let n = v.elem_count();
-        let (m, s) = st.get(off, n)?;
-        opt.restore(st.step, i, v, m, s)?;
+        let (m, s) = st.moments(off, n)?;
+        opt.restore(st.step, i, v, &m, &s)?;
         off += n;
     }
     opt.set_steps_taken(st.step);

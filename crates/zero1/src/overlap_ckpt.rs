@@ -155,9 +155,9 @@ impl Zero1Overlap {
             let n = self.spans[k].len;
             let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for (start, len) in runs {
-                let (a, b) = state.get(start, len)?;
-                m.extend_from_slice(a);
-                v.extend_from_slice(b);
+                let (a, b) = state.moments(start, len)?;
+                m.extend(a);
+                v.extend(b);
             }
             m.resize(n, 0.0);
             v.resize(n, 0.0);

@@ -93,7 +93,7 @@ impl Strategy for Zero1Overlap {
             Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?
         } else {
             let f = ::ddp::checkpoint::read_flat(c.comm.as_ref(), c.dir, c.model)?;
-            let state = crate::checkpoint::Consolidated::whole(f.step, f.exp_avg, f.exp_avg_sq);
+            let state = crate::checkpoint::Consolidated::whole(f.step, f.exp_avg, f.exp_avg_sq)?;
             Zero1Overlap::resume_from(c.comm.clone(), c.model, s, cfg, &f.params, &state)?
         };
         r.set_gather_ahead(ahead);

@@ -121,8 +121,8 @@ impl ShardedOptimizer {
             g.opt.set_steps_taken(state.step);
             for (k, &i) in g.mine.iter().enumerate() {
                 let (p, n) = (&g.params[i], g.params[i].elem_count());
-                let (m, v) = state.get(off[i], n)?;
-                g.opt.restore(state.step, k, p, m, v)?;
+                let (m, v) = state.moments(off[i], n)?;
+                g.opt.restore(state.step, k, p, &m, &v)?;
             }
         }
         Ok(s)

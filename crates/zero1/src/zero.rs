@@ -145,14 +145,10 @@ impl Zero1 {
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
         checkpoint::set_params(params, &loaded)?;
         let mut z = Self::new(comm, params, cfg)?;
-        let (m, v) = state.get(mine.start, mine.len())?;
-        let pad = |x: &[f32]| -> Vec<f32> {
-            let mut x = x.to_vec();
-            x.resize(z.master.elem_count(), 0.0);
-            x
-        };
+        let (mut m, mut v) = state.moments(mine.start, mine.len())?;
+        m.resize(z.master.elem_count(), 0.0);
+        v.resize(z.master.elem_count(), 0.0);
         let master = z.master.clone();
-        let (m, v) = (pad(m), pad(v));
         z.opt.restore(state.step, 0, &master, &m, &v)?;
         Ok(z)
     }

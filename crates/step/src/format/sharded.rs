@@ -65,26 +65,6 @@ pub(super) fn bad(path: &Path, msg: impl std::fmt::Display) -> CheckpointError {
     ::checkpoint::error::bad(path, msg)
 }
 
-/// `name`'s elements as f32, lent to `f`: a tensor of f32 as `Checkpoint::load` made it,
-/// uncopied (a copy only where the file held another dtype).
-pub(super) fn with_f32<R>(
-    path: &Path,
-    t: &HashMap<String, Tensor>,
-    name: &str,
-    f: impl FnOnce(&[f32]) -> Result<R>,
-) -> Result<R> {
-    let x = t
-        .get(name)
-        .ok_or_else(|| bad(path, format!("no tensor {name:?}")))?;
-    let x = x.flatten_all()?.to_dtype(DType::F32)?.contiguous()?;
-    let (s, l) = x.storage_and_layout();
-    let candle_core::Storage::Cpu(c) = &*s else {
-        return Err(bad(path, format!("tensor {name:?} is not on the CPU")));
-    };
-    let v = c.as_slice::<f32>()?;
-    f(&v[l.start_offset()..l.start_offset() + x.elem_count()])
-}
-
 /// `meta`: [version, world, rank, step, nparams, numel, shapes hash].
 pub fn meta(world: usize, rank: usize, step: u64, sig: Signature) -> Result<Tensor> {
     let v = [
@@ -258,7 +238,7 @@ pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
         .filter(|s| ck.contains(s))
         .collect();
     let (step, n) = (c.step, sig.numel);
-    let (m, v) = c.into_moments();
+    let (m, v) = c.moments(0, n)?;
     let t = HashMap::from([
         ("exp_avg".to_string(), Tensor::from_vec(m, n, &Device::Cpu)?),
         (

@@ -7,10 +7,10 @@
 //!
 //! ```ignore
 //! let state = read_optimizer(&ck, sig, &[(start, len)])?; // this rank's runs
-//! let (m, v) = state.get(start, len)?;
+//! let (m, v) = state.moments(start, len)?;
 //! ```
 
-use super::sharded::{bad, read_meta, shard_name, with_f32, Signature, OPTIMIZER};
+use super::sharded::{bad, read_meta, shard_name, Signature, OPTIMIZER};
 use ::checkpoint::error::Result;
 use ::checkpoint::{Checkpoint, Part};
 use candle_core::{DType, Tensor};
@@ -18,53 +18,75 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-/// The moments of the flat elements a rank asked for: runs (start, len) of the parameters'
-/// elements in declaration order, packed in the order asked.
+/// The moments of the flat elements a rank asked for (runs of the parameters' elements in
+/// declaration order), as read: each file's part, uncopied.
 pub struct Consolidated {
     pub step: u64,
-    /// (start, len, where its moments start in `exp_avg`), sorted by start.
-    held: Vec<(usize, usize, usize)>,
-    exp_avg: Vec<f32>,
-    exp_avg_sq: Vec<f32>,
+    /// (flat start, len, part, where in the part), sorted by flat start.
+    pieces: Vec<(usize, usize, usize, usize)>,
+    /// `exp_avg` and `exp_avg_sq` of each file's part (1-D, f32, on the CPU).
+    parts: Vec<(Tensor, Tensor)>,
 }
 
 impl Consolidated {
     /// The whole flat state: every element's moments, in order.
-    pub fn whole(step: u64, exp_avg: Vec<f32>, exp_avg_sq: Vec<f32>) -> Self {
-        Self {
+    pub fn whole(step: u64, exp_avg: Vec<f32>, exp_avg_sq: Vec<f32>) -> Result<Self> {
+        let n = exp_avg.len();
+        if exp_avg_sq.len() != n {
+            let msg = format!("moments of {n} and {} elements", exp_avg_sq.len());
+            return Err(bad(Path::new("optimizer state"), msg));
+        }
+        let cpu = &candle_core::Device::Cpu;
+        Ok(Self {
             step,
-            held: vec![(0, exp_avg.len(), 0)],
-            exp_avg,
-            exp_avg_sq,
-        }
+            pieces: vec![(0, n, 0, 0)],
+            parts: vec![(
+                Tensor::from_vec(exp_avg, n, cpu)?,
+                Tensor::from_vec(exp_avg_sq, n, cpu)?,
+            )],
+        })
     }
 
-    /// The moments (`exp_avg`, `exp_avg_sq`) of flat elements `start..start + len`, which
-    /// must lie in one run asked for.
-    pub fn get(&self, start: usize, len: usize) -> Result<(&[f32], &[f32])> {
-        let k = self.held.partition_point(|h| h.0 + h.1 <= start);
-        match self.held.get(k) {
-            Some(&(s, l, at)) if s <= start && start + len <= s + l => {
-                let r = at + start - s..at + start - s + len;
-                Ok((&self.exp_avg[r.clone()], &self.exp_avg_sq[r]))
-            }
-            _ => Err(bad(
-                Path::new("optimizer state"),
-                format!("elements {start}..{} were not read", start + len),
-            )),
+    /// The moments (`exp_avg`, `exp_avg_sq`) of flat elements `start..start + len`, copied
+    /// out; every one of them must have been read.
+    pub fn moments(&self, start: usize, len: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+        let (mut m, mut v) = (Vec::with_capacity(len), Vec::with_capacity(len));
+        let (mut at, end) = (start, start + len);
+        let mut k = self.pieces.partition_point(|p| p.0 + p.1 <= start);
+        while at < end {
+            let Some(&(s, l, part, off)) = self.pieces.get(k).filter(|p| p.0 <= at) else {
+                return Err(bad(
+                    Path::new("optimizer state"),
+                    format!("elements {start}..{end} were not read"),
+                ));
+            };
+            let b = end.min(s + l);
+            let r = off + at - s..off + b - s;
+            let (pm, pv) = &self.parts[part];
+            f32s(pm, |x| m.extend_from_slice(&x[r.clone()]))?;
+            f32s(pv, |x| v.extend_from_slice(&x[r]))?;
+            (at, k) = (b, k + 1);
         }
+        Ok((m, v))
     }
+}
 
-    /// Both moments, packed in the order the runs were asked for.
-    pub fn into_moments(self) -> (Vec<f32>, Vec<f32>) {
-        (self.exp_avg, self.exp_avg_sq)
-    }
+/// The elements of a 1-D contiguous f32 CPU tensor, lent to `f`.
+fn f32s(t: &Tensor, f: impl FnOnce(&[f32])) -> Result<()> {
+    let (s, l) = t.storage_and_layout();
+    let candle_core::Storage::Cpu(c) = &*s else {
+        return Err(bad(Path::new("optimizer state"), "a part not on the CPU"));
+    };
+    let x = c.as_slice::<f32>()?;
+    f(&x[l.start_offset()..l.start_offset() + t.elem_count()]);
+    Ok(())
 }
 
 /// Reads the moments of the flat elements `want` ((start, len) runs, in any order, apart;
 /// `[(0, sig.numel)]` for all): from `optimizer.safetensors` if the manifest lists it, else
 /// from the manifest's shards (ranks 0..W of its world size W). Checks every file against
-/// `sig`, and that the shards hold every element's moments exactly once.
+/// `sig`, and that the shards hold every element's moments exactly once. Each file's part
+/// is kept as it was read.
 pub fn read_optimizer(
     ck: &Checkpoint,
     sig: Signature,
@@ -72,15 +94,13 @@ pub fn read_optimizer(
 ) -> Result<Consolidated> {
     let n = sig.numel;
     let held = wanted(ck.dir(), want, n)?;
-    let total: usize = want.iter().map(|w| w.1).sum();
-    let (mut m, mut v) = (vec![0f32; total], vec![0f32; total]);
     let files: Vec<(String, Option<usize>)> = match ck.contains(OPTIMIZER) {
         true => vec![(OPTIMIZER.to_string(), None)],
         false => (0..ck.world_size())
             .map(|r| (shard_name(r, ck.world_size()), Some(r)))
             .collect(),
     };
-    let mut layout = Vec::new();
+    let (mut layout, mut pieces, mut parts) = (Vec::new(), Vec::new(), Vec::new());
     for (i, (name, rank)) in files.iter().enumerate() {
         let path = ck.dir().join(name);
         if !ck.contains(name) {
@@ -88,7 +108,7 @@ pub fn read_optimizer(
             return Err(bad(&path, msg));
         }
         let (mut plan, mut counts) = (None, Vec::new());
-        let t = ck.load_parts(name, |k, shape, before| match k {
+        let mut t = ck.load_parts(name, |k, shape, before| match k {
             "meta" | "runs" => Part::Whole,
             "exp_avg" | "exp_avg_sq" => {
                 counts.push(shape.iter().product::<usize>());
@@ -116,41 +136,35 @@ pub fn read_optimizer(
         if counts != [counts[0]; 2] {
             return Err(bad(&path, format!("moments of {counts:?} elements")));
         }
-        for (name, into) in [("exp_avg", &mut m), ("exp_avg_sq", &mut v)] {
-            with_f32(&path, &t, name, |x| {
-                let mut at = 0;
-                for (&len, &to) in p.lens.iter().zip(&p.dest) {
-                    into[to..to + len].copy_from_slice(&x[at..at + len]);
-                    at += len;
-                }
-                Ok(())
-            })?;
+        let mut f32_part = |k: &str| -> Result<Tensor> {
+            let x = t
+                .remove(k)
+                .ok_or_else(|| bad(&path, format!("no tensor {k:?}")))?;
+            Ok(x.to_dtype(DType::F32)?)
+        };
+        parts.push((f32_part("exp_avg")?, f32_part("exp_avg_sq")?));
+        let mut off = 0;
+        for (&s, &l) in p.starts.iter().zip(&p.lens) {
+            pieces.push((s, l, parts.len() - 1, off));
+            off += l;
         }
         layout.extend(p.runs.into_iter().map(|(s, l)| (s, l, i)));
     }
     check_layout(ck, &files, layout, n)?;
+    pieces.sort();
     Ok(Consolidated {
         step: ck.step(),
-        held,
-        exp_avg: m,
-        exp_avg_sq: v,
+        pieces,
+        parts,
     })
 }
 
-/// `want` as (start, len, where it goes), sorted by start; refused if runs overlap or pass
-/// the model's `n` elements.
-fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, usize, usize)>> {
-    let mut at = 0;
-    let mut held: Vec<_> = want
-        .iter()
-        .map(|&(s, l)| {
-            at += l;
-            (s, l, at - l)
-        })
-        .collect();
+/// `want` sorted by start; refused if runs overlap or pass the model's `n` elements.
+fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, usize)>> {
+    let mut held = want.to_vec();
     held.sort();
     let mut end = 0;
-    for &(s, l, _) in &held {
+    for &(s, l) in &held {
         if s < end || s + l > n {
             let msg = format!("runs {want:?} overlap or pass the model's {n} elements");
             return Err(bad(dir, msg));
@@ -161,12 +175,12 @@ fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, u
 }
 
 /// What one file gives: its runs (clamped to the model), and the element ranges of its
-/// moments to keep, each with its length and where it goes.
+/// moments to keep, each with its flat start and length.
 struct Plan {
     runs: Vec<(usize, usize)>,
     ranges: Vec<Range<usize>>,
+    starts: Vec<usize>,
     lens: Vec<usize>,
-    dest: Vec<usize>,
 }
 
 /// The [`Plan`] for a file whose moments have `count` elements: a shard's `runs` tensor
@@ -175,7 +189,7 @@ fn make_plan(
     before: &HashMap<String, Tensor>,
     shard: bool,
     count: usize,
-    held: &[(usize, usize, usize)],
+    held: &[(usize, usize)],
     n: usize,
 ) -> std::result::Result<Plan, String> {
     let runs: Vec<(usize, usize)> = match shard {
@@ -197,8 +211,8 @@ fn make_plan(
     let mut p = Plan {
         runs: Vec::with_capacity(runs.len()),
         ranges: Vec::new(),
+        starts: Vec::new(),
         lens: Vec::new(),
-        dest: Vec::new(),
     };
     let mut off = 0;
     for (s, l) in runs {
@@ -206,11 +220,11 @@ fn make_plan(
         let e = (s + l).min(n);
         p.runs.push((s.min(n), e.saturating_sub(s)));
         let mut k = held.partition_point(|h| h.0 + h.1 <= s);
-        while let Some(&(hs, hl, at)) = held.get(k).filter(|h| h.0 < e) {
+        while let Some(&(hs, hl)) = held.get(k).filter(|h| h.0 < e) {
             let (a, b) = (s.max(hs), e.min(hs + hl));
             p.ranges.push(off + a - s..off + b - s);
+            p.starts.push(a);
             p.lens.push(b - a);
-            p.dest.push(at + a - hs);
             k += 1;
         }
         off += l;
