@@ -103,3 +103,34 @@ fn a_checkpoint_of_another_model_is_refused_on_every_rank_naming_the_parameter()
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_rank_reads_only_the_moments_of_the_runs_it_keeps() {
+    let dir = tmp("runs");
+    run(Kind::Lm, 2, dir.clone(), Some(2), false);
+    let m = build(Kind::Lm, 0);
+    let n: usize = m.params().vars().iter().map(|v| v.elem_count()).sum();
+    let read = |want: &[(usize, usize)]| ddp::checkpoint::read_flat(&dir, m.as_ref(), want);
+    let (params, all) = read(&[(0, n)]).unwrap();
+    let (all_m, all_v) = all.moments(0, n).unwrap();
+    assert!(all_m.iter().any(|&x| x != 0.0), "no moments were read");
+    // Runs across parameters' boundaries, in any order.
+    let want = [(n - 7, 7), (3, n / 2), (n / 2 + 10, 1)];
+    let (params2, part) = read(&want).unwrap();
+    assert_eq!(params.len(), params2.len());
+    assert_eq!(part.step, 2);
+    for (s, l) in want {
+        let (pm, pv) = part.moments(s, l).unwrap();
+        assert_eq!(
+            (&pm[..], &pv[..]),
+            (&all_m[s..s + l], &all_v[s..s + l]),
+            "{s}..{}",
+            s + l
+        );
+    }
+    let e = part.moments(0, 4).err().unwrap().to_string();
+    assert!(e.contains("elements 0..4 were not read"), "{e}");
+    let e = read(&[(n - 1, 2)]).err().unwrap().to_string();
+    assert!(e.contains("overlap or pass the model's"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

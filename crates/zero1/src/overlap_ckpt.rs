@@ -110,6 +110,38 @@ impl Zero1Overlap {
         dir: &Path,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
+        Self::resume_reading(comm, model, opts, cfg, |want| {
+            checkpoint::read_all(dir, &params, want)
+        })
+    }
+
+    /// [`Self::resume`] from a replicated optimizer's checkpoint (one rank, DDP:
+    /// `ddp::checkpoint`'s one file in step directory `dir`), each rank reading the
+    /// parameters and its own spans' moments.
+    pub fn resume_replicated(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        opts: impl Into<DdpOptions>,
+        cfg: AdamWConfig,
+        dir: &Path,
+    ) -> Result<Self> {
+        Self::resume_reading(comm, model, opts, cfg, |want| {
+            step::format::flat::read_flat(dir, model, want)
+        })
+    }
+
+    /// Builds the optimizer, has `read` read the parameters and the moments of the flat
+    /// runs of its spans, agrees on the read across ranks, then sets both.
+    fn resume_reading(
+        comm: Arc<dyn Communicator>,
+        model: &dyn StagedModel,
+        opts: impl Into<DdpOptions>,
+        cfg: AdamWConfig,
+        read: impl FnOnce(
+            &[(usize, usize)],
+        ) -> ::checkpoint::Result<(Vec<Tensor>, checkpoint::Consolidated)>,
+    ) -> Result<Self> {
+        let params = model.params().vars().to_vec();
         let dev = params
             .first()
             .ok_or_else(|| Zero1Error::Input("Zero1Overlap::resume: no parameters".into()))?
@@ -120,30 +152,11 @@ impl Zero1Overlap {
         let want: Vec<(usize, usize)> = (0..z.spans.len())
             .flat_map(|k| z.span_runs(k, &offset).0)
             .collect();
-        let read = checkpoint::read_all(dir, &params, &want).map_err(Zero1Error::from);
+        let read = read(&want).map_err(Zero1Error::from);
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
         checkpoint::set_params(&params, &loaded)?;
         z.refresh_masters()?;
         z.restore(&state)?;
-        Ok(z)
-    }
-
-    /// [`Self::resume`] from state already read and agreed on by every rank: the
-    /// parameters (by index) and the flat optimizer state (a replicated optimizer's
-    /// checkpoint converts to it: `ddp::checkpoint::read_flat`), which must hold this rank's
-    /// spans.
-    pub fn resume_from(
-        comm: Arc<dyn Communicator>,
-        model: &dyn StagedModel,
-        opts: impl Into<DdpOptions>,
-        cfg: AdamWConfig,
-        loaded: &[Tensor],
-        state: &checkpoint::Consolidated,
-    ) -> Result<Self> {
-        let params = model.params().vars().to_vec();
-        checkpoint::set_params(&params, loaded)?;
-        let mut z = Self::new(comm, model, opts, cfg)?;
-        z.restore(state)?;
         Ok(z)
     }
 

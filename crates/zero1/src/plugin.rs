@@ -89,12 +89,9 @@ impl Strategy for Zero1Overlap {
             self.gather_ahead(),
             self.fsdp,
         );
-        let mut r = if group.is_dir() {
-            Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?
-        } else {
-            let f = ::ddp::checkpoint::read_flat(c.comm.as_ref(), c.dir, c.model)?;
-            let state = crate::checkpoint::Consolidated::whole(f.step, f.exp_avg, f.exp_avg_sq)?;
-            Zero1Overlap::resume_from(c.comm.clone(), c.model, s, cfg, &f.params, &state)?
+        let mut r = match group.is_dir() {
+            true => Zero1Overlap::resume(c.comm.clone(), c.model, s, cfg, &group)?,
+            false => Zero1Overlap::resume_replicated(c.comm.clone(), c.model, s, cfg, c.dir)?,
         };
         r.set_gather_ahead(ahead);
         r.set_fsdp(fsdp);

@@ -6,14 +6,17 @@
 //! Every rank reads it on resume, checks it against its model (names and shapes, naming
 //! what differs) and the ranks agree before any parameter is touched, so a bad checkpoint
 //! fails on every rank and changes nothing. Resuming then training equals training
-//! straight through, bit for bit.
+//! straight through, bit for bit. A sharded optimizer resuming it ([`read_flat`]) reads
+//! the parameters and only the moments of the elements it keeps.
 //!
 //! ```ignore
 //! step::format::flat::save(comm, dir, &model, &opt)?;              // collective
 //! let step = step::format::flat::resume(comm, dir, &model, &mut opt)?; // its step count
 //! ```
 
+use super::state::{wanted, within, Consolidated};
 use ::checkpoint::error::{bad, CheckpointError, Result};
+use ::checkpoint::Part;
 use candle_core::{DType, Device, Tensor};
 use seam::{AdamW, StagedModel};
 use std::collections::HashMap;
@@ -67,8 +70,8 @@ pub fn resume(
     model: &dyn StagedModel,
     opt: &mut AdamW,
 ) -> Result<u64> {
-    let (step, t) =
-        ::checkpoint::agree_on_read(comm, &model_device(dir, model)?, dir, read(dir, model))?;
+    let read = read(dir, model, None);
+    let (step, t) = ::checkpoint::agree_on_read(comm, &model_device(dir, model)?, dir, read)?;
     let p = model.params();
     for (i, (name, v)) in p.names().iter().zip(p.vars()).enumerate() {
         let w = &t[&format!("param/{name}")];
@@ -86,10 +89,37 @@ pub fn resume(
     Ok(step)
 }
 
-/// Reads and checks the checkpoint against `model`: its step and tensors.
-fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Tensor>)> {
+/// Reads and checks the checkpoint against `model`: its step and the tensors kept: the
+/// parameters and both moments of each, or with `want` ((start, len) runs of the flat
+/// elements) only the moments' elements in those runs.
+fn read(
+    dir: &Path,
+    model: &dyn StagedModel,
+    want: Option<&[(usize, usize)]>,
+) -> Result<(u64, HashMap<String, Tensor>)> {
     let ck = ::checkpoint::Checkpoint::open(dir)?;
-    let t = ck.load(FILE)?;
+    let p = model.params();
+    let (mut at, mut numel) = (HashMap::new(), 0); // name → (flat offset, elements)
+    for (name, v) in p.names().iter().zip(p.vars()) {
+        at.insert(name.as_str(), (numel, v.elem_count()));
+        numel += v.elem_count();
+    }
+    let held = want.map(|w| wanted(dir, w, numel)).transpose()?;
+    let mut counts = HashMap::new(); // every tensor's elements in the file
+    let t = ck.load_parts(FILE, |k, shape, _| {
+        let count: usize = shape.iter().product();
+        counts.insert(k.to_string(), count);
+        let param = k.strip_prefix("exp_avg/").or(k.strip_prefix("exp_avg_sq/"));
+        match (&held, param.and_then(|n| at.get(n))) {
+            (Some(h), Some(&(off, n))) if count == n => Part::Elements(
+                (within(h, off, off + n).into_iter())
+                    .map(|(a, b)| a - off..b - off)
+                    .collect(),
+            ),
+            (Some(_), Some(_)) => Part::Skip, // of another size: refused below
+            _ => Part::Whole,
+        }
+    })?;
     let file = dir.join(FILE);
     let bad = |msg: String| bad(&file, msg);
     let meta: Vec<f64> = t
@@ -103,7 +133,6 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
             ck.step()
         )));
     }
-    let p = model.params();
     let mut expected = 1; // meta
     for (name, v) in p.names().iter().zip(p.vars()) {
         let w = t
@@ -117,15 +146,11 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
             )));
         }
         expected += 1;
-        let m = t.get(&format!("exp_avg/{name}"));
-        let s = t.get(&format!("exp_avg_sq/{name}"));
+        let m = counts.get(&format!("exp_avg/{name}"));
+        let s = counts.get(&format!("exp_avg_sq/{name}"));
         match (m, s) {
             (None, None) => {}
-            (Some(m), Some(s))
-                if m.elem_count() == v.elem_count() && s.elem_count() == v.elem_count() =>
-            {
-                expected += 2;
-            }
+            (Some(&m), Some(&s)) if m == v.elem_count() && s == v.elem_count() => expected += 2,
             _ => {
                 return Err(bad(format!(
                     "the moments of parameter {name} are incomplete or of another size"
@@ -133,7 +158,7 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
             }
         }
     }
-    if t.len() != expected {
+    if counts.len() != expected {
         let known = |k: &str| {
             k == "meta"
                 || ["param/", "exp_avg/", "exp_avg_sq/"].iter().any(|pre| {
@@ -141,58 +166,55 @@ fn read(dir: &Path, model: &dyn StagedModel) -> Result<(u64, HashMap<String, Ten
                         .is_some_and(|n| p.names().iter().any(|x| x == n))
                 })
         };
-        let extra = t.keys().find(|k| !known(k)).cloned().unwrap_or_default();
+        let extra = counts
+            .keys()
+            .find(|k| !known(k))
+            .cloned()
+            .unwrap_or_default();
         return Err(bad(format!("tensor {extra} is not of this model")));
     }
     Ok((ck.step(), t))
 }
 
-/// The checkpoint in `dir` as flat state, for an optimizer of another layout (ZeRO-1's
-/// slices resume from it): the parameters (by index), the step count, and both moments
-/// flattened in parameter order (zeros for a parameter never stepped). Every rank reads
-/// and checks it; the ranks agree before anything is returned.
+/// The checkpoint in `dir` for an optimizer of another layout (ZeRO-1's spans resume from
+/// it): the parameters (by index), and the moments of the flat elements `want` only (zeros
+/// for a parameter never stepped), read and checked, touching nothing (callers agree
+/// across ranks).
 pub fn read_flat(
-    comm: &dyn comm::Communicator,
     dir: &Path,
     model: &dyn StagedModel,
-) -> Result<FlatState> {
-    let (step, t) =
-        ::checkpoint::agree_on_read(comm, &model_device(dir, model)?, dir, read(dir, model))?;
+    want: &[(usize, usize)],
+) -> Result<(Vec<Tensor>, Consolidated)> {
+    let (step, mut t) = read(dir, model, Some(want))?;
+    let numel = model.params().vars().iter().map(|v| v.elem_count()).sum();
+    let held = wanted(dir, want, numel)?;
+    let (mut params, mut pieces, mut parts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut off = 0;
     let p = model.params();
-    let (mut w, mut m, mut v) = (Vec::new(), Vec::new(), Vec::new());
     for (name, var) in p.names().iter().zip(p.vars()) {
-        w.push(t[&format!("param/{name}")].clone());
+        params.push(t[&format!("param/{name}")].clone());
         let n = var.elem_count();
-        match (
-            t.get(&format!("exp_avg/{name}")),
-            t.get(&format!("exp_avg_sq/{name}")),
-        ) {
-            (Some(a), Some(b)) => {
-                m.extend(a.to_vec1::<f32>()?);
-                v.extend(b.to_vec1::<f32>()?);
-            }
+        let runs = within(&held, off, off + n);
+        let kept: usize = runs.iter().map(|(a, b)| b - a).sum();
+        let moments = (
+            t.remove(&format!("exp_avg/{name}")),
+            t.remove(&format!("exp_avg_sq/{name}")),
+        );
+        parts.push(match moments {
+            (Some(m), Some(v)) => (m, v),
             _ => {
-                m.extend(std::iter::repeat_n(0.0, n));
-                v.extend(std::iter::repeat_n(0.0, n));
+                let z = Tensor::zeros(kept, DType::F32, &Device::Cpu)?;
+                (z.clone(), z)
             }
+        });
+        let mut at = 0;
+        for (a, b) in runs {
+            pieces.push((a, b - a, parts.len() - 1, at));
+            at += b - a;
         }
+        off += n;
     }
-    Ok(FlatState {
-        params: w,
-        step,
-        exp_avg: m,
-        exp_avg_sq: v,
-    })
-}
-
-/// A replicated checkpoint as flat state ([`read_flat`]).
-pub struct FlatState {
-    /// The parameters, by index.
-    pub params: Vec<Tensor>,
-    pub step: u64,
-    /// Both moments flattened in parameter order.
-    pub exp_avg: Vec<f32>,
-    pub exp_avg_sq: Vec<f32>,
+    Ok((params, Consolidated::from_parts(step, pieces, parts)?))
 }
 
 fn model_device(dir: &Path, model: &dyn StagedModel) -> Result<Device> {

@@ -47,6 +47,25 @@ impl Consolidated {
         })
     }
 
+    /// From parts already read: `pieces` (flat start, len, part, where in the part) of
+    /// `parts` (`exp_avg`, `exp_avg_sq`: 1-D, on the CPU; made f32 where they are not).
+    pub(super) fn from_parts(
+        step: u64,
+        mut pieces: Vec<(usize, usize, usize, usize)>,
+        parts: Vec<(Tensor, Tensor)>,
+    ) -> Result<Self> {
+        pieces.sort();
+        let f32 = |t: Tensor| t.to_dtype(DType::F32);
+        let parts = (parts.into_iter())
+            .map(|(m, v)| Ok((f32(m)?, f32(v)?)))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            step,
+            pieces,
+            parts,
+        })
+    }
+
     /// The moments (`exp_avg`, `exp_avg_sq`) of flat elements `start..start + len`, copied
     /// out; every one of them must have been read.
     pub fn moments(&self, start: usize, len: usize) -> Result<(Vec<f32>, Vec<f32>)> {
@@ -151,16 +170,11 @@ pub fn read_optimizer(
         layout.extend(p.runs.into_iter().map(|(s, l)| (s, l, i)));
     }
     check_layout(ck, &files, layout, n)?;
-    pieces.sort();
-    Ok(Consolidated {
-        step: ck.step(),
-        pieces,
-        parts,
-    })
+    Consolidated::from_parts(ck.step(), pieces, parts)
 }
 
 /// `want` sorted by start; refused if runs overlap or pass the model's `n` elements.
-fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, usize)>> {
+pub(super) fn wanted(dir: &Path, want: &[(usize, usize)], n: usize) -> Result<Vec<(usize, usize)>> {
     let mut held = want.to_vec();
     held.sort();
     let mut end = 0;
@@ -219,17 +233,23 @@ fn make_plan(
         // Elements past the model (a chunk's padding) are dropped.
         let e = (s + l).min(n);
         p.runs.push((s.min(n), e.saturating_sub(s)));
-        let mut k = held.partition_point(|h| h.0 + h.1 <= s);
-        while let Some(&(hs, hl)) = held.get(k).filter(|h| h.0 < e) {
-            let (a, b) = (s.max(hs), e.min(hs + hl));
+        for (a, b) in within(held, s, e) {
             p.ranges.push(off + a - s..off + b - s);
             p.starts.push(a);
             p.lens.push(b - a);
-            k += 1;
         }
         off += l;
     }
     Ok(p)
+}
+
+/// The flat elements of `held` (sorted, apart) in `s..e`, as (start, end) runs.
+pub(super) fn within(held: &[(usize, usize)], s: usize, e: usize) -> Vec<(usize, usize)> {
+    let k = held.partition_point(|h| h.0 + h.1 <= s);
+    (held[k..].iter())
+        .take_while(|h| h.0 < e)
+        .map(|&(hs, hl)| (s.max(hs), e.min(hs + hl)))
+        .collect()
 }
 
 /// Every element `0..n` in exactly one file's runs (`layout`: start, len, file index).
