@@ -10,7 +10,9 @@
 # GPU (Z1=0: not). Call 238 sampled `timeout`'s memory, not train's; call 239 ran this one;
 # call 240 (TUNE=0) the new binary reading files straight into tensors (see gpus-s44.md).
 # Session 45, call 241 (TUNE=0): train-old built at 07d2505 (session 44's), the new one
-# writing each span's moment in pieces (26f58b0) (see checkpoint-host-s45.md).
+# writing each span's moment in pieces (26f58b0) (see checkpoint-host-s45.md). Call 242
+# (RESUME_ONLY=1: both binaries resume one save of the new one): train-old built at 1d77dfa,
+# the new one keeping the moments as read (39cf567).
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
 RUN_SH_SOURCED=1 source "$H/run.sh"
@@ -48,7 +50,13 @@ for b in old new; do
   [ -e /tmp/ck-gc.json ] && gc=(--gemm-choices /tmp/ck-gc.json)
   args=(run --data "$D" --out "$R" --model xl --bf16 --global-batch 8 --eval-every 1000 --eval-batches 1
         --backend nccl --world 1 --no-progress --max-new 4 --ckpt-every 1000)
-  peak "$b-save" timeout 240 "$exe" "${args[@]}" --steps 3 "${gc[@]}"
+  if [ "${RESUME_ONLY:-0}" = 1 ]; then  # both resume one save of the new binary (hard links)
+    [ -d /tmp/ck-base ] || peak "base-save" timeout 240 "$BIN/train" "${args[@]/$R//tmp/ck-base}" --steps 3
+    mkdir -p "$R" && cp -al /tmp/ck-base/checkpoints "$R"/  # written once, never in place
+    for f in /tmp/ck-base/* /tmp/ck-base/.[!.]*; do [ "${f##*/}" = checkpoints ] || cp -a "$f" "$R"/; done
+  else
+    peak "$b-save" timeout 240 "$exe" "${args[@]}" --steps 3 "${gc[@]}"
+  fi
   [ -e /tmp/ck-gc.json ] || cp "$R/gemm-choices.json" /tmp/ck-gc.json
   manifest "$R"/checkpoints/step-00000003/group-0/manifest.json | tee -a "$O/manifest-$b.txt"
   peak "$b-resume" timeout 240 "$exe" "${args[@]}" --steps 4
