@@ -11,7 +11,7 @@
 # call 240 (TUNE=0) the new binary reading files straight into tensors (see gpus-s44.md).
 # Session 45, call 241 (TUNE=0): train-old built at 07d2505 (session 44's), the new one
 # writing each span's moment in pieces (26f58b0) (see checkpoint-host-s45.md). Call 242
-# (RESUME_ONLY=1: both binaries resume one save of the new one): train-old built at 1d77dfa,
+# (RESUME_ONLY=1: both binaries resume one save of the new one): train-old built at 635a580,
 # the new one keeping the moments as read (39cf567).
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
