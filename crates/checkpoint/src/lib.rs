@@ -16,7 +16,10 @@
 //! fsync). The checkpoint is complete only if its manifest is: [`Checkpoint::open`] refuses
 //! a missing manifest, a missing file, a file of another size and any `*.safetensors` the
 //! manifest does not list; [`Checkpoint::load`] verifies the CRC-32 and the header's step
-//! and rank. Errors name the file. The crate knows nothing of models or optimizers.
+//! and rank. Errors name the file. The crate knows nothing of models or optimizers. For state
+//! larger than a host holds twice: [`Files::put_entries`] writes a tensor made in
+//! [`Pieces`], one at a time; [`Checkpoint::load_parts`] keeps only the elements a rank
+//! asks for ([`Part`]), still verifying the whole file.
 //!
 //! ```ignore
 //! checkpoint::save(comm, &dev, dir, step, |files| {
