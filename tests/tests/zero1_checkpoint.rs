@@ -229,3 +229,48 @@ fn shards_listing_runs_must_hold_every_element_exactly_once() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn parameters_are_checked_holding_none_then_set_one_at_a_time() {
+    use zero1::checkpoint::{check_params, shapes, Params, PARAMS};
+    let dir = tmp("params");
+    run(Kind::Lm, 2, 0, 2, None, Some(&dir));
+    let m = build(Kind::Lm, 5);
+    let vars = m.params().vars().to_vec();
+    let ck = ::checkpoint::Checkpoint::open(&dir).unwrap();
+    check_params(&ck, &shapes(&vars)).unwrap();
+    let toy = build(Kind::Toy, 0);
+    let e = check_params(&ck, &shapes(toy.params().vars()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(PARAMS) && e.contains("from another model"),
+        "{e}"
+    );
+    Params::Verified(ck.clone()).set(&vars).unwrap();
+    let whole = ck.load(PARAMS).unwrap();
+    let flat = |t: &candle_core::Tensor| -> Vec<f32> {
+        let t = t
+            .flatten_all()
+            .unwrap()
+            .to_dtype(candle_core::DType::F32)
+            .unwrap();
+        t.to_vec1().unwrap()
+    };
+    for (i, v) in vars.iter().enumerate() {
+        assert_eq!(
+            flat(v.as_tensor()),
+            flat(&whole[&format!("p.{i}")]),
+            "p.{i}"
+        );
+    }
+    // A file changed after its check fails the set (at its end), naming the file.
+    let path = dir.join(PARAMS);
+    let mut b = std::fs::read(&path).unwrap();
+    let at = b.len() - 3;
+    b[at] ^= 0x10;
+    std::fs::write(&path, &b).unwrap();
+    let e = Params::Verified(ck).set(&vars).unwrap_err().to_string();
+    assert!(e.contains(PARAMS) && e.contains("checksum mismatch"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -166,6 +166,9 @@ pub enum Part {
 /// shape and the tensors kept before it in the file.
 pub(crate) type Pick<'a> = dyn FnMut(&str, &[usize], &HashMap<String, Tensor>) -> Part + 'a;
 
+/// Takes each tensor kept as it is made, instead of the load keeping it.
+pub(crate) type Sink<'a> = dyn FnMut(&str, Tensor) -> std::result::Result<(), String> + 'a;
+
 /// A file read whole: its length and CRC-32, its header's metadata where the header
 /// parses that far, and the tensors kept (on the CPU) or why they could not be read.
 /// Nothing in it has been checked against a manifest.
@@ -176,8 +179,12 @@ pub(crate) struct Contents {
 }
 
 /// Reads `path` once, from start to end, summing every byte; with `pick`, keeps what it
-/// chooses of each tensor as the bytes arrive (else only sums them).
-pub(crate) fn read(path: &Path, pick: Option<&mut Pick>) -> Result<Contents> {
+/// chooses of each tensor as the bytes arrive (else only sums them), or hands it to `sink`.
+pub(crate) fn read(
+    path: &Path,
+    pick: Option<&mut Pick>,
+    sink: Option<&mut Sink>,
+) -> Result<Contents> {
     let f = File::open(path).map_err(|e| bad(path, e))?;
     let len = f.metadata().map_err(|e| bad(path, e))?.len();
     let mut r = Summed {
@@ -186,7 +193,7 @@ pub(crate) fn read(path: &Path, pick: Option<&mut Pick>) -> Result<Contents> {
     };
     let io = |e: std::io::Error| bad(path, e);
     let mut meta = HashMap::new();
-    let parsed = parse(&mut r, len, pick, &mut meta).map_err(io)?;
+    let parsed = parse(&mut r, len, (pick, sink), &mut meta).map_err(io)?;
     // The rest (all of it where the header did not parse), summed.
     std::io::copy(&mut r.from, &mut r.tally).map_err(io)?;
     Ok(Contents {
@@ -196,12 +203,13 @@ pub(crate) fn read(path: &Path, pick: Option<&mut Pick>) -> Result<Contents> {
     })
 }
 
-/// The header (its metadata into `meta`) and, with `pick`, the tensors kept; an I/O error
-/// is the outer error, a malformed file (or a part outside its tensor) the inner one.
+/// The header (its metadata into `meta`) and, with `pick`, the tensors kept (those `sink`
+/// does not take); an I/O error is the outer error, a malformed file (or a part outside its
+/// tensor, or the sink's error) the inner one.
 fn parse<R: Read>(
     r: &mut Summed<R>,
     len: u64,
-    pick: Option<&mut Pick>,
+    (pick, mut sink): (Option<&mut Pick>, Option<&mut Sink>),
     meta: &mut HashMap<String, String>,
 ) -> std::io::Result<std::result::Result<HashMap<String, Tensor>, String>> {
     let mut n = [0u8; 8];
@@ -252,10 +260,17 @@ fn parse<R: Read>(
             Part::Whole => keep(r, info, None)?,
             Part::Elements(e) => keep(r, info, Some(&e))?,
         };
-        match t {
-            Ok(t) => out.insert(name, t),
-            Err(e) => return Ok(Err(format!("tensor {name:?}: {e}"))),
+        let taken = match (t, sink.as_mut()) {
+            (Ok(t), Some(sink)) => sink(&name, t),
+            (Ok(t), None) => {
+                out.insert(name.clone(), t);
+                Ok(())
+            }
+            (Err(e), _) => Err(e),
         };
+        if let Err(e) = taken {
+            return Ok(Err(format!("tensor {name:?}: {e}")));
+        }
     }
     Ok(Ok(out))
 }

@@ -3,7 +3,7 @@
 //! file's checksum and the step and rank in its header, reading it once.
 
 use crate::error::{bad, Result};
-use crate::file::{Part, Pick};
+use crate::file::{Part, Pick, Sink};
 use crate::manifest::*;
 use crate::save::{entries, entry, header_meta, META_RANK, META_STEP};
 use candle_core::Tensor;
@@ -81,13 +81,18 @@ impl Checkpoint {
     /// Reads `name` once, verified: listed, the size and CRC-32 the manifest says, and
     /// its header's step and rank the manifest's; with `pick`, the tensors it keeps (on the
     /// CPU), made as their bytes arrive.
-    fn read(&self, name: &str, pick: Option<&mut Pick>) -> Result<HashMap<String, Tensor>> {
+    fn read(
+        &self,
+        name: &str,
+        pick: Option<&mut Pick>,
+        sink: Option<&mut Sink>,
+    ) -> Result<HashMap<String, Tensor>> {
         let path = self.dir.join(name);
         let f = self
             .manifest
             .file(name)
             .ok_or_else(|| bad(&path, "not listed by manifest.json"))?;
-        let c = crate::file::read(&path, pick)?;
+        let c = crate::file::read(&path, pick, sink)?;
         let step = c.meta.get(META_STEP);
         let from = match step {
             Some(s) if *s != self.manifest.step.to_string() => format!(" (it is from step {s})"),
@@ -120,7 +125,11 @@ impl Checkpoint {
     /// The tensors of `name` (on the CPU), verified as in [`Self::verify`]; the file is read
     /// once, a tensor at a time.
     pub fn load(&self, name: &str) -> Result<HashMap<String, Tensor>> {
-        self.read(name, Some(&mut |_: &str, _: &[usize], _: &_| Part::Whole))
+        self.read(
+            name,
+            Some(&mut |_: &str, _: &[usize], _: &_| Part::Whole),
+            None,
+        )
     }
 
     /// [`Self::load`], keeping of each tensor what `pick(name, shape, kept before it)`
@@ -132,14 +141,29 @@ impl Checkpoint {
         name: &str,
         mut pick: impl FnMut(&str, &[usize], &HashMap<String, Tensor>) -> Part,
     ) -> Result<HashMap<String, Tensor>> {
-        self.read(name, Some(&mut pick))
+        self.read(name, Some(&mut pick), None)
+    }
+
+    /// Reads `name` once, handing each tensor `pick` keeps to `each` as it is made (a
+    /// resume sets a parameter and drops its bytes before the next is read); verified as
+    /// by [`Self::load`], but only once every tensor has been handed over: read a file
+    /// verified before (by [`Self::load_parts`], skipping what this load takes), so that a
+    /// file changed since is the only way to fail after `each` has taken a tensor.
+    pub fn load_each(
+        &self,
+        name: &str,
+        mut pick: impl FnMut(&str, &[usize], &HashMap<String, Tensor>) -> Part,
+        mut each: impl FnMut(&str, Tensor) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        self.read(name, Some(&mut pick), Some(&mut each))?;
+        Ok(())
     }
 
     /// Verifies every file: listed, the size and CRC-32 the manifest says, its header's
     /// step and rank the manifest's.
     pub fn verify(&self) -> Result<()> {
         for f in &self.manifest.files {
-            self.read(&f.name, None)?;
+            self.read(&f.name, None, None)?;
         }
         Ok(())
     }

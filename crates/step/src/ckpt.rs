@@ -91,7 +91,7 @@ fn replicated_from_sharded(
     let numel = params.iter().map(|p| p.elem_count()).sum();
     let read = crate::format::sharded::read_all(group, &params, &[(0, numel)]);
     let (w, st) = checkpoint::agree_on_read(comm, &device, group, read)?;
-    crate::format::sharded::set_params(&params, &w)?;
+    checkpoint::agree_on_read(comm, &device, group, w.set(&params))?;
     let mut off = 0;
     for (i, v) in params.iter().enumerate() {
         let n = v.elem_count();

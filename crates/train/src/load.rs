@@ -40,10 +40,11 @@ pub fn model(dir: &Path, vocab: usize, dev: &Device) -> Result<(TransformerLm, T
     let vars = m.params().vars().to_vec();
     let md = state::manifest_dir(dir);
     if md != dir {
-        // The parameters alone: the optimizer's files are not read.
-        let shapes = zero1::checkpoint::shapes(&vars);
-        let w = zero1::checkpoint::read_params(&Checkpoint::open(&md)?, &shapes)?;
-        zero1::checkpoint::set_params(&vars, &w)?;
+        // The parameters alone, checked, then set one at a time: the optimizer's files are
+        // not read.
+        let ck = Checkpoint::open(&md)?;
+        zero1::checkpoint::check_params(&ck, &zero1::checkpoint::shapes(&vars))?;
+        zero1::checkpoint::Params::Verified(ck).set(&vars)?;
     } else {
         // The parameters alone: the moments' bytes are summed as they pass, never held.
         let keep = |k: &str, _: &[usize], _: &_| match k.starts_with("param/") {

@@ -126,7 +126,8 @@ impl Zero1Overlap {
         dir: &Path,
     ) -> Result<Self> {
         Self::resume_reading(comm, model, opts, cfg, |want| {
-            step::format::flat::read_flat(dir, model, want)
+            let (params, state) = step::format::flat::read_flat(dir, model, want)?;
+            Ok((checkpoint::Params::Read(params), state))
         })
     }
 
@@ -139,7 +140,8 @@ impl Zero1Overlap {
         cfg: AdamWConfig,
         read: impl FnOnce(
             &[(usize, usize)],
-        ) -> ::checkpoint::Result<(Vec<Tensor>, checkpoint::Consolidated)>,
+        )
+            -> ::checkpoint::Result<(checkpoint::Params, checkpoint::Consolidated)>,
     ) -> Result<Self> {
         let params = model.params().vars().to_vec();
         let dev = params
@@ -154,7 +156,8 @@ impl Zero1Overlap {
             .collect();
         let read = read(&want).map_err(Zero1Error::from);
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        checkpoint::set_params(&params, &loaded)?;
+        let set = loaded.set(&params).map_err(Zero1Error::from);
+        agree_on(comm.as_ref(), &dev, "resume", set)?;
         z.refresh_masters()?;
         z.restore(&state)?;
         Ok(z)

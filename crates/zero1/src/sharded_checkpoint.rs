@@ -113,9 +113,10 @@ impl ShardedOptimizer {
                 .collect()
         })();
         let loaded = agree_on(s.comm.as_ref(), &dev, "resume", read)?;
-        for (g, (ps, _)) in s.groups.iter().zip(&loaded) {
-            checkpoint::set_params(&g.params, ps)?;
-        }
+        let set = (s.groups.iter().zip(&loaded))
+            .try_for_each(|(g, (ps, _))| ps.set(&g.params))
+            .map_err(Zero1Error::from);
+        agree_on(s.comm.as_ref(), &dev, "resume", set)?;
         for (g, (_, state)) in s.groups.iter_mut().zip(&loaded) {
             let off = offsets(&g.params);
             g.opt.set_steps_taken(state.step);

@@ -143,7 +143,8 @@ impl Zero1 {
             .device()
             .clone();
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
-        checkpoint::set_params(params, &loaded)?;
+        let set = loaded.set(params).map_err(Zero1Error::from);
+        agree_on(comm.as_ref(), &dev, "resume", set)?;
         let mut z = Self::new(comm, params, cfg)?;
         let (mut m, mut v) = state.moments(mine.start, mine.len())?;
         m.resize(z.master.elem_count(), 0.0);

@@ -13,7 +13,9 @@
 //! moments, padding stripped) under a new manifest; resuming reads that file only if the
 //! manifest lists it, else the manifest's shards, so a run can resume on any world size.
 //! A resuming rank holds only the moments of the elements it will keep ([`read_optimizer`]
-//! in `state.rs`). Reading never writes; a missing, extra, corrupt or other-step file, or
+//! in `state.rs`), and no parameter until it sets it: `params.safetensors` is checked
+//! whole holding none ([`check_params`]), the ranks agree, then it is read again, each
+//! parameter set as it arrives ([`Params::set`]). Reading never writes; a missing, extra, corrupt or other-step file, or
 //! one from another model, is an error naming it.
 
 use ::checkpoint::error::{CheckpointError, Result};
@@ -258,37 +260,89 @@ pub fn shapes(params: &[Var]) -> Vec<Vec<usize>> {
 }
 
 /// Reads and validates `dir`'s parameters, and the optimizer state of the flat elements
-/// `want` ([`read_optimizer`]), for `params`, touching nothing (callers agree across
-/// ranks, then [`set_params`]).
+/// `want` ([`read_optimizer`]), for `params`, touching nothing and holding no parameter
+/// (callers agree across ranks, then [`Params::set`], and agree again).
 pub fn read_all(
     dir: &Path,
     params: &[Var],
     want: &[(usize, usize)],
-) -> Result<(Vec<Tensor>, Consolidated)> {
+) -> Result<(Params, Consolidated)> {
     let ck = Checkpoint::open(dir)?;
     let shp = shapes(params);
-    let loaded = read_params(&ck, &shp)?;
-    Ok((loaded, read_optimizer(&ck, Signature::of(&shp), want)?))
+    check_params(&ck, &shp)?;
+    let state = read_optimizer(&ck, Signature::of(&shp), want)?;
+    Ok((Params::Verified(ck), state))
 }
 
-/// Copies checkpoint tensors (from [`read_all`]) into `params`, on their device, in f32.
-pub fn set_params(params: &[Var], loaded: &[Tensor]) -> Result<()> {
+/// The parameters a resume sets: read already (a DDP checkpoint's), or in a checkpoint
+/// whose `params.safetensors` was verified ([`check_params`]), read again as they are set.
+pub enum Params {
+    Read(Vec<Tensor>),
+    Verified(Checkpoint),
+}
+
+impl Params {
+    /// Sets `vars` (in f32, on their device) from the checkpoint, one tensor at a time: a
+    /// verified file is read again, so the host holds one parameter at a time. Only a file
+    /// changed since its check fails here, and then with the parameters partly set:
+    /// callers agree on the result across ranks.
+    pub fn set(&self, vars: &[Var]) -> Result<()> {
+        let ck = match self {
+            Params::Read(t) => return set_params(vars, t),
+            Params::Verified(ck) => ck,
+        };
+        let mut seen = vec![false; vars.len()];
+        let params = |k: &str, _: &[usize], _: &_| match k.starts_with("p.") {
+            true => ::checkpoint::Part::Whole,
+            false => ::checkpoint::Part::Skip,
+        };
+        ck.load_each(PARAMS, params, |k, t| {
+            let i = (k[2..].parse::<usize>().ok())
+                .filter(|&i| i < vars.len())
+                .ok_or("not a parameter of this model")?;
+            let t = t.to_dtype(DType::F32).map_err(|e| e.to_string())?;
+            (t.to_device(vars[i].device()).and_then(|t| vars[i].set(&t)))
+                .map_err(|e| e.to_string())?;
+            seen[i] = true;
+            Ok(())
+        })?;
+        match seen.iter().position(|&x| !x) {
+            Some(i) => Err(bad(&ck.dir().join(PARAMS), format!("no tensor p.{i}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Copies checkpoint tensors into `params`, on their device, in f32.
+fn set_params(params: &[Var], loaded: &[Tensor]) -> Result<()> {
     for (p, t) in params.iter().zip(loaded) {
         p.set(&t.to_dtype(DType::F32)?.to_device(p.device())?)?;
     }
     Ok(())
 }
 
-/// Parameters from `params.safetensors`, checked against `shapes`.
-pub fn read_params(ck: &Checkpoint, shapes: &[Vec<usize>]) -> Result<Vec<Tensor>> {
+/// Checks `params.safetensors` against `shapes` (its `meta`, and a tensor `p.{i}` of each
+/// shape), holding none of the parameters: its bytes are summed as they pass.
+pub fn check_params(ck: &Checkpoint, shapes: &[Vec<usize>]) -> Result<()> {
     let path = ck.dir().join(PARAMS);
-    let t = ck.load(PARAMS)?;
+    let mut found = HashMap::new();
+    let t = ck.load_parts(PARAMS, |k, shape, _| match k {
+        "meta" => ::checkpoint::Part::Whole,
+        _ => {
+            found.insert(k.to_string(), shape.to_vec());
+            ::checkpoint::Part::Skip
+        }
+    })?;
     read_meta(ck, PARAMS, &t, Signature::of(shapes))?;
-    (0..shapes.len())
-        .map(|i| {
-            t.get(&format!("p.{i}"))
-                .cloned()
-                .ok_or_else(|| bad(&path, format!("no tensor p.{i}")))
-        })
-        .collect()
+    for (i, s) in shapes.iter().enumerate() {
+        match found.get(&format!("p.{i}")) {
+            None => return Err(bad(&path, format!("no tensor p.{i}"))),
+            Some(f) if f != s => {
+                let msg = format!("tensor p.{i} has shape {f:?}, the model's {s:?}");
+                return Err(bad(&path, msg));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
