@@ -13,6 +13,8 @@
 # writing each span's moment in pieces (26f58b0) (see checkpoint-host-s45.md). Call 242
 # (RESUME_ONLY=1: both binaries resume one save of the new one): train-old built at 635a580,
 # the new one keeping the moments as read (39cf567).
+# Call 243 (RESUME_ONLY=1): train-old built at b52166d, the new one (b9ed171) setting the
+# parameters one at a time as params.safetensors is read again (d759d5e).
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
 RUN_SH_SOURCED=1 source "$H/run.sh"
