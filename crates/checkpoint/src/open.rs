@@ -2,6 +2,7 @@
 //! files do not match it (missing, extra, wrong size); [`Checkpoint::load`] verifies a
 //! file's checksum and the step and rank in its header, reading it once.
 
+use crate::entry::Entry;
 use crate::error::{bad, Result};
 use crate::file::{Part, Pick, Sink};
 use crate::manifest::*;
@@ -173,6 +174,17 @@ impl Checkpoint {
     /// `add` in, `remove` out), then deletes `remove`. A crash in between leaves either the
     /// old checkpoint or the new one, at worst beside files resume names as stale.
     pub fn replace(self, add: &[(&str, HashMap<String, Tensor>)], remove: &[&str]) -> Result<Self> {
+        let add = add.iter().map(|(n, t)| (*n, entries(t))).collect();
+        self.replace_entries(add, remove)
+    }
+
+    /// [`Self::replace`] with entries: tensors, or [`crate::Pieces`] made one at a time
+    /// as a file is written.
+    pub fn replace_entries(
+        self,
+        add: Vec<(&str, HashMap<String, Entry>)>,
+        remove: &[&str],
+    ) -> Result<Self> {
         let dir = self.dir.clone();
         let (step, world) = (self.manifest.step, self.manifest.world_size);
         let mut files: Vec<FileEntry> = self
@@ -183,12 +195,12 @@ impl Checkpoint {
             .filter(|f| add.iter().all(|(n, _)| *n != f.name))
             .cloned()
             .collect();
-        for (name, tensors) in add {
+        for (name, entries) in add {
             let path = dir.join(name);
             check_name(&path, name)?;
             let tmp = temp_name(&dir, name, 0);
             let meta = header_meta(step, 0, world);
-            let sum = crate::file::write(&path, &tmp, entries(tensors), meta)?;
+            let sum = crate::file::write(&path, &tmp, entries, meta)?;
             publish(&tmp, &path)?;
             files.push(entry(name, 0, sum));
         }

@@ -239,18 +239,20 @@ pub fn consolidate(dir: &Path, shapes: &[Vec<usize>]) -> Result<()> {
         .map(|r| shard_name(r, ck.world_size()))
         .filter(|s| ck.contains(s))
         .collect();
-    let (step, n) = (c.step, sig.numel);
-    let (m, v) = c.moments(0, n)?;
+    // The parts as read, written a part at a time: one copy of the moments on the host.
     let t = HashMap::from([
-        ("exp_avg".to_string(), Tensor::from_vec(m, n, &Device::Cpu)?),
+        (
+            "exp_avg".to_string(),
+            Entry::Pieces(c.pieces(seam::Moment::ExpAvg)),
+        ),
         (
             "exp_avg_sq".to_string(),
-            Tensor::from_vec(v, n, &Device::Cpu)?,
+            Entry::Pieces(c.pieces(seam::Moment::ExpAvgSq)),
         ),
-        ("meta".to_string(), meta(1, 0, step, sig)?),
+        ("meta".to_string(), Entry::Tensor(meta(1, 0, c.step, sig)?)),
     ]);
     let remove: Vec<&str> = shards.iter().map(String::as_str).collect();
-    ck.replace(&[(OPTIMIZER, t)], &remove)?;
+    ck.replace_entries(vec![(OPTIMIZER, t)], &remove)?;
     Ok(())
 }
 

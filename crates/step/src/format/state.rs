@@ -12,7 +12,7 @@
 
 use super::sharded::{bad, read_meta, shard_name, Signature, OPTIMIZER};
 use ::checkpoint::error::Result;
-use ::checkpoint::{Checkpoint, Part};
+use ::checkpoint::{Checkpoint, Part, Pieces};
 use candle_core::{DType, Tensor};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -87,6 +87,23 @@ impl Consolidated {
             (at, k) = (b, k + 1);
         }
         Ok((m, v))
+    }
+}
+
+impl Consolidated {
+    /// One moment of every element read, in flat order, as pieces of the parts (views,
+    /// uncopied): a file of it holds one part's bytes at a time.
+    pub fn pieces(&self, which: seam::Moment) -> Pieces<'_> {
+        let len = self.pieces.iter().map(|p| p.1).sum();
+        let each = self.pieces.iter().map(move |&(_, l, part, off)| {
+            let (m, v) = &self.parts[part];
+            let t = match which {
+                seam::Moment::ExpAvg => m,
+                seam::Moment::ExpAvgSq => v,
+            };
+            Ok(t.narrow(0, off, l)?)
+        });
+        Pieces::new(DType::F32, len, each)
     }
 }
 
