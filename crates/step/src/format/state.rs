@@ -23,7 +23,7 @@ use std::path::Path;
 pub struct Consolidated {
     pub step: u64,
     /// (flat start, len, part, where in the part), sorted by flat start.
-    pieces: Vec<(usize, usize, usize, usize)>,
+    index: Vec<(usize, usize, usize, usize)>,
     /// `exp_avg` and `exp_avg_sq` of each file's part (1-D, f32, on the CPU).
     parts: Vec<(Tensor, Tensor)>,
 }
@@ -39,7 +39,7 @@ impl Consolidated {
         let cpu = &candle_core::Device::Cpu;
         Ok(Self {
             step,
-            pieces: vec![(0, n, 0, 0)],
+            index: vec![(0, n, 0, 0)],
             parts: vec![(
                 Tensor::from_vec(exp_avg, n, cpu)?,
                 Tensor::from_vec(exp_avg_sq, n, cpu)?,
@@ -61,7 +61,7 @@ impl Consolidated {
             .collect::<Result<_>>()?;
         Ok(Self {
             step,
-            pieces,
+            index: pieces,
             parts,
         })
     }
@@ -71,9 +71,9 @@ impl Consolidated {
     pub fn moments(&self, start: usize, len: usize) -> Result<(Vec<f32>, Vec<f32>)> {
         let (mut m, mut v) = (Vec::with_capacity(len), Vec::with_capacity(len));
         let (mut at, end) = (start, start + len);
-        let mut k = self.pieces.partition_point(|p| p.0 + p.1 <= start);
+        let mut k = self.index.partition_point(|p| p.0 + p.1 <= start);
         while at < end {
-            let Some(&(s, l, part, off)) = self.pieces.get(k).filter(|p| p.0 <= at) else {
+            let Some(&(s, l, part, off)) = self.index.get(k).filter(|p| p.0 <= at) else {
                 return Err(bad(
                     Path::new("optimizer state"),
                     format!("elements {start}..{end} were not read"),
@@ -94,8 +94,8 @@ impl Consolidated {
     /// One moment of every element read, in flat order, as pieces of the parts (views,
     /// uncopied): a file of it holds one part's bytes at a time.
     pub fn pieces(&self, which: seam::Moment) -> Pieces<'_> {
-        let len = self.pieces.iter().map(|p| p.1).sum();
-        let each = self.pieces.iter().map(move |&(_, l, part, off)| {
+        let len = self.index.iter().map(|p| p.1).sum();
+        let each = self.index.iter().map(move |&(_, l, part, off)| {
             let (m, v) = &self.parts[part];
             let t = match which {
                 seam::Moment::ExpAvg => m,
