@@ -15,6 +15,8 @@
 # the new one keeping the moments as read (39cf567).
 # Call 243 (RESUME_ONLY=1): train-old built at b52166d, the new one (b9ed171) setting the
 # parameters one at a time as params.safetensors is read again (d759d5e).
+# Call 245 (RESUME_ONLY=1 SAVE_STRATEGY=single): the save is DDP's one file, resumed by zero1;
+# train-old built at 635a580 (before 39cf567 and 77e6b53), the new one at b9ed171.
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
 RUN_SH_SOURCED=1 source "$H/run.sh"
@@ -40,7 +42,7 @@ peak() {  # NAME CMD...: the peak VmRSS of CMD's process tree (sampled every 0.1
   echo "{\"check\":\"ckpt-host\",\"name\":\"$name\",\"rc\":$rc,\"peak_rss_mib\":$((pk / 1024)),\"to_trained_ms\":$(((tt - t0) / 1000000)),\"wall_ms\":$(((t1 - t0) / 1000000))}" | tee -a "$O/ckpt.jsonl"
   [ "$rc" = 0 ] || tail -3 "$O/$name.txt"
 }
-manifest() { python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(json.dumps({"step": m["step"], "files": [[f["name"], f["size"], f["crc32"]] for f in m["files"]]}))' "$1"; }
+manifest() { local f=$1; [ -e "$f" ] || f=${f/group-0\//}; set -- "$f"; python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(json.dumps({"step": m["step"], "files": [[f["name"], f["size"], f["crc32"]] for f in m["files"]]}))' "$1"; }
 # The GEMM table, tuned once (one step, no checkpoint), so that no timed run tunes (TUNE=0:
 # the first run tunes it, and its time says nothing).
 [ "${TUNE:-1}" = 1 ] && timeout 200 "$BIN/train" run --data "$D" --out /tmp/ck-tune --model xl --bf16 --global-batch 8 --steps 10 \
@@ -53,7 +55,8 @@ for b in old new; do
   args=(run --data "$D" --out "$R" --model xl --bf16 --global-batch 8 --eval-every 1000 --eval-batches 1
         --backend nccl --world 1 --no-progress --max-new 4 --ckpt-every 1000)
   if [ "${RESUME_ONLY:-0}" = 1 ]; then  # both resume one save of the new binary (hard links)
-    [ -d /tmp/ck-base ] || peak "base-save" timeout 240 "$BIN/train" "${args[@]/$R//tmp/ck-base}" --steps 3
+    [ -d /tmp/ck-base ] || peak "base-save" timeout 240 "$BIN/train" "${args[@]/$R//tmp/ck-base}" --steps 3 \
+      ${SAVE_STRATEGY:+--strategy "$SAVE_STRATEGY"}
     mkdir -p "$R" && cp -al /tmp/ck-base/checkpoints "$R"/  # written once, never in place
     for f in /tmp/ck-base/* /tmp/ck-base/.[!.]*; do [ "${f##*/}" = checkpoints ] || cp -a "$f" "$R"/; done
   else
