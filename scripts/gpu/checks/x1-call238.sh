@@ -15,8 +15,8 @@
 # the new one keeping the moments as read (39cf567).
 # Call 243 (RESUME_ONLY=1): train-old built at b52166d, the new one (b9ed171) setting the
 # parameters one at a time as params.safetensors is read again (d759d5e).
-# Call 245 (RESUME_ONLY=1 SAVE_STRATEGY=single): the save is DDP's one file, resumed by zero1;
-# train-old built at 635a580 (before 39cf567 and 77e6b53), the new one at b9ed171.
+# Not run yet: RESUME_ONLY=1 SAVE_STRATEGY=single, the save DDP's one file, resumed by zero1
+# (train-old built before 39cf567 and 77e6b53, to measure what those changed there).
 set -u
 H="$(cd "$(dirname "$0")" && pwd)"
 RUN_SH_SOURCED=1 source "$H/run.sh"
