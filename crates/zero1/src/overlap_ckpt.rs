@@ -14,37 +14,32 @@ use std::path::Path;
 use std::sync::Arc;
 
 impl Zero1Overlap {
-    /// Where span `k` sits in the flat (declaration-order) parameters: (start, len) runs
-    /// in span order, and how many span elements they cover (the rest is a flat part's zero
-    /// padding). `offset[i]`: where parameter i starts.
-    fn span_runs(&self, k: usize, offset: &[usize]) -> (Vec<(usize, usize)>, usize) {
-        let span = &self.spans[k];
-        let b = match self.owner[k] {
-            (_, Some(i)) => return (vec![(offset[i] + span.at(), span.len)], span.len),
-            (b, None) => b,
-        };
-        let chunk = span.len;
-        let (lo, hi) = (self.comm.rank() * chunk, (self.comm.rank() + 1) * chunk);
-        let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
-        let flat = self.ddp.buckets()[b].params.iter();
-        for &i in flat.filter(|&&i| !self.ddp.shards_in_place(i)) {
-            let n = self.shapes[i].elem_count();
-            let (a, z) = (pos.max(lo), (pos + n).min(hi));
-            if a < z {
-                runs.push((offset[i] + a - pos, z - a));
-                covered += z - a;
-            }
-            pos += n;
-        }
-        (runs, covered)
-    }
-
-    fn offsets(&self) -> Vec<usize> {
-        let mut offset = vec![0usize; self.shapes.len() + 1];
-        for (i, s) in self.shapes.iter().enumerate() {
-            offset[i + 1] = offset[i] + s.elem_count();
-        }
-        offset
+    /// Where each span sits in the flat (declaration-order) parameters: its (start, len)
+    /// runs in span order, and how many span elements they cover (the rest is a flat
+    /// part's zero padding).
+    fn span_runs(&self) -> Vec<(Vec<(usize, usize)>, usize)> {
+        let offset = step::format::flat_offsets(self.shapes.iter().map(|s| s.elem_count()));
+        let rank = self.comm.rank();
+        (self.spans.iter().zip(&self.owner))
+            .map(|(span, &(b, alone))| {
+                if let Some(i) = alone {
+                    return (vec![(offset[i] + span.at(), span.len)], span.len);
+                }
+                let (lo, hi) = (rank * span.len, (rank + 1) * span.len);
+                let (mut runs, mut pos, mut covered) = (Vec::new(), 0usize, 0usize);
+                let flat = self.ddp.buckets()[b].params.iter();
+                for &i in flat.filter(|&&i| !self.ddp.shards_in_place(i)) {
+                    let n = self.shapes[i].elem_count();
+                    let (a, z) = (pos.max(lo), (pos + n).min(hi));
+                    if a < z {
+                        runs.push((offset[i] + a - pos, z - a));
+                        covered += z - a;
+                    }
+                    pos += n;
+                }
+                (runs, covered)
+            })
+            .collect()
     }
 
     /// Writes a sharded checkpoint into `dir` (the format of [`crate::checkpoint`], with
@@ -67,13 +62,10 @@ impl Zero1Overlap {
             this.opt.steps_taken(),
             || {
                 // Each span's moment copied to the host alone, as the file is written.
-                let offset = this.offsets();
-                let spans: Vec<(usize, usize)> = (0..this.spans.len())
-                    .map(|k| (k, this.span_runs(k, &offset).1))
-                    .collect();
-                let runs = (0..this.spans.len())
-                    .flat_map(|k| this.span_runs(k, &offset).0)
-                    .collect();
+                let layout = this.span_runs();
+                let spans: Vec<(usize, usize)> =
+                    (layout.iter().enumerate()).map(|(k, l)| (k, l.1)).collect();
+                let runs = layout.into_iter().flat_map(|l| l.0).collect();
                 let len = spans.iter().map(|s| s.1).sum();
                 let pieces = |which| {
                     let each = spans.clone().into_iter().map(move |(k, covered)| {
@@ -150,10 +142,7 @@ impl Zero1Overlap {
             .device()
             .clone();
         let mut z = Self::new(comm.clone(), model, opts, cfg)?;
-        let offset = z.offsets();
-        let want: Vec<(usize, usize)> = (0..z.spans.len())
-            .flat_map(|k| z.span_runs(k, &offset).0)
-            .collect();
+        let want: Vec<(usize, usize)> = z.span_runs().into_iter().flat_map(|l| l.0).collect();
         let read = read(&want).map_err(Zero1Error::from);
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
         let set = loaded.set(&params).map_err(Zero1Error::from);
@@ -165,9 +154,7 @@ impl Zero1Overlap {
 
     /// Each span's moments from `state`, and its step count.
     fn restore(&mut self, state: &checkpoint::Consolidated) -> Result<()> {
-        let offset = self.offsets();
-        for k in 0..self.spans.len() {
-            let (runs, _) = self.span_runs(k, &offset);
+        for (k, (runs, _)) in self.span_runs().into_iter().enumerate() {
             let n = self.spans[k].len;
             let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for (start, len) in runs {

@@ -21,14 +21,7 @@ fn group_dir(dir: &Path, g: usize) -> PathBuf {
 
 /// Flat offset of every parameter of a group (declaration order).
 fn offsets(params: &[Var]) -> Vec<usize> {
-    params
-        .iter()
-        .scan(0, |o, p| {
-            let at = *o;
-            *o += p.elem_count();
-            Some(at)
-        })
-        .collect()
+    step::format::flat_offsets(params.iter().map(|p| p.elem_count()))
 }
 
 impl ShardedOptimizer {

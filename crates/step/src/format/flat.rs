@@ -90,27 +90,26 @@ pub fn resume(
 }
 
 /// Reads and checks the checkpoint against `model`: its step and the tensors kept: the
-/// parameters and both moments of each, or with `want` ((start, len) runs of the flat
-/// elements) only the moments' elements in those runs.
+/// parameters and both moments of each, or with `held` ((start, len) runs of the flat
+/// elements, as [`wanted`] sorts and checks them) only the moments' elements in those runs.
 fn read(
     dir: &Path,
     model: &dyn StagedModel,
-    want: Option<&[(usize, usize)]>,
+    held: Option<&[(usize, usize)]>,
 ) -> Result<(u64, HashMap<String, Tensor>)> {
     let ck = ::checkpoint::Checkpoint::open(dir)?;
     let p = model.params();
-    let (mut at, mut numel) = (HashMap::new(), 0); // name → (flat offset, elements)
-    for (name, v) in p.names().iter().zip(p.vars()) {
-        at.insert(name.as_str(), (numel, v.elem_count()));
-        numel += v.elem_count();
-    }
-    let held = want.map(|w| wanted(dir, w, numel)).transpose()?;
+    let off = super::flat_offsets(p.vars().iter().map(|v| v.elem_count()));
+    let at: HashMap<&str, (usize, usize)> =
+        (p.names().iter().enumerate()) // name → (flat offset, elements)
+            .map(|(i, name)| (name.as_str(), (off[i], off[i + 1] - off[i])))
+            .collect();
     let mut counts = HashMap::new(); // every tensor's elements in the file
     let t = ck.load_parts(FILE, |k, shape, _| {
         let count: usize = shape.iter().product();
         counts.insert(k.to_string(), count);
         let param = k.strip_prefix("exp_avg/").or(k.strip_prefix("exp_avg_sq/"));
-        match (&held, param.and_then(|n| at.get(n))) {
+        match (held, param.and_then(|n| at.get(n))) {
             (Some(h), Some(&(off, n))) if count == n => Part::Elements(
                 (within(h, off, off + n).into_iter())
                     .map(|(a, b)| a - off..b - off)
@@ -185,16 +184,14 @@ pub fn read_flat(
     model: &dyn StagedModel,
     want: &[(usize, usize)],
 ) -> Result<(Vec<Tensor>, Consolidated)> {
-    let (step, mut t) = read(dir, model, Some(want))?;
-    let numel = model.params().vars().iter().map(|v| v.elem_count()).sum();
-    let held = wanted(dir, want, numel)?;
-    let (mut params, mut pieces, mut parts) = (Vec::new(), Vec::new(), Vec::new());
-    let mut off = 0;
     let p = model.params();
-    for (name, var) in p.names().iter().zip(p.vars()) {
+    let off = super::flat_offsets(p.vars().iter().map(|v| v.elem_count()));
+    let held = wanted(dir, want, off[p.len()])?;
+    let (step, mut t) = read(dir, model, Some(&held))?;
+    let (mut params, mut pieces, mut parts) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, name) in p.names().iter().enumerate() {
         params.push(t[&format!("param/{name}")].clone());
-        let n = var.elem_count();
-        let runs = within(&held, off, off + n);
+        let runs = within(&held, off[i], off[i + 1]);
         let kept: usize = runs.iter().map(|(a, b)| b - a).sum();
         let moments = (
             t.remove(&format!("exp_avg/{name}")),
@@ -212,7 +209,6 @@ pub fn read_flat(
             pieces.push((a, b - a, parts.len() - 1, at));
             at += b - a;
         }
-        off += n;
     }
     Ok((params, Consolidated::from_parts(step, pieces, parts)?))
 }

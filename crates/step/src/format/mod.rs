@@ -12,3 +12,14 @@
 pub mod flat;
 pub mod sharded;
 mod state;
+
+/// Where each of the tensors of `counts` elements starts in their concatenation, in order
+/// (the flat, declaration-order numbering both formats' runs count in), then the total.
+pub fn flat_offsets(counts: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    let mut at = 0;
+    let ends = counts.into_iter().map(|n| {
+        at += n;
+        at
+    });
+    std::iter::once(0).chain(ends).collect()
+}
