@@ -32,6 +32,11 @@ pub(crate) struct Prepared {
     /// A split all-reduce's gradients reduced in place, summed into the gather buffers
     /// that `in_place` then holds (ddp::split), in `in_place`'s order; empty otherwise.
     pub(crate) inputs: Vec<Tensor>,
+    /// Released gradients (ZeRO-2, FSDP) above one rank: the buffer each in-place
+    /// gradient's chunk is reduce-scattered into, in `in_place`'s order, so that the
+    /// gradient is freed once its launch is collected without a copy of the chunk; empty
+    /// otherwise (the chunk lands in the gradient).
+    pub(crate) outs: Vec<Tensor>,
     pub(crate) shard: Option<Tensor>,
 }
 
@@ -176,7 +181,10 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 let input = p.inputs.get(k).unwrap_or(g);
                 match early && k < p.inputs.len() {
                     true => whole.push((input.clone(), g.clone())),
-                    false => pairs.push((input.clone(), ddp.chunk_of(g)?)),
+                    false => {
+                        let out = p.outs.get(k).cloned();
+                        pairs.push((input.clone(), out.map_or_else(|| ddp.chunk_of(g), Ok)?))
+                    }
                 }
             }
         }
@@ -329,11 +337,18 @@ fn prepare(
         (true, Some(buf)) => Some(ddp.chunk_of(buf)?),
         _ => None,
     };
+    let outs = match ddp.scatters() && ddp.opts.release_gradients && w > 1 {
+        true => (in_place_grads.iter())
+            .map(|(_, g)| seam::span::received(g.elem_count() / w, g.dtype(), &dev))
+            .collect::<seam::Result<_>>()?,
+        false => Vec::new(),
+    };
     Ok(Prepared {
         bucket: b,
         buf,
         in_place: in_place_grads,
         inputs,
+        outs,
         shard,
     })
 }

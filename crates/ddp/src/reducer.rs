@@ -288,7 +288,7 @@ impl Ddp {
                 let l = launched.remove(k);
                 match reduced.as_mut() {
                     Some(f) => f(l.collect(this, this.scale)?)?,
-                    None => early.extend(this.shards_of(l, this.scale, true)?),
+                    None => early.extend(this.shards_of(l, this.scale)?),
                 }
             }
             Ok(())

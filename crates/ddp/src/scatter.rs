@@ -23,7 +23,7 @@ impl Ddp {
         let (mut shards, mut beside) = (std::mem::take(&mut self.early), Vec::new());
         for f in std::mem::take(&mut self.in_flight) {
             beside.extend(self.beside_parts(&f)?);
-            shards.extend(self.shards_of(f, scale, false)?);
+            shards.extend(self.shards_of(f, scale)?);
         }
         self.squares_finish(scale, beside)?;
         for (b, s) in shards {
@@ -35,23 +35,15 @@ impl Ddp {
             .collect()
     }
 
-    /// One launch's parts, by bucket, once the compute stream waits for it; `own`: the
-    /// in-place chunks copied out, so that dropping the launch frees the full gradients.
+    /// One launch's parts, by bucket, once the compute stream waits for it. Released
+    /// gradients' chunks were received into buffers of their own (`Prepared::outs`), so
+    /// that dropping the launch frees the full gradients.
     pub(crate) fn shards_of(
         &self,
         f: InFlight,
         scale: Option<f64>,
-        own: bool,
     ) -> Result<Vec<(usize, BucketShard)>> {
         f.work.wait()?;
-        let chunk = |g: &Tensor| -> Result<Tensor> {
-            let c = scaled(self.chunk_of(g)?, scale)?;
-            Ok(if own && scale.is_none() {
-                seam::span::own(&c)?
-            } else {
-                c
-            })
-        };
         f.buckets
             .into_iter()
             .map(|p| {
@@ -59,10 +51,11 @@ impl Ddp {
                     .shard
                     .map(|s| scaled(s.to_dtype(DType::F32)?, scale))
                     .transpose()?;
-                let params = p
-                    .in_place
-                    .iter()
-                    .map(|(i, g)| Ok((*i, chunk(g)?)))
+                let params = (p.in_place.iter().enumerate())
+                    .map(|(k, (i, g))| {
+                        let c = p.outs.get(k).cloned();
+                        Ok((*i, scaled(c.map_or_else(|| self.chunk_of(g), Ok)?, scale)?))
+                    })
                     .collect::<Result<_>>()?;
                 Ok((p.bucket, BucketShard { flat, params }))
             })

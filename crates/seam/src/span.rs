@@ -22,7 +22,7 @@
 use crate::adamw::{AdamW, Moment, Moments};
 use crate::error::{ModelError, Result};
 use crate::shadow::Bf16Shadows;
-use candle_core::{Tensor, Var};
+use candle_core::{DType, Device, Tensor, Var};
 
 /// Elements `start..start + len` of `var` in flat (row-major) order.
 ///
@@ -272,6 +272,14 @@ impl AdamW {
 /// so a chunk copied with it keeps the whole alive.)
 pub fn own(t: &Tensor) -> Result<Tensor> {
     Ok(t.force_contiguous()?)
+}
+
+/// A buffer of `len` elements for a collective to write whole before anything reads it
+/// (a reduce-scatter's output): left uninitialised, so that no pass over memory fills it.
+pub fn received(len: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+    // SAFETY: candle allocates `len` elements of `dtype` on `device`; the caller's
+    // collective writes every one of them before any read (comm's reduce-scatter contract).
+    Ok(unsafe { Tensor::empty(len, dtype, device) }?)
 }
 
 #[cfg(test)]
