@@ -6,8 +6,9 @@
 #   xl bf16, 8 x 128 tokens a GPU, 20 steps: zero1 (the baseline), zero2 and fsdp at worlds
 #   1 and 2, zero2 and fsdp by both binaries, alternating; then whether each pair logged the
 #   same losses and norms, bit for bit.
-# Output: $OUT/call248.tgz; a table last.
-CALL=call248 source "$(dirname "$0")/train-runs.sh"
+# Output: $OUT/call248.tgz (call 248 itself ran with CALL set for the source alone, so its
+# packs were empty; /tmp/call248 was tarred by a second command); a table last.
+CALL=call248; source "$(dirname "$0")/train-runs.sh"
 gunzip -kf train-old.gz && chmod +x train-old && cp bin/train train-new
 use() { cp "train-$1" bin/train; }
 use new; xl z1-w1 1 zero1 $N
