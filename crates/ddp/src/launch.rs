@@ -199,11 +199,12 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
             }
         };
-        // Waited for after the backward unless the gradients are released during it
-        // (ZeRO-2, FSDP): then the reductions may wait too (comm's copy-engine ones).
+        // Deferred: waited for after the backward, or with released gradients (ZeRO-2,
+        // FSDP) `REDUCE_LAG` stages after the launch; comm's copy-engine reduce-scatters
+        // add each launch's parts as they arrive either way.
         let parts = match &pairs[..] {
             [] if whole.is_some() => Work::completed(),
-            _ if !ddp.opts.release_gradients => {
+            _ => {
                 let with = comm::Deferred {
                     gather: false,
                     norm: match beside {
@@ -214,8 +215,6 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 };
                 c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             }
-            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
-            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         };
         Work::all(whole.into_iter().chain([parts]).collect())
     } else {

@@ -63,7 +63,8 @@ pub(super) struct CeReduceWork {
     /// The window and the ops that free this rank's slots (`Schedule::first`).
     pub(super) freed: (Span, Vec<Op>),
     pub(super) parts: u32,
-    pub(super) reduces: Arc<Mutex<Reduces>>,
+    /// The communicator's windows, and which one this launch holds (closed at its drop).
+    pub(super) reduces: (Arc<Mutex<Reduces>>, usize),
     /// Recorded after the adds where they were queued at the launch (`COMM_CE_ADDS`).
     pub(super) added: Option<CudaEvent>,
     /// Whether the adds were queued at the launch (`added` once they all were).
@@ -143,8 +144,8 @@ impl CeReduceWork {
 impl Drop for CeReduceWork {
     fn drop(&mut self) {
         let _ = self.finish();
-        let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
-        r.open = r.open.saturating_sub(1);
+        let mut r = self.reduces.0.lock().unwrap_or_else(|e| e.into_inner());
+        r.windows.close(self.reduces.1);
     }
 }
 

@@ -13,9 +13,10 @@
 //! docs/results/gpus-s31.md); the adds as the parts arrive another 0.61 and 0.43 ms (call
 //! 173, docs/results/gpus-s32.md).
 //!
-//! Each launch of a step has a window of its own, registered when first needed (eager): the
-//! k-th launch of buffers of one shape in a step takes the k-th window of that shape (a
-//! launch with none other open begins a step). Rank r's window holds, per buffer,
+//! Each open launch holds a window of its own, registered when first needed (eager): the
+//! first of its buffers' shape that no open launch holds (`super::ce_windows`; ZeRO-1's
+//! launches, all open until the backward ends, take one each; ZeRO-2's, waited for two
+//! stages on, reuse the closed ones). Rank r's window holds, per buffer,
 //! `world - 1` slots of its chunk (the peers' parts, in rank order without r), then
 //! `2 × world` u32 flags: "ready" from each peer, 1 at the start (the slots are free), and
 //! "done". One launch on rank r, after its communication stream `S` has waited for
@@ -41,6 +42,7 @@
 use super::cast::address;
 use super::ce_adds::{launches, CeReduceWork, Runs, RUNS};
 use super::ce_schedule::schedule;
+use super::ce_windows::Windows;
 use super::comm::{capturing, drv, NcclComm};
 use super::events::EventLog;
 use super::launch_op::Call;
@@ -53,22 +55,18 @@ use cudarc::driver::sys::CUstream;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sum.ptx"));
 
-/// One launch's window: its buffers' chunks (elements), where each one's slots begin, and
-/// where the adds' blocks write their sums of squares (after the slots).
-struct Group {
-    chunks: Vec<u64>,
+/// One launch's window: where each buffer's slots begin, and where the adds' blocks write
+/// their sums of squares (after the slots).
+pub(super) struct Group {
     offsets: Vec<u64>,
     partials: u64,
     span: Span,
 }
 
-/// The windows of the launches; how many launches of each shape (chunks) this step has
-/// made; how many launches are not yet waited for.
+/// The launches' windows, each held by at most one open launch (`super::ce_windows`).
 #[derive(Default)]
 pub(super) struct Reduces {
-    groups: Vec<Group>,
-    seen: std::collections::HashMap<Vec<u64>, usize>,
-    pub(super) open: usize,
+    pub(super) windows: Windows<Group>,
 }
 
 /// Whether `call` runs here: a bf16 reduce-scatter that sums or averages, in place or
@@ -88,52 +86,44 @@ fn slot(from: usize, to: usize) -> u64 {
 }
 
 impl NcclComm {
-    /// The window of a launch of buffers of `chunks` elements a rank: the k-th of that shape
-    /// in a step gets the k-th window of that shape, registered when first needed.
-    fn group(&self, name: &'static str, chunks: &[u64]) -> Result<(Span, Vec<u64>, u64)> {
+    /// The window of a launch of buffers of `chunks` elements a rank, opened: the first of
+    /// that shape no open launch holds, else a new one, registered (`super::ce_windows`).
+    /// Its index, span, each buffer's slots' offset, and where the sums of squares go.
+    fn group(&self, name: &'static str, chunks: &[u64]) -> Result<(usize, Span, Vec<u64>, u64)> {
         let mut r = self.reduces.lock().unwrap_or_else(|e| e.into_inner());
-        if r.open == 0 {
-            r.seen.clear();
-        }
-        let k = *r.seen.get(chunks).unwrap_or(&0);
-        let same = |g: &&Group| g.chunks == chunks;
-        if r.groups.iter().filter(same).count() == k {
-            if capturing(&self.stream) {
-                let e = format!("copy-engine reduce-scatters (COMM_CE_REDUCE=0 turns them off): reduce-scatter {k} of chunks of {chunks:?} elements in one step is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)");
-                return Err(CommError::invalid(name, self.rank, e));
+        let i = match r.windows.open(chunks) {
+            Some(i) => i,
+            None => {
+                if capturing(&self.stream) {
+                    let k = r.windows.of_shape(chunks);
+                    let e = format!("copy-engine reduce-scatters (COMM_CE_REDUCE=0 turns them off): a window for {} launches of chunks of {chunks:?} elements open at once is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)", k + 1);
+                    return Err(CommError::invalid(name, self.rank, e));
+                }
+                let mut offsets = Vec::with_capacity(chunks.len());
+                let mut end = 0u64;
+                for c in chunks {
+                    offsets.push(end);
+                    end += (2 * c * (self.world as u64 - 1)).next_multiple_of(256);
+                }
+                let partials = end;
+                let blocks: u64 = launches(chunks)
+                    .iter()
+                    .map(|&(x, y)| u64::from(x) * u64::from(y))
+                    .sum();
+                end += 4 * blocks;
+                let span = self.register(Use::Reduce, end)?.1;
+                let span = span.ok_or_else(|| CommError::invalid(name, self.rank, "no span"))?;
+                let group = Group {
+                    offsets,
+                    partials,
+                    span,
+                };
+                r.windows.add(chunks.to_vec(), group)
             }
-            let mut offsets = Vec::with_capacity(chunks.len());
-            let mut end = 0u64;
-            for c in chunks {
-                offsets.push(end);
-                end += (2 * c * (self.world as u64 - 1)).next_multiple_of(256);
-            }
-            let partials = end;
-            let blocks: u64 = launches(chunks)
-                .iter()
-                .map(|&(x, y)| u64::from(x) * u64::from(y))
-                .sum();
-            end += 4 * blocks;
-            let span = self.register(Use::Reduce, end)?.1;
-            let span = span.ok_or_else(|| CommError::invalid(name, self.rank, "no span"))?;
-            let chunks = chunks.to_vec();
-            r.groups.push(Group {
-                chunks,
-                offsets,
-                partials,
-                span,
-            });
-        }
-        let found = r
-            .groups
-            .iter()
-            .filter(same)
-            .nth(k)
-            .map(|g| (g.span, g.offsets.clone(), g.partials));
-        let found = found.ok_or_else(|| CommError::invalid(name, self.rank, "no window"))?;
-        *r.seen.entry(chunks.to_vec()).or_insert(0) += 1;
-        r.open += 1;
-        Ok(found)
+        };
+        let g = r.windows.get(i);
+        let g = g.ok_or_else(|| CommError::invalid(name, self.rank, "no window"))?;
+        Ok((i, g.span, g.offsets.clone(), g.partials))
     }
 
     /// Queues the copy-engine reduce-scatter of `calls` (each [`reducible`]): see the
@@ -166,7 +156,7 @@ impl NcclComm {
         }
         let dev = self.device().as_cuda_device()?;
         let func = dev.get_or_load_custom_func("comm_sum_parts", "comm_sum", PTX)?;
-        let (span, offsets, partials) = self.group(op, &chunks)?;
+        let (window, span, offsets, partials) = self.group(op, &chunks)?;
         let squares = match norm {
             Some(t) => {
                 let f = dev.get_or_load_custom_func("comm_sumsq", "comm_sum", PTX)?;
@@ -184,7 +174,7 @@ impl NcclComm {
             squares,
             freed: (span, Vec::new()),
             parts: world as u32 - 1,
-            reduces: self.reduces.clone(),
+            reduces: (self.reduces.clone(), window),
             added: None,
             at_launch: false,
             finished: false,

@@ -29,6 +29,8 @@ mod ce_adds;
 mod ce_reduce;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
 mod ce_schedule;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
+mod ce_windows;
 #[cfg(feature = "cuda")]
 mod comm;
 #[cfg(feature = "cuda")]
