@@ -274,6 +274,8 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         }
     };
     // ZeRO-1's (and split DDP's) copy-engine reduce-scatters: a window slot per peer's part;
+    // ZeRO-2's and FSDP's reuse the windows of launches already waited for, and are not
+    // counted (0.31-1.14 GiB at world 2: xl and 6.7B, docs/results/gpus-s46.md);
     // split DDP's gather buffers where it has them (DDP_SPLIT_WINDOW_WORLDS, _EARLY_WORLDS).
     let ce = i
         .ce_slots
