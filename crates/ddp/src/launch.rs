@@ -200,11 +200,11 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
             }
         };
         // Deferred: waited for after the backward, or with released gradients (ZeRO-2,
-        // FSDP) `REDUCE_LAG` stages after the launch; comm's copy-engine reduce-scatters
-        // add each launch's parts as they arrive either way.
+        // FSDP) `REDUCE_LAG` stages after the launch where `Ddp::released_deferred`; comm's
+        // copy-engine reduce-scatters add each launch's parts as they arrive either way.
         let parts = match &pairs[..] {
             [] if whole.is_some() => Work::completed(),
-            _ => {
+            _ if !ddp.opts.release_gradients || ddp.released_deferred => {
                 let with = comm::Deferred {
                     gather: false,
                     norm: match beside {
@@ -215,6 +215,8 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 };
                 c.reduce_scatter_deferred_with(&pairs, ReduceOp::Avg, &with)?
             }
+            [(i, o)] => c.reduce_scatter_async(i, o, ReduceOp::Avg)?,
+            _ => c.reduce_scatter_coalesced_async(&pairs, ReduceOp::Avg)?,
         };
         Work::all(whole.into_iter().chain([parts]).collect())
     } else {

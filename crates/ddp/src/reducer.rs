@@ -66,6 +66,9 @@ pub struct Ddp {
     /// reduced in place are summed into (ddp::split).
     pub(crate) split_setup: crate::split::SplitSetup,
     pub(crate) squares: Option<crate::squares::Squares>,
+    /// Released gradients' reduce-scatters go deferred ([`crate::DdpOptions::release_gradients`]:
+    /// `memplan::RELEASED_CE_WORLDS`, or `DDP_RELEASE_CE`).
+    pub(crate) released_deferred: bool,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -147,10 +150,12 @@ impl Ddp {
             early: Vec::new(),
             split_setup: Default::default(),
             squares: None,
+            released_deferred: false,
             stats: SyncStats::default(),
             stage_hook: None,
             device,
         };
+        d.released_deferred = d.released_deferred()?;
         (d.split_setup, d.squares) = (d.split_setup()?, d.squares()?);
         Ok(d)
     }

@@ -62,6 +62,20 @@ impl Ddp {
             .collect()
     }
 
+    /// Whether released gradients' reduce-scatters (ZeRO-2, FSDP) go as deferred launches
+    /// (comm's copy engines where it runs them, the norm in their adds): `DDP_RELEASE_CE`
+    /// (1 or 0); unset, on NCCL at `memplan::RELEASED_CE_WORLDS`.
+    pub(crate) fn released_deferred(&self) -> Result<bool> {
+        let what = (
+            "deferred, as ZeRO-1's",
+            "NCCL's kernels, collected as they go",
+        );
+        let asked = crate::options::switch("DDP_RELEASE_CE", what)?;
+        let world = self.comm.world_size();
+        let default = self.comm.backend() == "nccl" && memplan::RELEASED_CE_WORLDS.contains(&world);
+        Ok(self.opts.release_gradients && asked.unwrap_or(default))
+    }
+
     /// Launches still in flight, and bucket parts already collected during the backward
     /// (with [`crate::DdpOptions::release_gradients`]), for a test or a trace.
     pub fn pending(&self) -> (usize, usize) {

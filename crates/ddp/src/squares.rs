@@ -63,7 +63,8 @@ impl Ddp {
             (false, true) => 2 * self.buckets.len(),
             _ => 0,
         };
-        match on && slots > 0 && self.comm.world_size() > 1 {
+        let released = !self.opts.release_gradients || self.released_deferred;
+        match on && slots > 0 && released && self.comm.world_size() > 1 {
             true => Ok(Some(Squares::new(slots, &self.device)?)),
             false => Ok(None),
         }

@@ -28,5 +28,5 @@ pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};
 pub use strategy::{
     fsdp_unit, gathers_beside_adamw, CE_REDUCE_WORLDS, DDP_SPLIT_EARLY_WORLDS,
-    DDP_SPLIT_WINDOW_WORLDS, DDP_SPLIT_WORLDS, FSDP_UNIT_MB,
+    DDP_SPLIT_WINDOW_WORLDS, DDP_SPLIT_WORLDS, FSDP_UNIT_MB, RELEASED_CE_WORLDS,
 };

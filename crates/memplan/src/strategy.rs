@@ -85,6 +85,17 @@ pub fn fsdp_unit(largest_stage_bytes: u64) -> usize {
 /// comm cannot take from here; dp-tests' `memplan_agrees_with_comm` checks they agree).
 pub const CE_REDUCE_WORLDS: &[usize] = &[2, 4];
 
+/// The worlds at which ZeRO-2's and FSDP's reduce-scatters, collected during the backward,
+/// go as deferred launches (comm's copy engines where it runs them, the norm in their adds)
+/// by default, instead of NCCL's kernels (`ddp`; `DDP_RELEASE_CE` says otherwise): world 2,
+/// xl bf16 on 2 H200s (calls 249-252, docs/results/gpus-s46.md): zero2 38.08 ms against
+/// 39.89 (zero1 38.16), fsdp 40.52 against 42.32; the 6.7B's fsdp 110.13 against 119.68,
+/// for 0.31-1.14 GiB of windows. Not world 4, not measured there: on paper (`time`),
+/// where the copy engines' rate into a GPU is half NCCL's, FSDP's reduce-scatters by them
+/// and its gathers would outlast the backward, 2.3 ms longer a step at xl on H100's rates
+/// (0.6 ms shorter on H200's).
+pub const RELEASED_CE_WORLDS: &[usize] = &[2];
+
 /// The worlds at which DDP splits each all-reduce into a reduce-scatter during the backward
 /// and an all-gather beside AdamW by default (`ddp::split`; `DDP_SPLIT` says otherwise):
 /// NCCL's copy-engine reduce-scatters' worlds. xl bf16 on 4 H200s, bucketed:25 (calls

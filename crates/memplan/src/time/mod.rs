@@ -17,8 +17,8 @@
 //!   2, the copy engines) or beside AdamW (world 4, NCCL); ZeRO-1: a
 //!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies: the
 //!   first ⌈buckets ÷ N⌉ buckets (2 in 5 at N = 2) beside AdamW, the rest beside the next step's forward (as
-//!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the reduce-scatter and an all-gather of the bf16
-//!   weights beside the backward, another all-gather beside the forward, each gather a
+//!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the reduce-scatter (on
+//!   the copy engines at [`crate::RELEASED_CE_WORLDS`]) and an all-gather of the bf16 weights beside the backward, another all-gather beside the forward, each gather a
 //!   stage's weights (2Ψ/layers bytes); what outlasts the work beside it is exposed, and the work
 //!   beside a collective loses `contention` × the collective's time (fitted to DDP at
 //!   world 2, its all-reduce whole on NCCL's kernels: [`Paths::NCCL`]), AdamW
@@ -97,6 +97,8 @@ pub struct Paths {
     /// The bf16 reduce-scatters (ZeRO-1's, split DDP's) on the copy engines
     /// ([`crate::CE_REDUCE_WORLDS`], inside a node).
     pub ce: bool,
+    /// FSDP's too ([`crate::RELEASED_CE_WORLDS`]); else on NCCL's kernels.
+    pub released: bool,
     /// DDP's all-reduce split into a reduce-scatter in the backward and an all-gather
     /// ([`crate::DDP_SPLIT_WORLDS`]).
     pub split: bool,
@@ -109,6 +111,7 @@ impl Paths {
     /// NCCL's kernels for every collective, DDP's all-reduce whole.
     pub const NCCL: Paths = Paths {
         ce: false,
+        released: false,
         split: false,
         early: false,
     };
@@ -119,6 +122,7 @@ impl Paths {
         let split = ce && crate::DDP_SPLIT_WORLDS.contains(&world);
         Paths {
             ce,
+            released: ce && crate::RELEASED_CE_WORLDS.contains(&world),
             split,
             early: split && crate::DDP_SPLIT_EARLY_WORLDS.contains(&world),
         }
@@ -194,14 +198,14 @@ impl Rates {
         // Gathers beside AdamW: ZeRO-1's first buckets (crate::gathers_beside_adamw),
         // split DDP's gathers where they are not early.
         let mut adamw_side = 0.0;
-        // Whether the backward's collectives run on the copy engines.
-        let mut bwd_ce = false;
+        // The share of the backward's collectives that runs on the copy engines.
+        let mut bwd_ce = 0.0;
         let (bwd, fwd, last, first) = match sync {
             _ if world <= 1 => (0.0, 0.0, 0.0, 0.0),
             Collectives::Single => (0.0, 0.0, 0.0, 0.0),
             Collectives::Ddp { bucket_mb } if paths.split => {
                 let b = bucket(bucket_mb);
-                bwd_ce = paths.ce;
+                bwd_ce = if paths.ce { 1.0 } else { 0.0 };
                 match paths.early {
                     // Each launch's gather chained to its sums, on the copy engines too.
                     true => (2.0 * rs(b) * grads / b, 0.0, 2.0 * rs(b), 0.0),
@@ -221,7 +225,7 @@ impl Rates {
                 let beside = crate::gathers_beside_adamw(buckets, world);
                 adamw_side = t(b) * beside as f64;
                 let fwd = t(b) * (buckets - beside) as f64;
-                bwd_ce = paths.ce;
+                bwd_ce = if paths.ce { 1.0 } else { 0.0 };
                 (
                     rs(b) * grads / b,
                     fwd,
@@ -233,8 +237,15 @@ impl Rates {
                 // One gather a unit (memplan::fsdp_unit's default: 3 of xl's stages).
                 let stage = grads / shape.layers.max(1) as f64;
                 let unit = crate::fsdp_unit(stage as u64) as f64 * stage;
+                // Its reduce-scatters on the copy engines where `train` takes them for
+                // FSDP, its gathers on NCCL's kernels.
                 let (b, gather) = (bucket(bucket_mb), t(unit) * grads / unit);
-                (t(b) * grads / b + gather, gather, t(b), t(unit))
+                let rs = |bytes| if paths.released { rs(bytes) } else { t(bytes) };
+                let scatter = rs(b) * grads / b;
+                if paths.released {
+                    bwd_ce = scatter / (scatter + gather);
+                }
+                (scatter + gather, gather, rs(b), t(unit))
             }
         };
         let comm = bwd + fwd + adamw_side;
@@ -244,10 +255,7 @@ impl Rates {
         let beside_backward = bwd.min(backward);
         let beside_forward = fwd.min(forward);
         let beside_adamw = adamw_side.min(optimizer);
-        let backward_loses = match bwd_ce {
-            true => self.ce_contention,
-            false => self.contention,
-        };
+        let backward_loses = bwd_ce * self.ce_contention + (1.0 - bwd_ce) * self.contention;
         let slowdown = backward_loses * beside_backward
             + self.contention * beside_forward
             + self.adamw_contention * beside_adamw;
