@@ -17,8 +17,9 @@ pub struct DdpOptions {
     pub reduce_scatter: bool,
     /// Reduce-scatter mode (ZeRO-2): each bucket is collected `REDUCE_LAG` (2) stages
     /// after its launch and the bucket's full gradients freed (a gradient reduce-scattered
-    /// alone sends this rank's chunk into a buffer of its own: nothing is copied), so that the backward holds the shards and the last stages' gradients, not
-    /// every gradient. Off: all are collected after the backward (ZeRO-1).
+    /// alone sends this rank's chunk into a buffer of its own: nothing is copied), so that
+    /// the backward holds the shards and the last stages' gradients, not every gradient.
+    /// Off: all are collected after the backward (ZeRO-1).
     pub release_gradients: bool,
     /// SMs that the backward's GEMMs leave to NCCL's kernels (0: none; see
     /// [`seam::gemm_sms`]). Only eager strategies communicate during backward.

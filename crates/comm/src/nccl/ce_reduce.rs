@@ -96,7 +96,13 @@ impl NcclComm {
             None => {
                 if capturing(&self.stream) {
                     let k = r.windows.of_shape(chunks);
-                    let e = format!("copy-engine reduce-scatters (COMM_CE_REDUCE=0 turns them off): a window for {} launches of chunks of {chunks:?} elements open at once is new during a CUDA graph capture (a window is registered at the first, eager, step that needs it)", k + 1);
+                    let e = format!(
+                        "copy-engine reduce-scatters (COMM_CE_REDUCE=0 turns them off): a \
+                         window for {} launches of chunks of {chunks:?} elements open at once \
+                         is new during a CUDA graph capture (a window is registered at the \
+                         first, eager, step that needs it)",
+                        k + 1
+                    );
                     return Err(CommError::invalid(name, self.rank, e));
                 }
                 let mut offsets = Vec::with_capacity(chunks.len());

@@ -14,14 +14,16 @@
 //!   ([`Rates::ce_bps`]), and the backward beside it loses `ce_contention` × its time;
 //! - DDP: an all-reduce of S, 2(N−1)/N·S/B(m), beside the backward; split where `train`
 //!   splits it: the reduce-scatter beside the backward, the all-gather chained to it (world
-//!   2, the copy engines) or beside AdamW (world 4, NCCL); ZeRO-1: a
-//!   reduce-scatter of S beside the backward, and an all-gather of the bf16 copies: the
-//!   first ⌈buckets ÷ N⌉ buckets (2 in 5 at N = 2) beside AdamW, the rest beside the next step's forward (as
-//!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the reduce-scatter (on
-//!   the copy engines at [`crate::RELEASED_CE_WORLDS`]) and an all-gather of the bf16 weights beside the backward, another all-gather beside the forward, each gather a
-//!   stage's weights (2Ψ/layers bytes); what outlasts the work beside it is exposed, and the work
-//!   beside a collective loses `contention` × the collective's time (fitted to DDP at
-//!   world 2, its all-reduce whole on NCCL's kernels: [`Paths::NCCL`]), AdamW
+//!   2, the copy engines) or beside AdamW (world 4, NCCL); ZeRO-1: a reduce-scatter of S
+//!   beside the backward, and an all-gather of the bf16 copies: the first ⌈buckets ÷ N⌉
+//!   buckets (2 in 5 at N = 2) beside AdamW, the rest beside the next step's forward (as
+//!   `zero1` runs them since session 27; Megatron-Core's overlap_param_gather); FSDP: the
+//!   reduce-scatter (on the copy engines at [`crate::RELEASED_CE_WORLDS`]) and an
+//!   all-gather of the bf16 weights beside the backward, another all-gather beside the
+//!   forward, each gather a stage's weights (2Ψ/layers bytes); what outlasts the work
+//!   beside it is exposed, and the work beside a collective loses `contention` × the
+//!   collective's time (fitted to DDP at world 2, its all-reduce whole on NCCL's kernels:
+//!   [`Paths::NCCL`]), AdamW
 //!   `adamw_contention` × it (measured).
 
 use crate::shape::Shape;
