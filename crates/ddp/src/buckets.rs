@@ -5,7 +5,22 @@
 //! one, `Bucketed { bucket_mb }` fills buckets greedily up to `bucket_mb` MiB (as PyTorch's
 //! `bucket_cap_mb`); a parameter larger than the cap gets a bucket of its own.
 
+use crate::error::{DdpError, Result};
 use crate::strategy::Strategy;
+use seam::StagedModel;
+
+/// The first stage whose backward produces each parameter's gradient; an error names a
+/// parameter no stage uses.
+pub(crate) fn ready_stages(model: &dyn StagedModel) -> Result<Vec<usize>> {
+    let ready = seam::staged::final_stages(model);
+    match ready.iter().position(Option::is_none) {
+        Some(i) => Err(DdpError::Input(format!(
+            "parameter {} is used by no stage",
+            model.params().names()[i]
+        ))),
+        None => Ok(ready.into_iter().flatten().collect()),
+    }
+}
 
 /// What the planner needs to know of one parameter.
 #[derive(Debug, Clone)]

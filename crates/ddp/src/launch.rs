@@ -199,12 +199,12 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
                 Some(c.reduce_scatter_deferred_with(&whole, ReduceOp::Avg, &with)?)
             }
         };
-        // Deferred: waited for after the backward, or with released gradients (ZeRO-2,
-        // FSDP) `REDUCE_LAG` stages after the launch where `Ddp::released_deferred`; comm's
-        // copy-engine reduce-scatters add each launch's parts as they arrive either way.
+        // Deferred (`Ddp::deferred`): waited for after the backward, or with released
+        // gradients (ZeRO-2, FSDP) `REDUCE_LAG` stages after the launch; comm's copy-engine
+        // reduce-scatters add each launch's parts as they arrive either way.
         let parts = match &pairs[..] {
             [] if whole.is_some() => Work::completed(),
-            _ if !ddp.opts.release_gradients || ddp.released_deferred => {
+            _ if ddp.deferred => {
                 let with = comm::Deferred {
                     gather: false,
                     norm: match beside {

@@ -66,9 +66,8 @@ pub struct Ddp {
     /// reduced in place are summed into (ddp::split).
     pub(crate) split_setup: crate::split::SplitSetup,
     pub(crate) squares: Option<crate::squares::Squares>,
-    /// Released gradients' reduce-scatters go deferred ([`crate::DdpOptions::release_gradients`]:
-    /// `memplan::RELEASED_CE_WORLDS`, or `DDP_RELEASE_CE`).
-    pub(crate) released_deferred: bool,
+    /// Whether reduce-scatter launches go deferred (`crate::scatter::deferred`).
+    pub(crate) deferred: bool,
     stats: SyncStats,
     stage_hook: Option<StageHook>,
     pub(crate) device: Device,
@@ -80,19 +79,6 @@ type Reduced<'a> = dyn FnMut(Vec<(usize, Tensor)>) -> Result<()> + 'a;
 /// Called with each stage's index as soon as its backward has been queued, before the
 /// stage's buckets are launched (a profiler's place to mark the compute stream).
 pub type StageHook = Box<dyn FnMut(usize) -> comm::Result<()> + Send>;
-
-/// The first stage whose backward produces each parameter's gradient; an error names a
-/// parameter no stage uses.
-fn ready_stages(model: &dyn StagedModel) -> Result<Vec<usize>> {
-    let ready = seam::staged::final_stages(model);
-    match ready.iter().position(Option::is_none) {
-        Some(i) => Err(DdpError::Input(format!(
-            "parameter {} is used by no stage",
-            model.params().names()[i]
-        ))),
-        None => Ok(ready.into_iter().flatten().collect()),
-    }
-}
 
 impl Ddp {
     /// Checks that every rank has the same model and options (fails on every rank,
@@ -111,7 +97,9 @@ impl Ddp {
         // options fails with its own reason, the others name it (instead of waiting for
         // it in the comparison until the timeout).
         let opts = crate::tail::resolved(opts)?;
-        let local = opts.check(&device).and_then(|()| ready_stages(model));
+        let local = opts
+            .check(&device)
+            .and_then(|()| crate::buckets::ready_stages(model));
         let ready = consistency::check_same_everywhere(
             comm.as_ref(),
             model,
@@ -141,6 +129,7 @@ impl Ddp {
                 .cloned()
                 .zip(ready.iter().copied())
                 .collect(),
+            deferred: crate::scatter::deferred(comm.as_ref(), &opts)?,
             comm,
             opts,
             accumulated: Default::default(),
@@ -150,12 +139,10 @@ impl Ddp {
             early: Vec::new(),
             split_setup: Default::default(),
             squares: None,
-            released_deferred: false,
             stats: SyncStats::default(),
             stage_hook: None,
             device,
         };
-        d.released_deferred = d.released_deferred()?;
         (d.split_setup, d.squares) = (d.split_setup()?, d.squares()?);
         Ok(d)
     }

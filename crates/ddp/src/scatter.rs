@@ -4,7 +4,9 @@
 use crate::error::{DdpError, Result};
 use crate::launch::{scaled, InFlight};
 use crate::reducer::{BucketShard, Ddp};
+use crate::DdpOptions;
 use candle_core::{DType, Tensor};
+use comm::Communicator;
 
 impl Ddp {
     /// Reduce-scatter mode: waits for every bucket (the compute stream waits) and returns
@@ -62,20 +64,6 @@ impl Ddp {
             .collect()
     }
 
-    /// Whether released gradients' reduce-scatters (ZeRO-2, FSDP) go as deferred launches
-    /// (comm's copy engines where it runs them, the norm in their adds): `DDP_RELEASE_CE`
-    /// (1 or 0); unset, on NCCL at `memplan::RELEASED_CE_WORLDS`.
-    pub(crate) fn released_deferred(&self) -> Result<bool> {
-        let what = (
-            "deferred, as ZeRO-1's",
-            "NCCL's kernels, collected as they go",
-        );
-        let asked = crate::options::switch("DDP_RELEASE_CE", what)?;
-        let world = self.comm.world_size();
-        let default = self.comm.backend() == "nccl" && memplan::RELEASED_CE_WORLDS.contains(&world);
-        Ok(self.opts.release_gradients && asked.unwrap_or(default))
-    }
-
     /// Launches still in flight, and bucket parts already collected during the backward
     /// (with [`crate::DdpOptions::release_gradients`]), for a test or a trace.
     pub fn pending(&self) -> (usize, usize) {
@@ -104,4 +92,22 @@ impl Ddp {
         let n = t.elem_count() / w;
         Ok(t.flatten_all()?.narrow(0, r * n, n)?)
     }
+}
+
+/// Whether reduce-scatter launches go deferred (comm's copy engines where it runs them, the
+/// norm in their adds): always, unless the gradients are released during the backward
+/// (ZeRO-2, FSDP); then `DDP_RELEASE_CE` (1 or 0), unset on NCCL at
+/// `memplan::RELEASED_CE_WORLDS`.
+pub(crate) fn deferred(comm: &dyn Communicator, opts: &DdpOptions) -> Result<bool> {
+    if !opts.release_gradients {
+        return Ok(true);
+    }
+    let what = (
+        "deferred, as ZeRO-1's",
+        "NCCL's kernels, collected as they go",
+    );
+    let asked = crate::options::switch("DDP_RELEASE_CE", what)?;
+    let world = comm.world_size();
+    let default = comm.backend() == "nccl" && memplan::RELEASED_CE_WORLDS.contains(&world);
+    Ok(asked.unwrap_or(default))
 }

@@ -1,7 +1,7 @@
 //! The norm from the reduce-scatters: a deferred launch (`comm::Deferred::norm`) writes the
 //! norm of this rank's reduced parts into a slot of its own (NCCL's copy-engine adds sum
 //! the squares as they write the parts), so that ZeRO-1's norm from its shards (ZeRO-2's
-//! and FSDP's where their launches are deferred: `Ddp::released_deferred`), and split
+//! and FSDP's where their launches are deferred: `crate::scatter::deferred`), and split
 //! DDP's from its parts, need not read them again after the backward: the norm of the
 //! slots is this rank's. xl bf16 at world 2: ZeRO-1 38.27 ms a step against 38.58 reading
 //! the shards (call 187, nvidia-h200-x2); split DDP 44.30 against 44.88 (call 198,
@@ -64,8 +64,7 @@ impl Ddp {
             (false, true) => 2 * self.buckets.len(),
             _ => 0,
         };
-        let deferred = !self.opts.release_gradients || self.released_deferred;
-        match on && slots > 0 && deferred && self.comm.world_size() > 1 {
+        match on && slots > 0 && self.deferred && self.comm.world_size() > 1 {
             true => Ok(Some(Squares::new(slots, &self.device)?)),
             false => Ok(None),
         }
