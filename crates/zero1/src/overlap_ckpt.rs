@@ -142,19 +142,25 @@ impl Zero1Overlap {
             .device()
             .clone();
         let mut z = Self::new(comm.clone(), model, opts, cfg)?;
-        let want: Vec<(usize, usize)> = z.span_runs().into_iter().flat_map(|l| l.0).collect();
+        let layout = z.span_runs();
+        let want: Vec<(usize, usize)> = layout.iter().flat_map(|l| l.0.iter().copied()).collect();
         let read = read(&want).map_err(Zero1Error::from);
         let (loaded, state) = agree_on(comm.as_ref(), &dev, "resume", read)?;
         let set = loaded.set(&params).map_err(Zero1Error::from);
         agree_on(comm.as_ref(), &dev, "resume", set)?;
         z.refresh_masters()?;
-        z.restore(&state)?;
+        z.restore(&state, layout)?;
         Ok(z)
     }
 
-    /// Each span's moments from `state`, and its step count.
-    fn restore(&mut self, state: &checkpoint::Consolidated) -> Result<()> {
-        for (k, (runs, _)) in self.span_runs().into_iter().enumerate() {
+    /// Each span's moments from `state` (its runs: `layout`, [`Self::span_runs`]), and its
+    /// step count.
+    fn restore(
+        &mut self,
+        state: &checkpoint::Consolidated,
+        layout: Vec<(Vec<(usize, usize)>, usize)>,
+    ) -> Result<()> {
+        for (k, (runs, _)) in layout.into_iter().enumerate() {
             let n = self.spans[k].len;
             let (mut m, mut v) = (Vec::with_capacity(n), Vec::with_capacity(n));
             for (start, len) in runs {
