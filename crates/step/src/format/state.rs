@@ -88,9 +88,7 @@ impl Consolidated {
         }
         Ok((m, v))
     }
-}
 
-impl Consolidated {
     /// One moment of every element read, in flat order, as pieces of the parts (views,
     /// uncopied): a file of it holds one part's bytes at a time.
     pub fn pieces(&self, which: seam::Moment) -> Pieces<'_> {
