@@ -3,7 +3,7 @@
 //! flags (tolerances, --ranks, the bf16 default tolerance) behave.
 
 use candle_core::{Device, Tensor};
-use ddp::check::{max_abs_diff, validate_tolerances, worst_ratio};
+use ddp::check::{max_abs_diff, max_abs_diff_host, validate_tolerances, worst_ratio};
 use std::process::Command;
 
 fn t(v: &[f32]) -> Tensor {
@@ -24,6 +24,25 @@ fn a_planted_nan_or_inf_on_either_side_fails_the_comparison() {
             assert_eq!(r, f32::INFINITY, "{bad} planted: worst_ratio");
         }
     }
+}
+
+/// The host weights' comparison the dp-tests and train's tests use: the same rule, per
+/// parameter, and a mismatch in shape is an error, not a shorter comparison.
+#[test]
+fn host_weights_compare_by_the_same_rule() {
+    let good = vec![vec![1.0, -2.0], vec![], vec![3.0]];
+    assert_eq!(max_abs_diff_host(&good, &good).unwrap(), 0.0);
+    let off = vec![vec![1.0, -2.5], vec![], vec![3.25]];
+    assert_eq!(max_abs_diff_host(&good, &off).unwrap(), 0.5);
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let planted = vec![vec![1.0, -2.0], vec![], vec![bad]];
+        for (a, b) in [(&planted, &good), (&good, &planted)] {
+            assert_eq!(max_abs_diff_host(a, b).unwrap(), f32::INFINITY, "{bad}");
+        }
+    }
+    assert!(max_abs_diff_host(&good, &good[..2]).is_err());
+    let short = vec![vec![1.0], vec![], vec![3.0]];
+    assert!(max_abs_diff_host(&good, &short).is_err());
 }
 
 #[test]

@@ -12,6 +12,29 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     worst_finite(&(a - b)?.abs()?)
 }
 
+/// [`max_abs_diff`] over weights read to the host, one `Vec` a parameter in order (a test's
+/// trained weights against a reference's): the largest over all of them, +inf where
+/// either side holds a NaN or an infinity; an error where the parameter counts or a
+/// parameter's lengths differ.
+pub fn max_abs_diff_host(a: &[Vec<f32>], b: &[Vec<f32>]) -> Result<f32> {
+    if a.len() != b.len() {
+        let e = format!("{} parameters against {}", a.len(), b.len());
+        return Err(DdpError::Input(e));
+    }
+    let mut worst = 0f32;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        if x.len() != y.len() {
+            let e = format!("parameter {i}: {} elements against {}", x.len(), y.len());
+            return Err(DdpError::Input(e));
+        }
+        if !x.is_empty() {
+            let t = |v: &[f32]| Tensor::from_slice(v, v.len(), &candle_core::Device::Cpu);
+            worst = worst.max(max_abs_diff(&t(x)?, &t(y)?)?);
+        }
+    }
+    Ok(worst)
+}
+
 /// The largest element of `d` (|a - b| or a ratio of it), or +inf if any element is not
 /// finite: inf - inf and NaN - x are NaN, inf - x is inf, and both make the sum
 /// non-finite, so one reduction catches a NaN or inf on either side.

@@ -68,23 +68,9 @@ pub fn weights(m: &dyn StagedModel) -> Vec<Vec<f32>> {
 }
 
 /// max |a - b| over all weights; +inf where either is NaN or infinite (a diverged run
-/// never passes), as train's tests' own `max_diff`.
+/// never passes): `ddp::check::max_abs_diff_host`.
 pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .flat_map(|(x, y)| {
-            assert_eq!(x.len(), y.len());
-            x.iter().zip(y)
-        })
-        .map(|(x, y)| {
-            if x.is_finite() && y.is_finite() {
-                (x - y).abs()
-            } else {
-                f32::INFINITY
-            }
-        })
-        .fold(0.0, f32::max)
+    ddp::check::max_abs_diff_host(a, b).unwrap()
 }
 
 /// Single-process AdamW training on the whole global batch; with `micro` > 1 each step

@@ -145,21 +145,7 @@ pub fn trajectory(out: &Path) -> Vec<Record> {
 }
 
 /// max |a - b| over all weights; +inf where either is NaN or infinite (a diverged run
-/// never passes).
+/// never passes): `ddp::check::max_abs_diff_host`.
 pub fn max_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .flat_map(|(x, y)| {
-            assert_eq!(x.len(), y.len());
-            x.iter().zip(y)
-        })
-        .map(|(x, y)| {
-            if x.is_finite() && y.is_finite() {
-                (x - y).abs()
-            } else {
-                f32::INFINITY
-            }
-        })
-        .fold(0.0, f32::max)
+    ddp::check::max_abs_diff_host(a, b).unwrap()
 }
