@@ -85,6 +85,7 @@ impl ShardedOptimizer {
         // Built first (it partitions the groups, touching no parameter), so that each rank
         // reads only the moments of the parameters it owns.
         let mut s = Self::new(comm, groups)?;
+        let offs: Vec<Vec<usize>> = s.groups.iter().map(|g| offsets(&g.params)).collect();
         let read = (|| -> Result<Vec<_>> {
             if group_dir(dir, s.groups.len()).exists() {
                 return Err(Zero1Error::Input(format!(
@@ -95,9 +96,9 @@ impl ShardedOptimizer {
             }
             s.groups
                 .iter()
+                .zip(&offs)
                 .enumerate()
-                .map(|(gi, g)| {
-                    let off = offsets(&g.params);
+                .map(|(gi, (g, off))| {
                     let want: Vec<(usize, usize)> = (g.mine.iter())
                         .map(|&i| (off[i], g.params[i].elem_count()))
                         .collect();
@@ -110,8 +111,7 @@ impl ShardedOptimizer {
             .try_for_each(|(g, (ps, _))| ps.set(&g.params))
             .map_err(Zero1Error::from);
         agree_on(s.comm.as_ref(), &dev, "resume", set)?;
-        for (g, (_, state)) in s.groups.iter_mut().zip(&loaded) {
-            let off = offsets(&g.params);
+        for ((g, (_, state)), off) in s.groups.iter_mut().zip(&loaded).zip(&offs) {
             g.opt.set_steps_taken(state.step);
             for (k, &i) in g.mine.iter().enumerate() {
                 let (p, n) = (&g.params[i], g.params[i].elem_count());
