@@ -4,9 +4,10 @@
 //! where 8, 16 and 64 GPUs would land, and it is shown beside what was measured at 2 and
 //! 4 GPUs (docs/results/projection.md). Per GPU, N ranks, S the gradient bytes:
 //!
-//! - forward and backward: 6·Ψ·tokens at the measured FLOP rate; the backward is 2/3 of it;
+//! - forward and backward: 6·Ψ·tokens at the measured FLOP rate (xl's, scaled by the
+//!   shape's size as measured on one GPU: [`Rates::by_size`]); the backward is 2/3 of it;
 //! - AdamW: 28 bytes a parameter (bf16 gradients and copies, f32 masters and moments) at
-//!   the measured HBM rate, over Ψ (single, DDP) or Ψ/N (ZeRO-1);
+//!   the measured HBM rate (scaled so too), over Ψ (single, DDP) or Ψ/N (ZeRO-1);
 //! - a collective on a bucket's m bytes at bus bandwidth B·m/(m + m½): B the link's (the
 //!   network's above one node: a ring crosses it), m½ where half of B is reached;
 //! - the copy engines (where `train` takes them: [`Paths::at`], 2 and 4 ranks in a node):
@@ -29,7 +30,7 @@
 use crate::shape::Shape;
 
 mod rates;
-pub use rates::Rates;
+pub use rates::{Rates, SIZES_H200};
 
 /// The strategies a projection covers: `train`'s DDP (`bucketed:MB`), ZeRO-1 and ZeRO-2
 /// (`zero1:MB`, `zero2:MB`: the same collectives) and FSDP (`fsdp:MB`).
@@ -175,14 +176,16 @@ impl Rates {
         paths: Paths,
     ) -> Projection {
         let (psi, n) = (shape.params() as f64, world.max(1) as f64);
-        let compute = 6.0 * psi * tokens as f64 / self.flops;
+        let compute = 6.0 * psi * tokens as f64 / self.flops_at(psi);
         let (forward, backward) = (compute / 3.0, compute * 2.0 / 3.0);
         let grads = 2.0 * psi; // bf16
         let part = (n - 1.0) / n;
         let bucket = |mb: f64| (mb * 1e6).min(grads); // a bucket's gradients, bytes
         let optimizer = match sync {
-            Collectives::Zero1 { .. } | Collectives::Fsdp { .. } => 28.0 * psi / n / self.adamw_bps,
-            _ => 28.0 * psi / self.adamw_bps,
+            Collectives::Zero1 { .. } | Collectives::Fsdp { .. } => {
+                28.0 * psi / n / self.adamw_bps_at(psi)
+            }
+            _ => 28.0 * psi / self.adamw_bps_at(psi),
         };
         // The collective beside the backward (DDP's all-reduce, ZeRO-1's reduce-scatter),
         // and ZeRO-1's all-gather beside the next forward, each as its time alone; and the

@@ -48,7 +48,24 @@ pub struct Rates {
     /// copy engines, its gathers beside AdamW) projects what was measured on 4 H200s (call
     /// 190: 1.120× one GPU). An H100's is not measured: the H200's.
     pub ce_contention: f64,
+    /// Other shapes' forward + backward and AdamW rates, each relative to xl's, by
+    /// parameter count: `(parameters, FLOP/s ÷ xl's, AdamW's bytes/s ÷ xl's)`, xl's
+    /// `(Ψ, 1, 1)` among them. Larger GEMMs and tensors run faster: on an H200 the 6.7B's
+    /// forward and backward reach 1.28 times xl's FLOP/s (call 256: [`SIZES_H200`]). A
+    /// shape between two of them takes a rate between theirs (linear in ln Ψ), one
+    /// outside them the nearest's.
+    pub by_size: Vec<(f64, f64, f64)>,
 }
+
+/// One H200's forward + backward and clipped step (ms), bf16, 8 × 128 tokens, vocabulary
+/// 683, each a CUDA graph (call 256, `bench single --mode fwd-bwd` and `--mode step --clip
+/// 1`, one call): xl, 2.7B, 6.7B. [`Rates::by_size`] is made of them. An H100's are not
+/// measured: it takes the H200's ratios.
+pub const SIZES_H200: [(&str, f64, f64); 3] = [
+    ("xl", 26.47, 41.21),
+    ("2.7B", 38.77, 62.03),
+    ("6.7B", 68.10, 113.96),
+];
 
 impl Default for Rates {
     /// One H100's rates ([`Rates::h100`]).
@@ -119,11 +136,41 @@ impl Rates {
             adamw_contention: ADAMW_CONTENTION,
             ce_bps,
             ce_contention: 0.0,
+            by_size: by_size(&SIZES_H200),
         };
         let ddp = Collectives::Ddp { bucket_mb: 25.0 };
         let p = r.project_on(&xl, 1024, ddp, 2, Paths::NCCL);
         r.contention = ((ddp2 - step) * 1e-3 - p.exposed) / p.hidden;
         r
+    }
+
+    /// The FLOP/s of forward + backward at `psi` parameters ([`Rates::by_size`]).
+    pub fn flops_at(&self, psi: f64) -> f64 {
+        self.flops * self.scale_at(psi).0
+    }
+
+    /// AdamW's bytes/s at `psi` parameters ([`Rates::by_size`]).
+    pub fn adamw_bps_at(&self, psi: f64) -> f64 {
+        self.adamw_bps * self.scale_at(psi).1
+    }
+
+    /// [`Rates::by_size`]'s ratios at `psi`: between two points linear in ln Ψ; outside
+    /// them the nearest's; (1, 1) where there are none.
+    fn scale_at(&self, psi: f64) -> (f64, f64) {
+        let pts = &self.by_size;
+        let (Some(lo), Some(hi)) = (pts.first(), pts.last()) else {
+            return (1.0, 1.0);
+        };
+        if psi <= lo.0 {
+            return (lo.1, lo.2);
+        }
+        if psi >= hi.0 {
+            return (hi.1, hi.2);
+        }
+        let i = pts.iter().position(|p| p.0 >= psi).unwrap_or(pts.len() - 1);
+        let (a, b) = (pts[i - 1], pts[i]);
+        let f = (psi.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+        (a.1 + f * (b.1 - a.1), a.2 + f * (b.2 - a.2))
     }
 
     /// The copy engines' contention that makes `bucketed:25` at world 4, as `train` runs it
@@ -142,6 +189,22 @@ impl Rates {
         let one = self.project(&xl, 1024, Collectives::Single, 1).step;
         (ratio * one - at(0.0)) / (at(1.0) - at(0.0))
     }
+}
+
+/// [`Rates::by_size`] from one call's `(size, forward + backward, clipped step)` (ms) at
+/// vocabulary 683, xl among them; AdamW's rate from the step less forward + backward
+/// (AdamW, the norm and the rest of the step, 0.4 of xl's 14.7 ms).
+fn by_size(sizes: &[(&str, f64, f64)]) -> Vec<(f64, f64, f64)> {
+    let psi = |n: &str| Shape::by_name(n, 683, 128).map_or(0.0, |s| s.params() as f64);
+    let rate = |&(n, fb, step): &(&str, f64, f64)| (psi(n), psi(n) / fb, psi(n) / (step - fb));
+    let Some(xl) = sizes.iter().find(|s| s.0 == "xl").map(rate) else {
+        return Vec::new();
+    };
+    let mut pts: Vec<_> = (sizes.iter().map(rate))
+        .map(|(p, f, a)| (p, f / xl.1, a / xl.2))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
 }
 
 /// [`Rates::adamw_contention`]: an H200's (call 147), for every GPU.
