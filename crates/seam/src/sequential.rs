@@ -35,12 +35,15 @@ pub struct Sequential {
     stages: Vec<Stage>,
     stage_params: Vec<Vec<usize>>,
     loss: LossFn,
+    /// Per stage: its activations checkpointed ([`SequentialBuilder::checkpointed_stage`]).
+    checkpointed: Vec<bool>,
 }
 
 /// Collects the stages; [`SequentialBuilder::loss`] finishes the model.
 pub struct SequentialBuilder {
     params: ParamSet,
     stages: Vec<Stage>,
+    checkpointed: Vec<bool>,
 }
 
 impl Sequential {
@@ -48,6 +51,7 @@ impl Sequential {
         SequentialBuilder {
             params,
             stages: Vec::new(),
+            checkpointed: Vec::new(),
         }
     }
 
@@ -71,7 +75,24 @@ impl SequentialBuilder {
     /// prefix: a stage without parameters (an activation, a reshape).
     pub fn stage(mut self, prefix: &str, module: impl Module + Send + Sync + 'static) -> Self {
         self.stages.push((prefix.to_string(), Box::new(module)));
+        self.checkpointed.push(false);
         self
+    }
+
+    /// [`Self::stage`], its activations checkpointed (`torch.utils.checkpoint`): its
+    /// forward keeps only its input, and runs again right before its backward
+    /// ([`StagedModel::checkpointed`]); the same gradients, for a forward more. The last
+    /// stage, whose output is the loss, keeps its activations.
+    pub fn checkpointed_stage(
+        self,
+        prefix: &str,
+        module: impl Module + Send + Sync + 'static,
+    ) -> Self {
+        let mut b = self.stage(prefix, module);
+        if let Some(c) = b.checkpointed.last_mut() {
+            *c = true;
+        }
+        b
     }
 
     /// Sets the loss and finishes the model; fails naming a parameter that matches no
@@ -117,6 +138,7 @@ impl SequentialBuilder {
             stages: self.stages,
             stage_params,
             loss: Box::new(loss),
+            checkpointed: self.checkpointed,
         })
     }
 }
@@ -154,5 +176,8 @@ impl StagedModel for Sequential {
     }
     fn check_batch(&self, _batch: &Batch) -> Result<()> {
         Ok(())
+    }
+    fn checkpointed(&self, s: usize) -> bool {
+        self.checkpointed.get(s).copied().unwrap_or(false)
     }
 }

@@ -11,6 +11,13 @@
 //! without an autograd graph and returns a [`SavedStage`] whose backward maps the output's
 //! gradient to the input's gradient and the parameters' gradients directly.
 //!
+//! A model may checkpoint a stage's activations ([`StagedModel::checkpointed`]: PyTorch's
+//! `torch.utils.checkpoint`, torchtitan's and Megatron's full recompute per block): its
+//! forward keeps only the stage's input, and runs the stage's forward again right before
+//! its backward. The recomputed forward is the same kernels on the same input, so the
+//! gradients are the same, bit for bit; the step holds one stage's activations at a time
+//! instead of every stage's, for a forward more.
+//!
 //! [`forward`] records a [`Tape`]; [`Tape::backward`] runs it back; [`forward_backward`]
 //! does both.
 
@@ -67,6 +74,13 @@ pub trait StagedModel {
         Ok(None)
     }
 
+    /// Whether stage `s`'s activations are checkpointed: its forward keeps its input only,
+    /// and runs again right before its backward (see the module's doc). `false` (the
+    /// default): the forward keeps what the backward needs.
+    fn checkpointed(&self, _s: usize) -> bool {
+        false
+    }
+
     /// The whole forward in one graph; returns the loss.
     fn loss(&self, batch: &Batch) -> Result<Tensor> {
         self.check_batch(batch)?;
@@ -103,6 +117,9 @@ enum Record {
         out: Tensor,
     },
     Manual(Box<dyn SavedStage>),
+    /// Checkpointed: its input only (none for stage 0); its forward runs again before its
+    /// backward.
+    Recompute(Option<Tensor>),
 }
 
 /// A staged forward, ready to run backward.
@@ -110,6 +127,8 @@ pub struct Tape<'m> {
     model: &'m dyn StagedModel,
     stages: Vec<Record>,
     loss: Tensor,
+    /// The batch, where a checkpointed stage's forward runs again.
+    batch: Batch,
 }
 
 /// Staged forward: checks the batch, runs every stage and records what backward needs.
@@ -131,18 +150,14 @@ pub fn forward_with<'m, E: From<ModelError>>(
     for s in 0..n {
         before_stage(s)?;
         let cut = prev.as_ref().map(Tensor::detach);
-        if let Some((out, saved)) = model.forward_saved(s, cut.as_ref(), batch)? {
-            stages.push(Record::Manual(saved));
-            prev = Some(out);
-            continue;
-        }
-        let input = match &prev {
-            None => None,
-            Some(p) => Some(Var::from_tensor(&p.detach()).map_err(ModelError::from)?),
-        };
-        let out = model.forward_stage(s, input.as_ref().map(|v| v.as_tensor()), batch)?;
-        prev = Some(out.clone());
-        stages.push(Record::Auto { input, out });
+        let (out, record) = stage_forward(model, s, cut.as_ref(), batch)?;
+        stages.push(match model.checkpointed(s) && s + 1 < n {
+            // What the backward would need goes now; the output only goes on (cut from
+            // any graph by the next stage).
+            true => Record::Recompute(cut),
+            false => record,
+        });
+        prev = Some(out);
     }
     let loss = prev
         .ok_or_else(|| ModelError::Config("a model needs at least one stage".into()))?
@@ -153,7 +168,27 @@ pub fn forward_with<'m, E: From<ModelError>>(
         model,
         stages,
         loss,
+        batch: batch.clone(),
     })
+}
+
+/// Stage `s`'s forward from `cut` (its input, cut from any graph; none for stage 0): its
+/// output and what its backward needs.
+fn stage_forward(
+    model: &dyn StagedModel,
+    s: usize,
+    cut: Option<&Tensor>,
+    batch: &Batch,
+) -> Result<(Tensor, Record)> {
+    if let Some((out, saved)) = model.forward_saved(s, cut, batch)? {
+        return Ok((out, Record::Manual(saved)));
+    }
+    let input = match cut {
+        None => None,
+        Some(p) => Some(Var::from_tensor(p)?),
+    };
+    let out = model.forward_stage(s, input.as_ref().map(|v| v.as_tensor()), batch)?;
+    Ok((out.clone(), Record::Auto { input, out }))
 }
 
 impl Tape<'_> {
@@ -201,6 +236,7 @@ impl Tape<'_> {
             let record = stages.pop().expect("one record per stage");
             stage_backward(
                 model,
+                &self.batch,
                 s,
                 record,
                 &mut grads,
@@ -214,9 +250,11 @@ impl Tape<'_> {
 }
 
 /// Runs stage `s`'s backward from `upstream` (none for the last stage), adding its
-/// parameters' gradients to `grads` and leaving its input's gradient in `upstream`.
+/// parameters' gradients to `grads` and leaving its input's gradient in `upstream`; a
+/// checkpointed stage's forward first.
 fn stage_backward(
     model: &dyn StagedModel,
+    batch: &Batch,
     s: usize,
     record: Record,
     grads: &mut Grads,
@@ -224,6 +262,10 @@ fn stage_backward(
     sums: Option<&mut Accumulator>,
 ) -> Result<()> {
     match record {
+        Record::Recompute(cut) => {
+            let (_, record) = stage_forward(model, s, cut.as_ref(), batch)?;
+            stage_backward(model, batch, s, record, grads, upstream, sums)?;
+        }
         Record::Manual(saved) => {
             let g = upstream.take();
             let (dx, pg) = match sums {
