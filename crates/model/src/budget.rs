@@ -285,6 +285,7 @@ mod tests {
             fsdp_unit: None,
             ce_slots: None,
             ddp_split: None,
+            checkpointed: false,
         };
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);

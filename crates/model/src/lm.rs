@@ -39,6 +39,8 @@ pub struct TransformerLm {
     dtype: DType,
     /// Blocks run the hand-written forward/backward of [`crate::block`] where supported.
     hand_written: bool,
+    /// The blocks' activations checkpointed ([`Self::set_activation_checkpointing`]).
+    checkpoint_blocks: bool,
 }
 
 impl TransformerLm {
@@ -104,6 +106,7 @@ impl TransformerLm {
             head,
             dtype: DType::F32,
             hand_written: true,
+            checkpoint_blocks: false,
         })
     }
 
@@ -133,6 +136,16 @@ impl TransformerLm {
     pub fn set_hand_written_backward(&mut self, on: bool) {
         self.hand_written = on;
         self.declare_copy_only();
+    }
+
+    /// Activation checkpointing (`seam::StagedModel::checkpointed`): with `true`, each
+    /// block's forward keeps only its input, and runs again right before its backward
+    /// (torchtitan's full activation checkpointing, Megatron's full recompute per layer):
+    /// the same gradients, bit for bit, one block's activations held at a time instead of
+    /// every block's, for one more forward of the blocks. The embedding and the head keep
+    /// theirs. Off by default.
+    pub fn set_activation_checkpointing(&mut self, on: bool) {
+        self.checkpoint_blocks = on;
     }
 
     /// The hand-written bf16 stages read every weight but the embedding table (read in
@@ -271,6 +284,10 @@ impl StagedModel for TransformerLm {
             }
             _ => vec![self.norm, self.head],
         }
+    }
+
+    fn checkpointed(&self, s: usize) -> bool {
+        self.checkpoint_blocks && (1..=self.cfg.layers).contains(&s)
     }
 
     fn check_batch(&self, batch: &Batch) -> Result<()> {
