@@ -45,6 +45,10 @@ pub struct LmArgs {
     /// FSDP_RESHARD_AFTER_FORWARD=0).
     #[arg(long)]
     pub fsdp_keep: bool,
+    /// With --model: activation checkpointing (train --activation-checkpointing): each
+    /// block keeps only its input from the forward.
+    #[arg(long)]
+    pub activation_checkpointing: bool,
     /// With --model: FSDP keeps the last K stages' forward gathers for the backward (train's
     /// FSDP_KEEP_LAST) [default: 0].
     #[arg(long, allow_negative_numbers = true)]
@@ -96,6 +100,7 @@ impl LmArgs {
                 ("--eager", self.eager),
                 ("--whole-masters", self.whole_masters),
                 ("--fsdp-keep", self.fsdp_keep),
+                ("--activation-checkpointing", self.activation_checkpointing),
                 ("--fsdp-keep-last", self.fsdp_keep_last.is_some()),
                 ("--fsdp-prefetch", self.fsdp_prefetch.is_some()),
                 ("--fsdp-unit", self.fsdp_unit.is_some()),
@@ -153,6 +158,7 @@ impl LmArgs {
             // As train by default (COMM_CE_REDUCE unset).
             ce_slots: None,
             ddp_split: None,
+            checkpointed: self.activation_checkpointing,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

@@ -75,6 +75,10 @@ pub struct Input {
     /// DDP's split all-reduce (ddp::split: the copy-engine reduce-scatters' slots, AdamW
     /// after the backward): `None` at [`crate::DDP_SPLIT_WORLDS`]; `Some`: `DDP_SPLIT`.
     pub ddp_split: Option<bool>,
+    /// Activation checkpointing (`model::TransformerLm::set_activation_checkpointing`):
+    /// each block keeps only its input from the forward, and its backward holds that
+    /// block's activations, made again, alone.
+    pub checkpointed: bool,
 }
 
 /// The moments of a step at which memory can peak.
@@ -234,6 +238,12 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let t_b = mul(mul(n, e), tmp);
     let head_act = sum([mul(mul(n, d), 2 * e), mul(mul(n, v), 2 * e)]);
+    // Per block until its backward: what it keeps, or (checkpointed) its input alone; and
+    // what its backward holds beyond that (checkpointed: the rest, made again).
+    let (kept, again) = match i.checkpointed {
+        true => (mul(mul(n, d), e), a_b.saturating_sub(mul(mul(n, d), e))),
+        false => (a_b, 0),
+    };
     // The f32 embedding gradient while its wire copy is made.
     let emb_cast = if multi && wire == 2 { mul(table, 4) } else { 0 };
     let acc = if i.accum > 1 { mul(psi, 4) } else { 0 };
@@ -313,7 +323,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             at(
                 Phase::Head,
                 part(g_head),
-                sum([mul(l, a_b), head_act]),
+                sum([mul(l, kept), head_act]),
                 c_head,
             ),
         ),
@@ -322,7 +332,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             at(
                 Phase::LastBlock,
                 part(sum([g_head, g_blk])),
-                sum([mul(l, a_b), t_b]),
+                sum([mul(l, kept), again, t_b]),
                 sum([c_head, c_blk]),
             ),
         ),
@@ -340,7 +350,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     let c_first = sum([c_head, mul(l, c_blk)]);
     phases.push((
         Phase::FirstBlock,
-        at(Phase::FirstBlock, first, sum([a_b, t_b]), c_first),
+        at(Phase::FirstBlock, first, sum([kept, again, t_b]), c_first),
     ));
     let upstream = mul(mul(n, d), e);
     phases.push((
@@ -366,7 +376,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
             copies: copies(Phase::FirstBlock),
             grads,
             optimizer,
-            activations: sum([mul(l, a_b), t_b]),
+            activations: sum([mul(l, kept), again, t_b]),
             comm: sum([nccl, c_first]),
         };
         phases.push((Phase::Captured, bytes));

@@ -19,6 +19,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         // and DDP's split all-reduce (call 176).
         ce_slots: Some(false),
         ddp_split: Some(false),
+        checkpointed: false,
     }
 }
 
@@ -354,6 +355,7 @@ fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
             captured: true,
             ce_slots: None,
             ddp_split: split,
+            checkpointed: false,
             ..input("xl", world, 8, true)
         };
         plan(&i, Strategy::Ddp).peak() as f64 / GIB

@@ -161,12 +161,26 @@ pub fn check(
         return Ok(());
     }
     let b = r.bytes;
+    // Where checkpointing the activations alone would make room, say so first.
+    let ac = Input {
+        checkpointed: true,
+        ..i.clone()
+    };
+    let ac = plan(&ac, s).peak();
+    let ac = match !i.checkpointed && ac <= free {
+        true => format!(
+            " With --activation-checkpointing (each block's forward again before its \
+             backward) it needs about {} GiB: it fits.",
+            gib(ac)
+        ),
+        false => String::new(),
+    };
     Err(format!(
         "{flags}: --strategy {chosen} at world {} needs about {} GiB per GPU ({} bytes; the \
          memory plan's estimate of the step's peak, at the {}: f32 masters {}, bf16 copies \
          {}, gradients {}, optimizer state {}, activations {}, communication buffers {} \
-         GiB), but {} GiB ({free} bytes) is free ({source}). Would fit, on GPUs with as much \
-         free, at the same global batch: {}. `cargo xtask plan --model SIZE --world N \
+         GiB), but {} GiB ({free} bytes) is free ({source}).{ac} Would fit, on GPUs with as \
+         much free, at the same global batch: {}. `cargo xtask plan --model SIZE --world N \
          --batch SEQUENCES [--bf16]` prints every strategy's plan",
         r.world,
         gib(r.peak()),

@@ -25,6 +25,7 @@ fn planned_gib(r: &TrainRecord) -> Option<f64> {
         // train's default (COMM_CE_REDUCE unset).
         ce_slots: None,
         ddp_split: None,
+        checkpointed: false,
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
