@@ -103,6 +103,12 @@ pub struct TrainConfig {
     pub eval_every: u64,
     pub eval_batches: usize,
     pub seed: u64,
+    /// Activation checkpointing (`--activation-checkpointing`): each block's forward runs
+    /// again before its backward, holding one block's activations at a time
+    /// (`model::TransformerLm::set_activation_checkpointing`). The same gradients, bit for
+    /// bit: a resume may change it. Absent from older runs' configurations: off.
+    #[serde(default)]
+    pub activation_checkpointing: bool,
 }
 
 impl TrainConfig {
@@ -206,7 +212,7 @@ impl TrainConfig {
 
 /// What a resume may change, and what each change means. The world size is not in the
 /// configuration: it may change too (the global batch stays the same).
-pub const MAY_CHANGE: [(&str, &str); 5] = [
+pub const MAY_CHANGE: [(&str, &str); 6] = [
     (
         "strategy",
         "the optimizer state converts; a replicated checkpoint under sharded is refused",
@@ -218,6 +224,10 @@ pub const MAY_CHANGE: [(&str, &str); 5] = [
     ("eval_every", "when to evaluate only"),
     ("eval_batches", "how much to evaluate only"),
     ("accum", "the same global batch in other micro-batches"),
+    (
+        "activation_checkpointing",
+        "the same gradients, bit for bit: memory and time only",
+    ),
 ];
 
 /// ZeRO-1's buckets by default: 400 MB. At world 2, xl bf16 (nvidia-h100-x2), a step took

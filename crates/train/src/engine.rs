@@ -115,6 +115,10 @@ impl Engine {
         if c.bf16 {
             model.set_compute_dtype(DType::BF16);
         }
+        model.set_activation_checkpointing(c.activation_checkpointing);
+        if c.activation_checkpointing && comm.rank() == 0 {
+            eprintln!("train: activation checkpointing: each block keeps only its input, and runs its forward again right before its backward");
+        }
         let bucketed = Strategy::Bucketed { bucket_mb: 25.0 };
         // A bf16 model's gradients are bf16: reduced as they are (in place, no copy), as
         // the single-GPU AdamW reads them. Buckets ready at the same stage go out as one

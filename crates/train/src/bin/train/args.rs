@@ -124,6 +124,12 @@ pub struct Run {
     /// after the last.
     #[arg(long, default_value_t = 1)]
     pub accum: usize,
+    /// Activation checkpointing: each block keeps only its input from the forward and runs
+    /// its forward again right before its backward (torchtitan's full activation
+    /// checkpointing): one block's activations held at a time instead of every block's,
+    /// for a third more compute; the same gradients, bit for bit.
+    #[arg(long)]
+    pub activation_checkpointing: bool,
     /// The learning rate after the warm-up; a cosine takes it down to --min-lr at --steps.
     #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
