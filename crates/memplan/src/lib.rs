@@ -17,6 +17,7 @@
 //! assert_eq!(4 * zero1.bytes.optimizer, ddp.bytes.optimizer);
 //! ```
 
+mod input;
 pub mod plan;
 pub mod report;
 pub mod shape;

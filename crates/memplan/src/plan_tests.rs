@@ -1,4 +1,5 @@
 use super::*;
+use crate::shape::Shape;
 use crate::report::{check, fitting};
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -4,27 +4,18 @@ use memplan::{check, plan, Bytes, Input, Phase, Shape, Strategy};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Each block keeps its input alone (n·d bf16 elements) until its backward, which holds
-/// that block's activations, made again; everything else is as without. The 13B at 2048
-/// tokens, 8 sequences a GPU, fits 139 GiB at world 4 only so.
+/// `train run`'s defaults for the 13B at 2048 tokens, 8 sequences a GPU, world 4.
 fn input(checkpointed: bool) -> Input {
+    let shape = Shape::by_name("13B", 10_000, 2048).unwrap();
     Input {
-        shape: Shape::by_name("13B", 10_000, 2048).unwrap(),
-        world: 4,
-        rows: 8,
-        accum: 1,
-        bf16: true,
-        clip: true,
-        captured: true,
-        sharded_masters: true,
-        fsdp_gathers: (0, 1),
-        fsdp_unit: None,
-        ce_slots: None,
-        ddp_split: None,
         checkpointed,
+        ..Input::train_defaults(shape, 4, 8)
     }
 }
 
+/// Each block keeps its input alone (n·d bf16 elements) until its backward, which holds
+/// that block's activations, made again; everything else is as without. The 13B at 2048
+/// tokens, 8 sequences a GPU, fits 139 GiB at world 4 only so.
 #[test]
 fn checkpointed_blocks_keep_their_inputs_alone() {
     let at = |checkpointed: bool| plan(&input(checkpointed), Strategy::Fsdp);

@@ -272,21 +272,7 @@ mod tests {
             "{msg}"
         );
         // The plan's check reads the same figure.
-        let plan = crate::plan::Input {
-            shape: xl.shape(),
-            world: 1,
-            rows: 8,
-            accum: 1,
-            bf16: true,
-            clip: true,
-            captured: true,
-            sharded_masters: false,
-            fsdp_gathers: (0, 1),
-            fsdp_unit: None,
-            ce_slots: None,
-            ddp_split: None,
-            checkpointed: false,
-        };
+        let plan = crate::plan::Input::train_defaults(xl.shape(), 1, 8);
         let single = (crate::plan::Strategy::Single, "single");
         let rows = |w: usize| (w == 1).then_some(8);
         let e = crate::plan::check("--model xl", &plan, single, (free.0, &free.1), &rows);

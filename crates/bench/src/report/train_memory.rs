@@ -8,24 +8,11 @@ use super::train_speed::TrainRecord;
 fn planned_gib(r: &TrainRecord) -> Option<f64> {
     use model::plan::{plan, Input, Shape, Strategy};
     let shape = Shape::by_name(&r.size, r.vocab?, r.seq)?;
+    // run.sh's train-speed runs take train's defaults (a captured step, ...).
     let i = Input {
-        shape,
-        world: r.world,
-        rows: r.batch,
         accum: r.accum,
         bf16: r.dtype == "bf16",
-        clip: true,
-        // run.sh's train-speed runs are captured steps (train's default on CUDA).
-        captured: true,
-        // train's default (ZERO1_MASTERS unset): zero1 and zero2 above one rank keep their
-        // part of the f32 masters only.
-        sharded_masters: true,
-        fsdp_gathers: (0, 1),
-        fsdp_unit: None,
-        // train's default (COMM_CE_REDUCE unset).
-        ce_slots: None,
-        ddp_split: None,
-        checkpointed: false,
+        ..Input::train_defaults(shape, r.world, r.batch)
     };
     let s = Strategy::of_train(&r.strategy)?;
     Some(plan(&i, s).peak() as f64 / (1u64 << 30) as f64)
