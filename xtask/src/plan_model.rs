@@ -45,11 +45,10 @@ pub struct LmArgs {
     /// FSDP_RESHARD_AFTER_FORWARD=0).
     #[arg(long)]
     pub fsdp_keep: bool,
-    /// With --model: activation checkpointing, as train takes it: full (alone) keeps each
-    /// block's input only; selective keeps no attention probabilities (over 128 tokens);
-    /// off [default: off].
-    #[arg(long, num_args = 0..=1, default_missing_value = "full", value_name = "MODE")]
-    pub activation_checkpointing: Option<String>,
+    /// With --model: activation checkpointing (train --activation-checkpointing): each
+    /// block keeps only its input from the forward.
+    #[arg(long)]
+    pub activation_checkpointing: bool,
     /// With --model: FSDP keeps the last K stages' forward gathers for the backward (train's
     /// FSDP_KEEP_LAST) [default: 0].
     #[arg(long, allow_negative_numbers = true)]
@@ -101,10 +100,7 @@ impl LmArgs {
                 ("--eager", self.eager),
                 ("--whole-masters", self.whole_masters),
                 ("--fsdp-keep", self.fsdp_keep),
-                (
-                    "--activation-checkpointing",
-                    self.activation_checkpointing.is_some(),
-                ),
+                ("--activation-checkpointing", self.activation_checkpointing),
                 ("--fsdp-keep-last", self.fsdp_keep_last.is_some()),
                 ("--fsdp-prefetch", self.fsdp_prefetch.is_some()),
                 ("--fsdp-unit", self.fsdp_unit.is_some()),
@@ -162,12 +158,7 @@ impl LmArgs {
             // As train by default (COMM_CE_REDUCE unset).
             ce_slots: None,
             ddp_split: None,
-            checkpointing: match self.activation_checkpointing.as_deref() {
-                None => memplan::Checkpointing::Off,
-                Some(m) => memplan::Checkpointing::parse(m).ok_or_else(|| {
-                    anyhow::anyhow!("--activation-checkpointing {m:?}: off, selective or full")
-                })?,
-            },
+            checkpointed: self.activation_checkpointing,
         };
         Ok(Some((input, (free * (1u64 << 30) as f64) as u64)))
     }

@@ -2,41 +2,6 @@
 
 use crate::shape::Shape;
 
-/// Activation checkpointing (`train run --activation-checkpointing [selective|full]`): what
-/// a block's forward keeps for its backward, and what the backward makes again. The same
-/// gradients, bit for bit, in every mode.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Checkpointing {
-    /// Everything the backward reads is kept.
-    #[default]
-    Off,
-    /// Megatron's selective recompute: the attention's probabilities (heads × t a token,
-    /// where the one-kernel attention does not run: over 128 tokens, or f32) are not kept;
-    /// the backward computes the scores and their softmax again.
-    Selective,
-    /// torchtitan's full activation checkpointing: a block keeps only its input, and its
-    /// forward runs again right before its backward.
-    Full,
-}
-
-impl Checkpointing {
-    /// `off`, `selective`, `full`: as `train run` and `cargo xtask plan` take them.
-    pub fn name(self) -> &'static str {
-        match self {
-            Checkpointing::Off => "off",
-            Checkpointing::Selective => "selective",
-            Checkpointing::Full => "full",
-        }
-    }
-
-    /// The mode `name` names (`None` for another).
-    pub fn parse(name: &str) -> Option<Self> {
-        [Self::Off, Self::Selective, Self::Full]
-            .into_iter()
-            .find(|m| m.name() == name)
-    }
-}
-
 /// One rank's training step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Input {
@@ -68,8 +33,10 @@ pub struct Input {
     /// DDP's split all-reduce (ddp::split: the copy-engine reduce-scatters' slots, AdamW
     /// after the backward): `None` at [`crate::DDP_SPLIT_WORLDS`]; `Some`: `DDP_SPLIT`.
     pub ddp_split: Option<bool>,
-    /// Activation checkpointing (`model::TransformerLm::set_activation_checkpointing`).
-    pub checkpointing: Checkpointing,
+    /// Activation checkpointing (`model::TransformerLm::set_activation_checkpointing`):
+    /// each block keeps only its input from the forward, and its backward holds that
+    /// block's activations, made again, alone.
+    pub checkpointed: bool,
 }
 
 impl Input {
@@ -91,7 +58,7 @@ impl Input {
             fsdp_unit: None,
             ce_slots: None,
             ddp_split: None,
-            checkpointing: Checkpointing::Off,
+            checkpointed: false,
         }
     }
 }

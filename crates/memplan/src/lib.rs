@@ -11,8 +11,7 @@
 //! let shape = Shape::by_name("6.7B", 10_000, 128).unwrap();
 //! let i = Input { shape, world: 4, rows: 8, accum: 1, bf16: true, clip: true, captured: true,
 //!                    sharded_masters: false, fsdp_gathers: (0, 1), fsdp_unit: None,
-//!                    ce_slots: None, ddp_split: None,
-//!                    checkpointing: memplan::Checkpointing::Off };
+//!                    ce_slots: None, ddp_split: None, checkpointed: false };
 //! let (ddp, zero1) = (plan(&i, Strategy::Ddp), plan(&i, Strategy::Zero1));
 //! assert!(zero1.peak() < ddp.peak());
 //! assert_eq!(4 * zero1.bytes.optimizer, ddp.bytes.optimizer);
@@ -25,7 +24,6 @@ pub mod shape;
 pub mod strategy;
 pub mod time;
 
-pub use input::Checkpointing;
 pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};

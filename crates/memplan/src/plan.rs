@@ -30,7 +30,7 @@
 //! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
 //! per stream, allocator rounding. It is an estimate of the peak, not a bound.
 
-pub use crate::input::{Checkpointing, Input};
+pub use crate::input::Input;
 use crate::shape::{mul, sum, u, Kind};
 use crate::strategy::max_load;
 pub use crate::strategy::{paper, Strategy};
@@ -202,15 +202,11 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let t_b = mul(mul(n, e), tmp);
     let head_act = sum([mul(mul(n, d), 2 * e), mul(mul(n, v), 2 * e)]);
-    // Per block until its backward: what it keeps; and what its backward holds beyond
-    // that and its temporaries: under full checkpointing, its input alone until then, the
-    // rest made again; under selective, the probabilities (heads·t a token, where the
-    // one-kernel attention does not run) not kept, but made again with their scores.
-    let probs = mul(mul(n, e), mul(h, t)) * u64::from(!fused);
-    let (kept, again) = match i.checkpointing {
-        Checkpointing::Full => (mul(mul(n, d), e), a_b.saturating_sub(mul(mul(n, d), e))),
-        Checkpointing::Selective => (a_b.saturating_sub(probs), mul(probs, 2)),
-        Checkpointing::Off => (a_b, 0),
+    // Per block until its backward: what it keeps, or (checkpointed) its input alone; and
+    // what its backward holds beyond that (checkpointed: the rest, made again).
+    let (kept, again) = match i.checkpointed {
+        true => (mul(mul(n, d), e), a_b.saturating_sub(mul(mul(n, d), e))),
+        false => (a_b, 0),
     };
     // The f32 embedding gradient while its wire copy is made.
     let emb_cast = if multi && wire == 2 { mul(table, 4) } else { 0 };

@@ -1,6 +1,6 @@
 use super::*;
-use crate::report::{check, fitting};
 use crate::shape::Shape;
+use crate::report::{check, fitting};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -20,7 +20,7 @@ fn input(name: &str, world: usize, rows: usize, bf16: bool) -> Input {
         // and DDP's split all-reduce (call 176).
         ce_slots: Some(false),
         ddp_split: Some(false),
-        checkpointing: Checkpointing::Off,
+        checkpointed: false,
     }
 }
 
@@ -356,7 +356,7 @@ fn the_split_all_reduce_plans_its_slots_and_gather_buffers() {
             captured: true,
             ce_slots: None,
             ddp_split: split,
-            checkpointing: Checkpointing::Off,
+            checkpointed: false,
             ..input("xl", world, 8, true)
         };
         plan(&i, Strategy::Ddp).peak() as f64 / GIB

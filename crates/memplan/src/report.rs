@@ -2,7 +2,7 @@
 //! pre-flight check): the chosen strategy's row against the memory free on the GPU, and
 //! the built strategies and world sizes that would fit.
 
-use crate::plan::{paper, plan, Checkpointing, Input, Row, Strategy, WORLDS};
+use crate::plan::{paper, plan, Input, Row, Strategy, WORLDS};
 
 /// Bytes as GiB with one decimal.
 pub fn gib(b: u64) -> String {
@@ -161,34 +161,19 @@ pub fn check(
         return Ok(());
     }
     let b = r.bytes;
-    // Where checkpointing the activations alone would make room, say so first: the
-    // cheaper mode that fits, of those beyond the run's.
-    let modes = [
-        (
-            Checkpointing::Selective,
-            "selective (the attention's probabilities made again)",
+    // Where checkpointing the activations alone would make room, say so first.
+    let ac = Input {
+        checkpointed: true,
+        ..i.clone()
+    };
+    let ac = plan(&ac, s).peak();
+    let ac = match !i.checkpointed && ac <= free {
+        true => format!(
+            " With --activation-checkpointing (each block's forward again before its \
+             backward) it needs about {} GiB: it fits.",
+            gib(ac)
         ),
-        (
-            Checkpointing::Full,
-            "full (each block's forward again before its backward)",
-        ),
-    ];
-    let fit = (modes.iter())
-        .filter(|m| m.0 > i.checkpointing)
-        .map(|&(m, what)| {
-            let j = Input {
-                checkpointing: m,
-                ..i.clone()
-            };
-            (plan(&j, s).peak(), what)
-        })
-        .find(|&(peak, _)| peak <= free);
-    let ac = match fit {
-        Some((peak, what)) => format!(
-            " With --activation-checkpointing {what} it needs about {} GiB: it fits.",
-            gib(peak)
-        ),
-        None => String::new(),
+        false => String::new(),
     };
     Err(format!(
         "{flags}: --strategy {chosen} at world {} needs about {} GiB per GPU ({} bytes; the \

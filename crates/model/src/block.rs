@@ -29,10 +29,6 @@ pub(crate) struct BlockDims {
     /// RoPE tables (t, e/2), f32.
     pub cos: Tensor,
     pub sin: Tensor,
-    /// Selective recompute: the attention's probabilities, where the one-kernel attention
-    /// does not run, are not kept; the backward computes them again (the same kernels on
-    /// the same q and k: the same bits).
-    pub recompute_probs: bool,
 }
 
 /// What the forward keeps.
@@ -43,6 +39,7 @@ struct Saved {
     x: Tensor,
     h1: Tensor,
     attn: Qkv,
+    p: Tensor,
     y: Tensor,
     x2: Tensor,
     h2: Tensor,
@@ -51,12 +48,11 @@ struct Saved {
     s: Tensor,
 }
 
-/// What the attention's backward starts from: the qkv projection's rows and the kernel's
-/// softmax statistics where the one-kernel attention ran (it ropes q and k as it loads
-/// them), else q, k, v (b, h, t, e) and the probabilities (`None`: made again).
+/// What the attention's backward starts from: the qkv projection's rows where the
+/// one-kernel attention ran (it ropes q and k as it loads them), else q, k, v (b, h, t, e).
 enum Qkv {
-    Rows(Tensor, Tensor),
-    Heads(Tensor, Tensor, Tensor, Option<Tensor>),
+    Rows(Tensor),
+    Heads(Tensor, Tensor, Tensor),
 }
 
 /// x · wᵀ on rows: (rows, in) × (out, in)ᵀ.
@@ -82,20 +78,22 @@ pub(crate) fn forward(
     let tables = [&dims.cos, &dims.sin];
     // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows);
     // otherwise q, k, v split and roped in one kernel, then composed.
-    let (attn, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
-        Some((stats, y)) => {
+    let (attn, p, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
+        Some((p, y)) => {
             mark("fwd/block/attn/core");
-            (Qkv::Rows(qkv, stats), y)
+            (Qkv::Rows(qkv), p, y)
         }
         None => {
             let qkv = kernels::qkv_rope(&qkv.reshape((b, t, 3 * d))?, h, &dims.cos, &dims.sin)?;
             let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
             mark("fwd/block/attn/rope");
-            let p = probabilities(&q, &k, scale, false)?;
+            let sc = q.matmul(&k.t()?)?;
+            mark("fwd/block/attn/scores");
+            let p = kernels::causal_softmax(&sc, scale)?;
+            mark("fwd/block/attn/softmax");
             let y = kernels::swap12(&p.matmul(&v)?)?.reshape((b * t, d))?;
             mark("fwd/block/attn/value");
-            let p = (!dims.recompute_probs).then_some(p);
-            (Qkv::Heads(q, k, v, p), y)
+            (Qkv::Heads(q, k, v), p, y)
         }
     };
     // The residual adds are the GEMMs' epilogue (β = 1) on CUDA.
@@ -116,6 +114,7 @@ pub(crate) fn forward(
         x,
         h1,
         attn,
+        p,
         y,
         x2,
         h2,
@@ -124,24 +123,6 @@ pub(crate) fn forward(
         s,
     };
     Ok((out, Box::new(saved)))
-}
-
-/// The causal attention's probabilities softmax(q kᵀ · scale) (b, h, t, t), as the forward
-/// makes them and, with `again`, a selective recompute in the backward.
-fn probabilities(q: &Tensor, k: &Tensor, scale: f64, again: bool) -> Result<Tensor> {
-    let sc = q.matmul(&k.t()?)?;
-    mark(if again {
-        "bwd/block/attn/recompute"
-    } else {
-        "fwd/block/attn/scores"
-    });
-    let p = kernels::causal_softmax(&sc, scale)?;
-    mark(if again {
-        "bwd/block/attn/recompute"
-    } else {
-        "fwd/block/attn/softmax"
-    });
-    Ok(p)
 }
 
 /// gᵀ · x: the weight gradient (out, in) of a linear layer from its output gradient g
@@ -232,9 +213,8 @@ impl Saved {
         let scale = 1.0 / (e as f64).sqrt();
         let tables = [&s.dims.cos, &s.dims.sin];
         let dqkv = match &s.attn {
-            Qkv::Rows(qkv, stats) => {
-                let g =
-                    kernels::attn::backward(qkv, (b, t, h), tables, stats, [&s.y, &dyr], scale)?;
+            Qkv::Rows(qkv) => {
+                let g = kernels::attn::backward(qkv, (b, t, h), tables, &s.p, [&s.y, &dyr], scale)?;
                 let g = g.ok_or_else(|| {
                     crate::error::ModelError::Config(
                         "the attention kernel ran forward but refused its backward".into(),
@@ -243,16 +223,12 @@ impl Saved {
                 mark("bwd/block/attn/core");
                 g
             }
-            Qkv::Heads(q, k, v, p) => {
-                let p = match p {
-                    Some(p) => p.clone(),
-                    None => probabilities(q, k, scale, true)?,
-                };
+            Qkv::Heads(q, k, v) => {
                 let dy = kernels::swap12(&dyr.reshape((b, t, h, e))?)?;
                 let dp = dy.matmul(&v.t()?)?;
-                let dv = p.t()?.matmul(&dy)?;
+                let dv = s.p.t()?.matmul(&dy)?;
                 mark("bwd/block/attn/value");
-                let dsc = kernels::causal_softmax_bwd(&p, &dp, scale)?;
+                let dsc = kernels::causal_softmax_bwd(&s.p, &dp, scale)?;
                 mark("bwd/block/attn/softmax");
                 let (dqr, dkr) = (dsc.matmul(k)?, dsc.t()?.matmul(q)?);
                 mark("bwd/block/attn/scores");

@@ -53,5 +53,4 @@ pub use lm::TransformerLm;
 /// The memory plan per strategy and the sizes table (the `memplan` crate, which xtask
 /// reads without building candle).
 pub use memplan as plan;
-pub use memplan::Checkpointing;
 pub use toy::ToyModel;

@@ -15,7 +15,6 @@ use crate::params::{rng, Init, ParamSet};
 use crate::rmsnorm::rms_norm_fused as rms_norm;
 use crate::staged::{Batch, SavedStage, StagedModel};
 use candle_core::{DType, Device, Tensor};
-use memplan::Checkpointing;
 
 struct BlockIds {
     norm1: usize,
@@ -40,8 +39,8 @@ pub struct TransformerLm {
     dtype: DType,
     /// Blocks run the hand-written forward/backward of [`crate::block`] where supported.
     hand_written: bool,
-    /// What the blocks keep for their backward ([`Self::set_activation_checkpointing`]).
-    checkpointing: Checkpointing,
+    /// The blocks' activations checkpointed ([`Self::set_activation_checkpointing`]).
+    checkpoint_blocks: bool,
 }
 
 impl TransformerLm {
@@ -107,7 +106,7 @@ impl TransformerLm {
             head,
             dtype: DType::F32,
             hand_written: true,
-            checkpointing: Checkpointing::Off,
+            checkpoint_blocks: false,
         })
     }
 
@@ -139,19 +138,14 @@ impl TransformerLm {
         self.declare_copy_only();
     }
 
-    /// Activation checkpointing, the same gradients, bit for bit, in every mode (off by
-    /// default):
-    /// - `Full` (`seam::StagedModel::checkpointed`): each block's forward keeps only its
-    ///   input, and runs again right before its backward (torchtitan's full activation
-    ///   checkpointing, Megatron's full recompute): one block's activations held at a time
-    ///   instead of every block's, for one more forward of the blocks. The embedding and
-    ///   the head keep theirs.
-    /// - `Selective` (Megatron's selective recompute): where the one-kernel attention does
-    ///   not run (over 128 tokens, or f32), a block keeps no attention probabilities
-    ///   (heads × t a token); its backward computes them again, one more scores GEMM and
-    ///   softmax.
-    pub fn set_activation_checkpointing(&mut self, mode: Checkpointing) {
-        self.checkpointing = mode;
+    /// Activation checkpointing (`seam::StagedModel::checkpointed`): with `true`, each
+    /// block's forward keeps only its input, and runs again right before its backward
+    /// (torchtitan's full activation checkpointing, Megatron's full recompute per layer):
+    /// the same gradients, bit for bit, one block's activations held at a time instead of
+    /// every block's, for one more forward of the blocks. The embedding and the head keep
+    /// theirs. Off by default.
+    pub fn set_activation_checkpointing(&mut self, on: bool) {
+        self.checkpoint_blocks = on;
     }
 
     /// The hand-written bf16 stages read every weight but the embedding table (read in
@@ -293,7 +287,7 @@ impl StagedModel for TransformerLm {
     }
 
     fn checkpointed(&self, s: usize) -> bool {
-        self.checkpointing == Checkpointing::Full && (1..=self.cfg.layers).contains(&s)
+        self.checkpoint_blocks && (1..=self.cfg.layers).contains(&s)
     }
 
     fn check_batch(&self, batch: &Batch) -> Result<()> {
@@ -343,7 +337,6 @@ impl StagedModel for TransformerLm {
             eps: self.cfg.norm_eps as f32,
             cos,
             sin,
-            recompute_probs: self.checkpointing == Checkpointing::Selective,
         };
         let weights = BlockWeights {
             w: [a?, b?, c?, d?, e?, f?, g?],

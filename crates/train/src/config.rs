@@ -103,34 +103,12 @@ pub struct TrainConfig {
     pub eval_every: u64,
     pub eval_batches: usize,
     pub seed: u64,
-    /// Activation checkpointing (`--activation-checkpointing [selective|full]`: what each
-    /// block makes again in its backward, `model::TransformerLm::set_activation_checkpointing`).
-    /// The same gradients, bit for bit: a resume may change it. Absent from older runs'
-    /// configurations: off.
+    /// Activation checkpointing (`--activation-checkpointing`): each block's forward runs
+    /// again before its backward, holding one block's activations at a time
+    /// (`model::TransformerLm::set_activation_checkpointing`). The same gradients, bit for
+    /// bit: a resume may change it. Absent from older runs' configurations: off.
     #[serde(default)]
-    pub activation_checkpointing: Ac,
-}
-
-/// The checkpointing mode as a configuration holds it: `"off"`, `"selective"` or `"full"`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Ac(pub model::Checkpointing);
-
-impl Serialize for Ac {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.0.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for Ac {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        let e = || {
-            serde::de::Error::custom(format!(
-                "activation_checkpointing {name:?}: off, selective or full"
-            ))
-        };
-        model::Checkpointing::parse(&name).map(Ac).ok_or_else(e)
-    }
+    pub activation_checkpointing: bool,
 }
 
 impl TrainConfig {

@@ -115,14 +115,9 @@ impl Engine {
         if c.bf16 {
             model.set_compute_dtype(DType::BF16);
         }
-        let ac = c.activation_checkpointing.0;
-        model.set_activation_checkpointing(ac);
-        if comm.rank() == 0 {
-            match ac {
-                model::Checkpointing::Off => {}
-                model::Checkpointing::Selective => eprintln!("train: activation checkpointing, selective: where the one-kernel attention does not run (over 128 tokens), each block's backward computes its attention's probabilities again"),
-                model::Checkpointing::Full => eprintln!("train: activation checkpointing, full: each block keeps only its input, and runs its forward again right before its backward"),
-            }
+        model.set_activation_checkpointing(c.activation_checkpointing);
+        if c.activation_checkpointing && comm.rank() == 0 {
+            eprintln!("train: activation checkpointing: each block keeps only its input, and runs its forward again right before its backward");
         }
         let bucketed = Strategy::Bucketed { bucket_mb: 25.0 };
         // A bf16 model's gradients are bf16: reduced as they are (in place, no copy), as

@@ -58,7 +58,7 @@ fn plan_input(
         ce_slots: comm::nccl::ce_reduce_asked(),
         // A bad value plans as the default; the engine refuses it, naming the variable.
         ddp_split: ddp::split::asked().unwrap_or(None),
-        checkpointing: c.activation_checkpointing.0,
+        checkpointed: c.activation_checkpointing,
     };
     (input, rows_at)
 }
@@ -107,7 +107,7 @@ mod tests {
             eval_every: 10,
             eval_batches: 1,
             seed: 0,
-            activation_checkpointing: Default::default(),
+            activation_checkpointing: false,
         }
     }
 

@@ -40,7 +40,7 @@ mod tests {
             eval_every: 10,
             eval_batches: 2,
             seed: 0,
-            activation_checkpointing: Default::default(),
+            activation_checkpointing: false,
         };
         let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
         assert!(close(lr(&c, 0), 1e-4) && close(lr(&c, 9), 1e-3) && close(lr(&c, 10), 1e-3));

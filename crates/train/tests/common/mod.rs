@@ -60,7 +60,7 @@ pub fn cfg(strategy: &str, steps: u64) -> TrainConfig {
         eval_every: 10,
         eval_batches: 2,
         seed: 1,
-        activation_checkpointing: Default::default(),
+        activation_checkpointing: false,
     }
 }
 

@@ -124,14 +124,12 @@ pub struct Run {
     /// after the last.
     #[arg(long, default_value_t = 1)]
     pub accum: usize,
-    /// Activation checkpointing, the same gradients bit for bit: full (alone, the default
-    /// of the flag): each block keeps only its input from the forward and runs its forward
-    /// again right before its backward (torchtitan's full activation checkpointing): one
-    /// block's activations held at a time, for a third more compute; selective
-    /// (Megatron's): over 128 tokens a sequence, each block's backward computes its
-    /// attention's probabilities again instead of keeping them; off.
-    #[arg(long, num_args = 0..=1, default_missing_value = "full", value_name = "MODE", value_parser = checkpointing)]
-    pub activation_checkpointing: Option<model::Checkpointing>,
+    /// Activation checkpointing: each block keeps only its input from the forward and runs
+    /// its forward again right before its backward (torchtitan's full activation
+    /// checkpointing): one block's activations held at a time instead of every block's,
+    /// for a third more compute; the same gradients, bit for bit.
+    #[arg(long)]
+    pub activation_checkpointing: bool,
     /// The learning rate after the warm-up; a cosine takes it down to --min-lr at --steps.
     #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
@@ -228,9 +226,4 @@ pub struct Sample {
     pub seed: u64,
     #[command(flatten)]
     pub gen: Gen,
-}
-
-/// `--activation-checkpointing`'s mode: off, selective or full.
-fn checkpointing(s: &str) -> Result<model::Checkpointing, String> {
-    model::Checkpointing::parse(s).ok_or_else(|| format!("{s:?}: off, selective or full"))
 }

@@ -77,7 +77,7 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
         eval_every: a.eval_every,
         eval_batches: a.eval_batches,
         seed: a.seed,
-        activation_checkpointing: train::config::Ac(a.activation_checkpointing.unwrap_or_default()),
+        activation_checkpointing: a.activation_checkpointing,
     };
     if a.keep == 0 {
         bail!("--keep 0: at least the newest checkpoint is kept (--keep 1)");
