@@ -141,7 +141,8 @@ impl TransformerLm {
     /// Activation checkpointing (`seam::StagedModel::checkpointed`): with `true`, each
     /// block's forward keeps only its input, and runs again right before its backward
     /// (torchtitan's full activation checkpointing, Megatron's full recompute per layer):
-    /// the same gradients, bit for bit, one block's activations held at a time instead of
+    /// the same gradients (bit for bit on the CPU and, checked, on GPUs at 128 tokens; over
+    /// 128 tokens not checked on GPUs), one block's activations held at a time instead of
     /// every block's, for one more forward of the blocks. The embedding and the head keep
     /// theirs. Off by default.
     pub fn set_activation_checkpointing(&mut self, on: bool) {

@@ -105,8 +105,8 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Activation checkpointing (`--activation-checkpointing`): each block's forward runs
     /// again before its backward, holding one block's activations at a time
-    /// (`model::TransformerLm::set_activation_checkpointing`). The same gradients, bit for
-    /// bit: a resume may change it. Absent from older runs' configurations: off.
+    /// (`model::TransformerLm::set_activation_checkpointing`). The same computation made
+    /// again: a resume may change it. Absent from older runs' configurations: off.
     #[serde(default)]
     pub activation_checkpointing: bool,
 }
@@ -226,7 +226,7 @@ pub const MAY_CHANGE: [(&str, &str); 6] = [
     ("accum", "the same global batch in other micro-batches"),
     (
         "activation_checkpointing",
-        "the same gradients, bit for bit: memory and time only",
+        "the same computation made again: memory and time only",
     ),
 ];
 

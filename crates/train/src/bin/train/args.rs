@@ -127,7 +127,8 @@ pub struct Run {
     /// Activation checkpointing: each block keeps only its input from the forward and runs
     /// its forward again right before its backward (torchtitan's full activation
     /// checkpointing): one block's activations held at a time instead of every block's,
-    /// for a third more compute; the same gradients, bit for bit.
+    /// for a third more compute; the same gradients (bit for bit where checked: the CPU,
+    /// GPUs at 128 tokens).
     #[arg(long)]
     pub activation_checkpointing: bool,
     /// The learning rate after the warm-up; a cosine takes it down to --min-lr at --steps.
