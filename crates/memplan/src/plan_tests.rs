@@ -1,6 +1,6 @@
 use super::*;
-use crate::shape::Shape;
 use crate::report::{check, fitting};
+use crate::shape::Shape;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
