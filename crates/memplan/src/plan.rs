@@ -202,10 +202,12 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let t_b = mul(mul(n, e), tmp);
     let head_act = sum([mul(mul(n, d), 2 * e), mul(mul(n, v), 2 * e)]);
+    // A block's input (n·d elements; the embedding's upstream gradient is as large).
+    let x_b = mul(mul(n, d), e);
     // Per block until its backward: what it keeps, or (checkpointed) its input alone; and
     // what its backward holds beyond that (checkpointed: the rest, made again).
     let (kept, again) = match i.checkpointed {
-        true => (mul(mul(n, d), e), a_b.saturating_sub(mul(mul(n, d), e))),
+        true => (x_b, a_b.saturating_sub(x_b)),
         false => (a_b, 0),
     };
     // The f32 embedding gradient while its wire copy is made.
@@ -316,11 +318,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         Phase::FirstBlock,
         at(Phase::FirstBlock, first, sum([kept, again, t_b]), c_first),
     ));
-    let upstream = mul(mul(n, d), e);
-    phases.push((
-        Phase::Embedding,
-        at(Phase::Embedding, emb, upstream, c_flat),
-    ));
+    phases.push((Phase::Embedding, at(Phase::Embedding, emb, x_b, c_flat)));
     if !in_backward {
         let g = sum([part(g_all), scaled]);
         let c = sum([c_flat, step_extra]);

@@ -161,20 +161,21 @@ pub fn check(
         return Ok(());
     }
     let b = r.bytes;
-    // Where checkpointing the activations alone would make room, say so first.
-    let ac = Input {
+    // Where checkpointing the activations (not yet asked for) would make room, say so first.
+    let checkpointed = || Input {
         checkpointed: true,
         ..i.clone()
     };
-    let ac = plan(&ac, s).peak();
-    let ac = match !i.checkpointed && ac <= free {
-        true => format!(
-            " With --activation-checkpointing (each block's forward again before its \
-             backward) it needs about {} GiB: it fits.",
-            gib(ac)
-        ),
-        false => String::new(),
-    };
+    let ac = (!i.checkpointed)
+        .then(|| plan(&checkpointed(), s).peak())
+        .filter(|&peak| peak <= free)
+        .map_or(String::new(), |peak| {
+            format!(
+                " With --activation-checkpointing (each block's forward again before its \
+                 backward) it needs about {} GiB: it fits.",
+                gib(peak)
+            )
+        });
     Err(format!(
         "{flags}: --strategy {chosen} at world {} needs about {} GiB per GPU ({} bytes; the \
          memory plan's estimate of the step's peak, at the {}: f32 masters {}, bf16 copies \
