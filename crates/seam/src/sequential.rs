@@ -27,7 +27,9 @@ use candle_core::{Module, Tensor};
 /// The loss of the last stage's output on a batch (a scalar).
 pub type LossFn = Box<dyn Fn(&Tensor, &Batch) -> candle_core::Result<Tensor> + Send + Sync>;
 
-type Stage = (String, Box<dyn Module + Send + Sync>);
+/// A stage: its parameters' prefix, its module, and whether its activations are
+/// checkpointed ([`SequentialBuilder::checkpointed_stage`]).
+type Stage = (String, Box<dyn Module + Send + Sync>, bool);
 
 /// A model of stages in sequence; build it with [`Sequential::builder`].
 pub struct Sequential {
@@ -35,15 +37,12 @@ pub struct Sequential {
     stages: Vec<Stage>,
     stage_params: Vec<Vec<usize>>,
     loss: LossFn,
-    /// Per stage: its activations checkpointed ([`SequentialBuilder::checkpointed_stage`]).
-    checkpointed: Vec<bool>,
 }
 
 /// Collects the stages; [`SequentialBuilder::loss`] finishes the model.
 pub struct SequentialBuilder {
     params: ParamSet,
     stages: Vec<Stage>,
-    checkpointed: Vec<bool>,
 }
 
 impl Sequential {
@@ -51,14 +50,13 @@ impl Sequential {
         SequentialBuilder {
             params,
             stages: Vec::new(),
-            checkpointed: Vec::new(),
         }
     }
 
     /// The model's output for `input` (every stage, no loss): for evaluation.
     pub fn output(&self, input: &Tensor) -> Result<Tensor> {
         let mut x = input.clone();
-        for (_, m) in &self.stages {
+        for (_, m, _) in &self.stages {
             x = m.forward(&x)?;
         }
         Ok(x)
@@ -74,8 +72,8 @@ impl SequentialBuilder {
     /// Appends a stage owning the parameters named `prefix` or `prefix.…`; an empty
     /// prefix: a stage without parameters (an activation, a reshape).
     pub fn stage(mut self, prefix: &str, module: impl Module + Send + Sync + 'static) -> Self {
-        self.stages.push((prefix.to_string(), Box::new(module)));
-        self.checkpointed.push(false);
+        self.stages
+            .push((prefix.to_string(), Box::new(module), false));
         self
     }
 
@@ -89,8 +87,8 @@ impl SequentialBuilder {
         module: impl Module + Send + Sync + 'static,
     ) -> Self {
         let mut b = self.stage(prefix, module);
-        if let Some(c) = b.checkpointed.last_mut() {
-            *c = true;
+        if let Some(stage) = b.stages.last_mut() {
+            stage.2 = true;
         }
         b
     }
@@ -138,7 +136,6 @@ impl SequentialBuilder {
             stages: self.stages,
             stage_params,
             loss: Box::new(loss),
-            checkpointed: self.checkpointed,
         })
     }
 }
@@ -178,6 +175,6 @@ impl StagedModel for Sequential {
         Ok(())
     }
     fn checkpointed(&self, s: usize) -> bool {
-        self.checkpointed.get(s).copied().unwrap_or(false)
+        self.stages.get(s).is_some_and(|stage| stage.2)
     }
 }
