@@ -19,8 +19,9 @@
 //!   largest first to the least loaded rank) or slices (ZeRO-1: Ψ/N).
 //! - Activations the hand-written backward keeps per block (`model::block`): x, h1, qkv
 //!   (3d), y, x2, h2, the SwiGLU's a, b, s (3·d_ff) and the probabilities (heads·t) per
-//!   token; the head's input and norm (2d) and the logits with their gradient (2·vocab).
-//!   A block's backward adds its own temporaries.
+//!   token (above 128 tokens in bf16: each head's log-sum-exp instead); the head's input
+//!   and norm (2d) and the logits with their gradient (2·vocab). A block's backward adds
+//!   its own temporaries.
 //! - `sharded`'s step with clipping scales a f32 copy of every gradient (`seam::clip::scale`)
 //!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
 //!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]) and
@@ -187,16 +188,17 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         }
         Fsdp => mul(psi.div_ceil(w), 8),
     };
-    // Activations: per block, per token (8d + 3f + heads·t) elements kept; a backward's
-    // temporaries (3f + 9d with the one-kernel bf16 attention, else 3f + 13d + 2·heads·t).
+    // Activations: per block, per token (8d + 3f + heads·t) elements kept, or with the tiled
+    // bf16 attention (t a multiple of 64 above 128) 8d + 3f and each head's f32 log-sum-exp
+    // (2·heads bf16 elements); a backward's temporaries (3f + 9d with either bf16 attention
+    // kernel, else 3f + 13d + 2·heads·t). The kernels' conditions: model::kernels::attn.
     let n = mul(u(i.rows), t);
-    let a_b = mul(mul(n, e), sum([mul(8, d), mul(3, f), mul(h, t)]));
-    let fused = i.bf16
-        && t.is_multiple_of(32)
-        && t <= 128
-        && hd.is_multiple_of(16)
-        && (16..=128).contains(&hd);
-    let tmp = match fused {
+    let width = hd.is_multiple_of(16) && (16..=128).contains(&hd);
+    let whole = i.bf16 && width && t.is_multiple_of(32) && t <= 128;
+    let tiled = i.bf16 && width && t.is_multiple_of(64) && t > 128;
+    let kept_attn = if tiled { mul(2, h) } else { mul(h, t) };
+    let a_b = mul(mul(n, e), sum([mul(8, d), mul(3, f), kept_attn]));
+    let tmp = match whole || tiled {
         true => sum([mul(3, f), mul(9, d)]),
         false => sum([mul(3, f), mul(13, d), mul(2, mul(h, t))]),
     };

@@ -21,11 +21,11 @@ fn checkpointed_blocks_keep_their_inputs_alone() {
     let at = |checkpointed: bool| plan(&input(checkpointed), Strategy::Fsdp);
     let (plain, ac) = (at(false), at(true));
     assert_eq!((plain.at, ac.at), (Phase::LastBlock, Phase::LastBlock));
-    // Per block, bf16: x, h1, qkv, y, x2, h2 (8d), the SwiGLU's 3·d_ff, heads·t
-    // probabilities a token; checkpointed, the input x (d) alone, but for the block run
-    // back.
-    let (n, d, f, h, t, l) = (8 * 2048u64, 5120u64, 13824u64, 40u64, 2048u64, 40u64);
-    let block = 2 * n * (8 * d + 3 * f + h * t);
+    // Per block, bf16: x, h1, qkv, y, x2, h2 (8d), the SwiGLU's 3·d_ff, each head's f32
+    // log-sum-exp (the tiled attention, 2048 tokens) a token; checkpointed, the input x (d)
+    // alone, but for the block run back.
+    let (n, d, f, h, l) = (8 * 2048u64, 5120u64, 13824u64, 40u64, 40u64);
+    let block = 2 * n * (8 * d + 3 * f + 2 * h);
     let input = 2 * n * d;
     assert_eq!(
         plain.bytes.activations - ac.bytes.activations,

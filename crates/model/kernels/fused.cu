@@ -41,6 +41,13 @@
 //                       (n0 = b, n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
 //   attn_bwd_eE_bf16    its backward from the rows, tables, P, Y and dY (both (b, T, h, E)):
 //                       out = ∂qkv rows (b, T, 3, h, E), ∂q and ∂k turned back
+//   flash_fwd_eE_bf16   the same for T a multiple of 64 (flash.cuh, tiled, no T × T matrix):
+//                       out = Y (b, T, h, E), extra = each row's log-sum-exp (b, h, T) f32;
+//                       b·h·T/64 blocks of 128 threads (n0 = b, n1 = h, n2 = T, f = scale)
+//   flash_dot_eE_bf16   D = dY · Y per row and head from Y and dY (b, T, h, E): out (b, h, T)
+//                       f32, a thread per (b, t, h) (n0 = b, n1 = h, n2 = T)
+//   flash_bwd_eE_bf16   the tiled backward from the rows, tables, log-sum-exp, D and dY: out =
+//                       ∂qkv rows; 2·b·h·T/64 blocks of 128 threads
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -54,6 +61,7 @@
 #include "layout.cuh"
 #include "embed.cuh"
 #include "attn.cuh"
+#include "flash.cuh"
 
 // ---- the exported entry points, one per dtype -----------------------------------------
 #define FOR_DTYPES(M) M(float, f32) M(bf16, bf16)
@@ -204,3 +212,24 @@ extern "C" __global__ void colsum_f32(const float *x, float *y, int n0, int n1, 
   }
 ATTN_ENTRIES(16) ATTN_ENTRIES(32) ATTN_ENTRIES(48) ATTN_ENTRIES(64)
 ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)
+
+// The tiled attention's entry points (flash.cuh), one pair per head width as above, held to
+// the registers that let three blocks share an SM up to E = 64 (two above).
+#define FLASH_BLOCKS(E) ((E) <= 64 ? 3 : 2)
+#define FLASH_ENTRIES(E)                                                                           \
+  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_fwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
+                                                   bf16 *y, float *lse, int n0, int n1, int n2,     \
+                                                   float f) {                                       \
+    flash_fwd<E>(qkv, c, s, y, lse, n0, n1, n2, f);                                                 \
+  }                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_bwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
+                                                   const float *lse, const float *d, const bf16 *dy, \
+                                                   bf16 *out, int n0, int n1, int n2, float f) {    \
+    flash_bwd<E>(qkv, c, s, lse, d, dy, out, n0, n1, n2, f);                                        \
+  }                                                                                                 \
+  extern "C" __global__ void flash_dot_e##E##_bf16(const bf16 *y, const bf16 *dy, float *out, int n0, \
+                                                   int n1, int n2, float) {                         \
+    flash_dot<E>(y, dy, out, n0, n1, n2);                                                           \
+  }
+FLASH_ENTRIES(16) FLASH_ENTRIES(32) FLASH_ENTRIES(48) FLASH_ENTRIES(64)
+FLASH_ENTRIES(80) FLASH_ENTRIES(96) FLASH_ENTRIES(112) FLASH_ENTRIES(128)

@@ -39,6 +39,8 @@ struct Saved {
     x: Tensor,
     h1: Tensor,
     attn: Qkv,
+    /// What the attention kernel keeps for its backward (P, or each row's log-sum-exp;
+    /// `kernels::attn`), else the composed softmax's P.
     p: Tensor,
     y: Tensor,
     x2: Tensor,
@@ -48,8 +50,8 @@ struct Saved {
     s: Tensor,
 }
 
-/// What the attention's backward starts from: the qkv projection's rows where the
-/// one-kernel attention ran (it ropes q and k as it loads them), else q, k, v (b, h, t, e).
+/// What the attention's backward starts from: the qkv projection's rows where an
+/// attention kernel ran (it ropes q and k as it loads them), else q, k, v (b, h, t, e).
 enum Qkv {
     Rows(Tensor),
     Heads(Tensor, Tensor, Tensor),
@@ -76,8 +78,8 @@ pub(crate) fn forward(
     mark("fwd/block/attn/qkv_proj");
     let scale = 1.0 / (e as f64).sqrt();
     let tables = [&dims.cos, &dims.sin];
-    // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows);
-    // otherwise q, k, v split and roped in one kernel, then composed.
+    // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows; tiled
+    // above 128 tokens); otherwise q, k, v split and roped in one kernel, then composed.
     let (attn, p, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
         Some((p, y)) => {
             mark("fwd/block/attn/core");

@@ -1,30 +1,60 @@
-//! Causal attention for bf16 on CUDA in one kernel per direction (fused.cu `attn_fwd_e*_bf16`,
-//! `attn_bwd_e*_bf16`; kernels/attn.cuh): tensor-core tiles (wmma), one block per (batch,
-//! head), the scores and their gradient in shared memory as f32. The forward reads q, k, v
-//! straight from the qkv projection's rows, roping q and k as it loads them, and writes the
-//! probabilities P (kept for the backward, as before) and the heads' output already in the
-//! output projection's row layout (b, t, h, e); the backward reads the same rows and the
-//! projection's gradient rows as they are, and writes ∂qkv in the qkv rows' layout (∂q, ∂k
-//! turned back). It replaces, per block, the q/k/v split and its merge (qkv_rope), six
-//! batched GEMMs (76 TFLOP/s at batch 32 on nvidia-h200, run 32), the two softmax kernels and
-//! two head transposes. Where it does not apply (not CUDA, not bf16, t not a
-//! multiple of 32 up to 128, e not a multiple of 16 up to 128) the callers get `None` and
-//! compose the ops.
+//! Causal attention for bf16 on CUDA in one kernel per direction, from the qkv projection's
+//! rows (roping q and k as it loads them) to the heads' output already in the output
+//! projection's row layout (b, t, h, e); the backward reads the same rows and the projection's
+//! gradient rows as they are, and writes ∂qkv in the qkv rows' layout (∂q, ∂k turned back).
+//! Two kernels, by the sequence t:
+//!
+//! - t a multiple of 32 up to 128 (fused.cu `attn_fwd_e*_bf16`, `attn_bwd_e*_bf16`;
+//!   kernels/attn.cuh): one block per (batch, head), the scores and their gradient in shared
+//!   memory as f32; it keeps the probabilities P (b, h, t, t) for the backward. It replaces
+//!   the q/k/v split and its merge, six batched GEMMs (76 TFLOP/s at batch 32 on
+//!   nvidia-h200, run 32), the two softmax kernels and two head transposes.
+//! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_e*_bf16`;
+//!   kernels/flash.cuh): tiled as FlashAttention-2, no t × t matrix anywhere; it keeps each
+//!   row's log-sum-exp L (b, h, t), f32, and the backward makes P again from it.
+//!   `MODEL_ATTN_TILED=0` turns it off (the composed ops run instead), to measure against.
+//!
+//! Both need e a multiple of 16 up to 128. Where neither applies (not CUDA, not bf16, other
+//! shapes) the callers get `None` and compose the ops.
 
 use crate::error::Result;
 use candle_core::{DType, Tensor};
 
-/// The kernels' limits: bf16 on CUDA, t a multiple of 32 (query strips of 16 in pairs), e of
-/// 16 (one kernel per width), both at most 128.
-fn applies(qkv: &Tensor, t: usize, e: usize) -> bool {
-    let fits = |n: usize, m: usize| n.is_multiple_of(m) && (m..=128).contains(&n);
-    qkv.device().is_cuda() && qkv.dtype() == DType::BF16 && fits(t, 32) && fits(e, 16)
+/// Which kernel applies.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kernel {
+    /// One block per (batch, head): t a multiple of 32 (query strips of 16 in pairs) up to 128.
+    Whole,
+    /// Tiles of 64 queries or keys: t a multiple of 64 above 128.
+    Tiled,
+}
+
+/// Whether `MODEL_ATTN_TILED` leaves the tiled kernel on (anything but `0`), read once.
+fn tiled_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MODEL_ATTN_TILED").as_deref() != Ok("0"))
+}
+
+/// The kernel for sequence t and head width e (one instance per multiple of 16 up to 128),
+/// if one applies.
+fn kernel(qkv: &Tensor, t: usize, e: usize) -> Option<Kernel> {
+    let cuda_bf16 = qkv.device().is_cuda() && qkv.dtype() == DType::BF16;
+    if !(cuda_bf16 && e.is_multiple_of(16) && (16..=128).contains(&e)) {
+        return None;
+    }
+    if t.is_multiple_of(32) && (32..=128).contains(&t) {
+        Some(Kernel::Whole)
+    } else if t.is_multiple_of(64) && t > 128 && tiled_on() {
+        Some(Kernel::Tiled)
+    } else {
+        None
+    }
 }
 
 /// Softmax(scale · q kᵀ, causal) and its product with v, with q, k, v (q and k roped by the
-/// f32 tables cos, sin (t, e/2)) taken from the qkv projection's rows (b·t, 3·h·e):
-/// (P (b, h, t, t), the heads' output as rows (b·t, h·e)), or `None` where the kernel does
-/// not apply.
+/// f32 tables cos, sin (t, e/2)) taken from the qkv projection's rows (b·t, 3·h·e): (what the
+/// backward needs, the heads' output as rows (b·t, h·e)), or `None` where no kernel applies.
+/// What the backward needs is P (b, h, t, t) bf16 up to 128 tokens, else L (b, h, t) f32.
 pub(crate) fn forward(
     qkv: &Tensor,
     (b, t, h): (usize, usize, usize),
@@ -32,29 +62,39 @@ pub(crate) fn forward(
     scale: f64,
 ) -> Result<Option<(Tensor, Tensor)>> {
     let e = qkv.elem_count() / (b * t * 3 * h).max(1);
-    if !applies(qkv, t, e) || qkv.elem_count() != b * t * 3 * h * e {
+    let Some(k) = kernel(qkv, t, e) else {
+        return Ok(None);
+    };
+    if qkv.elem_count() != b * t * 3 * h * e {
         return Ok(None);
     }
-    imp::forward(qkv, (b, t, h, e), [cos, sin], scale)
+    imp::forward(k, qkv, (b, t, h, e), [cos, sin], scale)
 }
 
-/// ∂qkv (b·t, 3·h·e) in the rows' layout from the rows, the tables, the forward's P, its
-/// output rows y and their gradient dy (both (b·t, h·e)), or `None` where the kernel does
-/// not apply.
+/// ∂qkv (b·t, 3·h·e) in the rows' layout from the rows, the tables, what the forward kept
+/// (P or L), its output rows y and their gradient dy (both (b·t, h·e)), or `None` where no
+/// kernel applies.
 pub(crate) fn backward(
     qkv: &Tensor,
     (b, t, h): (usize, usize, usize),
     [cos, sin]: [&Tensor; 2],
-    p: &Tensor,
+    kept: &Tensor,
     [y, dy]: [&Tensor; 2],
     scale: f64,
 ) -> Result<Option<Tensor>> {
     let e = qkv.elem_count() / (b * t * 3 * h).max(1);
     let bf16 = |t: &Tensor| t.dtype() == DType::BF16;
-    if !applies(qkv, t, e) || !bf16(p) || !bf16(y) || !bf16(dy) {
+    let Some(k) = kernel(qkv, t, e) else {
+        return Ok(None);
+    };
+    let kept_ok = match k {
+        Kernel::Whole => bf16(kept) && kept.dims() == [b, h, t, t],
+        Kernel::Tiled => kept.dtype() == DType::F32 && kept.dims() == [b, h, t],
+    };
+    if !kept_ok || !bf16(y) || !bf16(dy) {
         return Ok(None);
     }
-    imp::backward(qkv, (b, t, h, e), [cos, sin], p, [y, dy], scale)
+    imp::backward(k, qkv, (b, t, h, e), [cos, sin], kept, [y, dy], scale)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -62,6 +102,7 @@ mod imp {
     use super::*;
     type Dims = (usize, usize, usize, usize);
     pub(super) fn forward(
+        _: Kernel,
         _: &Tensor,
         _: Dims,
         _: [&Tensor; 2],
@@ -70,6 +111,7 @@ mod imp {
         Ok(None)
     }
     pub(super) fn backward(
+        _: Kernel,
         _: &Tensor,
         _: Dims,
         _: [&Tensor; 2],
@@ -86,18 +128,38 @@ mod imp {
     use super::super::gpu;
     use super::*;
     use candle_core::backend::BackendStorage;
+    use candle_core::cuda_backend::cudarc::driver::CudaSlice;
     use candle_core::{CudaStorage, Layout, Storage};
 
-    /// Bytes of dynamic shared memory (attn.cuh): k, v and q staged, t rows of e + 8 each
-    /// (the backward puts dY in v's place); forward, per pair of query strips (t / 32 of
+    /// The tiled kernel's tile rows (flash.cuh `BT`) and threads (four warps).
+    const TILE: usize = 64;
+
+    /// Bytes of dynamic shared memory. Whole (attn.cuh): k, v and q staged, t rows of e + 8
+    /// each (the backward puts dY in v's place); forward, per pair of query strips (t / 32 of
     /// them) an f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8;
     /// backward, dS (t rows of t + 8) and per pair an f32 strip of 16 rows of max(e, 32) + 4.
-    fn shared(t: usize, e: usize, backward: bool) -> u32 {
-        let (w, staged) = (t / 32, 3 * t * (e + 8) * 2);
-        let bytes = if backward {
-            staged + t * (t + 8) * 2 + w * 16 * (e.max(32) + 4) * 4
-        } else {
-            staged + w * 16 * (t.max(e) + 4) * 4 + w * 16 * (t + 8) * 2
+    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q, k, v; backward q, dY, k, v and
+    /// two f32 rows of 64); per warp an f32 scratch 16 × 68 and, forward, a bf16 strip
+    /// 16 × 72 or the output's staging 16 × (e + 4) f32 (flash.cuh `fwd_warp`), backward
+    /// two bf16 strips.
+    fn shared(k: Kernel, t: usize, e: usize, backward: bool) -> u32 {
+        let bytes = match k {
+            Kernel::Whole => {
+                let (w, staged) = (t / 32, 3 * t * (e + 8) * 2);
+                if backward {
+                    staged + t * (t + 8) * 2 + w * 16 * (e.max(32) + 4) * 4
+                } else {
+                    staged + w * 16 * (t.max(e) + 4) * 4 + w * 16 * (t + 8) * 2
+                }
+            }
+            Kernel::Tiled => {
+                let (tile, scratch, strip) = (TILE * (e + 8) * 2, 16 * 68 * 4, 16 * 72 * 2);
+                if backward {
+                    4 * tile + 2 * TILE * 4 + 4 * (scratch + 2 * strip)
+                } else {
+                    3 * tile + 4 * (scratch + strip).max(16 * (e + 4) * 4)
+                }
+            }
         };
         bytes as u32
     }
@@ -123,32 +185,61 @@ mod imp {
         Ok(Some(f(&ins)?))
     }
 
-    /// Launches the forward or backward kernel for head width e: one block per (batch,
-    /// head), t / 16 warps; `None` where an input is not contiguous and aligned.
+    /// Launches kernel `k`'s forward or backward for head width e (`extra`: the tiled
+    /// forward's L); `None` where an input is not contiguous and aligned. Whole: one block
+    /// per (batch, head), t / 16 warps. Tiled: a block of four warps per (batch, head, tile),
+    /// and in the backward two (∂q; ∂k and ∂v).
     fn launch(
+        k: Kernel,
         ins: &[&Tensor],
         backward: bool,
         out_len: usize,
         (b, t, h, e): (usize, usize, usize, usize),
         scale: f64,
+        extra: Option<&CudaSlice<f32>>,
     ) -> Result<Option<CudaStorage>> {
         let dir = if backward { "bwd" } else { "fwd" };
+        let (name, grid, block) = match k {
+            Kernel::Whole => ("attn", b * h, 32 * (t / 16)),
+            Kernel::Tiled => ("flash", b * h * (t / TILE) * (1 + backward as usize), 128),
+        };
         with_cuda(ins, |ins| {
             gpu::launch_extra(
                 gpu::Launch {
-                    kernel: format!("attn_{dir}_e{e}_bf16"),
+                    kernel: format!("{name}_{dir}_e{e}_bf16"),
                     ins,
                     out_dtype: DType::BF16,
                     out_len,
-                    grid: b * h,
-                    block: 32 * (t / 16),
+                    grid,
+                    block,
                     n: [b, h, t],
                     f: scale as f32,
                 },
-                None,
-                shared(t, e, backward),
+                extra,
+                shared(k, t, e, backward),
             )
         })
+    }
+
+    /// D = dY · Y of every row and head, (b, h, t) f32 (`flash_dot_e*_bf16`).
+    fn dot(
+        (b, t, h, e): (usize, usize, usize, usize),
+        y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<Option<Tensor>> {
+        let d = with_cuda(&[y, dy], |ins| {
+            gpu::launch(gpu::Launch {
+                kernel: format!("flash_dot_e{e}_bf16"),
+                ins,
+                out_dtype: DType::F32,
+                out_len: b * h * t,
+                grid: (b * t * h).div_ceil(256),
+                block: 256,
+                n: [b, h, t],
+                f: 0.0,
+            })
+        })?;
+        Ok(d.map(|d| gpu::tensor(d, (b, h, t))))
     }
 
     fn tables(cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor)> {
@@ -157,6 +248,7 @@ mod imp {
     }
 
     pub(super) fn forward(
+        k: Kernel,
         qkv: &Tensor,
         (b, t, h, e): (usize, usize, usize, usize),
         [cos, sin]: [&Tensor; 2],
@@ -167,8 +259,17 @@ mod imp {
             return Ok(None);
         }
         let qkv = qkv.contiguous()?;
-        let (np, ny) = (b * h * t * t, b * t * h * e);
-        let out = launch(&[&qkv, &cos, &sin], false, np + ny, (b, t, h, e), scale)?;
+        let (dims, ins) = ((b, t, h, e), [&qkv, &cos, &sin]);
+        let ny = b * t * h * e;
+        if k == Kernel::Tiled {
+            let l = gpu::scratch(&qkv, b * h * t)?;
+            let y = gpu::with_slice(&l, |l| Ok(launch(k, &ins, false, ny, dims, scale, Some(l))))??;
+            let Some(y) = y else { return Ok(None) };
+            let y = gpu::tensor(y, (b * t, h * e));
+            return Ok(Some((l.reshape((b, h, t))?, y)));
+        }
+        let np = b * h * t * t;
+        let out = launch(k, &ins, false, np + ny, dims, scale, None)?;
         let Some(out) = out else { return Ok(None) };
         let out = gpu::tensor(out, np + ny);
         let p = out.narrow(0, 0, np)?.reshape((b, h, t, t))?;
@@ -177,31 +278,31 @@ mod imp {
     }
 
     pub(super) fn backward(
+        k: Kernel,
         qkv: &Tensor,
         (b, t, h, e): (usize, usize, usize, usize),
         [cos, sin]: [&Tensor; 2],
-        p: &Tensor,
+        kept: &Tensor,
         [y, dy]: [&Tensor; 2],
         scale: f64,
     ) -> Result<Option<Tensor>> {
         let (cos, sin) = tables(cos, sin)?;
         let rows = b * t * h * e;
-        if p.dims() != [b, h, t, t]
-            || y.elem_count() != rows
-            || dy.elem_count() != rows
-            || cos.dims() != [t, e / 2]
-        {
+        if y.elem_count() != rows || dy.elem_count() != rows || cos.dims() != [t, e / 2] {
             return Ok(None);
         }
         let c = |t: &Tensor| t.contiguous();
-        let (qkv, p, y, dy) = (c(qkv)?, c(p)?, c(y)?, c(dy)?);
-        let out = launch(
-            &[&qkv, &cos, &sin, &p, &y, &dy],
-            true,
-            3 * rows,
-            (b, t, h, e),
-            scale,
-        )?;
+        let (qkv, kept, y, dy) = (c(qkv)?, c(kept)?, c(y)?, c(dy)?);
+        // The tiled backward reads D = dY · Y of each row and head, made first.
+        let d = match k {
+            Kernel::Whole => y,
+            Kernel::Tiled => match dot((b, t, h, e), &y, &dy)? {
+                Some(d) => d,
+                None => return Ok(None),
+            },
+        };
+        let ins = [&qkv, &cos, &sin, &kept, &d, &dy];
+        let out = launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?;
         Ok(out.map(|o| gpu::tensor(o, (b * t, 3 * h * e))))
     }
 }

@@ -176,3 +176,26 @@ pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>, shared: u32) -> R
         d => candle_core::bail!("{}: output dtype {d:?} unsupported", l.kernel),
     })
 }
+
+/// An f32 buffer of `len` on x's device, not zero-filled: the kernel that takes it writes
+/// every element before anything reads it.
+pub fn scratch(x: &candle_core::Tensor, len: usize) -> Result<candle_core::Tensor> {
+    let candle_core::Device::Cuda(dev) = x.device() else {
+        candle_core::bail!("a fused kernel's scratch: not on CUDA");
+    };
+    // SAFETY: written in full by the kernel it is passed to before any read.
+    let buf = unsafe { dev.cuda_stream().alloc::<f32>(len) }.w()?;
+    Ok(tensor(CudaStorage::wrap_cuda_slice(buf, dev.clone()), len))
+}
+
+/// Runs `f` with the CUDA slice behind the f32 tensor `t`.
+pub fn with_slice<R>(
+    t: &candle_core::Tensor,
+    f: impl FnOnce(&CudaSlice<f32>) -> Result<R>,
+) -> Result<R> {
+    let (st, _) = t.storage_and_layout();
+    let candle_core::Storage::Cuda(cs) = &*st else {
+        candle_core::bail!("a fused kernel's f32 buffer: not on CUDA");
+    };
+    f(cs.as_cuda_slice::<f32>()?)
+}

@@ -207,8 +207,8 @@ pub(crate) fn backward(
     if warps >= 1 && [&x, &w, &g].into_iter().chain(&res).all(aligned) {
         // Rows per warp: as few as keep the partials near PARTIALS blocks.
         let rpw = rows.div_ceil(warps * PARTIALS);
-        let part = scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
-        let dx = with_slice(&part, |p| {
+        let part = gpu::scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
+        let dx = gpu::with_slice(&part, |p| {
             let op = Dx {
                 eps,
                 kind: Kind::OneKernel { warps, rpw },
@@ -224,8 +224,8 @@ pub(crate) fn backward(
     }
     // Every row's inverse RMS is written by the ∂x kernel before the ∂w kernel reads it:
     // no zero fill (one memset node less per norm).
-    let rs = scratch(&x, rows)?;
-    let dx = with_slice(&rs, |rs| {
+    let rs = gpu::scratch(&x, rows)?;
+    let dx = gpu::with_slice(&rs, |rs| {
         let op = Dx {
             eps,
             kind: Kind::PerRow,
@@ -256,31 +256,4 @@ fn colsum(part: &Tensor, rows: usize, cols: usize) -> Result<Tensor> {
         f: 0.0,
     })?;
     Ok(gpu::tensor(out, cols))
-}
-
-/// An f32 buffer of `len` on x's device, not zero-filled: the kernel that takes it writes
-/// every element before anything reads it.
-fn scratch(x: &Tensor, len: usize) -> Result<Tensor> {
-    let candle_core::Device::Cuda(dev) = x.device() else {
-        return Err(candle_core::Error::Msg("rms-norm backward: not on CUDA".into()).into());
-    };
-    // SAFETY: written in full by the kernel it is passed to before any read.
-    let buf =
-        candle_core::cuda_backend::WrapErr::w(unsafe { dev.cuda_stream().alloc::<f32>(len) })?;
-    Ok(gpu::tensor(
-        candle_core::CudaStorage::wrap_cuda_slice(buf, dev.clone()),
-        len,
-    ))
-}
-
-/// Runs `f` with the CUDA slice behind the f32 tensor `t`.
-fn with_slice<R>(
-    t: &Tensor,
-    f: impl FnOnce(&CudaSlice<f32>) -> candle_core::Result<R>,
-) -> Result<R> {
-    let (st, _) = t.storage_and_layout();
-    let candle_core::Storage::Cuda(cs) = &*st else {
-        return Err(candle_core::Error::Msg("rms-norm backward: not on CUDA".into()).into());
-    };
-    Ok(f(cs.as_cuda_slice::<f32>()?)?)
 }
