@@ -261,6 +261,9 @@ pub enum Cmd {
         /// fwd (forward only) or step (forward, backward, AdamW).
         #[arg(long, value_delimiter = ',', default_value = "step")]
         mode: Vec<String>,
+        /// Tokens a sequence (8 sequences; the size's own, 128, unless given).
+        #[arg(long)]
+        context: Option<usize>,
         /// JSON lines are appended here.
         #[arg(long, default_value = "report/results.jsonl")]
         out: PathBuf,

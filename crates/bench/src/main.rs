@@ -242,6 +242,7 @@ fn run(mut cli: Cli) -> Result<()> {
             size,
             dtype: cmd::Dtypes { dtype },
             mode,
+            context,
             out,
             svg_dir,
             cpu,
@@ -261,7 +262,7 @@ fn run(mut cli: Cli) -> Result<()> {
                             "fwd" => false,
                             other => bail!("--mode: {other:?} is not fwd or step"),
                         };
-                        profile::run(s, d, step, &dev, &out, &svg_dir)?;
+                        profile::run(s, d, step, context, &dev, &out, &svg_dir)?;
                     }
                 }
             }

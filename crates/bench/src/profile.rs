@@ -27,12 +27,19 @@ pub struct ProfileRecord {
     pub size: String,
     pub dtype: String,
     pub mode: String,
+    /// Tokens a sequence (8 sequences); absent in records before session 48: 128.
+    #[serde(default = "default_context")]
+    pub context: usize,
     pub label: String,
     pub calls: usize,
     pub total_ms: f64,
     pub share: f64,
     /// The component is one or two GEMMs (plus at most a residual add).
     pub matmul: bool,
+}
+
+fn default_context() -> usize {
+    128
 }
 
 /// Memory in use at one mark of the step (pass 2).
@@ -81,17 +88,21 @@ const GEMMS: [&str; 7] = [
 type Points = Rc<RefCell<Vec<(String, Stamp)>>>;
 type MemPoints = Rc<RefCell<Vec<(String, Option<u64>)>>>;
 
-/// Profiles one step of `size` in `dtype`; `step` false: forward only. Prints the table,
-/// appends JSON lines to `out`, writes the SVGs into `svg_dir`.
+/// Profiles one step of `size` in `dtype` at `context` tokens a sequence (the size's own
+/// unless given); `step` false: forward only. Prints the table, appends JSON lines to
+/// `out`, writes the SVGs into `svg_dir`.
 pub fn run(
     size: &str,
     dtype: Precision,
     step: bool,
+    context: Option<usize>,
     dev: &Device,
     out: &crate::records::Out,
     svg_dir: &Path,
 ) -> Result<()> {
-    let mut lm = TransformerLm::new(crate::ddp::config(size)?, 0, dev)?;
+    let mut cfg = crate::ddp::config(size)?;
+    cfg.context = context.unwrap_or(cfg.context);
+    let mut lm = TransformerLm::new(cfg, 0, dev)?;
     if dtype == Precision::Bf16 {
         lm.set_compute_dtype(DType::BF16);
     }
@@ -187,6 +198,7 @@ pub fn run(
             size: size.into(),
             dtype: dtype.name().into(),
             mode: mode.into(),
+            context: lm.config().context,
             label: l.to_string(),
             calls,
             total_ms: ms,
@@ -196,8 +208,9 @@ pub fn run(
         .collect();
     recs.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
     println!(
-        "{size} {} {mode}: {total:.2} ms in {} marks",
+        "{size} {} {mode}, 8 x {} tokens: {total:.2} ms in {} marks",
         dtype.name(),
+        lm.config().context,
         pts.len()
     );
     println!(
