@@ -25,6 +25,21 @@ using attn::C;
 constexpr int BT = 64;     // rows of a query or key tile
 constexpr int SF = BT + 4; // row stride (f32) of a warp's 16 × 64 scratch
 constexpr int PB = BT + 8; // row stride (bf16) of a warp's 16 × 64 strip
+// Exponentials are taken base 2 (one ex2 instruction; expf's range reduction took more):
+// exp(x) = 2^(x · log2 e); L stays natural.
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+
+// The 32 scratch entries of row r, columns half · 32 …, 16 bytes a load (row stride SF).
+__device__ __forceinline__ void row_half(const float *s, int r, int half, float (&v)[32]) {
+#pragma unroll
+  for (int c = 0; c < 32; c += 4) {
+    const float4 q = *reinterpret_cast<const float4 *>(s + r * SF + half * 32 + c);
+    v[c] = q.x;
+    v[c + 1] = q.y;
+    v[c + 2] = q.z;
+    v[c + 3] = q.w;
+  }
+}
 
 // X = a · bᵀ for a warp's 16 rows of a (row stride LE in shared memory) against the 64 rows
 // of a tile b: four 16 × 16 tiles to the f32 scratch s (row stride SF). One accumulator at
@@ -208,6 +223,7 @@ __device__ void flash_fwd(const bf16 *qkv, const float *cos_t, const float *sin_
 #pragma unroll
   for (int kk = 0; kk < N; kk++) wmma::load_matrix_sync(qa[kk], qs + warp * 16 * LE + kk * 16, LE);
   float m = -INFINITY, l = 0.0f;  // the row's running max; this lane's half of its sum
+  const float sl = scale * LOG2E;
   for (int j = 0; j <= qt; j++) {
     const int j0 = j * BT;
     __syncthreads();  // every warp is done with the last tile's k and v
@@ -215,19 +231,21 @@ __device__ void flash_fwd(const bf16 *qkv, const float *cos_t, const float *sin_
     __syncthreads();
     frags_by_tile<E>(qa, ks, s);
     // The online softmax of row `row` over this tile, the lane's half of the columns.
+    // In base-2 units: x = scale · log2 e · S, m the running max of x.
     float x[32], mx = -INFINITY;
+    row_half(s, r, half, x);
 #pragma unroll
     for (int c = 0; c < 32; c++) {
       const int col = half * 32 + c;
-      x[c] = (j == qt && col > row) ? -INFINITY : s[r * SF + col] * scale;
+      x[c] = (j == qt && col > row) ? -INFINITY : x[c] * sl;
       mx = fmaxf(mx, x[c]);
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-    const float mn = fmaxf(m, mx), corr = expf(m - mn);
+    const float mn = fmaxf(m, mx), corr = exp2f(m - mn);
     float sum = 0.0f;
 #pragma unroll
     for (int c = 0; c < 32; c++) {
-      x[c] = expf(x[c] - mn);
+      x[c] = exp2f(x[c] - mn);
       sum += x[c];
     }
     l = l * corr + sum;
@@ -243,7 +261,7 @@ __device__ void flash_fwd(const bf16 *qkv, const float *cos_t, const float *sin_
   l += __shfl_xor_sync(0xffffffff, l, 1);
   scale_rows<N>(acc, rid, 1.0f / l);
   put<E>(acc, s, y + ((size_t)b * T + i0 + warp * 16) * ldy + (size_t)h * E, ldy, cos_t, sin_t, 0, false);
-  if (!half) lse[(size_t)bh * T + i0 + row] = m + logf(l);
+  if (!half) lse[(size_t)bh * T + i0 + row] = (m + log2f(l)) * LN2;
 }
 
 // D = dY · Y of every row and head (b, h, T), f32, a thread per (b, t, h): the backward's
@@ -301,7 +319,8 @@ __device__ void flash_bwd(const bf16 *qkv, const float *cos_t, const float *sin_
     wmma::fill_fragment(acc2[n], 0.0f);
   }
   // The ∂q block's own rows' L and D, in registers.
-  const float L = keys ? 0.0f : lh[t0 + row], D = keys ? 0.0f : dh[t0 + row];
+  // (L in base-2 units, as the exponent's argument is.)
+  const float L = keys ? 0.0f : lh[t0 + row] * LOG2E, D = keys ? 0.0f : dh[t0 + row], sl = scale * LOG2E;
   const int first = keys ? tile : 0, last = keys ? nt - 1 : tile;
   for (int u = first; u <= last; u++) {
     const int u0 = u * BT;
@@ -309,7 +328,7 @@ __device__ void flash_bwd(const bf16 *qkv, const float *cos_t, const float *sin_
     if (keys) {
       stage2<E>(rows + (size_t)u0 * ldr, ldr, qs, dyh + (size_t)u0 * ldy, ldy, dys, cos_t, sin_t, u0);
       if (threadIdx.x < BT)
-        ls[threadIdx.x] = lh[u0 + threadIdx.x];
+        ls[threadIdx.x] = lh[u0 + threadIdx.x] * LOG2E;
       else
         dd[threadIdx.x - BT] = dh[u0 + threadIdx.x - BT];
     } else {
@@ -321,19 +340,21 @@ __device__ void flash_bwd(const bf16 *qkv, const float *cos_t, const float *sin_
     const bool diag = u == tile;
     float pv[32];
     rows_by_tile<E>((keys ? ks : qs) + warp * 16 * LE, keys ? qs : ks, s);
+    row_half(s, r, half, pv);
 #pragma unroll
     for (int c = 0; c < 32; c++) {
       const int col = half * 32 + c;
       const bool masked = diag && (keys ? row > col : col > row);
-      pv[c] = masked ? 0.0f : expf(s[r * SF + col] * scale - (keys ? ls[col] : L));
+      pv[c] = masked ? 0.0f : exp2f(pv[c] * sl - (keys ? ls[col] : L));
     }
     __syncwarp();
     rows_by_tile<E>((keys ? vs : dys) + warp * 16 * LE, keys ? dys : vs, s);
     float g[32];
+    row_half(s, r, half, g);
 #pragma unroll
     for (int c = 0; c < 32; c++) {
       const int col = half * 32 + c;
-      g[c] = scale * pv[c] * (s[r * SF + col] - (keys ? dd[col] : D));
+      g[c] = scale * pv[c] * (g[c] - (keys ? dd[col] : D));
     }
 #pragma unroll
     for (int c = 0; c < 32; c += 8) {
