@@ -45,13 +45,8 @@ __device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, in
     }
     float f[8];
     load16(src + r * lds + col, f);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const int at = r * (E / 2) + col / 2 + k;
-      const float2 t = rope_turn(f[2 * k], f[2 * k + 1], cos_t[at], sin_t[at]);
-      f[2 * k] = t.x;
-      f[2 * k + 1] = t.y;
-    }
+    const int at = r * (E / 2) + col / 2;
+    rope_turn4(f, cos_t + at, sin_t + at, false);
     store16(dst + r * ldd + col, f);
   }
 }
@@ -80,13 +75,8 @@ __device__ __forceinline__ void part_out(C (&acc)[M], int sub, int count, float 
     float f[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) f[k] = s[r * ld + col + k];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const int at = (t0 + r) * (E / 2) + col / 2 + k;
-      const float2 t = rope_turn(f[2 * k], f[2 * k + 1], cos_t[at], -sin_t[at]);
-      f[2 * k] = t.x;
-      f[2 * k + 1] = t.y;
-    }
+    const int at = (t0 + r) * (E / 2) + col / 2;
+    rope_turn4(f, cos_t + at, sin_t + at, true);
     store16(out + r * ldo + col, f);
   }
   __syncwarp();

@@ -58,3 +58,14 @@ template <typename T> __device__ __forceinline__ void store16(T *p, const float 
 __device__ __forceinline__ float2 rope_turn(float a, float b, float c, float s) {
   return make_float2(a * c - b * s, a * s + b * c);
 }
+
+// Four consecutive pairs of f turned by the angles with cosines c[0..4) and sines s[0..4)
+// (the inverse turn where `back`): the attention kernels' 16-byte chunks.
+__device__ __forceinline__ void rope_turn4(float *f, const float *c, const float *s, bool back) {
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 t = rope_turn(f[2 * k], f[2 * k + 1], c[k], back ? -s[k] : s[k]);
+    f[2 * k] = t.x;
+    f[2 * k + 1] = t.y;
+  }
+}

@@ -140,15 +140,8 @@ __device__ __forceinline__ void put(C (&acc)[E / 16], float *s, bf16 *out, size_
     float f[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) f[k] = s[r * OE + c + k];
-    if (unrotate) {
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const int at = (p0 + r) * (E / 2) + c / 2 + k;
-        const float2 t = rope_turn(f[2 * k], f[2 * k + 1], cos_t[at], -sin_t[at]);
-        f[2 * k] = t.x;
-        f[2 * k + 1] = t.y;
-      }
-    }
+    const int at = (p0 + r) * (E / 2) + c / 2;
+    if (unrotate) rope_turn4(f, cos_t + at, sin_t + at, true);
     store16(out + r * ldo + c, f);
   }
   __syncwarp();
@@ -182,11 +175,8 @@ __device__ __forceinline__ void stage2(const bf16 *__restrict__ x, size_t ldx, b
     const float cc[4] = {cs[i].x, cs[i].y, cs[i].z, cs[i].w}, ss[4] = {sn[i].x, sn[i].y, sn[i].z, sn[i].w};
     float f[8];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const float2 t = rope_turn(to_f(h[2 * k]), to_f(h[2 * k + 1]), cc[k], ss[k]);
-      f[2 * k] = t.x;
-      f[2 * k + 1] = t.y;
-    }
+    for (int k = 0; k < 8; k++) f[k] = to_f(h[k]);
+    rope_turn4(f, cc, ss, false);
     store16(xs + r * LE + col, f);
   }
 }

@@ -24,6 +24,16 @@
 #       MODEL_GEMM_TUNE_BESIDE=24, removed after call 153), then $R/gemm-mixed.json (the hog's choice for the
 #       backward's shapes, the plain one for the forward's: ta = false, tb = true), and the
 #       shapes whose choice differs.
+#   msc NAME ROWS CONTEXT: run NAME's median step in ms from step 6 (ROWS sequences of
+#       CONTEXT tokens a step; ms takes 128-token rows).
+#   peak NAME: run NAME's largest peak-memory line and its first errors.
+#   torchc SIZE CONTEXT [args...]: PyTorch's trainer on one GPU (compile-blocks, 8 sequences
+#       of CONTEXT tokens, 6 steps after 2) into $R/torch.jsonl.
+#   modelcheck PATTERN: bench model-check into $R/model-check.txt; its lines matching PATTERN.
+#   xl1k: xl at 8 x 1024 tokens on one GPU, 14 steps, the tiled attention (run xl1k-tiled)
+#       against MODEL_ATTN_TILED=0 (xl1k-off).
+#   capeager SIZE CONTEXT: SIZE on one GPU, 8 sequences of CONTEXT tokens, 20 steps captured
+#       (run SIZE-captured) and eager (SIZE-eager), then `same` on the two.
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
 #       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
 #       first's (issue 48's world-2 bar).
@@ -121,3 +131,22 @@ print(f"{len(diff)} of {len(plain['choices'])} shapes chose otherwise beside the
 for d in diff: print("  ", d, "forward" if (not d[0][3]) and d[0][4] else "backward")
 PY
 }
+msc() { python3 -c "
+import json,statistics,sys
+t=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
+print(round(int(sys.argv[2])*int(sys.argv[3])/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,2))" "$R/$1.log.jsonl" "$2" "$3" 2>/dev/null; }
+peak() { grep -h 'peak GPU' "$R/$1.txt" | sort | tail -1 | cut -c1-70; grep -h "error" "$R/$1.txt" | head -2 | cut -c1-200; }
+torchc() { local t0=$(date +%s) m=$1 c=$2; shift 2
+  timeout 200 python3 anchors/torch_train_best.py "$D" $m --dtype bf16 \
+    --variant compile-blocks --global-batch 8 --steps 6 --warmup-steps 2 --context $c "$@" 2> "$R/torch-$m-$c.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
+  echo "torch $m $c: $(( $(date +%s) - t0 )) s"; grep -m1 -o "OutOfMemoryError[^.]*" "$R/torch-$m-$c.err"; pack; }
+modelcheck() { local t0=$(date +%s); timeout 240 bin/bench model-check > "$R/model-check.txt" 2>&1
+  echo "model-check rc=$? ($(( $(date +%s) - t0 )) s)"; grep -i "$1" "$R/model-check.txt" | cut -c1-200; pack; }
+xl1k() { local v e; for v in tiled off; do
+  e=""; [ $v = off ] && e="MODEL_ATTN_TILED=0"
+  ENVS="$e" train xl1k-$v /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
+  echo "xl 8x1024 $v: $(msc xl1k-$v 8 1024) ms; $(peak xl1k-$v)"; done; }
+capeager() { local m a; for m in captured eager; do
+  a=""; [ $m = eager ] && a="--eager"
+  train $1-$m /tmp/r-s $1 1 single 8 20 --fresh --context $2 $a > /dev/null; rm -rf /tmp/r-s; done
+  same $1-captured $1-eager; }

@@ -3,13 +3,8 @@
 # with the tiled attention: without activation checkpointing (refused before, plan 179.2
 # GiB; now 127.0), eager if the captured step does not fit; with it (call 258: 1733.5 ms,
 # 95.30 GiB); PyTorch FSDP2 with its AC (call 258: 1571.6 ms; without, out of memory).
-# Copy into .gpu/ with train-runs.sh. Output: $OUT/c265.tgz.
+# Copy into .gpu/ with train-runs.sh (msc, peak, torchc: its helpers since session 48). Output: $OUT/c265.tgz.
 CALL=c265; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"; export TMO=240
-msc() { python3 -c "
-import json,statistics,sys
-t=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
-print(round(int(sys.argv[2])*int(sys.argv[3])/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,1))" "$R/$1.log.jsonl" "$2" "$3" 2>/dev/null; }
-peak() { grep -h 'peak GPU' "$R/$1.txt" | sort | tail -1 | cut -c1-70; grep -h "error" "$R/$1.txt" | head -2 | cut -c1-200; }
 huge() { local n=$1; shift; ENVS="$N" train $n /tmp/r-h 13B 2 fsdp 8 10 --fresh --context 2048 "$@" > /dev/null; local rc=$?; rm -rf /tmp/r-h
   echo "ours 13B 2048 fsdp w2 $n: $(msc $n 8 2048) ms; $(peak $n)"; return $rc; }
 huge huge-2k || huge huge-2k-eager --eager

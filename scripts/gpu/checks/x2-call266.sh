@@ -2,13 +2,8 @@
 # Session 48, call 266 (nvidia-h200-x2): with activation checkpointing, the 13B at 2048
 # tokens, 4 a GPU, fsdp at world 2: the tiled attention against MODEL_ATTN_TILED=0 in one
 # call (call 265: tiled 1883.7 ms, 89.41 GiB; call 258, composed: 1733.5 ms, 95.30 GiB).
-# Copy into .gpu/ with train-runs.sh. Output: $OUT/c266.tgz.
+# Copy into .gpu/ with train-runs.sh (msc, peak, torchc: its helpers since session 48). Output: $OUT/c266.tgz.
 CALL=c266; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"; export TMO=240
-msc() { python3 -c "
-import json,statistics,sys
-t=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
-print(round(int(sys.argv[2])*int(sys.argv[3])/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,1))" "$R/$1.log.jsonl" "$2" "$3" 2>/dev/null; }
-peak() { grep -h 'peak GPU' "$R/$1.txt" | sort | tail -1 | cut -c1-70; grep -h "error" "$R/$1.txt" | head -2 | cut -c1-200; }
 for v in off tiled; do
   e="$N"; [ $v = off ] && e="$N MODEL_ATTN_TILED=0"
   ENVS="$e" train huge-ac-$v /tmp/r-h 13B 2 fsdp 8 10 --fresh --context 2048 --activation-checkpointing > /dev/null; rm -rf /tmp/r-h
