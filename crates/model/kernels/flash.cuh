@@ -5,13 +5,15 @@
 //
 // Forward: a block per (batch, head, query tile), the heaviest tiles (last queries) first. It
 // walks the key tiles up to the diagonal with the online softmax (running max m and sum l of
-// each row, the output rescaled in shared f32) and writes Y and each row's log-sum-exp
-// L = m + ln l (f32, (b, h, T)), all the backward keeps.
+// each row, the output accumulated in registers and rescaled row by row) and writes Y and
+// each row's log-sum-exp L = m + ln l (f32, (b, h, T)), all the backward keeps.
 // Backward: two kinds of block in one launch, both deterministic (no atomics, so a replayed
 // step repeats its bits): a key tile's ∂k and ∂v over the query tiles at and after it, and a
 // query tile's ∂q over the key tiles up to it. Each makes P = exp(scale · q kᵀ − L) and
-// dP = dY vᵀ again; dS = scale · P ⊙ (dP − D) with D = dY · Y per row. The two kinds make S and
-// dP twice (seven tile GEMMs per pair of tiles where FlashAttention's atomic ∂q takes five).
+// dP = dY vᵀ again; dS = scale · P ⊙ (dP − D) with D = dY · Y per row (flash_dot, launched
+// first). The two kinds make S and dP twice (seven tile GEMMs per pair of tiles where
+// FlashAttention's atomic ∂q takes five). Each tile pair's loads are all issued before their
+// stores (stage2): per-chunk waits had made the first version 13 % slower (calls 261-263).
 // Part of fused.cu (see its header for the kernels' arguments).
 #pragma once
 #include "attn.cuh"
