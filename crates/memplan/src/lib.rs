@@ -4,7 +4,8 @@
 //! allocates them. The one owner of this arithmetic: `model` re-exports it (its sizes
 //! table, `train`'s pre-flight check), `cargo xtask plan --model` prints it. No
 //! dependencies, so that xtask need not build candle. [`time`]: a step's time per GPU on
-//! paper, each strategy at any world size, from measured rates.
+//! paper, each strategy at any world size, from measured rates. [`mod@attention`]: which
+//! attention kernel the LM's block runs, by sequence and head width (the model reads it).
 //!
 //! ```
 //! use memplan::{plan, Input, Shape, Strategy};
@@ -17,6 +18,7 @@
 //! assert_eq!(4 * zero1.bytes.optimizer, ddp.bytes.optimizer);
 //! ```
 
+pub mod attention;
 mod input;
 pub mod plan;
 pub mod report;
@@ -24,6 +26,7 @@ pub mod shape;
 pub mod strategy;
 pub mod time;
 
+pub use attention::{attention, Attention};
 pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};

@@ -31,6 +31,7 @@
 //! as one CUDA graph, of six: [`Phase::Captured`]; a row lists what is held at that moment. What is not counted: the CUDA context, cuBLASLt's 32 MiB workspace
 //! per stream, allocator rounding. It is an estimate of the peak, not a bound.
 
+use crate::attention::Attention;
 pub use crate::input::Input;
 use crate::shape::{mul, sum, u, Kind};
 use crate::strategy::max_load;
@@ -125,7 +126,7 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     let e: u64 = if i.bf16 { 2 } else { 4 };
     let psi = sh.params();
     let (l, d, f, v) = (u(sh.layers), u(sh.d_model), u(sh.d_ff), u(sh.vocab));
-    let (h, t, hd) = (u(sh.heads), u(sh.context), u(sh.head_dim()));
+    let (h, t) = (u(sh.heads), u(sh.context));
     let table = mul(v, d);
     let ddp_split = s == Ddp
         && i.ddp_split
@@ -189,18 +190,19 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
         Fsdp => mul(psi.div_ceil(w), 8),
     };
     // Activations: per block, per token (8d + 3f + heads·t) elements kept, or with the tiled
-    // bf16 attention (t a multiple of 64 above 128) 8d + 3f and each head's f32 log-sum-exp
+    // bf16 attention ([`crate::attention`]) 8d + 3f and each head's f32 log-sum-exp
     // (2·heads bf16 elements); a backward's temporaries (3f + 9d with either bf16 attention
-    // kernel, else 3f + 13d + 2·heads·t). The kernels' conditions: model::kernels::attn.
+    // kernel, else 3f + 13d + 2·heads·t).
     let n = mul(u(i.rows), t);
-    let width = hd.is_multiple_of(16) && (16..=128).contains(&hd);
-    let whole = i.bf16 && width && t.is_multiple_of(32) && t <= 128;
-    let tiled = i.bf16 && width && t.is_multiple_of(64) && t > 128;
-    let kept_attn = if tiled { mul(2, h) } else { mul(h, t) };
+    let kernel = crate::attention(i.bf16, sh.context, sh.head_dim());
+    let kept_attn = match kernel {
+        Some(Attention::Tiled) => mul(2, h),
+        _ => mul(h, t),
+    };
     let a_b = mul(mul(n, e), sum([mul(8, d), mul(3, f), kept_attn]));
-    let tmp = match whole || tiled {
-        true => sum([mul(3, f), mul(9, d)]),
-        false => sum([mul(3, f), mul(13, d), mul(2, mul(h, t))]),
+    let tmp = match kernel {
+        Some(_) => sum([mul(3, f), mul(9, d)]),
+        None => sum([mul(3, f), mul(13, d), mul(2, mul(h, t))]),
     };
     let t_b = mul(mul(n, e), tmp);
     let head_act = sum([mul(mul(n, d), 2 * e), mul(mul(n, v), 2 * e)]);

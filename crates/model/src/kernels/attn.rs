@@ -14,20 +14,14 @@
 //!   row's log-sum-exp L (b, h, t), f32, and the backward makes P again from it.
 //!   `MODEL_ATTN_TILED=0` turns it off (the composed ops run instead), to measure against.
 //!
-//! Both need e a multiple of 16 up to 128. Where neither applies (not CUDA, not bf16, other
-//! shapes) the callers get `None` and compose the ops.
+//! Both need e a multiple of 16 up to 128 (the rule: `memplan::attention`, which the memory
+//! plan reads too). Where neither applies (not CUDA, not bf16, other shapes) the callers get
+//! `None` and compose the ops.
 
 use crate::error::Result;
+// Which kernel applies: the rule the memory plan reads too.
+use crate::plan::Attention as Kernel;
 use candle_core::{DType, Tensor};
-
-/// Which kernel applies.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kernel {
-    /// One block per (batch, head): t a multiple of 32 (query strips of 16 in pairs) up to 128.
-    Whole,
-    /// Tiles of 64 queries or keys: t a multiple of 64 above 128.
-    Tiled,
-}
 
 /// Whether `MODEL_ATTN_TILED` leaves the tiled kernel on (anything but `0`), read once.
 fn tiled_on() -> bool {
@@ -35,20 +29,11 @@ fn tiled_on() -> bool {
     *ON.get_or_init(|| std::env::var("MODEL_ATTN_TILED").as_deref() != Ok("0"))
 }
 
-/// The kernel for sequence t and head width e (one instance per multiple of 16 up to 128),
-/// if one applies.
+/// The kernel for sequence t and head width e ([`crate::plan::attention`]) on CUDA, the tiled
+/// one unless `MODEL_ATTN_TILED=0`, if one applies.
 fn kernel(qkv: &Tensor, t: usize, e: usize) -> Option<Kernel> {
-    let cuda_bf16 = qkv.device().is_cuda() && qkv.dtype() == DType::BF16;
-    if !(cuda_bf16 && e.is_multiple_of(16) && (16..=128).contains(&e)) {
-        return None;
-    }
-    if t.is_multiple_of(32) && (32..=128).contains(&t) {
-        Some(Kernel::Whole)
-    } else if t.is_multiple_of(64) && t > 128 && tiled_on() {
-        Some(Kernel::Tiled)
-    } else {
-        None
-    }
+    let bf16 = qkv.device().is_cuda() && qkv.dtype() == DType::BF16;
+    crate::plan::attention(bf16, t, e).filter(|&k| k == Kernel::Whole || tiled_on())
 }
 
 /// Softmax(scale · q kᵀ, causal) and its product with v, with q, k, v (q and k roped by the

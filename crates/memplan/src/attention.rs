@@ -1,0 +1,44 @@
+//! Which attention kernel the LM's bf16 block runs (`model::kernels::attn`), by sequence
+//! length and head width: the one rule the model and the plan both read.
+
+/// A fused attention kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attention {
+    /// One block per (batch, head), keeping the probabilities (b, h, t, t): t a multiple of
+    /// 32 (query strips of 16 in pairs) up to 128.
+    Whole,
+    /// Tiles of 64 queries or keys, keeping each row's log-sum-exp (b, h, t) f32: t a
+    /// multiple of 64 above 128.
+    Tiled,
+}
+
+/// The kernel for a bf16 step of sequence `t` and head width `e` (one instance per multiple
+/// of 16 up to 128), if one applies; `None`: the block composes GEMMs and softmax kernels.
+pub fn attention(bf16: bool, t: usize, e: usize) -> Option<Attention> {
+    if !(bf16 && e.is_multiple_of(16) && (16..=128).contains(&e)) {
+        None
+    } else if t.is_multiple_of(32) && (32..=128).contains(&t) {
+        Some(Attention::Whole)
+    } else if t.is_multiple_of(64) && t > 128 {
+        Some(Attention::Tiled)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_length_and_width_has_its_kernel() {
+        assert_eq!(attention(true, 128, 64), Some(Attention::Whole));
+        assert_eq!(attention(true, 32, 128), Some(Attention::Whole));
+        assert_eq!(attention(true, 192, 128), Some(Attention::Tiled));
+        assert_eq!(attention(true, 2048, 80), Some(Attention::Tiled));
+        assert_eq!(attention(true, 160, 64), None);
+        assert_eq!(attention(true, 1024, 136), None);
+        assert_eq!(attention(true, 1024, 72), None);
+        assert_eq!(attention(false, 128, 64), None);
+    }
+}
