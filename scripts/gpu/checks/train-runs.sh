@@ -27,8 +27,8 @@
 #   msc NAME ROWS CONTEXT: run NAME's median step in ms from step 6 (ROWS sequences of
 #       CONTEXT tokens a step; ms takes 128-token rows).
 #   peak NAME: run NAME's largest peak-memory line and its first errors.
-#   torchc SIZE CONTEXT [args...]: PyTorch's trainer on one GPU (compile-blocks, 8 sequences
-#       of CONTEXT tokens, 6 steps after 2) into $R/torch.jsonl.
+#   torchc SIZE CONTEXT [args...]: PyTorch's trainer on one GPU (variant TV, compile-blocks
+#       unless set; 8 sequences of CONTEXT tokens, 6 steps after 2) into $R/torch.jsonl.
 #   modelcheck PATTERN: bench model-check into $R/model-check.txt; its lines matching PATTERN.
 #   xl1k: xl at 8 x 1024 tokens on one GPU, 14 steps, the tiled attention (run xl1k-tiled)
 #       against MODEL_ATTN_TILED=0 (xl1k-off).
@@ -136,10 +136,10 @@ import json,statistics,sys
 t=[json.loads(l) for l in open(sys.argv[1]) if '\"train\"' in l]
 print(round(int(sys.argv[2])*int(sys.argv[3])/statistics.median(r['tokens_per_s'] for r in t if r['step']>=6)*1e3,2))" "$R/$1.log.jsonl" "$2" "$3" 2>/dev/null; }
 peak() { grep -h 'peak GPU' "$R/$1.txt" | sort | tail -1 | cut -c1-70; grep -h "error" "$R/$1.txt" | head -2 | cut -c1-200; }
-torchc() { local t0=$(date +%s) m=$1 c=$2; shift 2
+torchc() { local t0=$(date +%s) m=$1 c=$2 v=${TV:-compile-blocks}; shift 2
   timeout 200 python3 anchors/torch_train_best.py "$D" $m --dtype bf16 \
-    --variant compile-blocks --global-batch 8 --steps 6 --warmup-steps 2 --context $c "$@" 2> "$R/torch-$m-$c.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
-  echo "torch $m $c: $(( $(date +%s) - t0 )) s"; grep -m1 -o "OutOfMemoryError[^.]*" "$R/torch-$m-$c.err"; pack; }
+    --variant $v --global-batch 8 --steps 6 --warmup-steps 2 --context $c "$@" 2> "$R/torch-$m-$c-$v.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
+  echo "torch $m $c $v: $(( $(date +%s) - t0 )) s"; grep -m1 -o "OutOfMemoryError[^.]*" "$R/torch-$m-$c-$v.err"; pack; }
 modelcheck() { local t0=$(date +%s); timeout 240 bin/bench model-check > "$R/model-check.txt" 2>&1
   echo "model-check rc=$? ($(( $(date +%s) - t0 )) s)"; grep -i "$1" "$R/model-check.txt" | cut -c1-200; pack; }
 xl1k() { local v e; for v in tiled off; do
