@@ -71,6 +71,15 @@ impl TrainStep {
             }
         }
         let total = sum.expect("at least one batch").to_vec1::<f32>()?[0] as f64;
+        // The graph pool keeps the physical memory of the validation graph's forward (its
+        // activations, as large as a training step's) after the replay. A captured training
+        // step reuses it; an eager one (the warm-up before the capture, or every step where
+        // none is captured) allocates from the stream-ordered pool beside it, and ran out of
+        // memory for it (the 6.7B at 8 × 1024 tokens on one H200: call 270, with it kept).
+        // So it goes back to the device; the next validation maps it again.
+        if self.eval_graph_on() && !matches!(self.graph, Graph::On(_)) {
+            seam::graph::trim(&device);
+        }
         Ok(total / batches.len() as f64)
     }
 

@@ -38,7 +38,7 @@ pub mod slots;
 mod stop;
 pub mod strategy;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 pub use place::{AdamwPlace, NormPlace};
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
@@ -218,7 +218,7 @@ impl TrainStep {
         let out = match &self.graph {
             Graph::On(c) => {
                 self.core.advance_for_replay()?;
-                c.replay()?;
+                c.replay().context("the captured training step's replay")?;
                 if let Some(comm) = self.core.comm() {
                     // The replay's collectives were captured, not launched one by one:
                     // the watchdog watches the replay as a whole.
@@ -228,7 +228,11 @@ impl TrainStep {
             }
             _ => {
                 self.eager_steps += 1;
-                self.core.compute(model, &batches, false)?
+                let when = match self.graph {
+                    Graph::Wanted => "the eager training step before the capture",
+                    _ => "an eager training step",
+                };
+                self.core.compute(model, &batches, false).context(when)?
             }
         };
         let out = match &self.stop {
