@@ -2,7 +2,7 @@
 //! pre-flight check): the chosen strategy's row against the memory free on the GPU, and
 //! the built strategies and world sizes that would fit.
 
-use crate::plan::{paper, plan, Input, Row, Strategy, WORLDS};
+use crate::plan::{paper, plan, Input, Phase, Row, Strategy, WORLDS};
 
 /// Bytes as GiB with one decimal.
 pub fn gib(b: u64) -> String {
@@ -176,11 +176,27 @@ pub fn check(
                 gib(peak)
             )
         });
+    // Where the captured step alone does not fit (its graph holds the activations and
+    // every gradient at once), an eager one may.
+    let eager = || Input {
+        captured: false,
+        ..i.clone()
+    };
+    let eager = (i.captured && r.at == Phase::Captured)
+        .then(|| plan(&eager(), s).peak())
+        .filter(|&peak| peak <= free)
+        .map_or(String::new(), |peak| {
+            format!(
+                " With --eager (the step not captured as one CUDA graph, whose memory holds \
+                 the activations and every gradient at once) it needs about {} GiB: it fits.",
+                gib(peak)
+            )
+        });
     Err(format!(
         "{flags}: --strategy {chosen} at world {} needs about {} GiB per GPU ({} bytes; the \
          memory plan's estimate of the step's peak, at the {}: f32 masters {}, bf16 copies \
          {}, gradients {}, optimizer state {}, activations {}, communication buffers {} \
-         GiB), but {} GiB ({free} bytes) is free ({source}).{ac} Would fit, on GPUs with as \
+         GiB), but {} GiB ({free} bytes) is free ({source}).{eager}{ac} Would fit, on GPUs with as \
          much free, at the same global batch: {}. `cargo xtask plan --model SIZE --world N \
          --batch SEQUENCES [--bf16]` prints every strategy's plan",
         r.world,

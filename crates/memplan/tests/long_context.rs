@@ -93,3 +93,35 @@ fn long_context_plans_are_within_three_percent_of_the_measured_peaks() {
         assert_eq!(p, phase, "{name} {t} captured {captured}");
     }
 }
+
+/// Where the captured step alone does not fit, the refusal says that `--eager` does, with
+/// its plan: the 6.7B at 8 × 1024 tokens on one GPU plans 130.9 GiB captured and 119.2
+/// eager. Where neither fits, it says nothing of `--eager`.
+#[test]
+fn a_refusal_of_the_captured_step_names_eager_where_that_fits() {
+    let shape = Shape::by_name("6.7B", 10_000, 1024).unwrap();
+    let i = Input::train_defaults(shape, 1, 8);
+    assert!(i.captured);
+    let rows = |w: usize| (w == 1).then_some(8);
+    let refuse = |free_gib: u64| {
+        let free = (free_gib << 30, "free on GPU 0 (test)");
+        memplan::check(
+            "--model 6.7B",
+            &i,
+            (Strategy::Single, "single"),
+            free,
+            &rows,
+        )
+        .unwrap_err()
+    };
+    let e = refuse(125);
+    assert!(
+        e.contains("With --eager") && e.contains("119.2 GiB: it fits"),
+        "{e}"
+    );
+    let e = refuse(110);
+    assert!(
+        !e.contains("--eager") && e.contains("--activation-checkpointing"),
+        "{e}"
+    );
+}
