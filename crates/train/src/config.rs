@@ -140,16 +140,37 @@ impl TrainConfig {
         }
         if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
             bail!(
-                "learning rates must satisfy 0 <= min_lr ({}) <= lr ({}) and lr > 0",
+                "--min-lr {} --lr {}: the learning rates must satisfy 0 <= --min-lr <= --lr and --lr > 0",
                 self.min_lr,
                 self.lr
             );
         }
-        if self.steps == 0 || self.eval_every == 0 || self.eval_batches == 0 {
-            bail!("steps, eval_every and eval_batches must be positive");
+        let counts = [
+            ("steps", self.steps, "a run trains at least one step"),
+            (
+                "eval-every",
+                self.eval_every,
+                "validation runs every N >= 1 steps (and at the last)",
+            ),
+            (
+                "eval-batches",
+                self.eval_batches as u64,
+                "validation needs at least one batch",
+            ),
+            (
+                "context",
+                self.model.context as u64,
+                "a window holds at least one token",
+            ),
+        ];
+        if let Some((flag, v, why)) = counts.iter().find(|c| c.1 == 0) {
+            bail!("--{flag} {v}: {why}");
         }
         if !(self.clip >= 0.0 && self.clip.is_finite()) {
-            bail!("clip {} must be a finite number >= 0", self.clip);
+            bail!(
+                "--clip {}: a finite number >= 0 (0: no clipping)",
+                self.clip
+            );
         }
         if zero_buckets(&self.strategy)?.is_none()
             && !["single", "sharded"].contains(&self.strategy.as_str())
@@ -272,4 +293,59 @@ pub fn zero_buckets(strategy: &str) -> Result<Option<(u8, ddp::Strategy)>> {
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> TrainConfig {
+        TrainConfig {
+            model: shape_by_name("nano", None).unwrap(),
+            bf16: false,
+            strategy: "single".into(),
+            steps: 10,
+            global_batch: 4,
+            accum: 1,
+            lr: 1e-3,
+            min_lr: 1e-4,
+            warmup: 1,
+            weight_decay: 0.1,
+            beta1: 0.9,
+            beta2: 0.95,
+            clip: 1.0,
+            eval_every: 10,
+            eval_batches: 1,
+            seed: 0,
+            activation_checkpointing: false,
+        }
+    }
+
+    /// Each refusal names the flag and the value given.
+    #[test]
+    fn a_bad_count_or_rate_is_refused_naming_its_flag_and_value() {
+        assert!(config().validate(1).is_ok());
+        let refuse = |f: &dyn Fn(&mut TrainConfig)| {
+            let mut c = config();
+            f(&mut c);
+            c.validate(1).unwrap_err().to_string()
+        };
+        let cases: [(&dyn Fn(&mut TrainConfig), &str); 8] = [
+            (&|c| c.steps = 0, "--steps 0: "),
+            (&|c| c.eval_every = 0, "--eval-every 0: "),
+            (&|c| c.eval_batches = 0, "--eval-batches 0: "),
+            (&|c| c.model.context = 0, "--context 0: "),
+            (&|c| c.global_batch = 0, "--global-batch 0 does not split"),
+            (
+                &|c| (c.global_batch, c.accum) = (3, 2),
+                "--global-batch 3 does not split into 1 ranks × 2",
+            ),
+            (&|c| c.clip = -1.0, "--clip -1: "),
+            (&|c| c.min_lr = 1.0, "--min-lr 1 --lr 0.001: "),
+        ];
+        for (f, says) in cases {
+            let e = refuse(f);
+            assert!(e.starts_with(says), "{e}");
+        }
+    }
 }

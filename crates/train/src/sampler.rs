@@ -75,7 +75,7 @@ pub fn shard(global: usize, world: usize, accum: usize, rank: usize, micro: usiz
 /// Checks that `global` splits evenly, naming the numbers.
 pub fn check_split(global: usize, world: usize, accum: usize) -> Result<()> {
     if global == 0 || world == 0 || accum == 0 || !global.is_multiple_of(world * accum) {
-        bail!("global batch {global} does not split into {world} ranks × {accum} micro-batches of equal size");
+        bail!("--global-batch {global} does not split into {world} ranks × {accum} micro-batches (--accum) of equal size");
     }
     Ok(())
 }
