@@ -330,7 +330,8 @@ mod tests {
             f(&mut c);
             c.validate(1).unwrap_err().to_string()
         };
-        let cases: [(&dyn Fn(&mut TrainConfig), &str); 8] = [
+        type Change<'a> = &'a dyn Fn(&mut TrainConfig);
+        let cases: [(Change, &str); 8] = [
             (&|c| c.steps = 0, "--steps 0: "),
             (&|c| c.eval_every = 0, "--eval-every 0: "),
             (&|c| c.eval_batches = 0, "--eval-batches 0: "),
