@@ -296,16 +296,16 @@ pub fn zero_buckets(strategy: &str) -> Result<Option<(u8, ddp::Strategy)>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config() -> TrainConfig {
+impl TrainConfig {
+    /// A valid configuration for the unit tests: `model` at 128 tokens, bf16, `strategy`,
+    /// `global_batch` sequences a step, 10 steps, the rest small.
+    pub(crate) fn for_tests(model: &str, strategy: &str, global_batch: usize) -> Self {
         TrainConfig {
-            model: shape_by_name("nano", None).unwrap(),
-            bf16: false,
-            strategy: "single".into(),
+            model: shape_by_name(model, None).unwrap(),
+            bf16: true,
+            strategy: strategy.into(),
             steps: 10,
-            global_batch: 4,
+            global_batch,
             accum: 1,
             lr: 1e-3,
             min_lr: 1e-4,
@@ -319,6 +319,15 @@ mod tests {
             seed: 0,
             activation_checkpointing: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> TrainConfig {
+        TrainConfig::for_tests("nano", "single", 4)
     }
 
     /// Each refusal names the flag and the value given.

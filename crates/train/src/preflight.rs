@@ -87,28 +87,9 @@ pub fn fits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::shape_by_name;
 
     fn config(model: &str, strategy: &str, global_batch: usize) -> TrainConfig {
-        TrainConfig {
-            model: shape_by_name(model, None).unwrap(),
-            bf16: true,
-            strategy: strategy.into(),
-            steps: 10,
-            global_batch,
-            accum: 1,
-            lr: 1e-3,
-            min_lr: 1e-4,
-            warmup: 1,
-            weight_decay: 0.1,
-            beta1: 0.9,
-            beta2: 0.95,
-            clip: 1.0,
-            eval_every: 10,
-            eval_batches: 1,
-            seed: 0,
-            activation_checkpointing: false,
-        }
+        TrainConfig::for_tests(model, strategy, global_batch)
     }
 
     #[test]
