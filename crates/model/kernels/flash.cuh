@@ -88,8 +88,7 @@ __device__ void flash_fwd(const bf16 *qkv, const float *cos_t, const float *sin_
   const bf16 *rows = qkv + (size_t)b * T * ldr + (size_t)h * E;
   attn::stage<E>(rows + (size_t)i0 * ldr, ldr, qs, LE, BT, cos_t + i0 * (E / 2), sin_t + i0 * (E / 2), true);
   float o[NE][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < NE; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  mma::zero(o);
   const float sl = scale * LOG2E;
   for (int j = 0; j <= qt; j++) {
     const int j0 = j * BT;
@@ -97,8 +96,7 @@ __device__ void flash_fwd(const bf16 *qkv, const float *cos_t, const float *sin_
     stage2<E>(rows + (size_t)j0 * ldr + ldy, ldr, ks, rows + (size_t)j0 * ldr + 2 * ldy, ldr, vs, cos_t, sin_t, j0);
     __syncthreads();
     float s[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    mma::zero(s);
     mma::rows_yt<KB, 8, LE>(s, qa, kb);
     // The online softmax over this tile: x = scale · log2 e · S, masked above the diagonal.
     float mx[2] = {-INFINITY, -INFINITY};
@@ -216,10 +214,8 @@ __device__ __forceinline__ void flash_bwd_block(const bf16 *qkv, const float *co
   else
     stage2<E>(rows + (size_t)t0 * ldr, ldr, qs, dyh + (size_t)t0 * ldy, ldy, dys, cos_t, sin_t, t0);
   float acc[NE][4], acc2[NE][4];
-#pragma unroll
-  for (int n = 0; n < NE; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) acc[n][e] = acc2[n][e] = 0.0f;
+  mma::zero(acc);
+  mma::zero(acc2);
   // The ∂q block's own rows' L (base-2 units, as the exponent's argument) and D.
   float L[2] = {0.0f, 0.0f}, D[2] = {0.0f, 0.0f};
   if (!keys)
@@ -247,10 +243,8 @@ __device__ __forceinline__ void flash_bwd_block(const bf16 *qkv, const float *co
     // keys, columns queries); the ∂q block S = q kᵀ and dP = dY vᵀ.
     const bool diag = u == tile;
     float s[8][4], dp[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+    mma::zero(s);
+    mma::zero(dp);
     mma::rows_yt<KB, 8, LE>(s, ra + (keys ? 2 * tb : 0), rb + (keys ? 0 : 2 * tb));
     mma::rows_yt<KB, 8, LE>(dp, ra + (keys ? 3 * tb : tb), rb + (keys ? tb : 3 * tb));
 #pragma unroll

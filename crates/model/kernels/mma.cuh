@@ -98,6 +98,12 @@ __device__ __forceinline__ void regs_y(float (&acc)[NT][4], const uint32_t (&p)[
     }
 }
 
+// Accumulators set to zero.
+template <int NT> __device__ __forceinline__ void zero(float (&acc)[NT][4]) {
+#pragma unroll
+  for (int n = 0; n < NT; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
 // 16 rows × 8·NT columns of accumulators as the A operands of the next product (bf16).
 template <int NT>
 __device__ __forceinline__ void to_a(uint32_t (&p)[NT / 2][4], const float (&s)[NT][4]) {
