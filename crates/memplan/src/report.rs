@@ -161,37 +161,43 @@ pub fn check(
         return Ok(());
     }
     let b = r.bytes;
-    // Where checkpointing the activations (not yet asked for) would make room, say so first.
-    let checkpointed = || Input {
-        checkpointed: true,
-        ..i.clone()
-    };
-    let ac = (!i.checkpointed)
-        .then(|| plan(&checkpointed(), s).peak())
-        .filter(|&peak| peak <= free)
-        .map_or(String::new(), |peak| {
-            format!(
-                " With --activation-checkpointing (each block's forward again before its \
-                 backward) it needs about {} GiB: it fits.",
+    // Another way of running the step that would make room: " With FLAG (WHAT) it needs
+    // about X GiB: it fits.", or nothing.
+    let fits_with = |other: Input, flag: &str, what: &str| {
+        let peak = plan(&other, s).peak();
+        match peak <= free {
+            true => format!(
+                " With {flag} ({what}) it needs about {} GiB: it fits.",
                 gib(peak)
-            )
-        });
-    // Where the captured step alone does not fit (its graph holds the activations and
-    // every gradient at once), an eager one may.
-    let eager = || Input {
-        captured: false,
-        ..i.clone()
+            ),
+            false => String::new(),
+        }
     };
-    let eager = (i.captured && r.at == Phase::Captured)
-        .then(|| plan(&eager(), s).peak())
-        .filter(|&peak| peak <= free)
-        .map_or(String::new(), |peak| {
-            format!(
-                " With --eager (the step not captured as one CUDA graph, whose memory holds \
-                 the activations and every gradient at once) it needs about {} GiB: it fits.",
-                gib(peak)
-            )
-        });
+    // The step run eager, where the captured one alone does not fit (its graph holds the
+    // activations and every gradient at once); then checkpointing, not yet asked for.
+    let eager = match i.captured && r.at == Phase::Captured {
+        true => fits_with(
+            Input {
+                captured: false,
+                ..i.clone()
+            },
+            "--eager",
+            "the step not captured as one CUDA graph, whose memory holds the activations and \
+             every gradient at once",
+        ),
+        false => String::new(),
+    };
+    let ac = match i.checkpointed {
+        false => fits_with(
+            Input {
+                checkpointed: true,
+                ..i.clone()
+            },
+            "--activation-checkpointing",
+            "each block's forward again before its backward",
+        ),
+        true => String::new(),
+    };
     Err(format!(
         "{flags}: --strategy {chosen} at world {} needs about {} GiB per GPU ({} bytes; the \
          memory plan's estimate of the step's peak, at the {}: f32 masters {}, bf16 copies \
