@@ -41,13 +41,15 @@
 //                       (n0 = b, n1 = h, n2 = T, f = scale); E = 16, 32, …, 128
 //   attn_bwd_eE_bf16    its backward from the rows, tables, P, Y and dY (both (b, T, h, E)):
 //                       out = ∂qkv rows (b, T, 3, h, E), ∂q and ∂k turned back
-//   flash_fwd_eE_bf16   the same for T a multiple of 64 (flash.cuh, tiled, no T × T matrix):
-//                       out = Y (b, T, h, E), extra = each row's log-sum-exp (b, h, T) f32;
-//                       b·h·T/64 blocks of 128 threads (n0 = b, n1 = h, n2 = T, f = scale)
+//   flash_fwd_eE_bf16   the same for T a multiple of 64 (flash.cuh, tiled, no T × T matrix)
+//                       from q, k (roped) and v as heads (3, b, h, T, E) (qkv_rope_split's):
+//                       out = Y (b, T, h, E), extra = each row's log-sum-exp in base 2 of
+//                       the scaled scores (b, h, T) f32; b·h·T/64 blocks of 128 threads
+//                       (n0 = b, n1 = h, n2 = T, f = scale)
 //   flash_dot_eE_bf16   D = dY · Y per row and head from Y and dY (b, T, h, E): out (b, h, T)
 //                       f32, a thread per (b, t, h) (n0 = b, n1 = h, n2 = T)
-//   flash_bwd_eE_bf16   the tiled backward from the rows, tables, log-sum-exp, D and dY: out =
-//                       ∂qkv rows; 2·b·h·T/64 blocks of 128 threads
+//   flash_bwd_eE_bf16   the tiled backward from the heads, tables, log-sum-exp, D and dY:
+//                       out = ∂qkv rows; 2·b·h·T/64 blocks of 128 threads
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -219,15 +221,14 @@ ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)
 // xl's step at 8 x 1024 took 1.5 % longer (call 267: 224.23 against 220.83 ms).
 #define FLASH_BLOCKS(E) ((E) <= 64 ? 3 : 2)
 #define FLASH_ENTRIES(E)                                                                           \
-  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_fwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
-                                                   bf16 *y, float *lse, int n0, int n1, int n2,     \
-                                                   float f) {                                       \
-    flash_fwd<E>(qkv, c, s, y, lse, n0, n1, n2, f);                                                 \
+  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_fwd_e##E##_bf16(const bf16 *heads, bf16 *y, \
+                                                   float *lse, int n0, int n1, int n2, float f) {   \
+    flash_fwd<E>(heads, y, lse, n0, n1, n2, f);                                                     \
   }                                                                                                 \
-  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_bwd_e##E##_bf16(const bf16 *qkv, const float *c, const float *s, \
+  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_bwd_e##E##_bf16(const bf16 *heads, const float *c, const float *s, \
                                                    const float *lse, const float *d, const bf16 *dy, \
                                                    bf16 *out, int n0, int n1, int n2, float f) {    \
-    flash_bwd<E>(qkv, c, s, lse, d, dy, out, n0, n1, n2, f);                                        \
+    flash_bwd<E>(heads, c, s, lse, d, dy, out, n0, n1, n2, f);                                      \
   }                                                                                                 \
   extern "C" __global__ void flash_dot_e##E##_bf16(const bf16 *y, const bf16 *dy, float *out, int n0, \
                                                    int n1, int n2, float) {                         \

@@ -12,8 +12,9 @@
 //! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_e*_bf16`;
 //!   kernels/flash.cuh on mma.cuh): tiled as FlashAttention-2, no t × t matrix anywhere,
 //!   the scores in registers; it keeps each row's log-sum-exp L (b, h, t), f32, and the
-//!   backward makes P again from it. xl at 8 × 1024 tokens: 10.3 ms of attention forward
-//!   and 32.3 of backward in a 221 ms step (call 267, nvidia-h200).
+//!   backward makes P again from it. Each direction first splits the rows into heads
+//!   (3, b, h, t, e), q and k roped (`qkv_rope_split`), so that the kernels load each tile
+//!   with cp.async while they compute on the last.
 //!   `MODEL_ATTN_TILED=0` turns it off (the composed ops run instead), to measure against.
 //!
 //! Both need e a multiple of 16 up to 128 (the rule: `memplan::attention`, which the memory
@@ -125,8 +126,9 @@ mod imp {
     /// each (the backward puts dY in v's place); forward, per pair of query strips (t / 32 of
     /// them) an f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8;
     /// backward, dS (t rows of t + 8) and per pair an f32 strip of 16 rows of max(e, 32) + 4.
-    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q, k, v; backward q, dY, k, v and
-    /// two f32 rows of 64, L and D); the scores stay in registers.
+    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q and two stages of k, v; backward
+    /// two own tiles and two stages of two walked ones, with two stages of 64 L and D, f32);
+    /// the scores stay in registers.
     fn shared(k: Kernel, t: usize, e: usize, backward: bool) -> u32 {
         let bytes = match k {
             Kernel::Whole => {
@@ -140,9 +142,9 @@ mod imp {
             Kernel::Tiled => {
                 let tile = TILE * (e + 8) * 2;
                 if backward {
-                    4 * tile + 2 * TILE * 4
+                    6 * tile + 4 * TILE * 4
                 } else {
-                    3 * tile
+                    5 * tile
                 }
             }
         };
@@ -227,6 +229,18 @@ mod imp {
         Ok(d.map(|d| gpu::tensor(d, (b, h, t))))
     }
 
+    /// q, k (roped) and v as (3, b, h, t, e) from the rows (`qkv_rope_split`): the tiled
+    /// kernels' input, 64 contiguous rows a tile. Made again by the backward.
+    fn heads(
+        qkv: &Tensor,
+        (b, t, h, e): (usize, usize, usize, usize),
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> Result<Tensor> {
+        let rows = qkv.detach().reshape((b, t, 3 * h * e))?;
+        super::super::qkv_rope(&rows, h, cos, sin)
+    }
+
     fn tables(cos: &Tensor, sin: &Tensor) -> Result<(Tensor, Tensor)> {
         let f = |t: &Tensor| t.to_dtype(DType::F32)?.contiguous();
         Ok((f(cos)?, f(sin)?))
@@ -247,8 +261,11 @@ mod imp {
         let (dims, ins) = ((b, t, h, e), [&qkv, &cos, &sin]);
         let ny = b * t * h * e;
         if k == Kernel::Tiled {
+            let heads = heads(&qkv, dims, &cos, &sin)?;
             let l = gpu::scratch(&qkv, b * h * t)?;
-            let y = gpu::with_slice(&l, |l| Ok(launch(k, &ins, false, ny, dims, scale, Some(l))))??;
+            let y = gpu::with_slice(&l, |l| {
+                Ok(launch(k, &[&heads], false, ny, dims, scale, Some(l)))
+            })??;
             let Some(y) = y else { return Ok(None) };
             let y = gpu::tensor(y, (b * t, h * e));
             return Ok(Some((l.reshape((b, h, t))?, y)));
@@ -286,7 +303,11 @@ mod imp {
                 None => return Ok(None),
             },
         };
-        let ins = [&qkv, &cos, &sin, &kept, &d, &dy];
+        let heads = match k {
+            Kernel::Whole => qkv,
+            Kernel::Tiled => heads(&qkv, (b, t, h, e), &cos, &sin)?,
+        };
+        let ins = [&heads, &cos, &sin, &kept, &d, &dy];
         let out = launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?;
         Ok(out.map(|o| gpu::tensor(o, (b * t, 3 * h * e))))
     }

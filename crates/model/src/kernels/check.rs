@@ -172,6 +172,9 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
             ("attention tiled t192 e128", [1, 2, 192, 128]),
             ("attention tiled t256 e64", [2, 3, 256, 64]),
             ("attention tiled t512 e80", [1, 2, 512, 80]),
+            // Enough blocks (2 · 8 heads · 16 key tiles) that ∂q's ordered sums wait on
+            // one another.
+            ("attention tiled t1024 e64", [2, 8, 1024, 64]),
         ] {
             out.push(attention(op, shape, dev)?);
         }
@@ -232,7 +235,7 @@ fn norm_backward_add(dev: &Device, dtype: DType) -> Result<Comparison> {
 /// The one-kernel attention (bf16, CUDA), from the qkv rows with RoPE, against the f32
 /// composition (split, rope, scores, softmax, values): value, the worst of P (where the
 /// kernel keeps it, up to 128 tokens) and the output rows; grad, ∂qkv from a random gradient
-/// of the rows.
+/// of the rows. An error where two runs of the backward differ in a bit.
 fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result<Comparison> {
     let scale = 1.0 / (e as f64).sqrt();
     let rows = randn(&[b * t, 3 * h * e], 31, dev, DType::BF16)?;
@@ -241,8 +244,22 @@ fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result
     let fail = |what: &str| ModelError::Config(format!("{op}: the kernel did not apply ({what})"));
     let (kept, y) = super::attn::forward(&rows, (b, t, h), [&cos, &sin], scale)?
         .ok_or_else(|| fail("forward"))?;
-    let dqkv = super::attn::backward(&rows, (b, t, h), [&cos, &sin], &kept, [&y, &dy], scale)?
-        .ok_or_else(|| fail("backward"))?;
+    let backward = || {
+        super::attn::backward(&rows, (b, t, h), [&cos, &sin], &kept, [&y, &dy], scale)?
+            .ok_or_else(|| fail("backward"))
+    };
+    let dqkv = backward()?;
+    // A second run repeats the first's bits (no atomics: a replayed step repeats its own).
+    let f = |t: &Tensor| t.to_dtype(DType::F32);
+    let differ = (f(&dqkv)? - f(&backward()?)?)?
+        .abs()?
+        .max_all()?
+        .to_scalar::<f32>()?;
+    if differ != 0.0 {
+        return Err(ModelError::Config(format!(
+            "{op}: two runs of the backward differ, by up to {differ:e}"
+        )));
+    }
     let rv = Var::from_tensor(&rows.to_dtype(DType::F32)?)?;
     let heads = rv
         .as_tensor()
