@@ -192,7 +192,8 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     // Activations: per block, per token (8d + 3f + heads·t) elements kept, or with the tiled
     // bf16 attention ([`crate::attention`]) 8d + 3f and each head's f32 log-sum-exp
     // (2·heads bf16 elements); a backward's temporaries (3f + 9d with either bf16 attention
-    // kernel, else 3f + 13d + 2·heads·t).
+    // kernel, else 3f + 13d + 2·heads·t; the tiled kernel's backward adds the dSᵀ of every
+    // pair of 64-token tiles, heads·(t + 64)/2 bf16 elements a token).
     let n = mul(u(i.rows), t);
     let kernel = crate::attention(i.bf16, sh.context, sh.head_dim());
     let kept_attn = match kernel {
@@ -201,7 +202,8 @@ pub fn plan(i: &Input, s: Strategy) -> Row {
     };
     let a_b = mul(mul(n, e), sum([mul(8, d), mul(3, f), kept_attn]));
     let tmp = match kernel {
-        Some(_) => sum([mul(3, f), mul(9, d)]),
+        Some(Attention::Tiled) => sum([mul(3, f), mul(9, d), mul(h, t + 64) / 2]),
+        Some(Attention::Whole) => sum([mul(3, f), mul(9, d)]),
         None => sum([mul(3, f), mul(13, d), mul(2, mul(h, t))]),
     };
     let t_b = mul(mul(n, e), tmp);

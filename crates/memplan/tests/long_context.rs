@@ -1,6 +1,6 @@
 //! The plan against `train run`'s peaks at long context, where the attention is tiled: each
 //! rank's "peak GPU memory" line, bf16, clipping, `--global-batch` 8 or 4 a GPU, the data's
-//! vocabulary of 10,000 (docs/results/gpus-s48.md, gpus-s49.md).
+//! vocabulary of 10,000 (docs/results/gpus-s48.md, gpus-s49.md, gpus-s50.md).
 
 use memplan::{plan, Input, Phase, Shape, Strategy};
 
@@ -62,7 +62,8 @@ fn long_context_plans_are_within_three_percent_of_the_measured_peaks() {
             118.16,
             Phase::LastBlock,
         ),
-        // 13B, fsdp at world 2, 4 × 2048 a GPU: captured and eager (call 269).
+        // 13B, fsdp at world 2, 4 × 2048 a GPU: captured (call 278, with the backward's dSᵀ
+        // pairs; call 269 before them: 124.57) and eager (call 269).
         (
             "13B",
             2048,
@@ -70,7 +71,7 @@ fn long_context_plans_are_within_three_percent_of_the_measured_peaks() {
             4,
             true,
             Strategy::Fsdp,
-            124.57,
+            125.13,
             Phase::LastBlock,
         ),
         (
@@ -95,7 +96,7 @@ fn long_context_plans_are_within_three_percent_of_the_measured_peaks() {
 }
 
 /// Where the captured step alone does not fit, the refusal says that `--eager` does, with
-/// its plan: the 6.7B at 8 × 1024 tokens on one GPU plans 130.9 GiB captured and 119.2
+/// its plan: the 6.7B at 8 × 1024 tokens on one GPU plans 131.1 GiB captured and 119.5
 /// eager. Where neither fits, it says nothing of `--eager`.
 #[test]
 fn a_refusal_of_the_captured_step_names_eager_where_that_fits() {
@@ -116,7 +117,7 @@ fn a_refusal_of_the_captured_step_names_eager_where_that_fits() {
     };
     let e = refuse(125);
     assert!(
-        e.contains("With --eager") && e.contains("119.2 GiB: it fits"),
+        e.contains("With --eager") && e.contains("119.5 GiB: it fits"),
         "{e}"
     );
     let e = refuse(110);

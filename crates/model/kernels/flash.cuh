@@ -7,22 +7,17 @@
 // cp.async copies without a register: each block loads the next tile while it computes on
 // this one (two stages). Before session 50 the tiles were roped as staged, through registers,
 // and each waited a full memory latency between two barriers: at E = 128 the forward took
-// 2.4 times PyTorch's flash kernel (call 274).
+// 2.4 times PyTorch's flash kernel (calls 274, 275).
 //
 // Forward: a block per (batch, head, query tile), the heaviest tiles (last queries) first. It
 // walks the key tiles up to the diagonal with the online softmax (running max m and sum l of
 // each row, the output accumulated in registers and rescaled row by row) and writes Y and
 // each row's log-sum-exp in base 2 of the scaled scores, L = m + log2 l (f32, (b, h, T)):
 // all the backward keeps.
-// Backward: two kinds of block in one launch, both deterministic (no atomics, so a replayed
-// step repeats its bits): a key tile's ∂k and ∂v over the query tiles at and after it, and a
-// query tile's ∂q over the key tiles up to it. Each makes P = 2^(scale · log2 e · q kᵀ − L)
-// and dP = dY vᵀ again; dS = scale · P ⊙ (dP − D) with D = dY · Y per row (flash_dot,
-// launched first). The two kinds make S and dP twice: seven tile products a pair of tiles
-// where FlashAttention's atomic ∂q takes five. One kind of block with ∂q summed over the key
-// tiles in a fixed order through flags (five products) was tried in session 50 and was 3 %
-// slower: each ordered sum's round trips (flag, sums, fence) stood in the block's path
-// (calls 272, 273).
+// Backward: two launches (flash_bwd_kv, flash_bwd_q below), five tile products a pair of
+// tiles as FlashAttention-2's, but no atomics: a replayed step repeats its bits. Until
+// session 50 two kinds of block in one launch each made S and dP (seven products); one kind
+// adding ∂q in a fixed order through flags was 3 % slower (calls 272, 273).
 // The first version (session 48) made its products with wmma, whose accumulator layout is
 // unspecified: every score went through shared memory as f32 and back as bf16 (calls 264,
 // 267). Part of fused.cu (see its header for the kernels' arguments).
@@ -187,77 +182,63 @@ __device__ void flash_dot(const bf16 *y, const bf16 *dy, float *out, int Bn, int
   out[((size_t)b * H + h) * T + t] = d;
 }
 
-// Backward. heads (3, b, h, T, E) as the forward's; the tables (to turn ∂q and ∂k back), L
-// and D (b, h, T), dY (b, T, h, E); out: ∂qkv in the qkv rows' layout (b, T, 3, h, E), ∂q
-// and ∂k turned back by RoPE's angle. Block 2i + 1 makes ∂k, ∂v of a key tile, block 2i the
-// ∂q of a query tile; the heaviest tiles first. Shared memory: the block's own two tiles (k
-// and v, or q and dY), two stages of the two tiles it walks (q and dY with their rows' L and
-// D, or k and v), 64 rows of E + 8 each, and the L and D (f32) of two stages. A warp's 16
-// rows of the own tiles are read by it alone (the A operands), and stage its output.
-// The two kinds are one body, compiled apart (`keys`), so that neither carries the other's
-// selects and registers.
-template <int E, bool keys>
-__device__ __forceinline__ void flash_bwd_block(const bf16 *heads, const float *cos_t, const float *sin_t,
-                                                const float *lse, const float *dot, const bf16 *dy, bf16 *out,
-                                                int Bn, int H, int T, float scale) {
+// Backward, in two launches. Each makes P = 2^(scale · log2 e · q kᵀ − L) and dP = dY vᵀ
+// once: dS = scale · P ⊙ (dP − D) with D = dY · Y per row (flash_dot, launched first).
+// flash_bwd_kv: a block per key tile (the heaviest first) walks the query tiles at and after
+// it, makes ∂k += dSᵀ q and ∂v += Pᵀ dY in registers, and writes each pair's dSᵀ (bf16,
+// 64 keys × 64 queries) to ds: four products a pair. flash_bwd_q: a block per query tile
+// makes ∂q = Σ dS k over the key tiles up to it from those dSᵀ: one product a pair. Five in
+// all, as FlashAttention-2's atomic ∂q, and still no atomics: every output is written
+// once, in a fixed order, so a replayed step repeats its bits.
+// ds: per (b, h) the pairs u ≥ j (query tile u, key tile j) at u (u + 1) / 2 + j, each
+// 64 × 64. out: ∂qkv in the qkv rows' layout (b, T, 3, h, E), ∂q and ∂k turned back by
+// RoPE's angle: ∂k and ∂v by flash_bwd_kv, ∂q by flash_bwd_q.
+
+// ∂k and ∂v. heads (3, b, h, T, E) as the forward's; the tables (to turn ∂k back), L and D
+// (b, h, T), dY (b, T, h, E). Shared memory: k and v (the block's own, 64 rows of E + 8),
+// two stages of q and dY with their rows' L and D, and dSᵀ (64 × 72 bf16) on its way out.
+// A warp's 16 key rows of k and v are read by it alone (the A operands), and stage its
+// output, as do its rows of dSᵀ.
+template <int E>
+__device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float *sin_t, const float *lse,
+                             const float *dot, const bf16 *dy, bf16 *ds, bf16 *out, int Bn, int H, int T,
+                             float scale) {
   using namespace flash;
-  constexpr int KB = E / 16, NE = E / 8, LE = E + 8, TB = BT * LE * 2;
+  constexpr int KB = E / 16, NE = E / 8, LE = E + 8, TB = BT * LE * 2, LS = BT + 8;
   extern __shared__ float flash_bwd_sm[];
-  const int nt = T / BT, BH = Bn * H, rest = blockIdx.x >> 1, bh = rest % BH, rank = rest / BH;
-  const int tile0 = keys ? rank : nt - 1 - rank, t0 = tile0 * BT;
+  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, j = blockIdx.x / BH, t0 = j * BT;
   const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g;
-  // Tiles: own 0, own 1, then stage s's a and b at 2 + 2s, 3 + 2s; then L and D of stage s.
+  // Tiles: k, v, then stage s's q and dY at 2 + 2s, 3 + 2s; then L and D of two stages; dSᵀ.
   bf16 *own = reinterpret_cast<bf16 *>(flash_bwd_sm), *walk = own + 2 * BT * LE;
   float *ld0 = reinterpret_cast<float *>(walk + 4 * BT * LE);  // stage s: L at 2s · 64, D after
+  bf16 *dss = reinterpret_cast<bf16 *>(ld0 + 4 * BT) + warp * 16 * LS;  // the warp's rows
   const int wr = warp * 16 * LE;  // the warp's rows in a tile
-  // Shared addresses for the products: the own tiles' warp rows as A operands, the walked
-  // tiles' rows as B operands, transposed (mma.cuh).
   const uint32_t ra = mma::smem(own) + 2 * (wr + mma::a_lane<LE>()), rb = mma::smem(walk) + 2 * mma::b_lane<LE>();
   const uint32_t rt = mma::smem(walk) + 2 * mma::t_lane<LE>();
   const size_t plane = (size_t)Bn * H * T * E, ldy = (size_t)H * E, ldr = 3 * ldy;
   const bf16 *qh = heads + (size_t)bh * T * E, *kh = qh + plane, *vh = kh + plane;
   const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E;
   const float *lh = lse + (size_t)bh * T, *dh = dot + (size_t)bh * T;
-  // The walked tiles of tile u into stage s: q, dY, L, D (∂k, ∂v), or k, v (∂q).
+  bf16 *dsh = ds + (size_t)bh * (nt * (nt + 1) / 2) * BT * BT + warp * 16 * BT;
   auto load = [&](int u, int s) {
     bf16 *w = walk + s * 2 * BT * LE;
     const int u0 = u * BT;
-    if (keys) {
-      tile<E>(qh + (size_t)u0 * E, E, w);
-      tile<E>(dyh + (size_t)u0 * ldy, ldy, w + BT * LE);
-      rows64(lh + u0, ld0 + s * 2 * BT, dh + u0, ld0 + s * 2 * BT + BT);
-    } else {
-      tile<E>(kh + (size_t)u0 * E, E, w);
-      tile<E>(vh + (size_t)u0 * E, E, w + BT * LE);
-    }
+    tile<E>(qh + (size_t)u0 * E, E, w);
+    tile<E>(dyh + (size_t)u0 * ldy, ldy, w + BT * LE);
+    rows64(lh + u0, ld0 + s * 2 * BT, dh + u0, ld0 + s * 2 * BT + BT);
   };
-  // The tiles this block keeps: k and v (∂k, ∂v), or q and dY (∂q).
-  if (keys) {
-    tile<E>(kh + (size_t)t0 * E, E, own);
-    tile<E>(vh + (size_t)t0 * E, E, own + BT * LE);
-  } else {
-    tile<E>(qh + (size_t)t0 * E, E, own);
-    tile<E>(dyh + (size_t)t0 * ldy, ldy, own + BT * LE);
-  }
-  const int first = keys ? tile0 : 0, last = keys ? nt - 1 : tile0;
-  load(first, 0);
+  tile<E>(kh + (size_t)t0 * E, E, own);
+  tile<E>(vh + (size_t)t0 * E, E, own + BT * LE);
+  load(j, 0);
   commit();
   float acc[NE][4], acc2[NE][4];
   mma::zero(acc);
   mma::zero(acc2);
-  // The ∂q block's own rows' L and D.
-  float L[2] = {0.0f, 0.0f}, D[2] = {0.0f, 0.0f};
-  if (!keys)
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      L[hh] = lh[t0 + r0 + hh * 8];
-      D[hh] = dh[t0 + r0 + hh * 8];
-    }
   const float sl = scale * LOG2E;
-  for (int u = first; u <= last; u++) {
-    const int s = (u - first) & 1;
-    if (u < last) {  // the next tile into the other stage, freed by the last iteration's barrier
+  for (int u = j; u < nt; u++) {
+    const int s = (u - j) & 1;
+    if (u + 1 < nt) {  // the next tile into the other stage, freed by the last iteration's barrier
       load(u + 1, s ^ 1);
       commit();
       wait<1>();
@@ -267,8 +248,7 @@ __device__ __forceinline__ void flash_bwd_block(const bf16 *heads, const float *
     __syncthreads();  // this tile is in every thread's view
     const uint32_t st = s * 2 * TB;
     const float *ls = ld0 + s * 2 * BT, *dd = ls + BT;
-    // The warp's 16 rows against the tile: ∂k/∂v blocks Sᵀ = k qᵀ and dPᵀ = v dYᵀ (rows are
-    // keys, columns queries); the ∂q block S = q kᵀ and dP = dY vᵀ.
+    // The warp's 16 keys against the tile's queries: Sᵀ = k qᵀ and dPᵀ = v dYᵀ.
     float sc[8][4], dp[8][4];
     mma::zero(sc);
     mma::zero(dp);
@@ -277,52 +257,75 @@ __device__ __forceinline__ void flash_bwd_block(const bf16 *heads, const float *
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int col = n * 8 + 2 * t + (e & 1);
-        sc[n][e] = exp2f(sc[n][e] * sl - (keys ? ls[col] : L[e >> 1]));
-      }
-    if (u == tile0)  // the diagonal tile: P = 0 above it
+      for (int e = 0; e < 4; e++) sc[n][e] = exp2f(sc[n][e] * sl - ls[n * 8 + 2 * t + (e & 1)]);
+    if (u == j)  // the diagonal tile: P = 0 where the key is after the query
 #pragma unroll
       for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int col = n * 8 + 2 * t + (e & 1), row = r0 + (e >> 1) * 8;
-          if (keys ? row > col : col > row) sc[n][e] = 0.0f;
-        }
+        for (int e = 0; e < 4; e++)
+          if (r0 + (e >> 1) * 8 > n * 8 + 2 * t + (e & 1)) sc[n][e] = 0.0f;
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int col = n * 8 + 2 * t + (e & 1);
-        dp[n][e] = scale * sc[n][e] * (dp[n][e] - (keys ? dd[col] : D[e >> 1]));
-      }
+      for (int e = 0; e < 4; e++) dp[n][e] = scale * sc[n][e] * (dp[n][e] - dd[n * 8 + 2 * t + (e & 1)]);
     uint32_t pa[4][4], ga[4][4];
     mma::to_a<8>(ga, dp);
-    if constexpr (keys) {
-      mma::to_a<8>(pa, sc);
-      mma::regs_y<4, NE, LE>(acc, ga, rt + st);        // ∂k += dSᵀ q
-      mma::regs_y<4, NE, LE>(acc2, pa, rt + st + TB);  // ∂v += Pᵀ dY
-    } else {
-      mma::regs_y<4, NE, LE>(acc, ga, rt + st);  // ∂q += dS k
-    }
+    mma::to_a<8>(pa, sc);
+    mma::regs_y<4, NE, LE>(acc, ga, rt + st);        // ∂k += dSᵀ q
+    mma::regs_y<4, NE, LE>(acc2, pa, rt + st + TB);  // ∂v += Pᵀ dY
+    // dSᵀ out, the warp's 16 key rows: through shared memory, 16 bytes a store.
+    mma::put_a<4>(ga, dss, LS);
+    mma::copy_rows<BT>(dss, LS, dsh + (size_t)(u * (u + 1) / 2 + j) * BT * BT, BT);
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
   bf16 *o = out + ((size_t)b * T + t0 + warp * 16) * ldr + (size_t)h * E;
-  if (keys) {
-    mma::put_rows<NE>(acc, own + wr, LE, cos_t, sin_t, t0 + warp * 16, true);
-    mma::put_rows<NE>(acc2, own + BT * LE + wr, LE, cos_t, sin_t, 0, false);
-    mma::copy_rows<E>(own + wr, LE, o + ldy, ldr);
-    mma::copy_rows<E>(own + BT * LE + wr, LE, o + 2 * ldy, ldr);
-  } else {
-    mma::put_rows<NE>(acc, own + wr, LE, cos_t, sin_t, t0 + warp * 16, true);
-    mma::copy_rows<E>(own + wr, LE, o, ldr);
-  }
+  mma::put_rows<NE>(acc, own + wr, LE, cos_t, sin_t, t0 + warp * 16, true);
+  mma::put_rows<NE>(acc2, own + BT * LE + wr, LE, cos_t, sin_t, 0, false);
+  mma::copy_rows<E>(own + wr, LE, o + ldy, ldr);
+  mma::copy_rows<E>(own + BT * LE + wr, LE, o + 2 * ldy, ldr);
 }
+
+// ∂q from flash_bwd_kv's dSᵀ and k: a block per query tile, the heaviest first. Shared
+// memory: two stages of a dSᵀ tile (64 × 72) and a k tile (64 rows of E + 8). A warp makes
+// its 16 query rows, reading dSᵀ transposed.
 template <int E>
-__device__ void flash_bwd(const bf16 *heads, const float *cos_t, const float *sin_t, const float *lse,
-                          const float *dot, const bf16 *dy, bf16 *out, int Bn, int H, int T, float scale) {
-  if (blockIdx.x & 1)
-    flash_bwd_block<E, true>(heads, cos_t, sin_t, lse, dot, dy, out, Bn, H, T, scale);
-  else
-    flash_bwd_block<E, false>(heads, cos_t, sin_t, lse, dot, dy, out, Bn, H, T, scale);
+__device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *sin_t, const bf16 *ds, bf16 *out,
+                            int Bn, int H, int T) {
+  using namespace flash;
+  constexpr int NE = E / 8, LE = E + 8, LS = BT + 8, SB = BT * LS * 2 + BT * LE * 2;  // SB: a stage's bytes
+  extern __shared__ float flash_bwd_sm[];
+  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, u = nt - 1 - blockIdx.x / BH, u0 = u * BT;
+  const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5;
+  bf16 *sm = reinterpret_cast<bf16 *>(flash_bwd_sm);  // stage s: dSᵀ, then k
+  const uint32_t xa = mma::smem(sm) + 2 * (mma::b_lane<LS>() + warp * 16);
+  const uint32_t kt = mma::smem(sm) + 2 * (BT * LS + mma::t_lane<LE>());
+  const size_t plane = (size_t)Bn * H * T * E, ldr = 3 * (size_t)H * E;
+  const bf16 *kh = heads + plane + (size_t)bh * T * E;
+  const bf16 *dsu = ds + ((size_t)bh * (nt * (nt + 1) / 2) + u * (u + 1) / 2) * BT * BT;
+  auto load = [&](int jj, int s) {
+    bf16 *w = sm + s * (SB / 2);
+    tile<BT>(dsu + (size_t)jj * BT * BT, BT, w);
+    tile<E>(kh + (size_t)jj * BT * E, E, w + BT * LS);
+  };
+  load(0, 0);
+  commit();
+  float acc[NE][4];
+  mma::zero(acc);
+  for (int jj = 0; jj <= u; jj++) {
+    const int s = jj & 1;
+    if (jj < u) {
+      load(jj + 1, s ^ 1);
+      commit();
+      wait<1>();
+    } else {
+      wait<0>();
+    }
+    __syncthreads();
+    mma::cols_y<BT / 16, NE, LS, LE>(acc, xa + s * SB, kt + s * SB);  // ∂q += dS k
+    __syncthreads();
+  }
+  // The warp's rows of stage 0's k tile stage its output.
+  bf16 *w = sm + BT * LS + warp * 16 * LE;
+  mma::put_rows<NE>(acc, w, LE, cos_t, sin_t, u0 + warp * 16, true);
+  mma::copy_rows<E>(w, LE, out + ((size_t)b * T + u0 + warp * 16) * ldr + (size_t)h * E, ldr);
 }

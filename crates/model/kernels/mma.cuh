@@ -98,6 +98,26 @@ __device__ __forceinline__ void regs_y(float (&acc)[NT][4], const uint32_t (&p)[
     }
 }
 
+// acc[n] += xᵀ · y: x's 16 columns from address x (the warp's rows of xᵀ) over 16·KB rows
+// of x (row stride LX) and of y (16·KB × 8·NT, row stride LY). x: shared address plus
+// b_lane (ldmatrix.trans gives its 8 × 8 matrices transposed, in the A operand's order);
+// y: plus t_lane, as in regs_y.
+template <int KB, int NT, int LX, int LY>
+__device__ __forceinline__ void cols_y(float (&acc)[NT][4], uint32_t x, uint32_t y) {
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++) {
+    uint32_t a[4];
+    ldm_t(a, x + kk * 16 * LX * 2);
+#pragma unroll
+    for (int n = 0; n < NT; n += 2) {
+      uint32_t b[4];
+      ldm_t(b, y + (kk * 16 * LY + n * 8) * 2);
+      mma(acc[n], a, b[0], b[1]);
+      mma(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // Accumulators set to zero.
 template <int NT> __device__ __forceinline__ void zero(float (&acc)[NT][4]) {
 #pragma unroll
@@ -114,6 +134,17 @@ __device__ __forceinline__ void to_a(uint32_t (&p)[NT / 2][4], const float (&s)[
     p[i][2] = pack(s[2 * i + 1][0], s[2 * i + 1][1]);
     p[i][3] = pack(s[2 * i + 1][2], s[2 * i + 1][3]);
   }
+}
+
+// A operands p (16 rows × 16·KB columns, as to_a makes them) to a warp's 16 bf16 rows x
+// (row stride ld).
+template <int KB> __device__ __forceinline__ void put_a(const uint32_t (&p)[KB][4], bf16 *x, int ld) {
+  const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+#pragma unroll
+  for (int i = 0; i < KB; i++)
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+      *reinterpret_cast<uint32_t *>(x + (g + (q & 1) * 8) * ld + i * 16 + (q >> 1) * 8 + 2 * t) = p[i][q];
 }
 
 // 16 rows × 8·NT columns of accumulators to a warp's 16 bf16 rows x (row stride ld); when

@@ -1,15 +1,16 @@
-//! Causal attention for bf16 on CUDA in one kernel per direction, from the qkv projection's
-//! rows (roping q and k as it loads them) to the heads' output already in the output
-//! projection's row layout (b, t, h, e); the backward reads the same rows and the projection's
-//! gradient rows as they are, and writes ∂qkv in the qkv rows' layout (∂q, ∂k turned back).
-//! Two kernels, by the sequence t:
+//! Causal attention for bf16 on CUDA, from the qkv projection's rows to the heads' output
+//! already in the output projection's row layout (b, t, h, e); the backward reads the same
+//! rows and the projection's gradient rows as they are, and writes ∂qkv in the qkv rows'
+//! layout (∂q, ∂k turned back). Two kinds of kernel, by the sequence t:
 //!
 //! - t a multiple of 32 up to 128 (fused.cu `attn_fwd_e*_bf16`, `attn_bwd_e*_bf16`;
-//!   kernels/attn.cuh): one block per (batch, head), the scores and their gradient in shared
+//!   kernels/attn.cuh): one kernel a direction, roping q and k as it loads the rows; one
+//!   block per (batch, head), the scores and their gradient in shared
 //!   memory as f32; it keeps the probabilities P (b, h, t, t) for the backward. It replaces
 //!   the q/k/v split and its merge, six batched GEMMs (76 TFLOP/s at batch 32 on
 //!   nvidia-h200, run 32), the two softmax kernels and two head transposes.
-//! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_e*_bf16`;
+//! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_kv_e*_bf16` then
+//!   `flash_bwd_q_e*_bf16`, through each pair of tiles' dSᵀ;
 //!   kernels/flash.cuh on mma.cuh): tiled as FlashAttention-2, no t × t matrix anywhere,
 //!   the scores in registers; it keeps each row's log-sum-exp L (b, h, t), f32, and the
 //!   backward makes P again from it. Each direction first splits the rows into heads
@@ -126,9 +127,9 @@ mod imp {
     /// each (the backward puts dY in v's place); forward, per pair of query strips (t / 32 of
     /// them) an f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8;
     /// backward, dS (t rows of t + 8) and per pair an f32 strip of 16 rows of max(e, 32) + 4.
-    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q and two stages of k, v; backward
-    /// two own tiles and two stages of two walked ones, with two stages of 64 L and D, f32);
-    /// the scores stay in registers.
+    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q and two stages of k, v; backward's
+    /// ∂k, ∂v: k, v and two stages of q, dY, with two stages of 64 L and D, f32, and a dSᵀ
+    /// tile of 64 × 72 on its way out); the scores stay in registers. ∂q: [`shared_q`].
     fn shared(k: Kernel, t: usize, e: usize, backward: bool) -> u32 {
         let bytes = match k {
             Kernel::Whole => {
@@ -142,13 +143,18 @@ mod imp {
             Kernel::Tiled => {
                 let tile = TILE * (e + 8) * 2;
                 if backward {
-                    6 * tile + 4 * TILE * 4
+                    6 * tile + 4 * TILE * 4 + TILE * (TILE + 8) * 2
                 } else {
                     5 * tile
                 }
             }
         };
         bytes as u32
+    }
+
+    /// The tiled ∂q's bytes: two stages of a dSᵀ tile (64 × 72) and a k tile (64 × e + 8).
+    fn shared_q(e: usize) -> u32 {
+        (2 * TILE * ((TILE + 8) + (e + 8)) * 2) as u32
     }
 
     /// Runs `f` on the CUDA storages of `ts` (contiguous, 32-byte aligned: the tiles load
@@ -174,8 +180,8 @@ mod imp {
 
     /// Launches kernel `k`'s forward or backward for head width e (`extra`: the tiled
     /// forward's L); `None` where an input is not contiguous and aligned. Whole: one block
-    /// per (batch, head), t / 16 warps. Tiled: a block of four warps per (batch, head, tile),
-    /// and in the backward two (∂q; ∂k and ∂v).
+    /// per (batch, head), t / 16 warps. Tiled forward: a block of four warps per (batch,
+    /// head, tile); its backward is [`tiled_backward`].
     fn launch(
         k: Kernel,
         ins: &[&Tensor],
@@ -188,7 +194,7 @@ mod imp {
         let dir = if backward { "bwd" } else { "fwd" };
         let (name, grid, block) = match k {
             Kernel::Whole => ("attn", b * h, 32 * (t / 16)),
-            Kernel::Tiled => ("flash", b * h * (t / TILE) * (1 + backward as usize), 128),
+            Kernel::Tiled => ("flash", b * h * (t / TILE), 128),
         };
         with_cuda(ins, |ins| {
             gpu::launch_extra(
@@ -303,12 +309,61 @@ mod imp {
                 None => return Ok(None),
             },
         };
-        let heads = match k {
-            Kernel::Whole => qkv,
-            Kernel::Tiled => heads(&qkv, (b, t, h, e), &cos, &sin)?,
+        let out = match k {
+            Kernel::Whole => {
+                let ins = [&qkv, &cos, &sin, &kept, &d, &dy];
+                launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?
+            }
+            Kernel::Tiled => {
+                let heads = heads(&qkv, (b, t, h, e), &cos, &sin)?;
+                let ins = [&heads, &cos, &sin, &kept, &d, &dy];
+                tiled_backward(&ins, (b, t, h, e), scale)?
+            }
         };
-        let ins = [&heads, &cos, &sin, &kept, &d, &dy];
-        let out = launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?;
         Ok(out.map(|o| gpu::tensor(o, (b * t, 3 * h * e))))
+    }
+
+    /// The tiled backward's two launches (flash.cuh) from [heads, cos, sin, L, D, dY]:
+    /// `flash_bwd_kv` (∂k, ∂v, and every tile pair's dSᵀ into a bf16 buffer of b·h·P·64²,
+    /// P = n (n + 1) / 2 pairs of n = t / 64 tiles), then `flash_bwd_q` (∂q from dSᵀ and
+    /// k) into the same ∂qkv rows.
+    fn tiled_backward(
+        ins: &[&Tensor],
+        (b, t, h, e): (usize, usize, usize, usize),
+        scale: f64,
+    ) -> Result<Option<CudaStorage>> {
+        let n = t / TILE;
+        let pairs = b * h * n * (n + 1) / 2 * TILE * TILE;
+        with_cuda(ins, |ins| {
+            use candle_core::cuda_backend::WrapErr;
+            let dev = ins[0].0.device.clone();
+            let stream = dev.cuda_stream();
+            // SAFETY: flash_bwd_kv writes every pair's dSᵀ and every row's ∂k and ∂v, then
+            // flash_bwd_q every row's ∂q, before anything reads them.
+            let mut ds = unsafe { stream.alloc::<half::bf16>(pairs) }.w()?;
+            let mut out = unsafe { stream.alloc::<half::bf16>(3 * b * t * h * e) }.w()?;
+            let launch = |kernel: &str, ins| gpu::Launch {
+                kernel: format!("{kernel}_e{e}_bf16"),
+                ins,
+                out_dtype: DType::BF16,
+                out_len: 0,
+                grid: b * h * n,
+                block: 128,
+                n: [b, h, t],
+                f: scale as f32,
+            };
+            let kv = launch("flash_bwd_kv", ins);
+            gpu::launch_outs(
+                kv,
+                &mut [&mut ds, &mut out],
+                shared(Kernel::Tiled, t, e, true),
+            )?;
+            let ds = CudaStorage::wrap_cuda_slice(ds, dev.clone());
+            let layout = Layout::contiguous(pairs);
+            let q_ins = [ins[0], ins[1], ins[2], (&ds, &layout)];
+            let q = launch("flash_bwd_q", &q_ins);
+            gpu::launch_outs(q, &mut [&mut out], shared_q(e))?;
+            Ok(CudaStorage::wrap_cuda_slice(out, dev))
+        })
     }
 }

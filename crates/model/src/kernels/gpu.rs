@@ -1,9 +1,9 @@
 //! One launcher for the kernels of kernels/fused.cu: every kernel takes its input buffers,
-//! one output buffer, then `(int n0, int n1, int n2, float f)`.
+//! one output buffer (or those of [`launch_outs`]), then `(int n0, int n1, int n2, float f)`.
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, CudaView, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaStorage, WrapErr};
 use candle_core::{DType, Layout, Result};
@@ -66,7 +66,24 @@ fn go<T: DeviceRepr>(
     extra: Option<&CudaSlice<f32>>,
     shared: u32,
 ) -> Result<CudaSlice<T>> {
-    let func = dev.get_or_load_custom_func(&l.kernel, "model_fused", PTX)?;
+    let (func, stream) = (function(l, dev, shared)?, dev.cuda_stream());
+    // SAFETY: every kernel writes all `out_len` elements of its output.
+    let mut out = unsafe { stream.alloc::<T>(l.out_len) }.w()?;
+    let mut b = stream.launch_builder(&func);
+    push(&mut b, views);
+    b.arg(&mut out);
+    if let Some(e) = extra {
+        b.arg(e);
+    }
+    run(l, b, n, shared)?;
+    Ok(out)
+}
+
+/// `l`'s kernel, opted in to `shared` bytes of dynamic shared memory.
+fn function(l: &Launch, dev: &candle_core::CudaDevice, shared: u32) -> Result<CudaFunction> {
+    let func = dev
+        .get_or_load_custom_func(&l.kernel, "model_fused", PTX)?
+        .into_cuda_function();
     if shared > 48 * 1024 {
         // Past 48 KiB a kernel must opt in to its dynamic shared memory.
         use candle_core::cuda_backend::cudarc::driver::sys::CUfunction_attribute_enum as Attr;
@@ -83,14 +100,21 @@ fn go<T: DeviceRepr>(
         )
         .w()?;
     }
-    // SAFETY: every kernel writes all `out_len` elements of its output.
-    let mut out = unsafe { dev.cuda_stream().alloc::<T>(l.out_len) }.w()?;
-    let mut b = func.builder();
-    push(&mut b, views);
-    b.arg(&mut out);
-    if let Some(e) = extra {
-        b.arg(e);
+    Ok(func)
+}
+
+/// `l.n` as the kernels' int arguments.
+fn dims(l: &Launch) -> Result<[i32; 3]> {
+    let mut n = [0i32; 3];
+    for (d, s) in n.iter_mut().zip(l.n) {
+        *d = i32::try_from(s)
+            .map_err(|_| candle_core::Error::Msg(format!("{}: size {s} exceeds i32", l.kernel)))?;
     }
+    Ok(n)
+}
+
+/// Pushes the argument tail (n, f) and launches `l`'s grid.
+fn run<'a>(l: &'a Launch, mut b: LaunchArgs<'a>, n: &'a [i32; 3], shared: u32) -> Result<()> {
     b.arg(&n[0]).arg(&n[1]).arg(&n[2]).arg(&l.f);
     let cfg = LaunchConfig {
         grid_dim: (l.grid.max(1) as u32, 1, 1),
@@ -102,7 +126,27 @@ fn go<T: DeviceRepr>(
     // sized the buffers for `n`.
     unsafe { b.launch(cfg) }.w()?;
     crate::profile::mark_kernel(&l.kernel);
-    Ok(out)
+    Ok(())
+}
+
+/// Launches `l` with bf16 output buffers the caller allocated (`outs`, passed after the
+/// inputs in order; `l.out_dtype` and `l.out_len` are not read): for a kernel that writes
+/// more than one buffer, or a buffer that an earlier launch wrote part of.
+pub fn launch_outs(l: Launch, outs: &mut [&mut CudaSlice<bf16>], shared: u32) -> Result<()> {
+    let dev = l.ins[0].0.device.clone();
+    let views = l
+        .ins
+        .iter()
+        .map(|(s, lay)| view(s, lay))
+        .collect::<Result<Vec<_>>>()?;
+    let n = dims(&l)?;
+    let (func, stream) = (function(&l, &dev, shared)?, dev.cuda_stream());
+    let mut b = stream.launch_builder(&func);
+    push(&mut b, &views);
+    for o in outs.iter_mut() {
+        b.arg(&mut **o);
+    }
+    run(&l, b, &n, shared)
 }
 
 /// Zeroes `bytes` (a multiple of 16) at device address `ptr` with a kernel (`l2_flush`): the
@@ -161,11 +205,7 @@ pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>, shared: u32) -> R
         .iter()
         .map(|(s, lay)| view(s, lay))
         .collect::<Result<Vec<_>>>()?;
-    let mut n = [0i32; 3];
-    for (d, s) in n.iter_mut().zip(l.n) {
-        *d = i32::try_from(s)
-            .map_err(|_| candle_core::Error::Msg(format!("{}: size {s} exceeds i32", l.kernel)))?;
-    }
+    let n = dims(&l)?;
     Ok(match l.out_dtype {
         DType::F32 => {
             CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n, extra, shared)?, dev)
