@@ -82,20 +82,26 @@ __device__ __forceinline__ void rows_yt(float (&acc)[NT][4], uint32_t x, uint32_
   }
 }
 
+// acc[n] += a · y: a (16 × 16, an A operand in registers) against 16 rows × 8·NT columns
+// of y from element `at` on (shared address plus t_lane), transposed by ldmatrix as loaded:
+// matrices at rows 0-7 and 8-15 of columns 0-7 (tile n), then of columns 8-15.
+template <int NT>
+__device__ __forceinline__ void a_y(float (&acc)[NT][4], const uint32_t (&a)[4], uint32_t y, int at) {
+#pragma unroll
+  for (int n = 0; n < NT; n += 2) {
+    uint32_t b[4];
+    ldm_t(b, y + (at + n * 8) * 2);
+    mma(acc[n], a, b[0], b[1]);
+    mma(acc[n + 1], a, b[2], b[3]);
+  }
+}
+
 // acc[n] += p · y: p's 16 rows × 16·KB columns as A operands in registers, y's 16·KB rows ×
-// 8·NT columns (row stride LD; shared address plus t_lane), transposed by ldmatrix as
-// loaded: matrices at rows 0-7 and 8-15 of columns 0-7 (tile n), then of columns 8-15.
+// 8·NT columns (as a_y's).
 template <int KB, int NT, int LD>
 __device__ __forceinline__ void regs_y(float (&acc)[NT][4], const uint32_t (&p)[KB][4], uint32_t y) {
 #pragma unroll
-  for (int kk = 0; kk < KB; kk++)
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      uint32_t b[4];
-      ldm_t(b, y + (kk * 16 * LD + n * 8) * 2);
-      mma(acc[n], p[kk], b[0], b[1]);
-      mma(acc[n + 1], p[kk], b[2], b[3]);
-    }
+  for (int kk = 0; kk < KB; kk++) a_y<NT>(acc, p[kk], y, kk * 16 * LD);
 }
 
 // acc[n] += xᵀ · y: x's 16 columns from address x (the warp's rows of xᵀ) over 16·KB rows
@@ -108,13 +114,7 @@ __device__ __forceinline__ void cols_y(float (&acc)[NT][4], uint32_t x, uint32_t
   for (int kk = 0; kk < KB; kk++) {
     uint32_t a[4];
     ldm_t(a, x + kk * 16 * LX * 2);
-#pragma unroll
-    for (int n = 0; n < NT; n += 2) {
-      uint32_t b[4];
-      ldm_t(b, y + (kk * 16 * LY + n * 8) * 2);
-      mma(acc[n], a, b[0], b[1]);
-      mma(acc[n + 1], a, b[2], b[3]);
-    }
+    a_y<NT>(acc, a, y, kk * 16 * LY);
   }
 }
 

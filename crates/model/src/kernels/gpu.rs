@@ -103,6 +103,17 @@ fn function(l: &Launch, dev: &candle_core::CudaDevice, shared: u32) -> Result<Cu
     Ok(func)
 }
 
+/// `l`'s device (its first input's), its inputs as views and `l.n` as the kernels' ints.
+fn inputs<'a>(l: &'a Launch) -> Result<(candle_core::CudaDevice, Vec<View<'a>>, [i32; 3])> {
+    let dev = l.ins[0].0.device.clone();
+    let views = l
+        .ins
+        .iter()
+        .map(|(s, lay)| view(s, lay))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((dev, views, dims(l)?))
+}
+
 /// `l.n` as the kernels' int arguments.
 fn dims(l: &Launch) -> Result<[i32; 3]> {
     let mut n = [0i32; 3];
@@ -133,13 +144,7 @@ fn run<'a>(l: &'a Launch, mut b: LaunchArgs<'a>, n: &'a [i32; 3], shared: u32) -
 /// inputs in order; `l.out_dtype` and `l.out_len` are not read): for a kernel that writes
 /// more than one buffer, or a buffer that an earlier launch wrote part of.
 pub fn launch_outs(l: Launch, outs: &mut [&mut CudaSlice<bf16>], shared: u32) -> Result<()> {
-    let dev = l.ins[0].0.device.clone();
-    let views = l
-        .ins
-        .iter()
-        .map(|(s, lay)| view(s, lay))
-        .collect::<Result<Vec<_>>>()?;
-    let n = dims(&l)?;
+    let (dev, views, n) = inputs(&l)?;
     let (func, stream) = (function(&l, &dev, shared)?, dev.cuda_stream());
     let mut b = stream.launch_builder(&func);
     push(&mut b, &views);
@@ -199,13 +204,7 @@ pub fn launch(l: Launch) -> Result<CudaStorage> {
 /// [`launch`] for a kernel that also writes a second, f32 buffer `extra` (passed right
 /// after the output; the caller sized it) and takes `shared` bytes of dynamic shared memory.
 pub fn launch_extra(l: Launch, extra: Option<&CudaSlice<f32>>, shared: u32) -> Result<CudaStorage> {
-    let dev = l.ins[0].0.device.clone();
-    let views = l
-        .ins
-        .iter()
-        .map(|(s, lay)| view(s, lay))
-        .collect::<Result<Vec<_>>>()?;
-    let n = dims(&l)?;
+    let (dev, views, n) = inputs(&l)?;
     Ok(match l.out_dtype {
         DType::F32 => {
             CudaStorage::wrap_cuda_slice(go::<f32>(&l, &dev, &views, &n, extra, shared)?, dev)
