@@ -172,8 +172,8 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
             ("attention tiled t192 e128", [1, 2, 192, 128]),
             ("attention tiled t256 e64", [2, 3, 256, 64]),
             ("attention tiled t512 e80", [1, 2, 512, 80]),
-            // Enough blocks (2 · 8 heads · 16 key tiles) that ∂q's ordered sums wait on
-            // one another.
+            // Many blocks at once (2 · 8 heads · 16 tiles a launch) and 136 tile pairs a
+            // head, whose dSᵀ the ∂q launch reads back.
             ("attention tiled t1024 e64", [2, 8, 1024, 64]),
         ] {
             out.push(attention(op, shape, dev)?);
