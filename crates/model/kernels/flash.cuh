@@ -55,35 +55,112 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\
 template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 }  // namespace flash
 
+namespace flash {
+// One key tile (from key key0) into the online softmax of MT query tiles of the warp (16
+// rows each, tile i's at qa + i·xs bytes, its first row row0 + 64 i): S = q kᵀ, masked where
+// the key is after the query (`diag`), the running max and sum, O = corr · O + P v.
+template <int E, int MT>
+__device__ __forceinline__ void fwd_tile(float (&o)[MT][E / 8][4], float (&m)[MT][2], float (&l)[MT][2],
+                                         uint32_t qa, uint32_t xs, uint32_t kb, uint32_t vt, int key0,
+                                         int row0, bool diag, float sl) {
+  constexpr int KB = E / 16, NE = E / 8, LE = E + 8;
+  const int t = threadIdx.x & 3;
+  float s[MT][8][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++) mma::zero(s[i]);
+  mma::rows_yt<MT, KB, 8, LE>(s, qa, xs, kb);
+  // x = scale · log2 e · S, masked above the diagonal.
+  if (diag)
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (key0 + n * 8 + 2 * t + (e & 1) > row0 + i * BT + (e >> 1) * 8) s[i][n][e] = -INFINITY;
+  uint32_t pa[MT][4][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        s[i][n][e] *= sl;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[i][n][e]);
+      }
+    float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 1));
+      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 2));
+      const float mn = fmaxf(m[i][hh], mx[hh]);
+      corr[hh] = exp2f(m[i][hh] - mn);
+      m[i][hh] = mn;
+    }
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        s[i][n][e] = exp2f(s[i][n][e] - m[i][e >> 1]);
+        sum[e >> 1] += s[i][n][e];
+      }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) l[i][hh] = l[i][hh] * corr[hh] + sum[hh];
+#pragma unroll
+    for (int n = 0; n < NE; n++) {
+      o[i][n][0] *= corr[0];
+      o[i][n][1] *= corr[0];
+      o[i][n][2] *= corr[1];
+      o[i][n][3] *= corr[1];
+    }
+    mma::to_a<8>(pa[i], s[i]);
+  }
+  mma::regs_y<MT, 4, NE, LE>(o, pa, vt);
+}
+}  // namespace flash
+
 // Forward. heads: q, k (roped) and v as (3, b, h, T, E); y: (b, T, h, E); lse: (b, h, T).
-// Shared memory: the q tile and two stages of k and v tiles (64 rows of E + 8); a warp's q
-// rows stage its output at the end. A lane holds rows g and g + 8 of its warp's 16
-// (mma.cuh), each row's running max and sum in base-2 units, the sum over the lane's
-// columns only until the end.
-template <int E>
+// A block of four warps per (batch, head, MT query tiles), the heaviest (last queries)
+// first; warp w holds rows 16 w + 64 i of the block's 64·MT, so that each fragment of k and
+// v read from shared memory feeds MT products (MT = 2 as FlashAttention-2's 128 queries a
+// block; MT = 1 where T / 64 is odd). Of the last key tile only the last query tile's rows
+// see a key. Shared memory: the q tiles and two stages of k and v tiles (64 rows of E + 8);
+// a warp's q rows stage its output at the end. A lane holds rows g and g + 8 of its warp's
+// 16 in each query tile (mma.cuh), each row's running max and sum in base-2 units, the sum
+// over the lane's columns only until the end.
+template <int E, int MT>
 __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H, int T, float scale) {
   using namespace flash;
-  constexpr int KB = E / 16, NE = E / 8, LE = E + 8, TB = BT * LE * 2;  // TB: a tile's bytes
+  static_assert(MT == 1 || MT == 2, "one or two query tiles a block");
+  constexpr int NE = E / 8, LE = E + 8, TB = BT * LE * 2, XS = BT * LE * 2;  // TB: a tile's bytes
   extern __shared__ float flash_fwd_sm[];
-  const int nt = T / BT, bh = blockIdx.x % (Bn * H), qt = nt - 1 - blockIdx.x / (Bn * H);
+  const int nq = T / (BT * MT), bh = blockIdx.x % (Bn * H), qt = nq - 1 - blockIdx.x / (Bn * H);
   const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g, i0 = qt * BT;
-  bf16 *qs = reinterpret_cast<bf16 *>(flash_fwd_sm), *kv = qs + BT * LE;  // stage s: k, v at 2s, 2s + 1
+  const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g, i0 = qt * BT * MT;
+  bf16 *qs = reinterpret_cast<bf16 *>(flash_fwd_sm), *kv = qs + MT * BT * LE;  // stage s: k, v at 2s, 2s + 1
   bf16 *qw = qs + warp * 16 * LE;
   const uint32_t qa = mma::smem(qw) + 2 * mma::a_lane<LE>(), kb = mma::smem(kv) + 2 * mma::b_lane<LE>();
   const uint32_t vt = mma::smem(kv) + TB + 2 * mma::t_lane<LE>();
   const size_t plane = (size_t)Bn * H * T * E, ldy = (size_t)H * E;
   const bf16 *qh = heads + (size_t)bh * T * E, *kh = qh + plane, *vh = kh + plane;
-  tile<E>(qh + (size_t)i0 * E, E, qs);
+#pragma unroll
+  for (int i = 0; i < MT; i++) tile<E>(qh + (size_t)(i0 + i * BT) * E, E, qs + i * BT * LE);
   tile<E>(kh, E, kv);
   tile<E>(vh, E, kv + BT * LE);
   commit();
-  float o[NE][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  mma::zero(o);
+  float o[MT][NE][4], m[MT][2], l[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; i++) {
+    mma::zero(o[i]);
+    m[i][0] = m[i][1] = -INFINITY;
+    l[i][0] = l[i][1] = 0.0f;
+  }
   const float sl = scale * LOG2E;
-  for (int j = 0; j <= qt; j++) {
+  const int first = qt * MT, last = first + MT - 1;  // key tiles from `first` on reach the diagonal
+  for (int j = 0; j <= last; j++) {
     const uint32_t st = (j & 1) * 2 * TB;  // this tile's stage
-    if (j < qt) {  // the next tile into the other stage, freed by the last iteration's barrier
+    if (j < last) {  // the next tile into the other stage, freed by the last iteration's barrier
       bf16 *nx = kv + ((j + 1) & 1) * 2 * BT * LE;
       tile<E>(kh + (size_t)(j + 1) * BT * E, E, nx);
       tile<E>(vh + (size_t)(j + 1) * BT * E, E, nx + BT * LE);
@@ -93,74 +170,40 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
       wait<0>();
     }
     __syncthreads();  // this tile is in every thread's view
-    float s[8][4];
-    mma::zero(s);
-    mma::rows_yt<KB, 8, LE>(s, qa, kb + st);
-    // The online softmax over this tile: x = scale · log2 e · S, masked above the diagonal.
-    if (j == qt)
-#pragma unroll
-      for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-          if (n * 8 + 2 * t + (e & 1) > r0 + (e >> 1) * 8) s[n][e] = -INFINITY;
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        s[n][e] *= sl;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-      }
-    float corr[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 1));
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 2));
-      const float mn = fmaxf(m[hh], mx[hh]);
-      corr[hh] = exp2f(m[hh] - mn);
-      m[hh] = mn;
+    if (MT == 1 || j < last) {
+      fwd_tile<E, MT>(o, m, l, qa, XS, kb + st, vt + st, j * BT, i0 + r0, j >= first, sl);
+    } else {  // the last key tile is after every row of the query tiles but the last
+      constexpr int L = MT - 1;
+      fwd_tile<E, 1>(reinterpret_cast<float (&)[1][NE][4]>(o[L]), reinterpret_cast<float (&)[1][2]>(m[L]),
+                     reinterpret_cast<float (&)[1][2]>(l[L]), qa + L * XS, 0, kb + st, vt + st, j * BT,
+                     i0 + L * BT + r0, true, sl);
     }
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        s[n][e] = exp2f(s[n][e] - m[e >> 1]);
-        sum[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) l[hh] = l[hh] * corr[hh] + sum[hh];
-    // O = corr · O + P v over the tile's keys.
-#pragma unroll
-    for (int n = 0; n < NE; n++) {
-      o[n][0] *= corr[0];
-      o[n][1] *= corr[0];
-      o[n][2] *= corr[1];
-      o[n][3] *= corr[1];
-    }
-    uint32_t pa[4][4];
-    mma::to_a<8>(pa, s);
-    mma::regs_y<4, NE, LE>(o, pa, vt + st);
     __syncthreads();  // every warp is done with this stage before it is loaded again
   }
 #pragma unroll
-  for (int hh = 0; hh < 2; hh++) {
-    l[hh] += __shfl_xor_sync(0xffffffff, l[hh], 1);
-    l[hh] += __shfl_xor_sync(0xffffffff, l[hh], 2);
-  }
+  for (int i = 0; i < MT; i++) {
 #pragma unroll
-  for (int n = 0; n < NE; n++) {
-    o[n][0] /= l[0];
-    o[n][1] /= l[0];
-    o[n][2] /= l[1];
-    o[n][3] /= l[1];
-  }
-  // Only this warp reads its q rows: they stage its output.
-  __syncwarp();
-  mma::put_rows<NE>(o, qw, LE, nullptr, nullptr, 0, false);
-  mma::copy_rows<E>(qw, LE, y + ((size_t)b * T + i0 + warp * 16) * ldy + (size_t)h * E, ldy);
-  if (t == 0)
+    for (int hh = 0; hh < 2; hh++) {
+      l[i][hh] += __shfl_xor_sync(0xffffffff, l[i][hh], 1);
+      l[i][hh] += __shfl_xor_sync(0xffffffff, l[i][hh], 2);
+    }
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) lse[(size_t)bh * T + i0 + r0 + hh * 8] = m[hh] + log2f(l[hh]);
+    for (int n = 0; n < NE; n++) {
+      o[i][n][0] /= l[i][0];
+      o[i][n][1] /= l[i][0];
+      o[i][n][2] /= l[i][1];
+      o[i][n][3] /= l[i][1];
+    }
+    // Only this warp reads its q rows: they stage its output.
+    __syncwarp();
+    bf16 *w = qw + i * BT * LE;
+    const int row = i0 + i * BT + warp * 16;
+    mma::put_rows<NE>(o[i], w, LE, nullptr, nullptr, 0, false);
+    mma::copy_rows<E>(w, LE, y + ((size_t)b * T + row) * ldy + (size_t)h * E, ldy);
+    if (t == 0)
+#pragma unroll
+      for (int hh = 0; hh < 2; hh++) lse[(size_t)bh * T + i0 + i * BT + r0 + hh * 8] = m[i][hh] + log2f(l[i][hh]);
+  }
 }
 
 // D = dY · Y of every row and head (b, h, T), f32, a thread per (b, t, h): the backward's
@@ -285,35 +328,45 @@ __device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float 
   mma::copy_rows<E>(own + BT * LE + wr, LE, o + 2 * ldy, ldr);
 }
 
-// ∂q from flash_bwd_kv's dSᵀ and k: a block per query tile, the heaviest first. Shared
-// memory: two stages of a dSᵀ tile (64 × 72) and a k tile (64 rows of E + 8). A warp makes
-// its 16 query rows, reading dSᵀ transposed.
-template <int E>
+// ∂q from flash_bwd_kv's dSᵀ and k: a block per MT query tiles (as the forward's: warp w
+// makes rows 16 w + 64 i, i < MT), the heaviest first. Shared memory: two stages of MT dSᵀ
+// tiles (64 × 72) and a k tile (64 rows of E + 8); each fragment of k read feeds MT
+// products. A warp reads its query rows' dSᵀ transposed. Of the last key tile only the
+// last query tile has a pair.
+template <int E, int MT>
 __device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *sin_t, const bf16 *ds, bf16 *out,
                             int Bn, int H, int T) {
   using namespace flash;
-  constexpr int NE = E / 8, LE = E + 8, LS = BT + 8, SB = BT * LS * 2 + BT * LE * 2;  // SB: a stage's bytes
+  static_assert(MT == 1 || MT == 2, "one or two query tiles a block");
+  constexpr int NE = E / 8, LE = E + 8, LS = BT + 8, XS = BT * LS * 2;  // XS: a dSᵀ tile's bytes
+  constexpr int SB = MT * XS + BT * LE * 2;                             // a stage's bytes
   extern __shared__ float flash_bwd_sm[];
-  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, u = nt - 1 - blockIdx.x / BH, u0 = u * BT;
-  const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5;
-  bf16 *sm = reinterpret_cast<bf16 *>(flash_bwd_sm);  // stage s: dSᵀ, then k
+  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, warp = threadIdx.x >> 5;
+  const int u0 = (nt / MT - 1 - blockIdx.x / BH) * MT, last = u0 + MT - 1;  // the first query tile, the last key tile
+  const int b = bh / H, h = bh % H;
+  bf16 *sm = reinterpret_cast<bf16 *>(flash_bwd_sm);  // stage s: MT dSᵀ tiles, then k
   const uint32_t xa = mma::smem(sm) + 2 * (mma::b_lane<LS>() + warp * 16);
-  const uint32_t kt = mma::smem(sm) + 2 * (BT * LS + mma::t_lane<LE>());
+  const uint32_t kt = mma::smem(sm) + MT * XS + 2 * mma::t_lane<LE>();
   const size_t plane = (size_t)Bn * H * T * E, ldr = 3 * (size_t)H * E;
   const bf16 *kh = heads + plane + (size_t)bh * T * E;
-  const bf16 *dsu = ds + ((size_t)bh * (nt * (nt + 1) / 2) + u * (u + 1) / 2) * BT * BT;
+  const bf16 *dsb = ds + (size_t)bh * (nt * (nt + 1) / 2) * BT * BT;
   auto load = [&](int jj, int s) {
     bf16 *w = sm + s * (SB / 2);
-    tile<BT>(dsu + (size_t)jj * BT * BT, BT, w);
-    tile<E>(kh + (size_t)jj * BT * E, E, w + BT * LS);
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+      const int u = u0 + i;
+      if (jj <= u) tile<BT>(dsb + (size_t)(u * (u + 1) / 2 + jj) * BT * BT, BT, w + i * (XS / 2));
+    }
+    tile<E>(kh + (size_t)jj * BT * E, E, w + MT * (XS / 2));
   };
   load(0, 0);
   commit();
-  float acc[NE][4];
-  mma::zero(acc);
-  for (int jj = 0; jj <= u; jj++) {
+  float acc[MT][NE][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++) mma::zero(acc[i]);
+  for (int jj = 0; jj <= last; jj++) {
     const int s = jj & 1;
-    if (jj < u) {
+    if (jj < last) {
       load(jj + 1, s ^ 1);
       commit();
       wait<1>();
@@ -321,11 +374,21 @@ __device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *
       wait<0>();
     }
     __syncthreads();
-    mma::cols_y<BT / 16, NE, LS, LE>(acc, xa + s * SB, kt + s * SB);  // ∂q += dS k
+    if (MT == 1 || jj < last) {
+      mma::cols_y<MT, BT / 16, NE, LS, LE>(acc, xa + s * SB, XS, kt + s * SB);  // ∂q += dS k
+    } else {  // the last key tile pairs with the last query tile alone
+      constexpr int L = MT - 1;
+      mma::cols_y<1, BT / 16, NE, LS, LE>(reinterpret_cast<float (&)[1][NE][4]>(acc[L]), xa + s * SB + L * XS, 0,
+                                          kt + s * SB);
+    }
     __syncthreads();
   }
-  // The warp's rows of stage 0's k tile stage its output.
-  bf16 *w = sm + BT * LS + warp * 16 * LE;
-  mma::put_rows<NE>(acc, w, LE, cos_t, sin_t, u0 + warp * 16, true);
-  mma::copy_rows<E>(w, LE, out + ((size_t)b * T + u0 + warp * 16) * ldr + (size_t)h * E, ldr);
+  // The warp's rows of stage i's k tile stage query tile i's output.
+#pragma unroll
+  for (int i = 0; i < MT; i++) {
+    bf16 *w = sm + i * (SB / 2) + MT * (XS / 2) + warp * 16 * LE;
+    const int row = (u0 + i) * BT + warp * 16;
+    mma::put_rows<NE>(acc[i], w, LE, cos_t, sin_t, row, true);
+    mma::copy_rows<E>(w, LE, out + ((size_t)b * T + row) * ldr + (size_t)h * E, ldr);
+  }
 }

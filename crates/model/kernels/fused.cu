@@ -45,13 +45,15 @@
 //                       from q, k (roped) and v as heads (3, b, h, T, E) (qkv_rope_split's):
 //                       out = Y (b, T, h, E), extra = each row's log-sum-exp in base 2 of
 //                       the scaled scores (b, h, T) f32; b·h·T/64 blocks of 128 threads
-//                       (n0 = b, n1 = h, n2 = T, f = scale)
+//                       (n0 = b, n1 = h, n2 = T, f = scale); flash_fwd2_eE_bf16 the same
+//                       for T a multiple of 128, b·h·T/128 blocks (two query tiles each)
 //   flash_dot_eE_bf16   D = dY · Y per row and head from Y and dY (b, T, h, E): out (b, h, T)
 //                       f32, a thread per (b, t, h) (n0 = b, n1 = h, n2 = T)
 //   flash_bwd_kv_eE_bf16 the tiled backward's ∂k, ∂v from the heads, tables, log-sum-exp, D
 //                       and dY: outs = dSᵀ of every tile pair (flash.cuh), ∂qkv rows (their k
 //                       and v); flash_bwd_q_eE_bf16 then ∂q from the heads, tables and dSᵀ into
 //                       the same ∂qkv rows; b·h·T/64 blocks of 128 threads each
+//                       (flash_bwd_q2_eE_bf16: T a multiple of 128, b·h·T/128 blocks)
 // The kernels live in one header per family, included in this order; this file holds
 // the exported entry points.
 #include "common.cuh"
@@ -221,12 +223,17 @@ ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)
 // the registers that let three blocks share an SM up to E = 64 (two above; ∂q, with fewer
 // registers, one more). Session 49's backward spilled about 100 bytes a thread at E = 64 so
 // held, and held to two blocks it spilled nothing but xl's step at 8 x 1024 took 1.5 %
-// longer (call 267: 224.23 against 220.83 ms).
+// longer (call 267: 224.23 against 220.83 ms). The forward of two query tiles a block
+// (flash_fwd2) is held to two blocks: at three it spilled 116 bytes a thread at E = 64.
 #define FLASH_BLOCKS(E) ((E) <= 64 ? 3 : 2)
 #define FLASH_ENTRIES(E)                                                                           \
   extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_fwd_e##E##_bf16(const bf16 *heads, bf16 *y, \
                                                    float *lse, int n0, int n1, int n2, float f) {   \
-    flash_fwd<E>(heads, y, lse, n0, n1, n2, f);                                                     \
+    flash_fwd<E, 1>(heads, y, lse, n0, n1, n2, f);                                                  \
+  }                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(128, 2) flash_fwd2_e##E##_bf16(const bf16 *heads, bf16 *y, \
+                                                   float *lse, int n0, int n1, int n2, float f) {   \
+    flash_fwd<E, 2>(heads, y, lse, n0, n1, n2, f);                                                  \
   }                                                                                                 \
   extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_bwd_kv_e##E##_bf16(const bf16 *heads, const float *c, \
                                                    const float *s, const float *lse, const float *d, \
@@ -237,7 +244,12 @@ ATTN_ENTRIES(80) ATTN_ENTRIES(96) ATTN_ENTRIES(112) ATTN_ENTRIES(128)
   extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E) + 1) flash_bwd_q_e##E##_bf16(const bf16 *heads, const float *c, \
                                                    const float *s, const bf16 *ds, bf16 *out, int n0, \
                                                    int n1, int n2, float) {                         \
-    flash_bwd_q<E>(heads, c, s, ds, out, n0, n1, n2);                                               \
+    flash_bwd_q<E, 1>(heads, c, s, ds, out, n0, n1, n2);                                            \
+  }                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(128, FLASH_BLOCKS(E)) flash_bwd_q2_e##E##_bf16(const bf16 *heads, const float *c, \
+                                                   const float *s, const bf16 *ds, bf16 *out, int n0, \
+                                                   int n1, int n2, float) {                         \
+    flash_bwd_q<E, 2>(heads, c, s, ds, out, n0, n1, n2);                                            \
   }                                                                                                 \
   extern "C" __global__ void flash_dot_e##E##_bf16(const bf16 *y, const bf16 *dy, float *out, int n0, \
                                                    int n1, int n2, float) {                         \

@@ -62,59 +62,88 @@ template <int LD> __device__ __forceinline__ int t_lane() {
   return ((l & 7) + ((l >> 3) & 1) * 8) * LD + (l >> 4) * 8;
 }
 
-// acc[n] += x · yᵀ: x's 16 rows against y's 8·NT rows, over 16·KB columns of both (row
-// stride LD); x, y: shared addresses plus a_lane, b_lane. The A operand's matrices: rows
-// 0-7 and 8-15 at column 0, then at column 8; the B operand's: y rows 0-7 at columns 0 and
-// 8 (tile n), rows 8-15 the same (tile n + 1).
-template <int KB, int NT, int LD>
-__device__ __forceinline__ void rows_yt(float (&acc)[NT][4], uint32_t x, uint32_t y) {
+// acc[i][n] += x_i · yᵀ: MT tiles x_i of 16 rows (x_i at x + i·xs bytes) against y's 8·NT
+// rows, over 16·KB columns of both (row stride LD); x, y: shared addresses plus a_lane,
+// b_lane. Each of y's fragments is read once for the MT tiles: at 16 rows a warp the
+// ldmatrix reads outnumber the products' issue slots (E = 128: 72 reads to 128 products a
+// key tile; at 32 rows, 80 to 256). The A operand's matrices: rows 0-7 and 8-15 at column 0,
+// then at column 8; the B operand's: y rows 0-7 at columns 0 and 8 (tile n), rows 8-15 the
+// same (tile n + 1).
+template <int MT, int KB, int NT, int LD>
+__device__ __forceinline__ void rows_yt(float (&acc)[MT][NT][4], uint32_t x, uint32_t xs, uint32_t y) {
 #pragma unroll
   for (int kk = 0; kk < KB; kk++) {
-    uint32_t a[4];
-    ldm(a, x + kk * 32);
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++) ldm(a[i], x + i * xs + kk * 32);
 #pragma unroll
     for (int n = 0; n < NT; n += 2) {
       uint32_t b[4];
       ldm(b, y + (n * 8 * LD + kk * 16) * 2);
-      mma(acc[n], a, b[0], b[1]);
-      mma(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int i = 0; i < MT; i++) {
+        mma(acc[i][n], a[i], b[0], b[1]);
+        mma(acc[i][n + 1], a[i], b[2], b[3]);
+      }
     }
   }
 }
+// One tile of 16 rows (MT = 1).
+template <int KB, int NT, int LD>
+__device__ __forceinline__ void rows_yt(float (&acc)[NT][4], uint32_t x, uint32_t y) {
+  rows_yt<1, KB, NT, LD>(reinterpret_cast<float (&)[1][NT][4]>(acc), x, 0, y);
+}
 
-// acc[n] += a · y: a (16 × 16, an A operand in registers) against 16 rows × 8·NT columns
-// of y from element `at` on (shared address plus t_lane), transposed by ldmatrix as loaded:
-// matrices at rows 0-7 and 8-15 of columns 0-7 (tile n), then of columns 8-15.
-template <int NT>
-__device__ __forceinline__ void a_y(float (&acc)[NT][4], const uint32_t (&a)[4], uint32_t y, int at) {
+// acc[i][n] += a_i · y: MT A operands a_i (16 × 16, in registers) against 16 rows × 8·NT
+// columns of y from element `at` on (shared address plus t_lane), transposed by ldmatrix
+// as loaded, each fragment once for the MT tiles: matrices at rows 0-7 and 8-15 of columns
+// 0-7 (tile n), then of columns 8-15.
+template <int MT, int NT>
+__device__ __forceinline__ void a_y(float (&acc)[MT][NT][4], const uint32_t (&a)[MT][4], uint32_t y, int at) {
 #pragma unroll
   for (int n = 0; n < NT; n += 2) {
     uint32_t b[4];
     ldm_t(b, y + (at + n * 8) * 2);
-    mma(acc[n], a, b[0], b[1]);
-    mma(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+      mma(acc[i][n], a[i], b[0], b[1]);
+      mma(acc[i][n + 1], a[i], b[2], b[3]);
+    }
   }
 }
 
-// acc[n] += p · y: p's 16 rows × 16·KB columns as A operands in registers, y's 16·KB rows ×
-// 8·NT columns (as a_y's).
-template <int KB, int NT, int LD>
-__device__ __forceinline__ void regs_y(float (&acc)[NT][4], const uint32_t (&p)[KB][4], uint32_t y) {
-#pragma unroll
-  for (int kk = 0; kk < KB; kk++) a_y<NT>(acc, p[kk], y, kk * 16 * LD);
-}
-
-// acc[n] += xᵀ · y: x's 16 columns from address x (the warp's rows of xᵀ) over 16·KB rows
-// of x (row stride LX) and of y (16·KB × 8·NT, row stride LY). x: shared address plus
-// b_lane (ldmatrix.trans gives its 8 × 8 matrices transposed, in the A operand's order);
-// y: plus t_lane, as in regs_y.
-template <int KB, int NT, int LX, int LY>
-__device__ __forceinline__ void cols_y(float (&acc)[NT][4], uint32_t x, uint32_t y) {
+// acc[i][n] += p_i · y: MT tiles p_i of 16 rows × 16·KB columns as A operands in registers,
+// y's 16·KB rows × 8·NT columns (as a_y's).
+template <int MT, int KB, int NT, int LD>
+__device__ __forceinline__ void regs_y(float (&acc)[MT][NT][4], const uint32_t (&p)[MT][KB][4], uint32_t y) {
 #pragma unroll
   for (int kk = 0; kk < KB; kk++) {
-    uint32_t a[4];
-    ldm_t(a, x + kk * 16 * LX * 2);
-    a_y<NT>(acc, a, y, kk * 16 * LY);
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+      for (int q = 0; q < 4; q++) a[i][q] = p[i][kk][q];
+    a_y<MT, NT>(acc, a, y, kk * 16 * LD);
+  }
+}
+// One tile of 16 rows (MT = 1).
+template <int KB, int NT, int LD>
+__device__ __forceinline__ void regs_y(float (&acc)[NT][4], const uint32_t (&p)[KB][4], uint32_t y) {
+  regs_y<1, KB, NT, LD>(reinterpret_cast<float (&)[1][NT][4]>(acc), reinterpret_cast<const uint32_t (&)[1][KB][4]>(p), y);
+}
+
+// acc[i][n] += x_iᵀ · y: MT tiles x_i of 16 columns (x_i at x + i·xs bytes: the warp's rows
+// of x_iᵀ) over 16·KB rows of x_i (row stride LX) and of y (16·KB × 8·NT, row stride LY).
+// x: shared address plus b_lane (ldmatrix.trans gives its 8 × 8 matrices transposed, in the
+// A operand's order); y: plus t_lane, as in regs_y.
+template <int MT, int KB, int NT, int LX, int LY>
+__device__ __forceinline__ void cols_y(float (&acc)[MT][NT][4], uint32_t x, uint32_t xs, uint32_t y) {
+#pragma unroll
+  for (int kk = 0; kk < KB; kk++) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++) ldm_t(a[i], x + i * xs + kk * 16 * LX * 2);
+    a_y<MT, NT>(acc, a, y, kk * 16 * LY);
   }
 }
 

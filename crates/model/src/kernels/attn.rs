@@ -10,7 +10,8 @@
 //!   the q/k/v split and its merge, six batched GEMMs (76 TFLOP/s at batch 32 on
 //!   nvidia-h200, run 32), the two softmax kernels and two head transposes.
 //! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_kv_e*_bf16` then
-//!   `flash_bwd_q_e*_bf16`, through each pair of tiles' dSᵀ;
+//!   `flash_bwd_q_e*_bf16`, through each pair of tiles' dSᵀ; `flash_fwd2`, `flash_bwd_q2`
+//!   with 128 queries a block where t is a multiple of 128;
 //!   kernels/flash.cuh on mma.cuh): tiled as FlashAttention-2, no t × t matrix anywhere,
 //!   the scores in registers; it keeps each row's log-sum-exp L (b, h, t), f32, and the
 //!   backward makes P again from it. Each direction first splits the rows into heads
@@ -123,13 +124,25 @@ mod imp {
     /// The tiled kernel's tile rows (flash.cuh `BT`) and threads (four warps).
     const TILE: usize = 64;
 
+    /// Query tiles a tiled forward or ∂q block takes (flash.cuh `MT`): two (128 queries, a
+    /// warp's 32 rows sharing each k or v fragment it reads) where t / 64 is even, else one;
+    /// and the kernel name's suffix for it.
+    fn query_tiles(t: usize) -> (usize, &'static str) {
+        if (t / TILE).is_multiple_of(2) {
+            (2, "2")
+        } else {
+            (1, "")
+        }
+    }
+
     /// Bytes of dynamic shared memory. Whole (attn.cuh): k, v and q staged, t rows of e + 8
     /// each (the backward puts dY in v's place); forward, per pair of query strips (t / 32 of
     /// them) an f32 strip of 16 rows of max(t, e) + 4 and a bf16 strip of 16 rows of t + 8;
     /// backward, dS (t rows of t + 8) and per pair an f32 strip of 16 rows of max(e, 32) + 4.
-    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward q and two stages of k, v; backward's
-    /// ∂k, ∂v: k, v and two stages of q, dY, with two stages of 64 L and D, f32, and a dSᵀ
-    /// tile of 64 × 72 on its way out); the scores stay in registers. ∂q: [`shared_q`].
+    /// Tiled (flash.cuh): 64-row tiles of e + 8 (forward: [`query_tiles`] q tiles and two
+    /// stages of k, v; backward's ∂k, ∂v: k, v and two stages of q, dY, with two stages of 64
+    /// L and D, f32, and a dSᵀ tile of 64 × 72 on its way out); the scores stay in registers.
+    /// ∂q: [`shared_q`].
     fn shared(k: Kernel, t: usize, e: usize, backward: bool) -> u32 {
         let bytes = match k {
             Kernel::Whole => {
@@ -145,16 +158,17 @@ mod imp {
                 if backward {
                     6 * tile + 4 * TILE * 4 + TILE * (TILE + 8) * 2
                 } else {
-                    5 * tile
+                    (query_tiles(t).0 + 4) * tile
                 }
             }
         };
         bytes as u32
     }
 
-    /// The tiled ∂q's bytes: two stages of a dSᵀ tile (64 × 72) and a k tile (64 × e + 8).
-    fn shared_q(e: usize) -> u32 {
-        (2 * TILE * ((TILE + 8) + (e + 8)) * 2) as u32
+    /// The tiled ∂q's bytes: two stages of [`query_tiles`] dSᵀ tiles (64 × 72) and a k tile
+    /// (64 × e + 8).
+    fn shared_q(t: usize, e: usize) -> u32 {
+        (2 * TILE * (query_tiles(t).0 * (TILE + 8) + (e + 8)) * 2) as u32
     }
 
     /// Runs `f` on the CUDA storages of `ts` (contiguous, 32-byte aligned: the tiles load
@@ -181,7 +195,7 @@ mod imp {
     /// Launches kernel `k`'s forward or backward for head width e (`extra`: the tiled
     /// forward's L); `None` where an input is not contiguous and aligned. Whole: one block
     /// per (batch, head), t / 16 warps. Tiled forward: a block of four warps per (batch,
-    /// head, tile); its backward is [`tiled_backward`].
+    /// head, [`query_tiles`]); its backward is [`tiled_backward`].
     fn launch(
         k: Kernel,
         ins: &[&Tensor],
@@ -192,14 +206,17 @@ mod imp {
         extra: Option<&CudaSlice<f32>>,
     ) -> Result<Option<CudaStorage>> {
         let dir = if backward { "bwd" } else { "fwd" };
-        let (name, grid, block) = match k {
-            Kernel::Whole => ("attn", b * h, 32 * (t / 16)),
-            Kernel::Tiled => ("flash", b * h * (t / TILE), 128),
+        let (name, grid, block, suffix) = match k {
+            Kernel::Whole => ("attn", b * h, 32 * (t / 16), ""),
+            Kernel::Tiled => {
+                let (m, suffix) = query_tiles(t);
+                ("flash", b * h * (t / TILE / m), 128, suffix)
+            }
         };
         with_cuda(ins, |ins| {
             gpu::launch_extra(
                 gpu::Launch {
-                    kernel: format!("{name}_{dir}_e{e}_bf16"),
+                    kernel: format!("{name}_{dir}{suffix}_e{e}_bf16"),
                     ins,
                     out_dtype: DType::BF16,
                     out_len,
@@ -326,7 +343,7 @@ mod imp {
     /// The tiled backward's two launches (flash.cuh) from [heads, cos, sin, L, D, dY]:
     /// `flash_bwd_kv` (∂k, ∂v, and every tile pair's dSᵀ into a bf16 buffer of b·h·P·64²,
     /// P = n (n + 1) / 2 pairs of n = t / 64 tiles), then `flash_bwd_q` (∂q from dSᵀ and
-    /// k) into the same ∂qkv rows.
+    /// k, [`query_tiles`] a block) into the same ∂qkv rows.
     fn tiled_backward(
         ins: &[&Tensor],
         (b, t, h, e): (usize, usize, usize, usize),
@@ -342,17 +359,17 @@ mod imp {
             // flash_bwd_q every row's ∂q, before anything reads them.
             let mut ds = unsafe { stream.alloc::<half::bf16>(pairs) }.w()?;
             let mut out = unsafe { stream.alloc::<half::bf16>(3 * b * t * h * e) }.w()?;
-            let launch = |kernel: &str, ins| gpu::Launch {
+            let launch = |kernel: &str, blocks, ins| gpu::Launch {
                 kernel: format!("{kernel}_e{e}_bf16"),
                 ins,
                 out_dtype: DType::BF16,
                 out_len: 0,
-                grid: b * h * n,
+                grid: blocks,
                 block: 128,
                 n: [b, h, t],
                 f: scale as f32,
             };
-            let kv = launch("flash_bwd_kv", ins);
+            let kv = launch("flash_bwd_kv", b * h * n, ins);
             gpu::launch_outs(
                 kv,
                 &mut [&mut ds, &mut out],
@@ -361,8 +378,9 @@ mod imp {
             let ds = CudaStorage::wrap_cuda_slice(ds, dev.clone());
             let layout = Layout::contiguous(pairs);
             let q_ins = [ins[0], ins[1], ins[2], (&ds, &layout)];
-            let q = launch("flash_bwd_q", &q_ins);
-            gpu::launch_outs(q, &mut [&mut out], shared_q(e))?;
+            let (m, suffix) = query_tiles(t);
+            let q = launch(&format!("flash_bwd_q{suffix}"), b * h * n / m, &q_ins);
+            gpu::launch_outs(q, &mut [&mut out], shared_q(t, e))?;
             Ok(CudaStorage::wrap_cuda_slice(out, dev))
         })
     }

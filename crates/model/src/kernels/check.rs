@@ -167,11 +167,13 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
             ("attention t64 e80", [2, 2, 64, 80]),
             ("attention t32 e128", [1, 2, 32, 128]),
             ("attention e128", [1, 2, 128, 128]),
-            // The tiled kernel (t a multiple of 64 above 128): three tiles, several query
-            // tiles per key tile, the widest e and an odd count of 16-column tiles.
+            // The tiled kernel (t a multiple of 64 above 128): three tiles (a query tile a
+            // block), several query tiles per key tile, the widest e and an odd count of
+            // 16-column tiles; two query tiles a block where t / 64 is even, at the widest e.
             ("attention tiled t192 e128", [1, 2, 192, 128]),
             ("attention tiled t256 e64", [2, 3, 256, 64]),
             ("attention tiled t512 e80", [1, 2, 512, 80]),
+            ("attention tiled t384 e128", [1, 3, 384, 128]),
             // Many blocks at once (2 · 8 heads · 16 tiles a launch) and 136 tile pairs a
             // head, whose dSᵀ the ∂q launch reads back.
             ("attention tiled t1024 e64", [2, 8, 1024, 64]),
