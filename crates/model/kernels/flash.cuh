@@ -1,15 +1,15 @@
 // Causal attention for sequences longer than attn.cuh's 128 tokens, tiled as FlashAttention-2
 // does: no T × T matrix is written. T is a multiple of 64, E (the head width) of 16, at most
-// 128. Tiles of 64 queries or keys, four warps of 16 rows each; the products are mma.sync
-// tiles (mma.cuh) whose scores stay in registers: S's accumulators become P's A operand
-// for P v, dS's for dS k or dSᵀ q. q and k come roped, with v, as heads (3, b, h, T, E)
-// (qkv_rope_split, run before each direction), so that every tile is 64 contiguous rows that
-// cp.async copies without a register: each block loads the next tile while it computes on
-// this one (two stages). Before session 50 the tiles were roped as staged, through registers,
-// and each waited a full memory latency between two barriers: at E = 128 the forward took
-// 2.4 times PyTorch's flash kernel (calls 274, 275).
+// 128. Tiles of 64 queries or keys, four warps of 16 rows each (of each query tile, where a
+// block takes two); the products are mma.sync tiles (mma.cuh) whose scores stay in
+// registers: S's accumulators become P's A operand for P v, dS's for dS k or dSᵀ q. q and k
+// come roped, with v, as heads (3, b, h, T, E) (qkv_rope_split, run before each direction), so that every tile is 64 contiguous rows that cp.async
+// copies without a register: each block loads the next tile while it computes on this one
+// (two stages). Before session 50 the tiles were roped as staged, through registers, and
+// each waited a full memory latency between two barriers: at E = 128 the forward took 2.4
+// times PyTorch's flash kernel (calls 274, 275). Exponentials are one ex2.approx.ftz each.
 //
-// Forward: a block per (batch, head, query tile), the heaviest tiles (last queries) first. It
+// Forward: a block per (batch, head, query tiles), the heaviest tiles (last queries) first. It
 // walks the key tiles up to the diagonal with the online softmax (running max m and sum l of
 // each row, the output accumulated in registers and rescaled row by row) and writes Y and
 // each row's log-sum-exp in base 2 of the scaled scores, L = m + log2 l (f32, (b, h, T)):
@@ -50,6 +50,14 @@ __device__ __forceinline__ void rows64(const float *a, float *as, const float *b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(d + i)), "l"(s + i));
   }
 }
+// 2^x by the one ex2.approx.ftz instruction. exp2f without fast math also scales inputs
+// below -126 and squares the result back (four instructions, two of them predicated) to
+// keep subnormal results, which a probability under 2^-126 does not need: 0 is as good.
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -69,7 +77,8 @@ __device__ __forceinline__ void fwd_tile(float (&o)[MT][E / 8][4], float (&m)[MT
 #pragma unroll
   for (int i = 0; i < MT; i++) mma::zero(s[i]);
   mma::rows_yt<MT, KB, 8, LE>(s, qa, xs, kb);
-  // x = scale · log2 e · S, masked above the diagonal.
+  // Masked above the diagonal; x = scale · log2 e · S is taken in the exponent's FFMA (the
+  // scale is positive, so S's row max scaled is x's).
   if (diag)
 #pragma unroll
     for (int i = 0; i < MT; i++)
@@ -85,24 +94,21 @@ __device__ __forceinline__ void fwd_tile(float (&o)[MT][E / 8][4], float (&m)[MT
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        s[i][n][e] *= sl;
-        mx[e >> 1] = fmaxf(mx[e >> 1], s[i][n][e]);
-      }
+      for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[i][n][e]);
     float corr[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
       mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 1));
       mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffff, mx[hh], 2));
-      const float mn = fmaxf(m[i][hh], mx[hh]);
-      corr[hh] = exp2f(m[i][hh] - mn);
+      const float mn = fmaxf(m[i][hh], mx[hh] * sl);
+      corr[hh] = ex2(m[i][hh] - mn);
       m[i][hh] = mn;
     }
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
       for (int e = 0; e < 4; e++) {
-        s[i][n][e] = exp2f(s[i][n][e] - m[i][e >> 1]);
+        s[i][n][e] = ex2(fmaf(s[i][n][e], sl, -m[i][e >> 1]));
         sum[e >> 1] += s[i][n][e];
       }
 #pragma unroll
@@ -300,7 +306,7 @@ __device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float 
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) sc[n][e] = exp2f(sc[n][e] * sl - ls[n * 8 + 2 * t + (e & 1)]);
+      for (int e = 0; e < 4; e++) sc[n][e] = ex2(fmaf(sc[n][e], sl, -ls[n * 8 + 2 * t + (e & 1)]));
     if (u == j)  // the diagonal tile: P = 0 where the key is after the query
 #pragma unroll
       for (int n = 0; n < 8; n++)
