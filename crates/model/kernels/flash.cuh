@@ -3,7 +3,8 @@
 // 128. Tiles of 64 queries or keys, four warps of 16 rows each (of each query tile, where a
 // block takes two); the products are mma.sync tiles (mma.cuh) whose scores stay in
 // registers: S's accumulators become P's A operand for P v, dS's for dS k or dSᵀ q. q and k
-// come roped, with v, as heads (3, b, h, T, E) (qkv_rope_split, run before each direction), so that every tile is 64 contiguous rows that cp.async
+// come roped, with v, as heads (3, b, h, T, E) (qkv_rope_split, run before the forward; the
+// backward reads the same heads), so that every tile is 64 contiguous rows that cp.async
 // copies without a register: each block loads the next tile while it computes on this one
 // (two stages). Before session 50 the tiles were roped as staged, through registers, and
 // each waited a full memory latency between two barriers: at E = 128 the forward took 2.4

@@ -50,10 +50,11 @@ struct Saved {
     s: Tensor,
 }
 
-/// What the attention's backward starts from: the qkv projection's rows where an
-/// attention kernel ran (it ropes q and k as it loads them), else q, k, v (b, h, t, e).
+/// What the attention's backward starts from: what the attention kernel returned for it
+/// where one ran (the qkv projection's rows up to 128 tokens, roped as loaded; above, the
+/// heads the forward split them into), else q, k, v (b, h, t, e).
 enum Qkv {
-    Rows(Tensor),
+    Kernel(Tensor),
     Heads(Tensor, Tensor, Tensor),
 }
 
@@ -81,9 +82,9 @@ pub(crate) fn forward(
     // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows; tiled
     // above 128 tokens); otherwise q, k, v split and roped in one kernel, then composed.
     let (attn, p, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
-        Some((p, y)) => {
+        Some((saved, p, y)) => {
             mark("fwd/block/attn/core");
-            (Qkv::Rows(qkv), p, y)
+            (Qkv::Kernel(saved), p, y)
         }
         None => {
             let qkv = kernels::qkv_rope(&qkv.reshape((b, t, 3 * d))?, h, &dims.cos, &dims.sin)?;
@@ -215,8 +216,9 @@ impl Saved {
         let scale = 1.0 / (e as f64).sqrt();
         let tables = [&s.dims.cos, &s.dims.sin];
         let dqkv = match &s.attn {
-            Qkv::Rows(qkv) => {
-                let g = kernels::attn::backward(qkv, (b, t, h), tables, &s.p, [&s.y, &dyr], scale)?;
+            Qkv::Kernel(saved) => {
+                let g =
+                    kernels::attn::backward(saved, (b, t, h), tables, &s.p, [&s.y, &dyr], scale)?;
                 let g = g.ok_or_else(|| {
                     crate::error::ModelError::Config(
                         "the attention kernel ran forward but refused its backward".into(),

@@ -14,9 +14,10 @@
 //!   with 128 queries a block where t is a multiple of 128;
 //!   kernels/flash.cuh on mma.cuh): tiled as FlashAttention-2, no t × t matrix anywhere,
 //!   the scores in registers; it keeps each row's log-sum-exp L (b, h, t), f32, and the
-//!   backward makes P again from it. Each direction first splits the rows into heads
+//!   backward makes P again from it. The forward first splits the rows into heads
 //!   (3, b, h, t, e), q and k roped (`qkv_rope_split`), so that the kernels load each tile
-//!   with cp.async while they compute on the last.
+//!   with cp.async while they compute on the last; the backward starts from those heads,
+//!   kept in the rows' place (as many elements).
 //!   `MODEL_ATTN_TILED=0` turns it off (the composed ops run instead), to measure against.
 //!
 //! Both need e a multiple of 16 up to 128 (the rule: `memplan::attention`, which the memory
@@ -42,15 +43,17 @@ fn kernel(qkv: &Tensor, t: usize, e: usize) -> Option<Kernel> {
 }
 
 /// Softmax(scale · q kᵀ, causal) and its product with v, with q, k, v (q and k roped by the
-/// f32 tables cos, sin (t, e/2)) taken from the qkv projection's rows (b·t, 3·h·e): (what the
-/// backward needs, the heads' output as rows (b·t, h·e)), or `None` where no kernel applies.
-/// What the backward needs is P (b, h, t, t) bf16 up to 128 tokens, else L (b, h, t) f32.
+/// f32 tables cos, sin (t, e/2)) taken from the qkv projection's rows (b·t, 3·h·e): (the
+/// backward's input, what else it needs, the heads' output as rows (b·t, h·e)), or `None`
+/// where no kernel applies. Up to 128 tokens the backward starts from the rows themselves and
+/// P (b, h, t, t) bf16; above, from the heads the forward split the rows into (3, b, h, t, e),
+/// as many elements, and L (b, h, t) f32.
 pub(crate) fn forward(
     qkv: &Tensor,
     (b, t, h): (usize, usize, usize),
     [cos, sin]: [&Tensor; 2],
     scale: f64,
-) -> Result<Option<(Tensor, Tensor)>> {
+) -> Result<Option<(Tensor, Tensor, Tensor)>> {
     let e = qkv.elem_count() / (b * t * 3 * h).max(1);
     let Some(k) = kernel(qkv, t, e) else {
         return Ok(None);
@@ -61,20 +64,20 @@ pub(crate) fn forward(
     imp::forward(k, qkv, (b, t, h, e), [cos, sin], scale)
 }
 
-/// ∂qkv (b·t, 3·h·e) in the rows' layout from the rows, the tables, what the forward kept
-/// (P or L), its output rows y and their gradient dy (both (b·t, h·e)), or `None` where no
-/// kernel applies.
+/// ∂qkv (b·t, 3·h·e) in the rows' layout from what [`forward`] returned (its input for the
+/// backward, `saved`, and P or L, `kept`), the tables, its output rows y and their gradient
+/// dy (both (b·t, h·e)), or `None` where no kernel applies.
 pub(crate) fn backward(
-    qkv: &Tensor,
+    saved: &Tensor,
     (b, t, h): (usize, usize, usize),
     [cos, sin]: [&Tensor; 2],
     kept: &Tensor,
     [y, dy]: [&Tensor; 2],
     scale: f64,
 ) -> Result<Option<Tensor>> {
-    let e = qkv.elem_count() / (b * t * 3 * h).max(1);
+    let e = saved.elem_count() / (b * t * 3 * h).max(1);
     let bf16 = |t: &Tensor| t.dtype() == DType::BF16;
-    let Some(k) = kernel(qkv, t, e) else {
+    let Some(k) = kernel(saved, t, e) else {
         return Ok(None);
     };
     let kept_ok = match k {
@@ -84,7 +87,7 @@ pub(crate) fn backward(
     if !kept_ok || !bf16(y) || !bf16(dy) {
         return Ok(None);
     }
-    imp::backward(k, qkv, (b, t, h, e), [cos, sin], kept, [y, dy], scale)
+    imp::backward(k, saved, (b, t, h, e), [cos, sin], kept, [y, dy], scale)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -97,7 +100,7 @@ mod imp {
         _: Dims,
         _: [&Tensor; 2],
         _: f64,
-    ) -> Result<Option<(Tensor, Tensor)>> {
+    ) -> Result<Option<(Tensor, Tensor, Tensor)>> {
         Ok(None)
     }
     pub(super) fn backward(
@@ -253,7 +256,7 @@ mod imp {
     }
 
     /// q, k (roped) and v as (3, b, h, t, e) from the rows (`qkv_rope_split`): the tiled
-    /// kernels' input, 64 contiguous rows a tile. Made again by the backward.
+    /// kernels' input, 64 contiguous rows a tile, kept for the backward in the rows' place.
     fn heads(
         qkv: &Tensor,
         (b, t, h, e): (usize, usize, usize, usize),
@@ -275,7 +278,7 @@ mod imp {
         (b, t, h, e): (usize, usize, usize, usize),
         [cos, sin]: [&Tensor; 2],
         scale: f64,
-    ) -> Result<Option<(Tensor, Tensor)>> {
+    ) -> Result<Option<(Tensor, Tensor, Tensor)>> {
         let (cos, sin) = tables(cos, sin)?;
         if cos.dims() != [t, e / 2] || sin.dims() != [t, e / 2] {
             return Ok(None);
@@ -291,7 +294,7 @@ mod imp {
             })??;
             let Some(y) = y else { return Ok(None) };
             let y = gpu::tensor(y, (b * t, h * e));
-            return Ok(Some((l.reshape((b, h, t))?, y)));
+            return Ok(Some((heads, l.reshape((b, h, t))?, y)));
         }
         let np = b * h * t * t;
         let out = launch(k, &ins, false, np + ny, dims, scale, None)?;
@@ -299,12 +302,12 @@ mod imp {
         let out = gpu::tensor(out, np + ny);
         let p = out.narrow(0, 0, np)?.reshape((b, h, t, t))?;
         let y = out.narrow(0, np, ny)?.reshape((b * t, h * e))?;
-        Ok(Some((p, y)))
+        Ok(Some((qkv, p, y)))
     }
 
     pub(super) fn backward(
         k: Kernel,
-        qkv: &Tensor,
+        saved: &Tensor,
         (b, t, h, e): (usize, usize, usize, usize),
         [cos, sin]: [&Tensor; 2],
         kept: &Tensor,
@@ -317,7 +320,7 @@ mod imp {
             return Ok(None);
         }
         let c = |t: &Tensor| t.contiguous();
-        let (qkv, kept, y, dy) = (c(qkv)?, c(kept)?, c(y)?, c(dy)?);
+        let (saved, kept, y, dy) = (c(saved)?, c(kept)?, c(y)?, c(dy)?);
         // The tiled backward reads D = dY · Y of each row and head, made first.
         let d = match k {
             Kernel::Whole => y,
@@ -326,16 +329,10 @@ mod imp {
                 None => return Ok(None),
             },
         };
+        let ins = [&saved, &cos, &sin, &kept, &d, &dy];
         let out = match k {
-            Kernel::Whole => {
-                let ins = [&qkv, &cos, &sin, &kept, &d, &dy];
-                launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?
-            }
-            Kernel::Tiled => {
-                let heads = heads(&qkv, (b, t, h, e), &cos, &sin)?;
-                let ins = [&heads, &cos, &sin, &kept, &d, &dy];
-                tiled_backward(&ins, (b, t, h, e), scale)?
-            }
+            Kernel::Whole => launch(k, &ins, true, 3 * rows, (b, t, h, e), scale, None)?,
+            Kernel::Tiled => tiled_backward(&ins, (b, t, h, e), scale)?,
         };
         Ok(out.map(|o| gpu::tensor(o, (b * t, 3 * h * e))))
     }

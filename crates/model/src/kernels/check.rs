@@ -244,10 +244,10 @@ fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result
     let dy = randn(&[b * t, h * e], 34, dev, DType::BF16)?;
     let (cos, sin) = layers::rope_tables(t, e, 10_000.0, dev)?;
     let fail = |what: &str| ModelError::Config(format!("{op}: the kernel did not apply ({what})"));
-    let (kept, y) = super::attn::forward(&rows, (b, t, h), [&cos, &sin], scale)?
+    let (saved, kept, y) = super::attn::forward(&rows, (b, t, h), [&cos, &sin], scale)?
         .ok_or_else(|| fail("forward"))?;
     let backward = || {
-        super::attn::backward(&rows, (b, t, h), [&cos, &sin], &kept, [&y, &dy], scale)?
+        super::attn::backward(&saved, (b, t, h), [&cos, &sin], &kept, [&y, &dy], scale)?
             .ok_or_else(|| fail("backward"))
     };
     let dqkv = backward()?;
