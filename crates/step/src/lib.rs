@@ -296,6 +296,15 @@ impl TrainStep {
         }
     }
 
+    /// The captured step's allocation nodes (when captured): what its lifetimes ask for,
+    /// beside what the graph's memory holds ([`seam::graph::GraphAllocs`]).
+    pub fn graph_allocs(&self) -> Option<seam::graph::GraphAllocs> {
+        match &self.graph {
+            Graph::On(c) => c.allocations().ok().flatten(),
+            _ => None,
+        }
+    }
+
     /// Where AdamW runs in this step.
     pub fn adamw_place(&self) -> AdamwPlace {
         self.core.place()

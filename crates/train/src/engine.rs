@@ -273,7 +273,20 @@ impl Engine {
     /// How the step runs: "graph" or "eager (why)", and where AdamW runs.
     pub fn describe(&self) -> String {
         let g = match (self.step.graph_status(), self.step.graph_kernels()) {
-            (Ok(()), Some(k)) => format!("one CUDA graph of {k} kernels"),
+            // Its allocations' most bytes live at once, beside the graph memory the peak
+            // line reports (`seam::graph::GraphAllocs`).
+            (Ok(()), Some(k)) => match self.step.graph_allocs().filter(|a| a.count > 0) {
+                Some(a) => {
+                    let gib = |b: u64| seam::memory::gib(Some(b)).unwrap_or(0.0);
+                    format!(
+                        "one CUDA graph of {k} kernels and {} allocations (at most {:.2} GiB live at once in capture order, {:.2} GiB never freed in it)",
+                        a.count,
+                        gib(a.live_peak),
+                        gib(a.unfreed)
+                    )
+                }
+                None => format!("one CUDA graph of {k} kernels"),
+            },
             (Ok(()), None) => "one CUDA graph".to_string(),
             (Err(why), _) => format!("eager ({why})"),
         };

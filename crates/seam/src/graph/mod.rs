@@ -50,9 +50,11 @@
 
 use candle_core::Device;
 
+mod allocs;
 #[cfg(feature = "cuda")]
 mod nodes;
 mod priority;
+pub use allocs::GraphAllocs;
 #[cfg(feature = "cuda")]
 pub use nodes::splice;
 
@@ -90,6 +92,19 @@ impl<T> CapturedStep<T> {
                 kernels += usize::from(t == sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL);
             }
             Ok(Some(kernels))
+        }
+        #[cfg(not(feature = "cuda"))]
+        Ok(None)
+    }
+
+    /// The graph's allocation nodes, walked in capture order ([`GraphAllocs`]); `None`
+    /// without CUDA.
+    pub fn allocations(&self) -> crate::error::Result<Option<GraphAllocs>> {
+        #[cfg(feature = "cuda")]
+        {
+            allocs::walk(self.graph.cu_graph())
+                .map(Some)
+                .map_err(|e| crate::error::ModelError::Input(format!("CUDA {e}")))
         }
         #[cfg(not(feature = "cuda"))]
         Ok(None)
