@@ -62,6 +62,20 @@ __device__ __forceinline__ float ex2(float x) {
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The two-stage step at the top of each loop below: where `more`, the next tile's loads
+// (`load`) into the other stage, freed by the last iteration's closing barrier, are issued
+// and left in flight; then this stage's are waited for, and a barrier puts them in every
+// thread's view.
+template <class F> __device__ __forceinline__ void advance(bool more, F &&load) {
+  if (more) {
+    load();
+    commit();
+    wait<1>();
+  } else {
+    wait<0>();
+  }
+  __syncthreads();
+}
 }  // namespace flash
 
 namespace flash {
@@ -167,16 +181,11 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
   const int first = qt * MT, last = first + MT - 1;  // key tiles from `first` on reach the diagonal
   for (int j = 0; j <= last; j++) {
     const uint32_t st = (j & 1) * 2 * TB;  // this tile's stage
-    if (j < last) {  // the next tile into the other stage, freed by the last iteration's barrier
+    advance(j < last, [&] {
       bf16 *nx = kv + ((j + 1) & 1) * 2 * BT * LE;
       tile<E>(kh + (size_t)(j + 1) * BT * E, E, nx);
       tile<E>(vh + (size_t)(j + 1) * BT * E, E, nx + BT * LE);
-      commit();
-      wait<1>();
-    } else {
-      wait<0>();
-    }
-    __syncthreads();  // this tile is in every thread's view
+    });
     if (MT == 1 || j < last) {
       fwd_tile<E, MT>(o, m, l, qa, XS, kb + st, vt + st, j * BT, i0 + r0, j >= first, sl);
     } else {  // the last key tile is after every row of the query tiles but the last
@@ -288,14 +297,7 @@ __device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float 
   const float sl = scale * LOG2E;
   for (int u = j; u < nt; u++) {
     const int s = (u - j) & 1;
-    if (u + 1 < nt) {  // the next tile into the other stage, freed by the last iteration's barrier
-      load(u + 1, s ^ 1);
-      commit();
-      wait<1>();
-    } else {
-      wait<0>();
-    }
-    __syncthreads();  // this tile is in every thread's view
+    advance(u + 1 < nt, [&] { load(u + 1, s ^ 1); });
     const uint32_t st = s * 2 * TB;
     const float *ls = ld0 + s * 2 * BT, *dd = ls + BT;
     // The warp's 16 keys against the tile's queries: Sᵀ = k qᵀ and dPᵀ = v dYᵀ.
@@ -373,14 +375,7 @@ __device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *
   for (int i = 0; i < MT; i++) mma::zero(acc[i]);
   for (int jj = 0; jj <= last; jj++) {
     const int s = jj & 1;
-    if (jj < last) {
-      load(jj + 1, s ^ 1);
-      commit();
-      wait<1>();
-    } else {
-      wait<0>();
-    }
-    __syncthreads();
+    advance(jj < last, [&] { load(jj + 1, s ^ 1); });
     if (MT == 1 || jj < last) {
       mma::cols_y<MT, BT / 16, NE, LS, LE>(acc, xa + s * SB, XS, kt + s * SB);  // ∂q += dS k
     } else {  // the last key tile pairs with the last query tile alone
