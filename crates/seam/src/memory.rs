@@ -38,6 +38,9 @@ fn pool_attr(
 enum Used {
     Current,
     High,
+    /// The physical memory the pool held at most (what it holds beyond its bytes in use
+    /// is what its layout costs).
+    ReservedHigh,
 }
 
 /// Synchronises the device, then reads (or with `reset`, zeroes) a pool counter; `None`
@@ -52,6 +55,7 @@ fn synced(device: &Device, which: Used, reset: bool) -> Option<u64> {
         let attr = match which {
             Used::Current => A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
             Used::High => A::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            Used::ReservedHigh => A::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
         };
         pool_attr(device, attr, reset)
     }
@@ -72,8 +76,15 @@ pub fn peak(device: &Device) -> Option<u64> {
     synced(device, Used::High, false)
 }
 
+/// Highest bytes the pool reserved (physical memory) since the last [`reset_peak`].
+pub fn reserved_peak(device: &Device) -> Option<u64> {
+    synced(device, Used::ReservedHigh, false)
+}
+
+/// Zeroes [`peak`] and [`reserved_peak`].
 pub fn reset_peak(device: &Device) {
     let _ = synced(device, Used::High, true);
+    let _ = synced(device, Used::ReservedHigh, true);
 }
 
 /// The process's highest bytes in use since it started (or [`reset_peak`] and

@@ -25,13 +25,15 @@ pub(crate) fn peak_line(
     };
     // Its parts: what the pool holds between steps (parameters, optimizer state, buffers
     // kept), the captured step's own memory (its transients), the pool's mark since the reset.
+    // The pool's reservation beside its mark: what its layout holds beyond the bytes in use.
     let parts = match (
         seam::memory::gib(add(seam::memory::current(dev))),
         seam::memory::gib(seam::graph::mem_high(dev)),
         seam::memory::gib(seam::memory::peak(dev)),
+        seam::memory::gib(seam::memory::reserved_peak(dev)),
     ) {
-        (Some(held), Some(graph), Some(pool)) => format!(
-            "; held between steps {held:.2} GiB, the captured step's own {graph:.2} GiB, the pool's mark {pool:.2} GiB"
+        (Some(held), Some(graph), Some(pool), Some(reserved)) => format!(
+            "; held between steps {held:.2} GiB, the captured step's own {graph:.2} GiB, the pool's mark {pool:.2} GiB ({reserved:.2} GiB reserved)"
         ),
         _ => String::new(),
     };
