@@ -30,6 +30,10 @@
 #   torchc SIZE CONTEXT [args...]: PyTorch's trainer on one GPU (variant TV, compile-blocks
 #       unless set; 8 sequences of CONTEXT tokens, 6 steps after 2) into $R/torch.jsonl.
 #   modelcheck PATTERN: bench model-check into $R/model-check.txt; its lines matching PATTERN.
+#   use VARIANT: bin/ as VARIANT/bin (earlier binaries copied into the packed folder, e.g.
+#       old/bin), or `use new`: bin/ as packed.
+#   profile1k MODEL VARIANT...: bench profile of MODEL at 8 x 1024 tokens with each VARIANT's
+#       binaries ($R/profile-MODEL-VARIANT.txt): its step, attention marks and memory line.
 #   xl1k: xl at 8 x 1024 tokens on one GPU, 14 steps, the tiled attention (run xl1k-tiled)
 #       against MODEL_ATTN_TILED=0 (xl1k-off).
 #   capeager SIZE CONTEXT: SIZE on one GPU, 8 sequences of CONTEXT tokens, 20 steps captured
@@ -140,6 +144,12 @@ torchc() { local t0=$(date +%s) m=$1 c=$2 v=${TV:-compile-blocks}; shift 2
   timeout 200 python3 anchors/torch_train_best.py "$D" $m --dtype bf16 \
     --variant $v --global-batch 8 --steps 6 --warmup-steps 2 --context $c "$@" 2> "$R/torch-$m-$c-$v.err" | grep '^{' | tee -a "$R/torch.jsonl" | cut -c1-330
   echo "torch $m $c $v: $(( $(date +%s) - t0 )) s"; grep -m1 -o "OutOfMemoryError[^.]*" "$R/torch-$m-$c-$v.err"; pack; }
+for z in */bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
+use() { [ -L bin ] && rm bin && mv bin-new bin; [ "$1" = new ] || { mv bin bin-new; ln -s "$1/bin" bin; }; }
+profile1k() { local m=$1 v; shift; for v in "$@"; do use $v
+  timeout 150 bin/bench profile --size $m --dtype bf16 --context 1024 --out "$R/profile-$m-$v.jsonl" --svg-dir "$R/svg" > "$R/profile-$m-$v.txt" 2>&1
+  echo "profile $m $v rc=$?: $(sed -n 2p "$R/profile-$m-$v.txt")"; grep "attn/core" "$R/profile-$m-$v.txt" | head -2; grep "memory in use" "$R/profile-$m-$v.txt"
+  rm -rf "$R/svg" "$R/profile-$m-$v.jsonl"; pack; done; use new; }
 modelcheck() { local t0=$(date +%s); timeout 240 bin/bench model-check > "$R/model-check.txt" 2>&1
   echo "model-check rc=$? ($(( $(date +%s) - t0 )) s)"; grep -i "$1" "$R/model-check.txt" | cut -c1-200; pack; }
 xl1k() { local v e; for v in tiled off; do

@@ -10,14 +10,9 @@
 #   xl `train run` at 8 x 1024, new and old (call 276: 222.04 ms).
 # Copy into .gpu/ with train-runs.sh, the old binaries into .gpu/old/bin. Output: $OUT/c279.tgz.
 CALL=c279; TABLE_ONLY=small; source "$(dirname "$0")/train-runs.sh"; export TMO=150
-for z in old/bin/*.gz; do gunzip -f "$z"; chmod +x "${z%.gz}"; done
-use() { if [ "$1" = old ]; then mv bin bin-new; ln -s old/bin bin; else [ -L bin ] && rm bin && mv bin-new bin; fi; }
 modelcheck "tiled\|fail\|error\|panick\|differ"
 capeager small 256
-for m in xl 6.7b; do for v in new old; do use $v
-  timeout 150 bin/bench profile --size $m --dtype bf16 --context 1024 --out "$R/profile-$m-$v.jsonl" --svg-dir "$R/svg" > "$R/profile-$m-$v.txt" 2>&1
-  echo "profile $m $v rc=$?: $(sed -n 2p "$R/profile-$m-$v.txt")"; grep "attn/core" "$R/profile-$m-$v.txt" | head -2; grep "memory in use" "$R/profile-$m-$v.txt"; rm -rf "$R/svg" "$R/profile-$m-$v.jsonl"; pack
-done; use new; done
+for m in xl 6.7b; do profile1k $m new old; done
 for v in new old; do use $v
   train xl1k-$v /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
   echo "xl 8x1024 $v: $(msc xl1k-$v 8 1024) ms; $(peak xl1k-$v)"

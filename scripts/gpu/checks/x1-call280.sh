@@ -12,14 +12,9 @@
 # Copy into .gpu/ with train-runs.sh, the older binaries into .gpu/mid/bin, .gpu/old/bin.
 # Output: $OUT/c280.tgz.
 CALL=c280; TABLE_ONLY=small; source "$(dirname "$0")/train-runs.sh"; export TMO=150
-for z in old/bin/*.gz mid/bin/*.gz; do gunzip -f "$z"; chmod +x "${z%.gz}"; done
-use() { [ -L bin ] && rm bin && mv bin-new bin; [ "$1" = new ] || { mv bin bin-new; ln -s $1/bin bin; }; }
 modelcheck "tiled\|fail\|error\|panick\|differ"
 capeager small 256
-for m in xl 6.7b; do for v in new mid old; do use $v
-  timeout 150 bin/bench profile --size $m --dtype bf16 --context 1024 --out "$R/profile-$m-$v.jsonl" --svg-dir "$R/svg" > "$R/profile-$m-$v.txt" 2>&1
-  echo "profile $m $v rc=$?: $(sed -n 2p "$R/profile-$m-$v.txt")"; grep "attn/core" "$R/profile-$m-$v.txt" | head -2; rm -rf "$R/svg" "$R/profile-$m-$v.jsonl"; pack
-done; done; use new
+for m in xl 6.7b; do profile1k $m new mid old; done
 train xl1k /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
 echo "xl 8x1024: $(msc xl1k 8 1024) ms; $(peak xl1k)"
 TV=compile-ro torchc xl 1024

@@ -10,16 +10,11 @@
 #   the 6.7B 8 x 1024 captured: step and peak (plan 131.1 GiB; call 277: 623.83 ms, 128.92).
 # Copy into .gpu/ with train-runs.sh, the older binaries into .gpu/ex2/bin. Output: $OUT/c281.tgz.
 CALL=c281; TABLE_ONLY=small; source "$(dirname "$0")/train-runs.sh"; export TMO=150
-for z in ex2/bin/*.gz; do gunzip -f "$z"; chmod +x "${z%.gz}"; done
-use() { [ -L bin ] && rm bin && mv bin-new bin; [ "$1" = new ] || { mv bin bin-new; ln -s $1/bin bin; }; }
 modelcheck "tiled\|fail\|error\|panick\|differ"
 capeager small 256
 train small-ac /tmp/r-s small 1 single 8 20 --fresh --context 256 --activation-checkpointing > /dev/null; rm -rf /tmp/r-s
 same small-captured small-ac
-for m in xl 6.7b; do for v in new ex2; do use $v
-  timeout 150 bin/bench profile --size $m --dtype bf16 --context 1024 --out "$R/profile-$m-$v.jsonl" --svg-dir "$R/svg" > "$R/profile-$m-$v.txt" 2>&1
-  echo "profile $m $v rc=$?: $(sed -n 2p "$R/profile-$m-$v.txt")"; grep "attn/core" "$R/profile-$m-$v.txt" | head -2; grep "memory in use" "$R/profile-$m-$v.txt"; rm -rf "$R/svg" "$R/profile-$m-$v.jsonl"; pack
-done; done; use new
+for m in xl 6.7b; do profile1k $m new ex2; done
 train xl1k /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
 echo "xl 8x1024: $(msc xl1k 8 1024) ms; $(peak xl1k)"
 TMO=200 train big8 /tmp/r-b 6.7B 1 single 8 12 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b

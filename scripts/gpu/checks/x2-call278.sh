@@ -8,14 +8,9 @@
 #   13B, 2048 tokens, 4 a GPU, fsdp at world 2, captured (call 276: 1293.27 ms, 124.57 GiB).
 # Copy into .gpu/ with train-runs.sh, the old binaries into .gpu/old/bin. Output: $OUT/c278.tgz.
 CALL=c278; TABLE_ONLY=small; source "$(dirname "$0")/train-runs.sh"; export TMO=200
-for z in old/bin/*.gz; do gunzip -f "$z"; chmod +x "${z%.gz}"; done
-use() { if [ "$1" = old ]; then mv bin bin-new; ln -s old/bin bin; else [ -L bin ] && rm bin && mv bin-new bin; fi; }
 modelcheck "tiled\|fail\|error\|panick\|differ"
 capeager small 256
-for m in xl 6.7b; do for v in new old; do use $v
-  timeout 150 bin/bench profile --size $m --dtype bf16 --context 1024 --out "$R/profile-$m-$v.jsonl" --svg-dir "$R/svg" > "$R/profile-$m-$v.txt" 2>&1
-  echo "profile $m $v rc=$?: $(sed -n 2p "$R/profile-$m-$v.txt")"; grep "attn/core" "$R/profile-$m-$v.txt" | head -2; grep "memory in use" "$R/profile-$m-$v.txt"; rm -rf "$R/svg" "$R/profile-$m-$v.jsonl"; pack
-done; use new; done
+for m in xl 6.7b; do profile1k $m new old; done
 ENVS="$N" train huge-2k /tmp/r-h 13B 2 fsdp 8 10 --fresh --context 2048 > /dev/null; rm -rf /tmp/r-h
 echo "ours 13B 2048 fsdp w2: $(msc huge-2k 8 2048) ms; $(peak huge-2k)"
 pack; echo "done $(date -u +%T)"
