@@ -154,7 +154,7 @@ template <int E, int MT>
 __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H, int T, float scale) {
   using namespace flash;
   static_assert(MT == 1 || MT == 2, "one or two query tiles a block");
-  constexpr int NE = E / 8, LE = E + 8, TB = BT * LE * 2, XS = BT * LE * 2;  // TB: a tile's bytes
+  constexpr int NE = E / 8, LE = E + 8, TB = BT * LE * 2;  // TB: a tile's bytes (q, k or v)
   extern __shared__ float flash_fwd_sm[];
   const int nq = T / (BT * MT), bh = blockIdx.x % (Bn * H), qt = nq - 1 - blockIdx.x / (Bn * H);
   const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -187,11 +187,11 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
       tile<E>(vh + (size_t)(j + 1) * BT * E, E, nx + BT * LE);
     });
     if (MT == 1 || j < last) {
-      fwd_tile<E, MT>(o, m, l, qa, XS, kb + st, vt + st, j * BT, i0 + r0, j >= first, sl);
+      fwd_tile<E, MT>(o, m, l, qa, TB, kb + st, vt + st, j * BT, i0 + r0, j >= first, sl);
     } else {  // the last key tile is after every row of the query tiles but the last
       constexpr int L = MT - 1;
       fwd_tile<E, 1>(reinterpret_cast<float (&)[1][NE][4]>(o[L]), reinterpret_cast<float (&)[1][2]>(m[L]),
-                     reinterpret_cast<float (&)[1][2]>(l[L]), qa + L * XS, 0, kb + st, vt + st, j * BT,
+                     reinterpret_cast<float (&)[1][2]>(l[L]), qa + L * TB, 0, kb + st, vt + st, j * BT,
                      i0 + L * BT + r0, true, sl);
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
