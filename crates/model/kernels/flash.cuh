@@ -10,11 +10,11 @@
 // each waited a full memory latency between two barriers: at E = 128 the forward took 2.4
 // times PyTorch's flash kernel (calls 274, 275). Exponentials are one ex2.approx.ftz each.
 //
-// Forward: a block per (batch, head, query tiles), the heaviest tiles (last queries) first. It
-// walks the key tiles up to the diagonal with the online softmax (running max m and sum l of
-// each row, the output accumulated in registers and rescaled row by row) and writes Y and
-// each row's log-sum-exp in base 2 of the scaled scores, L = m + log2 l (f32, (b, h, T)):
-// all the backward keeps.
+// Forward: a block per (batch, head, query tiles), the heaviest (last queries) first within
+// groups of heads (flash::order). It walks the key tiles up to the diagonal with the online
+// softmax (running max m and sum l of each row, the output accumulated in registers and
+// rescaled row by row) and writes Y and each row's log-sum-exp in base 2 of the scaled
+// scores, L = m + log2 l (f32, (b, h, T)): all the backward keeps.
 // Backward: two launches (flash_bwd_kv, flash_bwd_q below), five tile products a pair of
 // tiles as FlashAttention-2's, but no atomics: a replayed step repeats its bits. Until
 // session 50 two kinds of block in one launch each made S and dP (seven products); one kind
@@ -23,34 +23,13 @@
 // unspecified: every score went through shared memory as f32 and back as bf16 (calls 264,
 // 267). Part of fused.cu (see its header for the kernels' arguments).
 #pragma once
-#include "mma.cuh"
+#include "stage.cuh"
 
 namespace flash {
-constexpr int BT = 64;  // rows of a query or key tile
 // Exponentials are taken base 2 (one ex2 instruction; expf's range reduction took more):
 // exp(x) = 2^(x · log2 e).
 constexpr float LOG2E = 1.4426950408889634f;
 
-// A 64-row tile of E bf16 (rows ld apart) into shared rows of E + 8, by the block's 128
-// threads, 16 bytes a cp.async: issued, not waited (commit and wait are the caller's).
-template <int E> __device__ __forceinline__ void tile(const bf16 *src, size_t ld, bf16 *dst) {
-  constexpr int PER = BT * (E / 8) / 128, LE = E + 8;
-#pragma unroll
-  for (int i = 0; i < PER; i++) {
-    const int c = threadIdx.x + i * 128, r = c / (E / 8), col = (c % (E / 8)) * 8;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(dst + r * LE + col)),
-                 "l"(src + r * ld + col));
-  }
-}
-// 64 f32 of each of a and b into shared as and bs, as tile does (threads 0-31).
-__device__ __forceinline__ void rows64(const float *a, float *as, const float *b, float *bs) {
-  if (threadIdx.x < 32) {
-    const int i = (threadIdx.x & 15) * 4;
-    const float *s = threadIdx.x < 16 ? a : b;
-    float *d = threadIdx.x < 16 ? as : bs;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(d + i)), "l"(s + i));
-  }
-}
 // 2^x by the one ex2.approx.ftz instruction. exp2f without fast math also scales inputs
 // below -126 and squares the result back (four instructions, two of them predicated) to
 // keep subnormal results, which a probability under 2^-126 does not need: 0 is as good.
@@ -59,26 +38,7 @@ __device__ __forceinline__ float ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N committed groups of this thread are still in flight.
-template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-// The two-stage step at the top of each loop below: where `more`, the next tile's loads
-// (`load`) into the other stage, freed by the last iteration's closing barrier, are issued
-// and left in flight; then this stage's are waited for, and a barrier puts them in every
-// thread's view.
-template <class F> __device__ __forceinline__ void advance(bool more, F &&load) {
-  if (more) {
-    load();
-    commit();
-    wait<1>();
-  } else {
-    wait<0>();
-  }
-  __syncthreads();
-}
-}  // namespace flash
 
-namespace flash {
 // One key tile (from key key0) into the online softmax of MT query tiles of the warp (16
 // rows each, tile i's at qa + i·xs bytes, its first row row0 + 64 i): S = q kᵀ, masked where
 // the key is after the query (`diag`), the running max and sum, O = corr · O + P v.
@@ -142,8 +102,8 @@ __device__ __forceinline__ void fwd_tile(float (&o)[MT][E / 8][4], float (&m)[MT
 }  // namespace flash
 
 // Forward. heads: q, k (roped) and v as (3, b, h, T, E); y: (b, T, h, E); lse: (b, h, T).
-// A block of four warps per (batch, head, MT query tiles), the heaviest (last queries)
-// first; warp w holds rows 16 w + 64 i of the block's 64·MT, so that each fragment of k and
+// A block of four warps per (batch, head, MT query tiles), in flash::order (the last queries
+// first); warp w holds rows 16 w + 64 i of the block's 64·MT, so that each fragment of k and
 // v read from shared memory feeds MT products (MT = 2 as FlashAttention-2's 128 queries a
 // block; MT = 1 where T / 64 is odd). Of the last key tile only the last query tile's rows
 // see a key. Shared memory: the q tiles and two stages of k and v tiles (64 rows of E + 8);
@@ -156,7 +116,10 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
   static_assert(MT == 1 || MT == 2, "one or two query tiles a block");
   constexpr int NE = E / 8, LE = E + 8, TB = BT * LE * 2;  // TB: a tile's bytes (q, k or v)
   extern __shared__ float flash_fwd_sm[];
-  const int nq = T / (BT * MT), bh = blockIdx.x % (Bn * H), qt = nq - 1 - blockIdx.x / (Bn * H);
+  const int nq = T / (BT * MT);
+  int bh, qt;
+  order(Bn * H, nq, bh, qt);
+  qt = nq - 1 - qt;
   const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g, i0 = qt * BT * MT;
   bf16 *qs = reinterpret_cast<bf16 *>(flash_fwd_sm), *kv = qs + MT * BT * LE;  // stage s: k, v at 2s, 2s + 1
@@ -243,7 +206,7 @@ __device__ void flash_dot(const bf16 *y, const bf16 *dy, float *out, int Bn, int
 
 // Backward, in two launches. Each makes P = 2^(scale · log2 e · q kᵀ − L) and dP = dY vᵀ
 // once: dS = scale · P ⊙ (dP − D) with D = dY · Y per row (flash_dot, launched first).
-// flash_bwd_kv: a block per key tile (the heaviest first) walks the query tiles at and after
+// flash_bwd_kv: a block per key tile (in flash::order) walks the query tiles at and after
 // it, makes ∂k += dSᵀ q and ∂v += Pᵀ dY in registers, and writes each pair's dSᵀ (bf16,
 // 64 keys × 64 queries) to ds: four products a pair. flash_bwd_q: a block per query tile
 // makes ∂q = Σ dS k over the key tiles up to it from those dSᵀ: one product a pair. Five in
@@ -265,8 +228,10 @@ __device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float 
   using namespace flash;
   constexpr int KB = E / 16, NE = E / 8, LE = E + 8, TB = BT * LE * 2, LS = BT + 8;
   extern __shared__ float flash_bwd_sm[];
-  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, j = blockIdx.x / BH, t0 = j * BT;
-  const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nt = T / BT, BH = Bn * H;
+  int bh, j;
+  order(BH, nt, bh, j);
+  const int t0 = j * BT, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g;
   // Tiles: k, v, then stage s's q and dY at 2 + 2s, 3 + 2s; then L and D of two stages; dSᵀ.
   bf16 *own = reinterpret_cast<bf16 *>(flash_bwd_sm), *walk = own + 2 * BT * LE;
@@ -338,8 +303,8 @@ __device__ void flash_bwd_kv(const bf16 *heads, const float *cos_t, const float 
 }
 
 // ∂q from flash_bwd_kv's dSᵀ and k: a block per MT query tiles (as the forward's: warp w
-// makes rows 16 w + 64 i, i < MT), the heaviest first. Shared memory: two stages of MT dSᵀ
-// tiles (64 × 72) and a k tile (64 rows of E + 8); each fragment of k read feeds MT
+// makes rows 16 w + 64 i, i < MT), in flash::order. Shared memory: q_stages stages of MT
+// dSᵀ tiles (64 × 72) and a k tile (64 rows of E + 8); each fragment of k read feeds MT
 // products. A warp reads its query rows' dSᵀ transposed. Of the last key tile only the
 // last query tile has a pair.
 template <int E, int MT>
@@ -348,10 +313,12 @@ __device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *
   using namespace flash;
   static_assert(MT == 1 || MT == 2, "one or two query tiles a block");
   constexpr int NE = E / 8, LE = E + 8, LS = BT + 8, XS = BT * LS * 2;  // XS: a dSᵀ tile's bytes
-  constexpr int SB = MT * XS + BT * LE * 2;                             // a stage's bytes
+  constexpr int SB = MT * XS + BT * LE * 2, ST = q_stages<E, MT>();     // a stage's bytes, stages
   extern __shared__ float flash_bwd_sm[];
-  const int nt = T / BT, BH = Bn * H, bh = blockIdx.x % BH, warp = threadIdx.x >> 5;
-  const int u0 = (nt / MT - 1 - blockIdx.x / BH) * MT, last = u0 + MT - 1;  // the first query tile, the last key tile
+  const int nt = T / BT, BH = Bn * H, warp = threadIdx.x >> 5;
+  int bh, rank;
+  order(BH, nt / MT, bh, rank);
+  const int u0 = (nt / MT - 1 - rank) * MT, last = u0 + MT - 1;  // the first query tile, the last key tile
   const int b = bh / H, h = bh % H;
   bf16 *sm = reinterpret_cast<bf16 *>(flash_bwd_sm);  // stage s: MT dSᵀ tiles, then k
   const uint32_t xa = mma::smem(sm) + 2 * (mma::b_lane<LS>() + warp * 16);
@@ -370,12 +337,16 @@ __device__ void flash_bwd_q(const bf16 *heads, const float *cos_t, const float *
   };
   load(0, 0);
   commit();
+  if (ST == 3) {
+    if (last >= 1) load(1, 1);
+    commit();
+  }
   float acc[MT][NE][4];
 #pragma unroll
   for (int i = 0; i < MT; i++) mma::zero(acc[i]);
   for (int jj = 0; jj <= last; jj++) {
-    const int s = jj & 1;
-    advance(jj < last, [&] { load(jj + 1, s ^ 1); });
+    const int s = jj % ST;
+    advance<ST>(jj + ST - 1 <= last, [&] { load(jj + ST - 1, (jj + ST - 1) % ST); });
     if (MT == 1 || jj < last) {
       mma::cols_y<MT, BT / 16, NE, LS, LE>(acc, xa + s * SB, XS, kt + s * SB);  // ∂q += dS k
     } else {  // the last key tile pairs with the last query tile alone

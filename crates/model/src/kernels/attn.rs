@@ -168,10 +168,13 @@ mod imp {
         bytes as u32
     }
 
-    /// The tiled ∂q's bytes: two stages of [`query_tiles`] dSᵀ tiles (64 × 72) and a k tile
-    /// (64 × e + 8).
+    /// The tiled ∂q's bytes: stages (flash.cuh `q_stages`: three where a block takes two
+    /// query tiles above e = 64, else two) of [`query_tiles`] dSᵀ tiles (64 × 72) and a k
+    /// tile (64 × e + 8).
     fn shared_q(t: usize, e: usize) -> u32 {
-        (2 * TILE * (query_tiles(t).0 * (TILE + 8) + (e + 8)) * 2) as u32
+        let m = query_tiles(t).0;
+        let stages = if m == 2 && e > 64 { 3 } else { 2 };
+        (stages * TILE * (m * (TILE + 8) + (e + 8)) * 2) as u32
     }
 
     /// Runs `f` on the CUDA storages of `ts` (contiguous, 32-byte aligned: the tiles load
@@ -196,9 +199,10 @@ mod imp {
     }
 
     /// Launches kernel `k`'s forward or backward for head width e (`extra`: the tiled
-    /// forward's L); `None` where an input is not contiguous and aligned. Whole: one block
-    /// per (batch, head), t / 16 warps. Tiled forward: a block of four warps per (batch,
-    /// head, [`query_tiles`]); its backward is [`tiled_backward`].
+    /// forward's L); `None` where an input is not contiguous and aligned, and for the tiled
+    /// backward, which is [`tiled_backward`]'s two launches. Whole: one block per (batch,
+    /// head), t / 16 warps. Tiled forward: a block of four warps per (batch, head,
+    /// [`query_tiles`]).
     fn launch(
         k: Kernel,
         ins: &[&Tensor],
@@ -209,12 +213,13 @@ mod imp {
         extra: Option<&CudaSlice<f32>>,
     ) -> Result<Option<CudaStorage>> {
         let dir = if backward { "bwd" } else { "fwd" };
-        let (name, grid, block, suffix) = match k {
-            Kernel::Whole => ("attn", b * h, 32 * (t / 16), ""),
-            Kernel::Tiled => {
+        let (name, grid, block, suffix) = match (k, backward) {
+            (Kernel::Whole, _) => ("attn", b * h, 32 * (t / 16), ""),
+            (Kernel::Tiled, false) => {
                 let (m, suffix) = query_tiles(t);
                 ("flash", b * h * (t / TILE / m), 128, suffix)
             }
+            (Kernel::Tiled, true) => return Ok(None),
         };
         with_cuda(ins, |ins| {
             gpu::launch_extra(
