@@ -41,6 +41,13 @@
 #   ratios NAME:GLOBAL...: each run's median step at --accum 1 and 4 (runs NAME-a1 and
 #       NAME-a4, GLOBAL the --accum 1 global batch), their ratio, and how far it is from the
 #       first's (issue 48's world-2 bar).
+#   sdpa ITERS B,H,T,E...: PyTorch's flash SDPA alone (causal, bf16), forward and backward
+#       at each shape: CUDA-event medians of ITERS - 3 (its program: /tmp/sdpa.py, args the
+#       same, for ncu to run).
+#   ncukern VARIANT SIZE REGEX SKIP COUNT TAG: Nsight Compute on COUNT launches matching
+#       REGEX after SKIP inside bench profile of SIZE at 8 x 1024 with VARIANT's binaries:
+#       duration, DRAM throughput and bytes read, L2 hit rate, tensor pipe ($R/ncu-*.csv);
+#       ncusum prints every such file's rows.
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "${BASH_SOURCE[0]}")"
 for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
@@ -160,3 +167,47 @@ capeager() { local m a; for m in captured eager; do
   a=""; [ $m = eager ] && a="--eager"
   train $1-$m /tmp/r-s $1 1 single 8 20 --fresh --context $2 $a > /dev/null; rm -rf /tmp/r-s; done
   same $1-captured $1-eager; }
+sdpa() { cat > /tmp/sdpa.py <<'PY'
+import sys, torch, torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+n = int(sys.argv[1])
+for shape in sys.argv[2:]:
+    b, h, t, e = map(int, shape.split(","))
+    q, k, v = (torch.randn(b, h, t, e, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    g = torch.randn(b, h, t, e, device="cuda", dtype=torch.bfloat16)
+    res = {}
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        for what in ("fwd", "fwd+bwd"):
+            ts = []
+            for i in range(n):
+                s, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                if what == "fwd+bwd":
+                    torch.autograd.grad(y, (q, k, v), g)
+                en.record(); torch.cuda.synchronize()
+                if i >= 3: ts.append(s.elapsed_time(en))
+            ts.sort(); res[what] = ts[len(ts) // 2] if ts else float("nan")
+    f, bwd = 4 * b * h * t * t * e / 2, res["fwd+bwd"] - res["fwd"]
+    print(f"sdpa flash b{b} h{h} t{t} e{e}: fwd {res['fwd']:.3f} ms ({f / res['fwd'] / 1e9:.0f} TFLOP/s), "
+          f"bwd {bwd:.3f} ms ({2.5 * f / bwd / 1e9:.0f} TFLOP/s at 2.5x)")
+PY
+  python3 /tmp/sdpa.py "$@" 2>&1 | tee -a "$R/sdpa.txt"; }
+NCU_M="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+ncukern() { use $1; timeout 150 ncu --clock-control none --cache-control none --kernel-name regex:"$3" --launch-skip $4 --launch-count $5 \
+  --metrics $NCU_M --csv --page raw bin/bench profile --size $2 --dtype bf16 --context 1024 --out /tmp/kp.jsonl --svg-dir /tmp/svg \
+  > "$R/ncu-$1-$2-$6.csv" 2> "$R/ncu-$1-$2-$6.err"; echo "ncu $1 $2 $6 rc=$?"; use new; }
+ncusum() { python3 - "$R" <<'PY'
+import csv, glob, io, sys
+for f in sorted(glob.glob(sys.argv[1] + "/ncu-*.csv")):
+    txt = open(f).read(); i = txt.find('"ID"')
+    if i < 0: print(f, "no rows"); continue
+    rows = list(csv.reader(io.StringIO(txt[i:])))
+    h, u = rows[0], dict(zip(rows[0], rows[1]))
+    for r in rows[2:]:
+        d = dict(zip(h, r))
+        print(f.split("ncu-")[1][:-4], d["Kernel Name"][:24], *(f"{k.split('__')[1].split('.')[0]} {d.get(k)} {u.get(k, '')}"
+              for k in ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_sector_hit_rate.pct",
+                        "dram__bytes_read.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")))
+PY
+}

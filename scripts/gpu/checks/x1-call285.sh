@@ -11,31 +11,9 @@
 CALL=c285; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"
 SECTIONS="--section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis"
 METRICS="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__cycles_elapsed.avg"
-cat > /tmp/sdpa.py <<'PY'
-import sys, torch, torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel, SDPBackend
-b, h, t, e = 8, 32, 1024, 128
-q, k, v = (torch.randn(b, h, t, e, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-g = torch.randn(b, h, t, e, device="cuda", dtype=torch.bfloat16)
-res = {}
-with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-    for what in ("fwd", "fwd+bwd"):
-        ts = []
-        for i in range(int(sys.argv[1])):
-            s, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            if what == "fwd+bwd":
-                torch.autograd.grad(y, (q, k, v), g)
-            en.record(); torch.cuda.synchronize()
-            if i >= 3: ts.append(s.elapsed_time(en))
-        ts.sort(); res[what] = ts[len(ts) // 2] if ts else 0
-f = 4 * b * h * t * t * e / 2
-print(f"sdpa flash b{b} h{h} t{t} e{e}: fwd {res['fwd']:.3f} ms, bwd {res['fwd+bwd'] - res['fwd']:.3f} ms; x32 layers: {32*res['fwd']:.2f} / {32*(res['fwd+bwd'] - res['fwd']):.2f} ms")
-PY
-python3 /tmp/sdpa.py 25 2>&1 | tee "$R/sdpa.txt"
+sdpa 25 8,32,1024,128
 timeout 200 ncu --clock-control none --kernel-name regex:'flash_(fwd|bwd_dq)' --launch-skip 4 --launch-count 2 $SECTIONS $METRICS \
-  -o "$R/torch" python3 /tmp/sdpa.py 4 > "$R/ncu-torch-run.txt" 2>&1; echo "ncu torch rc=$?"; tail -2 "$R/ncu-torch-run.txt" | cut -c1-200
+  -o "$R/torch" python3 /tmp/sdpa.py 4 8,32,1024,128 > "$R/ncu-torch-run.txt" 2>&1; echo "ncu torch rc=$?"; tail -2 "$R/ncu-torch-run.txt" | cut -c1-200
 pack
 ours() { timeout 240 ncu --clock-control none --kernel-name regex:"$2" --launch-skip $3 --launch-count $4 $SECTIONS --section SourceCounters $METRICS \
   -o "$R/$1" bin/bench profile --size 6.7B --dtype bf16 --context 1024 --out "$R/p.jsonl" --svg-dir /tmp/svg > "$R/ncu-$1-run.txt" 2>&1
