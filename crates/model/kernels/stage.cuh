@@ -7,14 +7,29 @@
 namespace flash {
 constexpr int BT = 64;  // rows of a query or key tile
 // A 64-row tile of E bf16 (rows ld apart) into shared rows of E + 8, by the block's 128
-// threads, 16 bytes a cp.async: issued, not waited (commit and wait are the caller's).
+// threads, 16 bytes a cp.async: issued, not waited (commit and wait are the caller's). Where
+// a row's C = E / 8 chunks divide 128, a thread takes one chunk of every 128 / C rows: one
+// address of each side, then fixed steps (immediates where ld is a constant). Computing each
+// chunk's row and column from its own index (signed, until session 52) kept eight 64-bit
+// addresses a tile alive across the loop: at E = 128 they spilled, and reloading them was a
+// tenth of the forward's stalls and more of flash_bwd_kv's (call 285's source counters).
 template <int E> __device__ __forceinline__ void tile(const bf16 *src, size_t ld, bf16 *dst) {
-  constexpr int PER = BT * (E / 8) / 128, LE = E + 8;
+  constexpr unsigned C = E / 8, PER = BT * C / 128, LE = E + 8;
+  if constexpr (128 % C == 0) {
+    constexpr unsigned RP = 128 / C;  // rows a pass
+    const unsigned r = threadIdx.x / C, col = threadIdx.x % C * 8;
+    const bf16 *s = src + r * ld + col;
+    const uint32_t d = mma::smem(dst + r * LE + col);
 #pragma unroll
-  for (int i = 0; i < PER; i++) {
-    const int c = threadIdx.x + i * 128, r = c / (E / 8), col = (c % (E / 8)) * 8;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(dst + r * LE + col)),
-                 "l"(src + r * ld + col));
+    for (unsigned i = 0; i < PER; i++)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + i * RP * LE * 2), "l"(s + i * RP * ld));
+  } else {
+#pragma unroll
+    for (unsigned i = 0; i < PER; i++) {
+      const unsigned c = threadIdx.x + i * 128, r = c / C, col = c % C * 8;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(dst + r * LE + col)),
+                   "l"(src + r * ld + col));
+    }
   }
 }
 // 64 f32 of each of a and b into shared as and bs, as tile does (threads 0-31).
