@@ -4,8 +4,10 @@
 //! where 8, 16 and 64 GPUs would land, and it is shown beside what was measured at 2 and
 //! 4 GPUs (docs/results/projection.md). Per GPU, N ranks, S the gradient bytes:
 //!
-//! - forward and backward: 6·Ψ·tokens at the measured FLOP rate (xl's, scaled by the
-//!   shape's size as measured on one GPU: [`Rates::by_size`]); the backward is 2/3 of it;
+//! - forward and backward: a part that does not grow with the tokens, 6·Ψ·tokens at the
+//!   measured FLOP rate (xl's, scaled by the shape's size as measured on one GPU:
+//!   [`Rates::by_size`]) and the attention's t² work at its own ([`Rates::compute`]); the
+//!   backward is 2/3 of it;
 //! - AdamW: 28 bytes a parameter (bf16 gradients and copies, f32 masters and moments) at
 //!   the measured HBM rate (scaled so too), over Ψ (single, DDP) or Ψ/N (ZeRO-1);
 //! - a collective on a bucket's m bytes at bus bandwidth B·m/(m + m½): B the link's (the
@@ -29,7 +31,9 @@
 
 use crate::shape::Shape;
 
+mod compute;
 mod rates;
+pub use compute::{attention_h200, ATTENTION_MS_H200, FIXED_S};
 pub use rates::{Rates, SIZES_H200};
 
 /// The strategies a projection covers: `train`'s DDP (`bucketed:MB`), ZeRO-1 and ZeRO-2
@@ -176,7 +180,7 @@ impl Rates {
         paths: Paths,
     ) -> Projection {
         let (psi, n) = (shape.params() as f64, world.max(1) as f64);
-        let compute = 6.0 * psi * tokens as f64 / self.flops_at(psi);
+        let compute = self.compute(shape, tokens);
         let (forward, backward) = (compute / 3.0, compute * 2.0 / 3.0);
         let grads = 2.0 * psi; // bf16
         let part = (n - 1.0) / n;

@@ -3,15 +3,22 @@
 //! DDP at worlds 2 (NCCL's kernels) and 4 (the copy engines); H100's and H200's, each
 //! figure named by its device call.
 
-use super::{Collectives, Paths};
+use super::{compute, Collectives, Paths};
 use crate::shape::Shape;
 
 /// Measured rates, and the network's, which are assumed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rates {
-    /// Forward + backward, FLOP/s achieved (bf16): xl at 8 × 128 tokens in 27.60 ms on
-    /// an H100 (call 64) is 6 · 2.01e9 · 1024 / 27.60 ms.
+    /// Forward + backward's rate of 6·Ψ a token, FLOP/s (bf16), over its time less
+    /// [`Rates::fixed_s`] and the attention's: xl at 8 × 128 tokens in 27.60 ms on an H100
+    /// (call 64) is 6 · 2.01e9 · 1024 / (27.60 ms − 5.35 − 0.50).
     pub flops: f64,
+    /// Forward + backward's time that does not grow with the tokens, s
+    /// ([`super::compute::FIXED_S`]).
+    pub fixed_s: f64,
+    /// The causal attention's FLOP/s by head width, 7·t·d_model·layers a token
+    /// ([`super::compute::attention_h200`]).
+    pub attention: Vec<(usize, f64)>,
     /// AdamW's bytes/s: xl's 28 bytes a parameter in 19.96 ms on an H100 (call 67, traced).
     pub adamw_bps: f64,
     /// The rest of a clipped step (the norm, the loss read back, gaps): on an H100 47.96 −
@@ -124,8 +131,11 @@ impl Rates {
     ) -> Self {
         let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
         let psi = xl.params() as f64;
+        let (fixed_s, attention) = (compute::FIXED_S, compute::attention_h200());
+        let grows = fb * 1e-3 - fixed_s - compute::attention_s(&attention, &xl, 1024);
         let mut r = Self {
-            flops: 6.0 * psi * 1024.0 / (fb * 1e-3),
+            flops: 6.0 * psi * 1024.0 / grows,
+            fixed_s,
             adamw_bps: 28.0 * psi / (adamw * 1e-3),
             rest_s: (step - fb - adamw) * 1e-3,
             link_bps,
@@ -136,7 +146,8 @@ impl Rates {
             adamw_contention: ADAMW_CONTENTION,
             ce_bps,
             ce_contention: 0.0,
-            by_size: by_size(&SIZES_H200),
+            by_size: by_size(&SIZES_H200, fixed_s, &attention),
+            attention,
         };
         let ddp = Collectives::Ddp { bucket_mb: 25.0 };
         let p = r.project_on(&xl, 1024, ddp, 2, Paths::NCCL);
@@ -192,11 +203,22 @@ impl Rates {
 }
 
 /// [`Rates::by_size`] from one call's `(size, forward + backward, clipped step)` (ms) at
-/// vocabulary 683, xl among them; AdamW's rate from the step less forward + backward
+/// vocabulary 683, xl among them: forward and backward's rate from its time less `fixed_s`
+/// and the attention's (at `attention`), AdamW's from the step less forward + backward
 /// (AdamW, the norm and the rest of the step, 0.4 of xl's 14.7 ms).
-fn by_size(sizes: &[(&str, f64, f64)]) -> Vec<(f64, f64, f64)> {
-    let psi = |n: &str| Shape::by_name(n, 683, 128).map_or(0.0, |s| s.params() as f64);
-    let rate = |&(n, fb, step): &(&str, f64, f64)| (psi(n), psi(n) / fb, psi(n) / (step - fb));
+fn by_size(
+    sizes: &[(&str, f64, f64)],
+    fixed_s: f64,
+    attention: &[(usize, f64)],
+) -> Vec<(f64, f64, f64)> {
+    let rate = |&(n, fb, step): &(&str, f64, f64)| {
+        let Some(s) = Shape::by_name(n, 683, 128) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let psi = s.params() as f64;
+        let grows = fb - (fixed_s + compute::attention_s(attention, &s, 1024)) * 1e3;
+        (psi, psi / grows, psi / (step - fb))
+    };
     let Some(xl) = sizes.iter().find(|s| s.0 == "xl").map(rate) else {
         return Vec::new();
     };

@@ -281,7 +281,7 @@ fn each_measured_shape_projects_its_own_one_gpu_step() {
     }
     let psi = |n| shape(n).params() as f64;
     assert_eq!(r.flops_at(psi("xl")), r.flops);
-    assert!(r.flops_at(psi("6.7B")) > 1.2 * r.flops);
+    assert!(r.flops_at(psi("6.7B")) > 1.05 * r.flops);
     assert!(r.flops_at(psi("2.7B")) > r.flops && r.flops_at(psi("2.7B")) < r.flops_at(psi("6.7B")));
     assert_eq!(r.flops_at(psi("13B")), r.flops_at(psi("6.7B")));
     assert_eq!(r.adamw_bps_at(psi("small")), r.adamw_bps);
@@ -304,4 +304,37 @@ fn the_67b_at_world_2_projects_within_5_percent_of_what_it_measured() {
             "{c:?}: {p} against {measured}"
         );
     }
+}
+
+/// At 8 × 1024 tokens a GPU (contexts of 1024), one H200's step projects within 2 % of
+/// `train run`'s: xl 215.58 ms (call 281), the 6.7B 602.03 (call 288). With 6·Ψ a token
+/// alone at the rate fitted at 128 tokens, xl's projected 225.36 (4.5 % over).
+#[test]
+fn long_contexts_project_trains_steps() {
+    let r = Rates::h200();
+    for (n, measured) in [("xl", 215.58), ("6.7B", 602.03)] {
+        let s = Shape::by_name(n, 683, 1024).unwrap();
+        let p = r.project(&s, 8192, Collectives::Single, 1).step * 1e3;
+        assert!(
+            (p / measured - 1.0).abs() < 0.02,
+            "{n}: {p} against {measured}"
+        );
+    }
+    // The attention grows with the context at the same tokens; nothing else does.
+    let at = |c| {
+        let s = Shape::by_name("xl", 683, c).unwrap();
+        (r.compute(&s, 8192), r.attention_s(&s, 8192))
+    };
+    let ((c1, a1), (c2, a2)) = (at(1024), at(2048));
+    assert!((a2 / a1 - 2.0).abs() < 1e-9 && (c2 - c1 - a1).abs() < 1e-12);
+    // The rates by head width: xl's 64 and the 6.7B's 128 measured; a wider head takes 128's.
+    let rate = |e: usize| r.attention.iter().find(|a| a.0 == e).map(|a| a.1);
+    assert!(rate(64).unwrap() > 140e12 && rate(128).unwrap() > rate(64).unwrap());
+    let mid = Shape {
+        heads: 16,
+        ..Shape::by_name("2.7B", 683, 1024).unwrap()
+    };
+    assert_eq!(mid.head_dim(), 160);
+    let work = 7.0 * (1024 * 2560 * mid.layers * 8192) as f64;
+    assert!((r.attention_s(&mid, 8192) * rate(128).unwrap() / work - 1.0).abs() < 1e-12);
 }
