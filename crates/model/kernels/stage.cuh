@@ -8,7 +8,7 @@ namespace flash {
 constexpr int BT = 64;  // rows of a query or key tile
 // A 64-row tile of E bf16 (rows ld apart) into shared rows of E + 8, by the block's 128
 // threads, 16 bytes a cp.async: issued, not waited (commit and wait are the caller's). Where
-// a row's C = E / 8 chunks divide 128, a thread takes one chunk of every 128 / C rows: one
+// C = E / 8, a row's chunks, divides 128, a thread takes one chunk of every 128 / C rows: one
 // address of each side, then fixed steps (immediates where ld is a constant). Computing each
 // chunk's row and column from its own index (signed, until session 52) kept eight 64-bit
 // addresses a tile alive across the loop: at E = 128 they spilled, and reloading them was a
@@ -44,7 +44,7 @@ __device__ __forceinline__ void rows64(const float *a, float *as, const float *b
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups of this thread are still in flight.
 template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-// The step at the top of each loop below, of S stages: where `more`, the loads (`load`) of
+// The step at the top of each of flash.cuh's loops, of S stages: where `more`, the loads (`load`) of
 // the tile S - 1 steps ahead, into the stage the last iteration's closing barrier freed, are
 // issued and left in flight; then this stage's are waited for, and a barrier puts them in
 // every thread's view. Above two stages every step commits a group, empty where not `more`.
