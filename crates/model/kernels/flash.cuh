@@ -117,10 +117,9 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
   constexpr int NE = E / 8, LE = E + 8, TB = BT * LE * 2;  // TB: a tile's bytes (q, k or v)
   extern __shared__ float flash_fwd_sm[];
   const int nq = T / (BT * MT);
-  int bh, qt;
-  order(Bn * H, nq, bh, qt);
-  qt = nq - 1 - qt;
-  const int b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int bh, rank;
+  order(Bn * H, nq, bh, rank);
+  const int qt = nq - 1 - rank, b = bh / H, h = bh % H, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3, r0 = warp * 16 + g, i0 = qt * BT * MT;
   bf16 *qs = reinterpret_cast<bf16 *>(flash_fwd_sm), *kv = qs + MT * BT * LE;  // stage s: k, v at 2s, 2s + 1
   bf16 *qw = qs + warp * 16 * LE;
