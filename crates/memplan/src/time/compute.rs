@@ -68,6 +68,13 @@ pub(super) fn attention_s(rates: &[(usize, f64)], shape: &Shape, tokens: usize) 
     work(shape, tokens) / rate
 }
 
+/// Of forward and backward measured at `fb_s` seconds for 8 × 128 tokens of `shape`, what
+/// grows with the tokens: less `fixed_s` and the attention at `attention`. The rates of
+/// 6·Ψ a token ([`Rates::flops`], [`Rates::by_size`]) are fitted to it.
+pub(super) fn grows_s(fb_s: f64, fixed_s: f64, attention: &[(usize, f64)], shape: &Shape) -> f64 {
+    fb_s - fixed_s - attention_s(attention, shape, 1024)
+}
+
 impl Rates {
     /// Forward and backward of `tokens` a GPU of `shape`, in seconds: [`Rates::fixed_s`],
     /// 6·Ψ a token at [`Rates::flops_at`] and the attention at [`Rates::attention`].

@@ -132,7 +132,7 @@ impl Rates {
         let xl = Shape::by_name("xl", 683, 128).expect("xl is a named size");
         let psi = xl.params() as f64;
         let (fixed_s, attention) = (compute::FIXED_S, compute::attention_h200());
-        let grows = fb * 1e-3 - fixed_s - compute::attention_s(&attention, &xl, 1024);
+        let grows = compute::grows_s(fb * 1e-3, fixed_s, &attention, &xl);
         let mut r = Self {
             flops: 6.0 * psi * 1024.0 / grows,
             fixed_s,
@@ -216,8 +216,8 @@ fn by_size(
             return (0.0, 0.0, 0.0);
         };
         let psi = s.params() as f64;
-        let grows = fb - (fixed_s + compute::attention_s(attention, &s, 1024)) * 1e3;
-        (psi, psi / grows, psi / (step - fb))
+        let grows = compute::grows_s(fb * 1e-3, fixed_s, attention, &s);
+        (psi, psi / grows, psi / ((step - fb) * 1e-3))
     };
     let Some(xl) = sizes.iter().find(|s| s.0 == "xl").map(rate) else {
         return Vec::new();

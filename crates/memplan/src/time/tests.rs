@@ -281,7 +281,9 @@ fn each_measured_shape_projects_its_own_one_gpu_step() {
     }
     let psi = |n| shape(n).params() as f64;
     assert_eq!(r.flops_at(psi("xl")), r.flops);
-    assert!(r.flops_at(psi("6.7B")) > 1.05 * r.flops);
+    // The rate of 6·Ψ a token, with the fixed part and the attention out (1.096; their
+    // whole forward and backward's rates are 1.28 apart).
+    assert!(r.flops_at(psi("6.7B")) > 1.09 * r.flops);
     assert!(r.flops_at(psi("2.7B")) > r.flops && r.flops_at(psi("2.7B")) < r.flops_at(psi("6.7B")));
     assert_eq!(r.flops_at(psi("13B")), r.flops_at(psi("6.7B")));
     assert_eq!(r.adamw_bps_at(psi("small")), r.adamw_bps);
