@@ -3,9 +3,13 @@
 #include "common.cuh"
 
 // ---- token embedding: forward gathers f32 table rows into T; backward, one block per
-// vocabulary row v: warp 0 lists (in token order) the tokens whose id is v, then every
-// thread sums those tokens' gradient rows for its columns (deterministic).
-#define EMBED_MAX 4096
+// vocabulary row v, over the tokens in chunks of EMBED_CHUNK: every warp lists (in token
+// order) the tokens of its part of the chunk whose id is v, then every thread adds those
+// tokens' gradient rows for its columns, warp part by warp part, onto what the chunks before
+// left in dw (deterministic: the row's tokens summed in token order from 0, for any count of
+// tokens). A row no token names gets zeros.
+#define EMBED_CHUNK 4096
+#define EMBED_WARPS 8
 template <typename T>
 __device__ void embed_fwd(const float *w, const uint32_t *ids, T *y, int n, int d) {
   const size_t total = (size_t)n * d, stride = (size_t)blockDim.x * gridDim.x;
@@ -13,27 +17,54 @@ __device__ void embed_fwd(const float *w, const uint32_t *ids, T *y, int n, int 
     y[i] = from_f<T>(w[(size_t)ids[i / d] * d + i % d]);
 }
 
+// Launched with EMBED_WARPS warps a block, one block per vocabulary row.
 template <typename T>
 __device__ void embed_bwd(const T *g, const uint32_t *ids, float *dw, int n, int d) {
-  __shared__ int list[EMBED_MAX];
-  __shared__ int count;
+  constexpr int PART = EMBED_CHUNK / EMBED_WARPS;  // each warp's tokens of a chunk
+  __shared__ int list[EMBED_CHUNK];
+  __shared__ int count[EMBED_WARPS];
   const unsigned v = blockIdx.x;
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float *row = dw + (size_t)v * d;
+  bool written = false;  // the same in every thread: it follows the shared counts
+  for (int chunk = 0; chunk < n; chunk += EMBED_CHUNK) {
+    // This warp's tokens [lo, hi), four consecutive ones a lane, 128 a step.
+    const int lo = chunk + warp * PART, hi = min(lo + PART, n);
     int c = 0;
-    for (int base = 0; base < n; base += 32) {
-      const int r = base + lane;
-      const bool m = r < n && ids[r] == v;
-      const unsigned mask = __ballot_sync(0xffffffffu, m);
-      if (m) list[c + __popc(mask & ((1u << lane) - 1u))] = r;
-      c += __popc(mask);
+    for (int base = lo; base < hi; base += 128) {
+      const int r = base + 4 * lane;
+      bool m[4];
+#pragma unroll
+      for (int i = 0; i < 4; i++) m[i] = r + i < hi && ids[r + i] == v;
+      const int mine = m[0] + m[1] + m[2] + m[3];
+      int before = mine;  // inclusive prefix over the lanes
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, before, o);
+        if (lane >= o) before += x;
+      }
+      int at = warp * PART + c + before - mine;
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        if (m[i]) list[at++] = r + i;
+      c += __shfl_sync(0xffffffffu, before, 31);
     }
-    if (lane == 0) count = c;
+    if (lane == 0) count[warp] = c;
+    __syncthreads();
+    int total = 0;
+#pragma unroll
+    for (int w = 0; w < EMBED_WARPS; w++) total += count[w];
+    if (total > 0) {
+      for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        float acc = written ? row[j] : 0.0f;
+        for (int w = 0; w < EMBED_WARPS; w++)
+          for (int k = 0; k < count[w]; k++) acc += to_f(g[(size_t)list[w * PART + k] * d + j]);
+        row[j] = acc;
+      }
+      written = true;
+    }
+    __syncthreads();  // the list and counts are the next chunk's
   }
-  __syncthreads();
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float acc = 0.0f;
-    for (int k = 0; k < count; k++) acc += to_f(g[(size_t)list[k] * d + j]);
-    dw[(size_t)v * d + j] = acc;
-  }
+  if (!written)
+    for (int j = threadIdx.x; j < d; j += blockDim.x) row[j] = 0.0f;
 }

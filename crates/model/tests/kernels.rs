@@ -7,7 +7,7 @@ use model::kernels::{self, check};
 #[test]
 fn every_fused_op_matches_its_composition_on_cpu() {
     let rows = check::compare_all(&Device::Cpu, DType::F32).unwrap();
-    assert_eq!(rows.len(), 11, "{rows:?}");
+    assert_eq!(rows.len(), 12, "{rows:?}");
     for c in &rows {
         assert!(c.value < 2e-6, "{}: values differ by {:.2e}", c.op, c.value);
         assert!(

@@ -182,6 +182,23 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
         }
     }
 
+    // 9,000 tokens: three of the backward's 4,096-token chunks; one id in two tokens of
+    // three (more than a chunk's worth of one row), a hundred ids in the rest, two hundred in
+    // none. The composition gathers f32 rows, then rounds them.
+    let table = Var::from_tensor(&randn(&[300, 40], 15, dev, DType::F32)?)?;
+    let ids: Vec<u32> = (0..9000u32)
+        .map(|i| if i % 3 == 0 { i * 7 % 300 } else { 17 })
+        .collect();
+    let ids = Tensor::from_vec(ids, 9000, dev)?;
+    out.push(compare(
+        "embedding 9000 tokens",
+        &[table],
+        &[ids],
+        &|t| kernels::embedding(&t[0], &t[1], dtype),
+        &|t| Ok(t[0].index_select(&t[1], 0)?.to_dtype(dtype)?),
+        16,
+    )?);
+
     let (a, b) = (var(&[4, 3, 70], 8)?, var(&[4, 3, 70], 9)?);
     out.push(compare(
         "silu_mul",
