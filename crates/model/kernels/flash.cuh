@@ -188,9 +188,12 @@ __device__ void flash_fwd(const bf16 *heads, bf16 *y, float *lse, int Bn, int H,
 // blocks read it as they read L.
 template <int E>
 __device__ void flash_dot(const bf16 *y, const bf16 *dy, float *out, int Bn, int H, int T) {
-  const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // (b, t, h)
-  if (i >= (size_t)Bn * T * H) return;
-  const int h = i % H, t = (i / H) % T, b = i / ((size_t)H * T);
+  const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, rows = (size_t)Bn * T * H;
+  if (i >= rows) return;
+  const int n[2] = {H, T};
+  int a[3];
+  unflatten(i, rows, n, a);  // i = (b · T + t) · H + h
+  const int h = a[0], t = a[1], b = a[2];
   float d = 0.0f;
 #pragma unroll
   for (int c = 0; c < E; c += 8) {

@@ -84,15 +84,13 @@ __device__ void qkv_rope_split_v(const T *qkv, const float *cos_t, const float *
                                  int rows, int t, int h, int e) {
   constexpr int V = 16 / sizeof(T), P = V / 2;
   const int half = e / 2, cpr = half / P, nb = rows / t;
-  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= (size_t)3 * rows * h * cpr) return;
-  const int c = p % cpr;
-  size_t r = p / cpr;
-  const int ti = r % t;
-  r /= t;
-  const int hi = r % h;
-  r /= h;
-  const int bi = r % nb, which = r / nb;
+  const size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x, total = (size_t)3 * rows * h * cpr;
+  if (p >= total) return;
+  // p = (((which · nb + bi) · h + hi) · t + ti) · cpr + c
+  const int n[4] = {cpr, t, h, nb};
+  int a[5];
+  unflatten(p, total, n, a);
+  const int c = a[0], ti = a[1], hi = a[2], bi = a[3], which = a[4];
   const size_t src = (((size_t)(bi * t + ti) * 3 + which) * h + hi) * e + (size_t)c * V;
   const int tab = ti * half + c * P;
   reinterpret_cast<uint4 *>(out)[p] = rotate_chunk<T>(
