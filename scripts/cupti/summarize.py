@@ -23,8 +23,9 @@ kernel holds its SMs from its start, and cannot finish before every rank has com
 how often it was the last to come. CUPTI's timestamps are the host's clock, so ranks on one
 host compare.
 
-Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline]
-(--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms.)
+Usage: summarize.py DIR [--skip N] [--top K] [--label NAME] [--timeline] [--kernels]
+(--timeline: the middle replay's NCCL kernels and compute gaps over 50 us, in ms;
+--kernels: after the table, every kernel's median time a replay and its launches a replay.)
 Each record's `gaps` says where the idle time sits: per kernel that starts after an idle
 gap (its name's first 60 characters), the median over replays of its gaps' sum (ms) and
 count, the top K by time; `gap_pairs` the same per (kernel that ended last > kernel after).
@@ -49,7 +50,7 @@ def category(name):
         return "nccl"
     if any(s in n for s in ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "cublas")):
         return "gemm"
-    if "attn" in n or "softmax" in n:
+    if "attn" in n or "softmax" in n or n.startswith("flash_"):
         return "attention"
     if "adamw" in n:
         return "adamw"
@@ -115,6 +116,7 @@ def one_replay(ks, next_start):
     ov = intersect(comp, comm)
     cats = defaultdict(int)
     names = defaultdict(int)
+    calls = defaultdict(int)
     # Idle before each kernel: from the latest end of anything before it to its start.
     gaps = defaultdict(lambda: [0, 0])
     pairs = defaultdict(lambda: [0, 0])
@@ -134,6 +136,7 @@ def one_replay(ks, next_start):
         d = en - st
         cats[category(k["name"])] += d
         names[k["name"]] += d
+        calls[k["name"]] += 1
         if category(k["name"]) != "nccl" and d > 0:
             inst[k["name"]].append((d, intersect([[st, en]], comm) / d))
     return {
@@ -147,6 +150,7 @@ def one_replay(ks, next_start):
         "kernels": sum(1 for k in ks if k["kind"] == "K"),
         "cats": dict(cats),
         "names": dict(names),
+        "calls": dict(calls),
         "gaps": dict(gaps),
         "gap_pairs": dict(pairs),
         "inst": dict(inst),
@@ -198,7 +202,7 @@ def median_ms(xs):
     return round(statistics.median(xs) / 1e6, 3) if xs else None
 
 
-def summarize(path, rows, reps, skip, top, label, dump):
+def summarize(path, rows, reps, skip, top, label, dump, every=False):
     """One process's record from its trace file's rows and their replays (`replays`)."""
     if len(reps) <= skip + 1:
         return None
@@ -216,8 +220,11 @@ def summarize(path, rows, reps, skip, top, label, dump):
     for s in stats:
         for n, d in s["names"].items():
             names[n].append(d)
-    tops = sorted(names.items(), key=lambda kv: -statistics.median(kv[1]))[:top]
-    out["top"] = [[n[:90], median_ms(v), len(v) and round(len(v) / len(stats), 2)] for n, v in tops]
+    tops = sorted(names.items(), key=lambda kv: -statistics.median(kv[1]))
+    out["top"] = [[n[:90], median_ms(v), len(v) and round(len(v) / len(stats), 2)] for n, v in tops[:top]]
+    if every:
+        out["kernels_ms"] = [[n[:90], round(statistics.median(v) / 1e6, 4),
+                              statistics.median(s["calls"].get(n, 0) for s in stats)] for n, v in tops]
     for field in ("gaps", "gap_pairs"):
         names = {n for s in stats for n in s[field]}
         by = {n: ([s[field].get(n, [0, 0])[0] for s in stats], [s[field].get(n, [0, 0])[1] for s in stats])
@@ -280,7 +287,7 @@ def main():
         with open(p) as f:
             rows = list(csv.DictReader(f))
         ranks.append(replays(rows))
-        s = summarize(p, rows, ranks[-1], skip, top, label, dump)
+        s = summarize(p, rows, ranks[-1], skip, top, label, dump, "--kernels" in args)
         if s:
             res.append(s)
             print(json.dumps(s))
@@ -294,6 +301,9 @@ def main():
         print(f"{s['label'][-12:] + ':' + s['file'][6:-4]:<22}{s['period_ms'] or 0:>8}{s['span_ms']:>8}"
               f"{s['compute_ms']:>9}{s['comm_ms']:>7}{s['overlap_ms']:>8}{s['comm_alone_ms']:>7}"
               f"{s['idle_ms']:>7}  {cats}")
+    for s in res:
+        for n, ms, calls in s.get("kernels_ms", []):
+            print(f"{ms:10.3f} ms {calls:6g}x  {n[:70]}")
     if sk:
         print(f"waits in collectives a replay (ms, by rank): {sk['wait_ms']}; last to come: {sk['last_share']}")
 
