@@ -48,6 +48,9 @@
 #       REGEX after SKIP inside bench profile of SIZE at 8 x 1024 with VARIANT's binaries:
 #       duration, DRAM throughput and bytes read, L2 hit rate, tensor pipe ($R/ncu-*.csv);
 #       ncusum prints every such file's rows.
+#   beside1k NAME MODEL STEPS VARIANT: `train run` of MODEL on one GPU, 8 sequences of 1024
+#       tokens, STEPS steps captured (run NAME): its step and peak; then PyTorch's trainer in
+#       VARIANT at the same shape (torchc).
 #   trace1 NAME MODEL CONTEXT: `train run` of MODEL on one GPU, 8 sequences of CONTEXT
 #       tokens, 12 steps captured, under scripts/cupti's tracer (cupti/ in the packed folder:
 #       scripts/cupti/build.sh): its step, and every kernel's time and launches a replay
@@ -222,3 +225,5 @@ trace1() { local n=$1 m=$2 c=$3 d=/tmp/tr-$1 t0=$(date +%s); rm -rf $d; mkdir -p
   echo "$n rc=$? ($(( $(date +%s) - t0 )) s): $(grep -h 'peak GPU' "$R/$n.txt" | cut -c1-80)"; rm -rf /tmp/r-t
   python3 cupti/summarize.py $d --skip 5 --label $n --kernels | grep -v '^{' > "$R/trace-$n.txt"
   head -24 "$R/trace-$n.txt"; cat $d/trace-*.csv | gzip > "$R/trace-$n.csv.gz"; rm -rf $d; pack; }
+beside1k() { train $1 /tmp/r-b $2 1 single 8 $3 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
+  echo "$2 8x1024 captured: $(msc $1 8 1024) ms; $(peak $1)"; TV=$4 torchc $2 1024; }

@@ -14,10 +14,6 @@ timeout 120 ncu --clock-control none --cache-control none --kernel-name regex:'f
 ncukern new 6.7B 'flash_fwd2_e128' 3 1 fwd
 ncukern new 6.7B 'flash_bwd_(kv|q2)_e128' 4 2 bwd
 ncusum; pack
-train xl1k /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
-echo "xl 8x1024: $(msc xl1k 8 1024) ms; $(peak xl1k)"
-TV=compile-ro torchc xl 1024
-train big8 /tmp/r-b 6.7B 1 single 8 12 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
-echo "6.7B 8x1024 captured: $(msc big8 8 1024) ms; $(peak big8)"
-TV=compile-blocks torchc 6.7B 1024
+beside1k xl1k xl 14 compile-ro
+beside1k big8 6.7B 12 compile-blocks
 pack; echo "done $(date -u +%T)"

@@ -16,10 +16,6 @@ modelcheck 'embedding\|tiled\|fail\|error\|panick\|differ'
 use emb; trace1 xl1k-emb xl 1024; use new
 trace1 xl1k-new xl 1024
 trace1 xl128-new xl 128
-train xl1k /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
-echo "xl 8x1024: $(msc xl1k 8 1024) ms; $(peak xl1k)"
-TV=compile-ro torchc xl 1024
-train big8 /tmp/r-b 6.7B 1 single 8 12 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
-echo "6.7B 8x1024 captured: $(msc big8 8 1024) ms; $(peak big8)"
-TV=compile-blocks torchc 6.7B 1024
+beside1k xl1k xl 14 compile-ro
+beside1k big8 6.7B 12 compile-blocks
 pack; echo "done $(date -u +%T)"

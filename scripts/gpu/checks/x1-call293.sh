@@ -13,11 +13,7 @@ CALL=c293; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"; export TMO=2
 modelcheck 'embedding\|fail\|error\|panick\|differ'
 trace1 xl1k-tr xl 1024
 trace1 xl128-tr xl 128
-train xl1k /tmp/r-x xl 1 single 8 14 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-x
-echo "xl 8x1024: $(msc xl1k 8 1024) ms; $(peak xl1k)"
-TV=compile-ro torchc xl 1024
-train big8 /tmp/r-b 6.7B 1 single 8 12 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
-echo "6.7B 8x1024 captured: $(msc big8 8 1024) ms; $(peak big8)"
-TV=compile-blocks torchc 6.7B 1024
+beside1k xl1k xl 14 compile-ro
+beside1k big8 6.7B 12 compile-blocks
 trace1 big1k-tr 6.7B 1024
 pack; echo "done $(date -u +%T)"
