@@ -28,6 +28,8 @@
 //   rmsnorm_bwd_v(_add) ∂x (+ residual) and ∂w partial sums per block (the extra f32
 //                       buffer, (blocks, n1)) in one kernel; n2 rows per warp; dynamic
 //                       shared memory of warps × n1 f32
+//   rmsnorm_bwd_w(_add) the same for wide rows (n1 ≤ 128 · RW_C · 16 / sizeof(T)): 128
+//                       threads a block, n2 rows a block, no dynamic shared memory
 //   colsum_f32          column sums of (n0, n1) f32 (the ∂w partials), 256 threads per 32
 //                       columns, deterministic
 //   add                 y = a + b, same shape, 16 bytes at a time (n0 elements)
@@ -154,6 +156,15 @@ FOR_DTYPES(ENTRIES)
                                                    const T *res, T *dx, float *part, int n0,       \
                                                    int n1, int n2, float f) {                      \
     rmsnorm_bwd_v<T, true>(x, w, g, res, dx, part, n0, n1, n2, f);                                 \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_bwd_w_add_##S(const T *x, const T *w, const T *g,             \
+                                                   const T *res, T *dx, float *part, int n0,       \
+                                                   int n1, int n2, float f) {                      \
+    rmsnorm_bwd_w<T, true, RW_C>(x, w, g, res, dx, part, n0, n1, n2, f);                           \
+  }                                                                                                \
+  extern "C" __global__ void rmsnorm_bwd_w_##S(const T *x, const T *w, const T *g, T *dx,          \
+                                               float *part, int n0, int n1, int n2, float f) {     \
+    rmsnorm_bwd_w<T, false, RW_C>(x, w, g, nullptr, dx, part, n0, n1, n2, f);                      \
   }                                                                                                \
   extern "C" __global__ void rmsnorm_dw_rs_##S(const T *x, const T *g, const float *rs,            \
                                                float *part, int n0, int n1, int n2, float) {       \

@@ -119,6 +119,94 @@ __device__ void rmsnorm_bwd_v(const T *__restrict__ x, const T *__restrict__ w,
   }
 }
 
+// ---- The RMSNorm backward for wide rows (cols ≤ 128 · C · V, V = 16 / sizeof(T)), where
+// rmsnorm_bwd_v's ∂w slices (a warp's cols f32 in shared memory) leave few warps an SM: a
+// block of four warps walks rows r0 .. r0 + rpb, thread t holding chunks t + 128 k (k < C)
+// of each row (x and g as loaded, w for all rows) and its columns' ∂w sums in registers.
+// Per row: ss and g·w·x summed over the block (each warp's sum, then the four in warp
+// order, through a shared pair kept per row parity, so one barrier a row), then ∂x (+ res)
+// as rmsnorm_bwd_v's. The block writes its sums to part[b, :]; the caller sums the partials
+// over b (deterministic, no atomics).
+#define RW_C 5  // chunks a thread: bf16 rows up to 5,120 columns (the 13B's)
+template <typename T, bool ADD, int C>
+__device__ void rmsnorm_bwd_w(const T *__restrict__ x, const T *__restrict__ w,
+                              const T *__restrict__ g, const T *__restrict__ res,
+                              T *__restrict__ dx, float *__restrict__ part, int rows, int cols,
+                              int rpb, float eps) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float red[2][4][2];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5, nv = cols / V;
+  uint4 wr[C], xr[C], gr[C];
+  float acc[C][V];
+#pragma unroll
+  for (int k = 0; k < C; k++) {
+    if (t + 128 * k < nv) wr[k] = reinterpret_cast<const uint4 *>(w)[t + 128 * k];
+#pragma unroll
+    for (int u = 0; u < V; u++) acc[k][u] = 0.0f;
+  }
+  const int r0 = blockIdx.x * rpb, r1 = min(r0 + rpb, rows);
+  for (int row = r0; row < r1; row++) {
+    const uint4 *xrow = reinterpret_cast<const uint4 *>(x + (size_t)row * cols);
+    const uint4 *grow = reinterpret_cast<const uint4 *>(g + (size_t)row * cols);
+    float ss = 0.0f, dot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < C; k++)
+      if (t + 128 * k < nv) {
+        xr[k] = xrow[t + 128 * k];
+        gr[k] = grow[t + 128 * k];
+      }
+#pragma unroll
+    for (int k = 0; k < C; k++)
+      if (t + 128 * k < nv) {
+        const T *xt = reinterpret_cast<const T *>(&xr[k]), *gt = reinterpret_cast<const T *>(&gr[k]),
+                *wt = reinterpret_cast<const T *>(&wr[k]);
+#pragma unroll
+        for (int u = 0; u < V; u++) {
+          const float xf = to_f(xt[u]);
+          ss += xf * xf;
+          dot += to_f(gt[u]) * to_f(wt[u]) * xf;
+        }
+      }
+    ss = warp_sum(ss);
+    dot = warp_sum(dot);
+    const int b = (row - r0) & 1;
+    if (lane == 0) {
+      red[b][warp][0] = ss;
+      red[b][warp][1] = dot;
+    }
+    __syncthreads();
+    ss = ((red[b][0][0] + red[b][1][0]) + red[b][2][0]) + red[b][3][0];
+    dot = ((red[b][0][1] + red[b][1][1]) + red[b][2][1]) + red[b][3][1];
+    const float r = rsqrtf(ss / cols + eps);
+    const float r3m = r * r * r * dot / cols;
+#pragma unroll
+    for (int k = 0; k < C; k++) {
+      const int v = t + 128 * k;
+      if (v >= nv) continue;
+      const T *xt = reinterpret_cast<const T *>(&xr[k]), *gt = reinterpret_cast<const T *>(&gr[k]),
+              *wt = reinterpret_cast<const T *>(&wr[k]);
+      float d[V];
+      if (ADD) load16(res + (size_t)row * cols + v * V, d);
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        const float xf = to_f(xt[u]), gf = to_f(gt[u]);
+        const float tt = r * (gf * to_f(wt[u])) - xf * r3m;
+        d[u] = ADD ? d[u] + tt : tt;
+        acc[k][u] += gf * xf * r;
+      }
+      store16(dx + (size_t)row * cols + v * V, d);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < C; k++)
+    if (t + 128 * k < nv) {
+      float4 *out = reinterpret_cast<float4 *>(part + (size_t)blockIdx.x * cols + (t + 128 * k) * V);
+#pragma unroll
+      for (int q = 0; q < V / 4; q++)
+        out[q] = make_float4(acc[k][4 * q], acc[k][4 * q + 1], acc[k][4 * q + 2], acc[k][4 * q + 3]);
+    }
+}
+
 // ---- Column sums of an f32 (rows, cols) matrix, 32 columns per block of 256 threads: each
 // of 8 row lanes sums every 8th row, then lane 0 adds the 8 sums in order (deterministic).
 __device__ void colsum_f32(const float *x, float *y, int rows, int cols) {

@@ -10,7 +10,9 @@
 //! the 4 rows in registers, 3.5 ms (run 19): a block that reduces rows one after another
 //! with block-wide reductions is latency-bound at 1,024 rows. At batch 32 (run 32) the two
 //! kernels plus the sum took 6.7 ms, ∂x at 819 GB/s: hence one warp per row, no block-wide
-//! reduction.
+//! reduction. Above 3,072 columns (the 6.7B's 4,096) that kernel's ∂w slices, a warp's columns
+//! in f32 in shared memory, leave it three warps a block and 1.56 TB/s (call 291): there
+//! `rmsnorm_bwd_w` takes a row with four warps, the ∂w sums in registers.
 
 use super::gpu;
 use crate::error::Result;
@@ -29,6 +31,10 @@ const DW_ROWS: usize = 16;
 /// 48 KiB of shared memory) and the ∂w partials it aims at (rows per warp grow past that).
 const WARPS: usize = 4;
 const PARTIALS: usize = 512;
+/// The wide kernel's 16-byte chunks a thread (norm_bwd.cuh's RW_C) and the blocks it aims at:
+/// three on each of an H100's or H200's 132 SMs (164 registers a thread).
+const WIDE_CHUNKS: usize = 5;
+const WIDE_BLOCKS: usize = 396;
 
 /// Which ∂x kernel, and what it writes into the extra f32 buffer.
 #[derive(Clone, Copy)]
@@ -36,6 +42,9 @@ enum Kind {
     /// One kernel (`rmsnorm_bwd_v`): one warp per row, `warps` per block, `rpw` rows per
     /// warp; each block's ∂w partial sums (blocks × cols).
     OneKernel { warps: usize, rpw: usize },
+    /// `rmsnorm_bwd_w` for wide rows: four warps a block, `rpb` rows per block, the ∂w
+    /// sums in registers; each block's ∂w partial sums (blocks × cols).
+    Wide { rpb: usize },
     /// `rmsnorm_dx_rs`: one block per row; each row's inverse RMS (rows).
     PerRow,
 }
@@ -105,6 +114,10 @@ impl CustomOp3 for Dx<'_> {
                     shared,
                     blocks * cols,
                 )
+            }
+            Kind::Wide { rpb } => {
+                let blocks = rows.div_ceil(rpb);
+                ("rmsnorm_bwd_w", blocks, 128, rpb, 0, blocks * cols)
             }
             Kind::PerRow => ("rmsnorm_dx_rs", rows, THREADS, 0, 0, rows),
         };
@@ -204,7 +217,26 @@ pub(crate) fn backward(
     let res = res.map(|r| r.contiguous()).transpose()?;
     let aligned = |t: &Tensor| gpu::row16(t.layout().start_offset(), t.dtype(), cols);
     let warps = (48 * 1024 / (4 * cols)).min(WARPS);
-    if warps >= 1 && [&x, &w, &g].into_iter().chain(&res).all(aligned) {
+    let all_aligned = [&x, &w, &g].into_iter().chain(&res).all(aligned);
+    // Where the one kernel's ∂w slices leave it fewer than WARPS warps a block (more than
+    // 3,072 columns), the wide kernel, if its chunks a thread cover the row.
+    let chunk = 16 / x.dtype().size_in_bytes();
+    if warps < WARPS && all_aligned && cols <= 128 * WIDE_CHUNKS * chunk {
+        let rpb = rows.div_ceil(WIDE_BLOCKS);
+        let blocks = rows.div_ceil(rpb);
+        let part = gpu::scratch(&x, blocks * cols)?;
+        let dx = gpu::with_slice(&part, |p| {
+            let op = Dx {
+                eps,
+                kind: Kind::Wide { rpb },
+                extra: p,
+                res: res.as_ref(),
+            };
+            x.apply_op3_no_bwd(&w, &g, &op)
+        })?;
+        return Ok(Some((dx, colsum(&part, blocks, cols)?)));
+    }
+    if warps >= 1 && all_aligned {
         // Rows per warp: as few as keep the partials near PARTIALS blocks.
         let rpw = rows.div_ceil(warps * PARTIALS);
         let part = gpu::scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
