@@ -218,38 +218,31 @@ pub(crate) fn backward(
     let aligned = |t: &Tensor| gpu::row16(t.layout().start_offset(), t.dtype(), cols);
     let warps = (48 * 1024 / (4 * cols)).min(WARPS);
     let all_aligned = [&x, &w, &g].into_iter().chain(&res).all(aligned);
-    // Where the one kernel's ∂w slices leave it fewer than WARPS warps a block (more than
-    // 3,072 columns), the wide kernel, if its chunks a thread cover the row.
     let chunk = 16 / x.dtype().size_in_bytes();
-    if warps < WARPS && all_aligned && cols <= 128 * WIDE_CHUNKS * chunk {
-        let rpb = rows.div_ceil(WIDE_BLOCKS);
-        let blocks = rows.div_ceil(rpb);
+    let one_kernel = if !all_aligned || warps == 0 {
+        None
+    } else if warps < WARPS && cols <= 128 * WIDE_CHUNKS * chunk {
+        // The one kernel's ∂w slices would leave it fewer than WARPS warps a block (more
+        // than 3,072 columns) and the wide kernel's chunks a thread cover the row.
+        let rpb = rows.div_ceil(WIDE_BLOCKS).max(1);
+        Some((Kind::Wide { rpb }, rows.div_ceil(rpb)))
+    } else {
+        // Rows per warp: as few as keep the partials near PARTIALS blocks.
+        let rpw = rows.div_ceil(warps * PARTIALS).max(1);
+        Some((Kind::OneKernel { warps, rpw }, rows.div_ceil(warps * rpw)))
+    };
+    if let Some((kind, blocks)) = one_kernel {
         let part = gpu::scratch(&x, blocks * cols)?;
         let dx = gpu::with_slice(&part, |p| {
             let op = Dx {
                 eps,
-                kind: Kind::Wide { rpb },
+                kind,
                 extra: p,
                 res: res.as_ref(),
             };
             x.apply_op3_no_bwd(&w, &g, &op)
         })?;
         return Ok(Some((dx, colsum(&part, blocks, cols)?)));
-    }
-    if warps >= 1 && all_aligned {
-        // Rows per warp: as few as keep the partials near PARTIALS blocks.
-        let rpw = rows.div_ceil(warps * PARTIALS);
-        let part = gpu::scratch(&x, rows.div_ceil(warps * rpw) * cols)?;
-        let dx = gpu::with_slice(&part, |p| {
-            let op = Dx {
-                eps,
-                kind: Kind::OneKernel { warps, rpw },
-                extra: p,
-                res: res.as_ref(),
-            };
-            x.apply_op3_no_bwd(&w, &g, &op)
-        })?;
-        return Ok(Some((dx, colsum(&part, rows.div_ceil(warps * rpw), cols)?)));
     }
     if cols > THREADS * MAX_PER_THREAD {
         return Ok(None);
