@@ -270,8 +270,9 @@ job() {
       # Where one replay of `train run`'s step goes (scripts/cupti: CUPTI's kernel records,
       # captured graphs included): TRACE_MODEL (xl) bf16, TRACE_BATCH (8) x 128 per GPU, clipping at 1.0,
       # each strategy of TRACE_STRATEGIES ("single" at world 1, "zero1 bucketed:25" at
-      # TRACE_WORLD, 2), 20 steps, TRACE_ACCUM (1) micro-batches; per process its median
-      # replay and timeline go to trace.txt (trace.jsonl: the same as JSON lines);
+      # TRACE_WORLD, 2), 20 steps, TRACE_ACCUM (1) micro-batches, sequences of TRACE_CONTEXT
+      # (128) tokens; per process its median replay and timeline go to trace.txt
+      # (trace.jsonl: the same as JSON lines), with TRACE_KERNELS=1 every kernel's time a replay;
       # TRACE_KEEP=1 keeps each run's raw records as trace-<strategy>-a<accum>.csv.gz. Above
       # world 1 summarize.py also writes each rank's waits in its collectives (cupti-skew).
       [ -e "$HERE/cupti/libtrace.so" ] || { echo "trace: no cupti/ in the packed folder (cargo xtask gpu-pack builds it)"; return 2; }
@@ -282,12 +283,14 @@ job() {
         w="${TRACE_WORLD:-2}"; [ "$st" = single ] && w=1
         local launch=() one=(--world 1) d="$p/${st%%:*}"; rm -rf "$d" "$p/run"; mkdir -p "$d"
         [ "$w" -gt 1 ] && launch=("$BIN/comm-launch" --nproc-per-node "$w" --) && one=()
-        echo "--- trace: ${TRACE_MODEL:-xl} bf16, ${TRACE_BATCH:-8} x 128 a GPU, --strategy $st, world $w, accum $a ($(date -u +%T))"
+        echo "--- trace: ${TRACE_MODEL:-xl} bf16, ${TRACE_BATCH:-8} x ${TRACE_CONTEXT:-128} a GPU, --strategy $st, world $w, accum $a ($(date -u +%T))"
         CUDA_INJECTION64_PATH="$HERE/cupti/libtrace.so" LD_LIBRARY_PATH="$HERE/cupti:${LD_LIBRARY_PATH:-}" CUPTI_TRACE_DIR="$d" \
           "${launch[@]}" "$BIN/train" run --data "$p/data" --out "$p/run" --model "${TRACE_MODEL:-xl}" --bf16 --global-batch $((${TRACE_BATCH:-8} * w * a)) --accum "$a" \
           --steps 100000 --stop-after 20 --eval-every 100000 --ckpt-every 100000 --strategy "$st" --backend nccl "${one[@]}" \
-          --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
-        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a-b${TRACE_BATCH:-8}" --timeline > "$d.summary" || rc=1
+          --context "${TRACE_CONTEXT:-128}" --fresh --no-progress > "$d.txt" 2>&1 || { tail -5 "$d.txt"; rc=1; continue; }
+        grep -h "peak GPU" "$d.txt" | head -1 | tee -a "$RES/trace.txt"
+        python3 "$HERE/cupti/summarize.py" "$d" --skip 5 --label "$st-w$w-a$a-b${TRACE_BATCH:-8}" --timeline \
+          $([ "${TRACE_KERNELS:-0}" = 1 ] && echo --kernels) > "$d.summary" || rc=1
         grep '^{' "$d.summary" >> "$RES/trace.jsonl"; grep -v '^{' "$d.summary" | tee -a "$RES/trace.txt"
         [ "${TRACE_KEEP:-0}" = 1 ] && cat "$d"/trace-*.csv | gzip > "$RES/trace-${st%%:*}-a$a.csv.gz"
         rm -rf "$d" "$p/run"

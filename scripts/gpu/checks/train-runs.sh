@@ -51,10 +51,10 @@
 #   beside1k NAME MODEL STEPS VARIANT: `train run` of MODEL on one GPU, 8 sequences of 1024
 #       tokens, STEPS steps captured (run NAME): its step and peak; then PyTorch's trainer in
 #       VARIANT at the same shape (torchc).
-#   trace1 NAME MODEL CONTEXT: `train run` of MODEL on one GPU, 8 sequences of CONTEXT
-#       tokens, 12 steps captured, under scripts/cupti's tracer (cupti/ in the packed folder:
-#       scripts/cupti/build.sh): its step, and every kernel's time and launches a replay
-#       (summarize.py --kernels) in $R/trace-NAME.txt; the raw records in $R/trace-NAME.csv.gz.
+#   trace1 NAME MODEL CONTEXT: run.sh's trace job for `train run` of MODEL on one GPU, 8
+#       sequences of CONTEXT tokens (cupti/ in the packed folder: scripts/cupti/build.sh):
+#       its peak, step, and every kernel's time and launches a replay, in $R/trace-NAME/
+#       (trace.txt; the raw records in trace-single-a1.csv.gz).
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "${BASH_SOURCE[0]}")"
 for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
@@ -218,12 +218,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/ncu-*.csv")):
                         "dram__bytes_read.sum", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")))
 PY
 }
-trace1() { local n=$1 m=$2 c=$3 d=/tmp/tr-$1 t0=$(date +%s); rm -rf $d; mkdir -p $d
-  CUDA_INJECTION64_PATH=$PWD/cupti/libtrace.so LD_LIBRARY_PATH=$PWD/cupti CUPTI_TRACE_DIR=$d timeout ${TMO:-120} \
-    bin/train run --data "$D" --out /tmp/r-t --model $m --bf16 --global-batch 8 --steps 100000 --stop-after 12 \
-    --eval-every 100000 --ckpt-every 100000 --strategy single --world 1 --fresh --no-progress --context $c > "$R/$n.txt" 2>&1
-  echo "$n rc=$? ($(( $(date +%s) - t0 )) s): $(grep -h 'peak GPU' "$R/$n.txt" | cut -c1-80)"; rm -rf /tmp/r-t
-  python3 cupti/summarize.py $d --skip 5 --label $n --kernels | grep -v '^{' > "$R/trace-$n.txt"
-  head -24 "$R/trace-$n.txt"; cat $d/trace-*.csv | gzip > "$R/trace-$n.csv.gz"; rm -rf $d; pack; }
+trace1() { OUT="$R/trace-$1" TRACE_MODEL=$2 TRACE_CONTEXT=$3 TRACE_STRATEGIES=single TRACE_KERNELS=1 TRACE_KEEP=1 \
+    timeout ${TMO:-120} bash run.sh trace > /dev/null; echo "trace1 $1 rc=$?"; head -26 "$R/trace-$1/trace.txt"; pack; }
 beside1k() { train $1 /tmp/r-b $2 1 single 8 $3 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
   echo "$2 8x1024 captured: $(msc $1 8 1024) ms; $(peak $1)"; TV=$4 torchc $2 1024; }
