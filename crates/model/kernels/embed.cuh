@@ -17,9 +17,9 @@ __device__ void embed_fwd(const float *w, const uint32_t *ids, T *y, int n, int 
     y[i] = from_f<T>(w[(size_t)ids[i / d] * d + i % d]);
 }
 
-// acc + the gradient rows of tokens list[0..c) at column j, added in list order. Eight rows
-// are loaded before they are added: a row that many tokens name (a frequent token, or a
-// small vocabulary) would otherwise wait on one load at a time.
+// acc + the gradient rows of tokens list[0..c) at column j, added in list order, eight rows a
+// batch whose loads do not wait on the adds: a row that many tokens name (a frequent token,
+// or a small vocabulary) would otherwise wait on one load at a time.
 template <typename T>
 __device__ __forceinline__ float embed_sum(float acc, const T *__restrict__ g, const int *list,
                                            int c, int d, int j) {

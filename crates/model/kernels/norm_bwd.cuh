@@ -78,8 +78,8 @@ __device__ void rmsnorm_bwd_v(const T *__restrict__ x, const T *__restrict__ w,
     if (row >= rows) break;
     const size_t off = (size_t)row * cols;
     float ss = 0.0f, dot = 0.0f;
-    // Unrolled, with the pointers restrict: four chunks' loads in flight a lane (at 4,096
-    // columns a block holds three warps: ∂w's shared slices bound the warps on an SM).
+    // Unrolled, with the pointers restrict: four chunks' loads in flight a lane (∂w's shared
+    // slices bound the warps on an SM).
 #pragma unroll 4
     for (int v = lane; v < nv; v += 32) {
       float xf[V], gf[V], wf[V];
