@@ -104,6 +104,7 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         "torch_best.py",
         "gloo_allreduce.py",
         "adamw_ref.py",
+        "adamw_torch.py",
         "torch_train.py",
         "torch_train_best.py",
     ] {

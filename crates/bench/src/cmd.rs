@@ -221,6 +221,20 @@ pub enum Cmd {
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,
+    /// AdamW's fused update alone: parameters shaped as LM `size`'s, one launch per tensor
+    /// and one over a flat buffer, beside a device-to-device copy's rate (GPU 0).
+    Adamw {
+        /// The model whose parameters are updated (tiny, small, medium, large, xl, 2.7B,
+        /// 6.7B, 13B).
+        #[arg(long, default_value = "xl")]
+        size: String,
+        /// Timed updates of each layout.
+        #[arg(long, default_value_t = 20, value_parser = steps)]
+        iters: usize,
+        /// JSON lines are appended here.
+        #[arg(long, default_value = "report/results.jsonl")]
+        out: PathBuf,
+    },
     /// The clipping norm's pass alone: gradients shaped as LM `size`'s parameters, each
     /// kernel layout timed (GPU 0).
     Gradnorm {

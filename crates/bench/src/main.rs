@@ -8,11 +8,13 @@
 //!   comm-launch --nproc-per-node 4 -- bench zero1-check --backend cpu   (CPU processes)
 //!   bench ddp-check --backend nccl --ranks 2 --model tiny   (DDP against one process)
 //!   bench contention --size xl --dtype bf16 --phase forward --hog-sms 0,16 --sm-carveout 0,16
+//!   bench adamw --size xl                            (AdamW's update alone, GPU 0)
 //!   bench slowdown --base trace-xl-fp32-naive.json trace-xl-fp32-bucketed-1.json ...
 //!   bench report --results out/results.jsonl --torch out/torch.jsonl --out report/
 //!                [--isoflops data/isoflops_curves.json]
 
 mod accumcheck;
+mod adamw;
 mod allreduce;
 mod allreduce_run;
 mod budget;
@@ -268,6 +270,7 @@ fn run(mut cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Cmd::Adamw { size, iters, out } => adamw::main(&size, iters, &out),
         Cmd::Gradnorm {
             size,
             dtype,

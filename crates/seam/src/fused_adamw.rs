@@ -204,9 +204,12 @@ impl InplaceOp2 for Launch<'_> {
         let mut pd = p.as_cuda_slice_mut::<f32>()?.slice_mut(po..po + n);
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
+        // One pass of the kernel's loop a thread unless the caller caps the grid: on
+        // nvidia-h200 (call 296, `bench adamw`) an xl-sized update took 13.35 ms so against
+        // 14.52 with at most 2,112 blocks looping over the elements.
         let per_thread = if vec4 { 4 } else { 1 };
-        let cap = self.on.and_then(|(_, b)| b).unwrap_or(132 * 16).max(1) as usize;
-        let blocks = n.div_ceil(256 * per_thread).min(cap) as u32;
+        let cap = self.on.and_then(|(_, b)| b).unwrap_or(u32::MAX).max(1) as usize;
+        let blocks = n.div_ceil(256 * per_thread).min(cap).min(i32::MAX as usize) as u32;
         let cfg = LaunchConfig {
             grid_dim: (blocks, 1, 1),
             block_dim: (256, 1, 1),
