@@ -12,7 +12,9 @@
 //! kernels plus the sum took 6.7 ms, ∂x at 819 GB/s: hence one warp per row, no block-wide
 //! reduction. Above 3,072 columns (the 6.7B's 4,096) that kernel's ∂w slices, a warp's columns
 //! in f32 in shared memory, leave it three warps a block and 1.56 TB/s (call 291): there
-//! `rmsnorm_bwd_w` takes a row with four warps, the ∂w sums in registers.
+//! `rmsnorm_bwd_w` takes a row with four warps, the ∂w sums in registers. It does below
+//! 1,584 rows too, where a warp a row leaves too few warps in flight (xl at 8 × 128 tokens:
+//! 1.31 → 0.87 ms a step, call 300; at 8,192 rows it was not faster, so the rows decide).
 
 use super::gpu;
 use crate::error::Result;
@@ -219,11 +221,17 @@ pub(crate) fn backward(
     let warps = (48 * 1024 / (4 * cols)).min(WARPS);
     let all_aligned = [&x, &w, &g].into_iter().chain(&res).all(aligned);
     let chunk = 16 / x.dtype().size_in_bytes();
+    let force = forced();
     let one_kernel = if !all_aligned || warps == 0 {
         None
-    } else if warps < WARPS && cols <= 128 * WIDE_CHUNKS * chunk {
-        // The one kernel's ∂w slices would leave it fewer than WARPS warps a block (more
-        // than 3,072 columns) and the wide kernel's chunks a thread cover the row.
+    } else if (warps < WARPS || rows < 4 * WIDE_BLOCKS || force == Some(Force::Wide))
+        && force != Some(Force::One)
+        && cols <= 128 * WIDE_CHUNKS * chunk
+    {
+        // The wide kernel's chunks a thread cover the row, and the one kernel's ∂w slices
+        // would leave it fewer than WARPS warps a block (more than 3,072 columns), or its
+        // warp a row would leave fewer warps in flight than the wide kernel's blocks of
+        // four (xl at 1,024 rows: 1.31 → 0.87 ms a step, call 300).
         let rpb = rows.div_ceil(WIDE_BLOCKS).max(1);
         Some((Kind::Wide { rpb }, rows.div_ceil(rpb)))
     } else {
@@ -261,6 +269,23 @@ pub(crate) fn backward(
     })?;
     let part = x.apply_op1_no_bwd(&DwPart { g: &g, rs: &rs })?;
     Ok(Some((dx, part.sum(0)?)))
+}
+
+/// `MODEL_NORM_BWD`: `wide` takes `rmsnorm_bwd_w` wherever its chunks cover the row, `one`
+/// `rmsnorm_bwd_v` wherever it fits; unset, the columns choose (a measurement's switch).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Force {
+    Wide,
+    One,
+}
+
+fn forced() -> Option<Force> {
+    static F: std::sync::OnceLock<Option<Force>> = std::sync::OnceLock::new();
+    *F.get_or_init(|| match std::env::var("MODEL_NORM_BWD").as_deref() {
+        Ok("wide") => Some(Force::Wide),
+        Ok("one") => Some(Force::One),
+        _ => None,
+    })
 }
 
 /// The column sums (cols,) of the f32 partials `part` (rows × cols, flat): fused.cu
