@@ -205,7 +205,7 @@ impl InplaceOp2 for Launch<'_> {
         let DeviceMoments { m, v } = &mut **mom;
         let n64 = n as u64;
         // One pass of the kernel's loop a thread unless the caller caps the grid: on
-        // nvidia-h200 (call 296, `bench adamw`) an xl-sized update took 13.35 ms so against
+        // nvidia-h200 (call 296, `bench adamw`) an xl-sized update took 13.35 ms against
         // 14.52 with at most 2,112 blocks looping over the elements.
         let per_thread = if vec4 { 4 } else { 1 };
         let cap = self.on.and_then(|(_, b)| b).unwrap_or(u32::MAX).max(1) as usize;

@@ -272,7 +272,8 @@ pub(crate) fn backward(
 }
 
 /// `MODEL_NORM_BWD`: `wide` takes `rmsnorm_bwd_w` wherever its chunks cover the row, `one`
-/// `rmsnorm_bwd_v` wherever it fits; unset, the columns choose (a measurement's switch).
+/// `rmsnorm_bwd_v` wherever it fits; unset, the columns and rows choose (a switch for
+/// measuring).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Force {
     Wide,
