@@ -28,6 +28,11 @@ pub fn main(size: &str, iters: usize, out: &std::path::Path) -> Result<()> {
     // One layout's p, g, m, v and copy at a time: 16 bytes a parameter.
     let need = (cfg.param_count() as u64).checked_mul(16);
     crate::budget::ensure(&format!("--size {size}"), need, crate::budget::Mem::Gpu)?;
+    if !cfg!(feature = "cuda") {
+        anyhow::bail!(
+            "bench adamw times a CUDA kernel: this bench was built without the `cuda` feature"
+        );
+    }
     let out = crate::records::Out::open(out)?;
     println!(
         "{:>6} {:>10} {:>8} {:>6} {:>8} {:>9} {:>7}",
@@ -53,7 +58,9 @@ pub fn main(size: &str, iters: usize, out: &std::path::Path) -> Result<()> {
 
 #[cfg(not(feature = "cuda"))]
 pub fn run(_size: &str, _iters: usize) -> Result<Vec<Row>> {
-    anyhow::bail!("bench adamw times a CUDA kernel: build with --features cuda")
+    anyhow::bail!(
+        "bench adamw times a CUDA kernel: this bench was built without the `cuda` feature"
+    )
 }
 
 /// The rows: tensorwise and flat at each cap, and the copy.

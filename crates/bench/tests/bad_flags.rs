@@ -177,6 +177,8 @@ fn sizes_that_cannot_fit_are_refused_naming_the_flag() {
         (&["zero1", "--steps", "1000000000000"], "--steps"),
         (&["allreduce", "--iters", "0"], "--iters"),
         (&["rmsnorm", "--rows", "0"], "--rows"),
+        (&["adamw", "--size", "huge"], "--size huge"),
+        (&["adamw", "--iters", "0"], "--iters"),
     ];
     let dir = scratch("flags");
     let out = dir.join("r.jsonl");
@@ -230,6 +232,23 @@ fn ddp_check_on_nccl_in_a_cpu_build_says_it_was_built_without_cuda() {
         e.contains("without the `cuda` feature") && !e.contains("RANK"),
         "{e}"
     );
+}
+
+/// A CPU build asked to time AdamW's kernel says it was built without CUDA, and writes no
+/// results file.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn adamw_in_a_cpu_build_says_it_was_built_without_cuda() {
+    let dir = scratch("adamw");
+    let out = dir.join("r.jsonl");
+    let (ok, stdout, stderr, _) = bench(
+        &["adamw", "--size", "tiny", "--out", out.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
+    assert!(!ok, "{stdout}{stderr}");
+    assert!(stderr.contains("without the `cuda` feature"), "{stderr}");
+    assert!(!out.exists(), "bench adamw opened --out before refusing");
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// bench ddp-check refuses at once an LM its ranks cannot hold (the ddp-train binary it
