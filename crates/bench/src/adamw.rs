@@ -15,7 +15,7 @@ use anyhow::Result;
 pub struct Row {
     pub layout: String,
     pub launches: usize,
-    /// Blocks a launch at most (`None`: the kernel's default cap).
+    /// Blocks a launch at most (`None`: the default, one pass of the kernel's loop a thread).
     pub cap: Option<u32>,
     pub bytes: u64,
     pub ms: f64,
