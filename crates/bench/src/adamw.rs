@@ -11,6 +11,9 @@
 
 use anyhow::Result;
 
+const NO_CUDA: &str =
+    "bench adamw times a CUDA kernel: this bench was built without the `cuda` feature";
+
 /// One layout's timing.
 pub struct Row {
     pub layout: String,
@@ -29,16 +32,14 @@ pub fn main(size: &str, iters: usize, out: &std::path::Path) -> Result<()> {
     let need = (cfg.param_count() as u64).checked_mul(16);
     crate::budget::ensure(&format!("--size {size}"), need, crate::budget::Mem::Gpu)?;
     if !cfg!(feature = "cuda") {
-        anyhow::bail!(
-            "bench adamw times a CUDA kernel: this bench was built without the `cuda` feature"
-        );
+        anyhow::bail!(NO_CUDA);
     }
     let out = crate::records::Out::open(out)?;
     println!(
         "{:>6} {:>10} {:>8} {:>6} {:>8} {:>9} {:>7}",
         "size", "layout", "launches", "cap", "GB", "ms", "GB/s"
     );
-    for r in run(size, iters)? {
+    for r in run(&cfg, iters)? {
         let cap = r.cap.map_or("-".to_string(), |c| c.to_string());
         println!(
             "{size:>6} {:>10} {:>8} {cap:>6} {:>8.3} {:>9.4} {:>7.0}",
@@ -57,15 +58,13 @@ pub fn main(size: &str, iters: usize, out: &std::path::Path) -> Result<()> {
 }
 
 #[cfg(not(feature = "cuda"))]
-pub fn run(_size: &str, _iters: usize) -> Result<Vec<Row>> {
-    anyhow::bail!(
-        "bench adamw times a CUDA kernel: this bench was built without the `cuda` feature"
-    )
+pub fn run(_cfg: &model::LmConfig, _iters: usize) -> Result<Vec<Row>> {
+    anyhow::bail!(NO_CUDA)
 }
 
-/// The rows: tensorwise and flat at each cap, and the copy.
+/// The rows for `cfg`'s parameter shapes: tensorwise and flat at each cap, and the copy.
 #[cfg(feature = "cuda")]
-pub fn run(size: &str, iters: usize) -> Result<Vec<Row>> {
+pub fn run(cfg: &model::LmConfig, iters: usize) -> Result<Vec<Row>> {
     use anyhow::Context;
     use candle_core::{DType, Device, Tensor};
     use seam::fused_adamw::{self as fa, StepScalars};
@@ -75,7 +74,6 @@ pub fn run(size: &str, iters: usize) -> Result<Vec<Row>> {
     };
     let stream = cuda.cuda_stream();
     // The model's parameter tensors' sizes, in its order (the model is not built).
-    let cfg = crate::ddp::config(size).map_err(|e| anyhow::anyhow!("--size {size}: {e}"))?;
     let shapes: Vec<usize> = (cfg.shape().tensors().iter())
         .map(|&(n, _)| usize::try_from(n))
         .collect::<Result<_, _>>()?;
@@ -89,14 +87,7 @@ pub fn run(size: &str, iters: usize) -> Result<Vec<Row>> {
     };
     // [norm, coef]: every gradient is scaled by the coefficient, as under clipping.
     let scale = Tensor::new(&[2.0f32, 0.5], &gpu)?;
-    let timed = |launch: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-        launch()?;
-        let t = crate::timer::Timer::start(&gpu)?;
-        for _ in 0..iters {
-            launch()?;
-        }
-        Ok(t.stop()? / iters as f64 * 1e3)
-    };
+    let timed = |launch: &mut dyn FnMut() -> Result<()>| crate::timer::mean_ms(&gpu, iters, launch);
     let row = |layout: &str, launches, cap, bytes: u64, ms: f64| Row {
         layout: layout.to_string(),
         launches,

@@ -2,22 +2,13 @@
 //! fused kernel against the plain-op composition and a LayerNorm, forward and forward +
 //! backward, mean over `iters` after a warm-up, CUDA-event timed.
 
-use crate::timer::Timer;
+use crate::timer::mean_ms;
 use anyhow::Result;
 use candle_core::{Device, Tensor, Var};
 use model::layers::{layer_norm, rms_norm};
 use model::rmsnorm::rms_norm_fused;
 
 type Norm = fn(&Tensor, &Tensor, &Tensor) -> model::Result<Tensor>;
-
-fn time(device: &Device, iters: usize, f: &dyn Fn() -> Result<()>) -> Result<f64> {
-    f()?;
-    let t = Timer::start(device)?;
-    for _ in 0..iters {
-        f()?;
-    }
-    Ok(t.stop()? / iters as f64 * 1e3)
-}
 
 /// Rows of (cols, variant, fwd ms, fwd+bwd ms).
 pub fn run(
@@ -37,11 +28,11 @@ pub fn run(
         let b = Var::from_tensor(&Tensor::zeros(cols, candle_core::DType::F32, device)?)?;
         let g = Tensor::randn(0f32, 1.0, (rows, cols), device)?;
         for (name, f) in variants {
-            let fwd = time(device, iters, &|| {
+            let fwd = mean_ms(device, iters, &mut || {
                 f(x.as_tensor(), w.as_tensor(), b.as_tensor())?;
                 Ok(())
             })?;
-            let both = time(device, iters, &|| {
+            let both = mean_ms(device, iters, &mut || {
                 let y = f(x.as_tensor(), w.as_tensor(), b.as_tensor())?;
                 (y * &g)?.sum_all()?.backward()?;
                 Ok(())

@@ -98,6 +98,21 @@ pub fn timed(
     Ok(Timed { gpu })
 }
 
+/// One call of `f` to warm up, then `iters` calls back to back between two marks: the
+/// mean milliseconds a call (the kernel benchmarks: `bench rmsnorm`, `bench adamw`).
+pub fn mean_ms(
+    dev: &Device,
+    iters: usize,
+    f: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    f()?;
+    let t = Timer::start(dev)?;
+    for _ in 0..iters {
+        f()?;
+    }
+    Ok(t.stop()? / iters as f64 * 1e3)
+}
+
 /// Marks queued between back-to-back calls (a CUDA event each on a CUDA device, the wall
 /// clock elsewhere), read once at the end: the time of each call in a pipelined loop,
 /// where the host queues call i + 1 while the device runs call i.
