@@ -28,9 +28,9 @@ pub struct StepFlags {
     #[arg(long, value_enum, default_value = "auto")]
     pub adamw: AdamwPlace,
     /// side-stream: at most this many blocks per update kernel (0: the kernel's full
-    /// grid of up to 2112); fewer leave the SMs to the backward's GEMMs. 264 (two per
-    /// SM) measured best for fp32 (2.7B, nvidia-h200).
-    #[arg(long, default_value_t = 264)]
+    /// grid); fewer leave the SMs to the backward's GEMMs. The default, as `train`'s
+    /// (`step::ADAMW_SIDE_BLOCKS`, two an SM), measured best for fp32 (nvidia-h200).
+    #[arg(long, default_value_t = step::ADAMW_SIDE_BLOCKS)]
     pub side_blocks: u32,
     /// side-stream: free a stage's gradients this many stages after its updates.
     #[arg(long, default_value_t = model::in_backward::LAG, value_parser = crate::cli::at_least_1)]

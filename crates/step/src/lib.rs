@@ -44,6 +44,12 @@ pub use place::{AdamwPlace, NormPlace};
 use seam::{AdamW, AdamWConfig, Batch, StagedModel};
 pub use strategy::{Local, Strategy};
 
+/// The update kernels' block cap on AdamW's side stream (two an SM of an H100 or H200),
+/// where they share the SMs with the backward's fp32 SIMT GEMMs: on nvidia-h200, xl fp32
+/// took 298.94 ms a step with it against 303.91 with the full grid, 2.7B 462.48 against
+/// 482.55 with AdamW after the backward (docs/results/single-gpu-h200.md, runs 29-31).
+pub const ADAMW_SIDE_BLOCKS: u32 = 264;
+
 /// How a step is run (not what it computes, except `clip`).
 #[derive(Debug, Clone, Copy)]
 pub struct StepOptions {
@@ -62,7 +68,8 @@ pub struct StepOptions {
     /// The model computes in fp32 on SIMT GEMMs (no TF32): `auto` then puts AdamW on a
     /// side stream beside the backward.
     pub fp32_simt: bool,
-    /// Side stream: block cap of the update kernels (0: their full grid), lag in stages.
+    /// Side stream: block cap of the update kernels (0: their full grid;
+    /// [`ADAMW_SIDE_BLOCKS`] unless set), lag in stages.
     pub side_blocks: u32,
     pub side_lag: usize,
 }
@@ -76,7 +83,7 @@ impl Default for StepOptions {
             skip_nonfinite: false,
             graph: true,
             fp32_simt: false,
-            side_blocks: 0,
+            side_blocks: ADAMW_SIDE_BLOCKS,
             side_lag: 1,
         }
     }
