@@ -283,10 +283,15 @@ pub fn zero_buckets(strategy: &str) -> Result<Option<(u8, ddp::Strategy)>> {
             Some("") if stage == 3 => return Ok(Some((stage, FSDP_BUCKET))),
             Some("") => return Ok(Some((stage, ZERO1_BUCKET))),
             Some(rest) => match rest.strip_prefix(':') {
-                Some(mb) => match format!("bucketed:{mb}").parse::<ddp::Strategy>() {
-                    Ok(s) => return Ok(Some((stage, s))),
-                    Err(e) => bail!("--strategy {name}:{mb}: {e}"),
-                },
+                Some(mb) => {
+                    let s = ddp::Strategy::Bucketed {
+                        bucket_mb: mb.parse().unwrap_or(f64::NAN),
+                    };
+                    if s.validate().is_err() {
+                        bail!("--strategy {name}:{mb}: the bucket size {mb:?} must be a positive, finite number of MB (e.g. {name}:25)");
+                    }
+                    return Ok(Some((stage, s)));
+                }
                 None => return Ok(None),
             },
             None => {}

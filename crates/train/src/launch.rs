@@ -35,7 +35,12 @@ impl Backend {
     }
 }
 
-fn launched() -> bool {
+/// The most CPU ranks `run` starts as threads of this process (50,000 threads aborted in
+/// their stacks' set-up).
+pub const MAX_THREAD_RANKS: usize = 1024;
+
+/// Whether a launcher (comm-launch, torchrun, Slurm) started this process as one rank.
+pub fn launched() -> bool {
     std::env::var_os("RANK").is_some() || std::env::var_os("SLURM_PROCID").is_some()
 }
 
@@ -59,6 +64,12 @@ pub fn run<T: Send>(
             Ok((rank == 0).then_some(out))
         }
         Backend::Cpu => {
+            if world > MAX_THREAD_RANKS {
+                return crate::users(Err(anyhow!(
+                    "--world {world}: at most {MAX_THREAD_RANKS} CPU ranks run as threads of one \
+                     process; more run as processes (comm-launch --nproc-per-node N, torchrun)"
+                )));
+            }
             let comms = comm::cpu_group(world, CommOptions::from_env()?)?;
             std::thread::scope(|s| {
                 let hs: Vec<_> = comms

@@ -13,11 +13,17 @@ use model::plan;
 
 /// What the flags name: the model's size and the micro-batch.
 fn flags(c: &TrainConfig, lm: &model::LmConfig, rows: usize) -> String {
+    let n = lm.param_count() as f64;
+    let params = if n >= 1e9 {
+        format!("{:.2} B", n / 1e9)
+    } else {
+        format!("{:.2} M", n / 1e6)
+    };
     format!(
-        "the model {}({:.2} B parameters) at {rows} sequences of {} tokens a micro-batch",
+        "the model {}({params} parameters) at {rows} sequences of {} tokens a micro-batch (--global-batch {})",
         size_name(c),
-        lm.param_count() as f64 / 1e9,
-        lm.context
+        lm.context,
+        c.global_batch
     )
 }
 
@@ -104,8 +110,8 @@ mod tests {
         let e = plan::check(&flags, &input, s, free, &rows_at).unwrap_err();
         assert!(
             e.starts_with(
-                "the model 6.7B (6.56 B parameters) at 8 sequences of 128 tokens a micro-batch: \
-                 --strategy bucketed:25 at world 4 needs about"
+                "the model 6.7B (6.56 B parameters) at 8 sequences of 128 tokens a micro-batch \
+                 (--global-batch 32): --strategy bucketed:25 at world 4 needs about"
             ),
             "{e}"
         );
@@ -136,8 +142,11 @@ mod tests {
     fn zero1_takes_a_bucket_size_and_names_a_bad_one() {
         assert!(config("xl", "zero1:200", 16).validate(2).is_ok());
         assert!(config("xl", "zero1", 16).validate(2).is_ok());
-        let e = config("xl", "zero1:lots", 16).validate(2).unwrap_err();
-        assert!(format!("{e:#}").contains("zero1:lots"), "{e:#}");
+        for bad in ["zero1:lots", "zero2:0", "fsdp:-5", "zero1:nan"] {
+            let e = format!("{:#}", config("xl", bad, 16).validate(2).unwrap_err());
+            // Named as written, not as the DDP strategy it is parsed through.
+            assert!(e.contains(bad) && !e.contains("bucketed"), "{e}");
+        }
         let xl = config("xl", "zero1:200", 16).model.lm_config(683).unwrap();
         let (input, _) = plan_input(&config("xl", "zero1:200", 16), &xl, 2, true);
         let z = plan::plan(&input, plan::Strategy::Zero1).peak();

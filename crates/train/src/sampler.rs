@@ -74,7 +74,11 @@ pub fn shard(global: usize, world: usize, accum: usize, rank: usize, micro: usiz
 
 /// Checks that `global` splits evenly, naming the numbers.
 pub fn check_split(global: usize, world: usize, accum: usize) -> Result<()> {
-    if global == 0 || world == 0 || accum == 0 || !global.is_multiple_of(world * accum) {
+    if world == 0 {
+        bail!("--world 0: a run takes at least 1 rank");
+    }
+    let split = world.checked_mul(accum).unwrap_or(0);
+    if global == 0 || split == 0 || !global.is_multiple_of(split) {
         bail!("--global-batch {global} does not split into {world} ranks × {accum} micro-batches (--accum) of equal size");
     }
     Ok(())

@@ -112,9 +112,11 @@ pub fn run_rank(
     let ds = crate::users(Dataset::open(&o.data))?;
     let data_id = state::DataId::of(&ds)?;
     let sampler = crate::users(Sampler::new(&ds.train, c.model.context, c.seed))?;
-    let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
+    // The memory check comes before the first batch is sampled: a batch the host cannot
+    // hold is refused by name, not aborted on in its allocation.
     let vocab = ds.meta.vocab_size;
     crate::users(crate::preflight::fits(c, vocab, world, &dev, !o.eager))?;
+    let val = crate::users(eval_batches(&ds, c, rank, world, &dev))?;
     let from = o.gemm_choices.as_deref();
     if let Some(m) = crate::gemm_table::load(&o.out, rank, from, &dev)? {
         if rank == 0 {

@@ -1,7 +1,8 @@
 //! Bad inputs give an error naming the file (never a panic or a hang): a data directory
 //! with a damaged or foreign part (`Dataset::open`), a context longer than the data (the
 //! trainer), a text that cannot be prepared (`data::prepare`), and the same through the
-//! `train` binary (exit status 1, `train: error: …` naming the file on stderr).
+//! `train` binary (exit status 2, `train: error: …` naming the file on stderr), and flags
+//! that would start more rank threads or a larger batch than the host can hold.
 
 mod common;
 
@@ -333,5 +334,44 @@ fn the_binary_exits_with_an_error_naming_the_file() {
             "train {args:?}: {err}"
         );
         assert!(!err.contains("panicked"), "train {args:?}: {err}");
+    }
+}
+
+/// Flags that start too many rank threads or a batch the host cannot hold are refused by
+/// name with the user's exit code, before a thread or a batch is made (50,000 thread ranks
+/// aborted in their stacks' set-up; a batch of 10^11 sequences aborted in its allocation).
+#[test]
+fn a_world_or_batch_the_host_cannot_hold_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run").display().to_string();
+    let d = data().display().to_string();
+    let run = ["run", "--data", &d, "--out", &out, "--model", "nano"];
+    let more = ["--steps", "1", "--no-progress", "--backend", "cpu"];
+    for (flags, says) in [
+        (&["--world", "0"][..], "--world 0"),
+        (
+            &["--world", "5000", "--global-batch", "5000"],
+            "--world 5000: at most",
+        ),
+        (
+            &["--world", "3"],
+            "--global-batch 16 does not split into 3 ranks",
+        ),
+        (
+            &["--global-batch", "99999999999"],
+            "(--global-batch 99999999999): the run needs at least",
+        ),
+    ] {
+        let args = [&run[..], &more, flags].concat();
+        let (code, err) = train_bin(&args);
+        assert_eq!(code, Some(2), "train {args:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "train {args:?}: {err}"
+        );
+        assert!(
+            !tmp.path().join("run").exists(),
+            "train {args:?} left its --out"
+        );
     }
 }

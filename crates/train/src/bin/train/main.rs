@@ -104,6 +104,11 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
 
 fn run(a: &Run) -> Result<()> {
     let (c, o) = train::users(run_config(a))?;
+    if !launch::launched() {
+        // --world ranks in this process: a batch that does not split over them is refused
+        // before they start (rank threads would each refuse it after).
+        train::users(c.validate(a.world))?;
+    }
     // SIGTERM/SIGINT/SIGHUP from now on stop every rank after a checkpoint (the ranks
     // agree on the step), instead of killing the process mid-step.
     let _signals = comm::launch::signals::install()?;
