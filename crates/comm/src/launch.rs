@@ -163,12 +163,29 @@ pub fn run(spec: &LaunchSpec) -> Result<()> {
     }
 }
 
+/// The most processes `comm-launch` starts on one node: 100,000 (a typo's worth) forked
+/// for ten minutes before the first failure could stop them.
+pub const MAX_NPROC_PER_NODE: usize = 1024;
+
 fn run_once(spec: &LaunchSpec, attempt: usize) -> std::result::Result<(), Failed> {
     let fin = Failed::Final;
     if spec.nproc_per_node == 0 || spec.nnodes == 0 {
         return Err(fin(bad(
             "nproc-per-node and nnodes must be at least 1".into()
         )));
+    }
+    if spec.nproc_per_node > MAX_NPROC_PER_NODE {
+        return Err(fin(bad(format!(
+            "--nproc-per-node {}: at most {MAX_NPROC_PER_NODE} processes a node (one a GPU, or \
+             CPU ranks)",
+            spec.nproc_per_node
+        ))));
+    }
+    if spec.nproc_per_node.checked_mul(spec.nnodes).is_none() {
+        return Err(fin(bad(format!(
+            "--nnodes {} × --nproc-per-node {}: too many ranks",
+            spec.nnodes, spec.nproc_per_node
+        ))));
     }
     if spec.node_rank >= spec.nnodes {
         return Err(fin(bad(format!(

@@ -200,3 +200,33 @@ fn bad_grace_is_refused_naming_the_flag() {
         assert!(err.contains("--grace-s"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn too_many_processes_a_node_are_refused_before_any_starts() {
+    let dir = scratch("too-many");
+    let mark = dir.join("started");
+    for args in [
+        vec!["--nproc-per-node", "100000"],
+        vec![
+            "--nnodes",
+            "18446744073709551615",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            "29999",
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_comm-launch"))
+            .args(&args)
+            .args(["--", "touch", mark.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains(args[1]) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert!(!mark.exists(), "{args:?}: a rank started");
+    }
+}
