@@ -17,6 +17,10 @@ pub enum CommError {
         msg: String,
     },
 
+    /// The launcher's own failure: a bad flag, a rank that could not start or failed.
+    #[error("{0}")]
+    Launch(String),
+
     /// Ranks called the same collective with buffers that do not match.
     #[error("{op}: ranks disagree on their buffers: {detail}")]
     Mismatch { op: &'static str, detail: String },

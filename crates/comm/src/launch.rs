@@ -67,7 +67,7 @@ impl LaunchSpec {
 }
 
 fn bad(msg: String) -> CommError {
-    CommError::invalid("launch", 0, msg)
+    CommError::Launch(msg)
 }
 
 /// A free TCP port on this machine (bound then released), below the kernel's ephemeral
@@ -324,7 +324,8 @@ mod tests {
     fn bad_spec_is_rejected() {
         let mut s = LaunchSpec::local(2, "true", vec![]);
         s.node_rank = 1;
-        assert!(run(&s).unwrap_err().to_string().contains("node-rank 1"));
+        // The launcher's own error, not a rank's: no "on rank 0" prefix.
+        assert!(run(&s).unwrap_err().to_string().starts_with("node-rank 1"));
         assert!(run(&LaunchSpec::local(1, "/nonexistent/prog", vec![]))
             .unwrap_err()
             .to_string()
