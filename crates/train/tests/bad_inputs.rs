@@ -374,4 +374,16 @@ fn a_world_or_batch_the_host_cannot_hold_is_refused_by_name() {
             "train {args:?} left its --out"
         );
     }
+    // `train sample`'s bad flag is the user's too (it exited 1).
+    let (code, err) = train_bin(&[
+        "sample",
+        "--data",
+        &d,
+        "--out",
+        &out,
+        "--temperature",
+        "nan",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--temperature NaN"), "{err}");
 }

@@ -143,7 +143,7 @@ fn run(a: &Run) -> Result<()> {
 }
 
 fn sample(a: &Sample) -> Result<()> {
-    let gen = opts(&a.gen)?;
+    let gen = train::users(opts(&a.gen))?;
     let dir = train::load::step_dir(&a.out)?;
     let ds = data::Dataset::open(&a.data)?;
     let dev = Device::Cpu;
