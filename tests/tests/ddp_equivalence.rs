@@ -167,6 +167,48 @@ fn averaged_gradients_equal_full_batch_gradients() {
     }
 }
 
+/// `DdpOptions::gather_rows` (ddp::rows): the tiny LM's embedding gradient comes from every
+/// rank's gathered rows, not from its bucket (one collective fewer), and the averaged
+/// gradients still equal the full batch's on every rank, bit for bit alike.
+#[test]
+fn the_embedding_gradient_from_gathered_rows_equals_the_full_batch_gradient() {
+    let kind = Kind::Lm;
+    let m = build(kind, 0);
+    let (_, want) =
+        model::forward_backward(m.as_ref(), &global_batch(kind, 0), |_, _| Ok(())).unwrap();
+    let flat = |g: &Option<candle_core::Tensor>| -> Vec<f32> {
+        g.as_ref()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    let want: Vec<Vec<f32>> = want.iter().map(flat).collect();
+    let s = Strategy::Bucketed { bucket_mb: 0.004 };
+    for world in [2, 4] {
+        let got = on_ranks(world, move |rank, comm| {
+            let m = build(kind, rank as u64 * 17);
+            let opts = DdpOptions {
+                gather_rows: true,
+                ..DdpOptions::new(s)
+            };
+            let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
+            let local = shard_batch(&global_batch(kind, 0), rank, world).unwrap();
+            ddp.forward_backward(m.as_ref(), &local).unwrap();
+            let g = ddp.finish_gradient_synchronization().unwrap();
+            let g: Vec<Vec<f32>> = g.iter().map(flat).collect();
+            (g, ddp.last_stats().collectives, ddp.buckets().len())
+        });
+        for (r, (g, collectives, buckets)) in got.iter().enumerate() {
+            let d = max_diff(g, &want);
+            assert!(d <= 1e-5, "world {world} rank {r}: gradients off by {d}");
+            assert_eq!(*collectives, buckets - 1, "the table's bucket was launched");
+            assert_eq!(g, &got[0].0, "rank {r} differs from rank 0");
+        }
+    }
+}
+
 fn ddp_buckets(kind: Kind, s: Strategy) -> usize {
     on_ranks(1, move |_, comm| {
         let m = build(kind, 0);

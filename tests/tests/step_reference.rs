@@ -302,3 +302,37 @@ fn the_last_stages_reduced_beside_the_others_equal_the_reference_step() {
     let got = with_step(2, 2, zero1);
     assert_close("zero1, 2 ranks, tail beside", &got, &want);
 }
+
+#[test]
+fn ddp_taking_the_embedding_gradient_from_gathered_rows_equals_the_reference_step() {
+    // ddp::rows: every rank gathers every rank's rows of the embedding's output gradient
+    // and their ids, and computes the table's averaged gradient itself. The whole
+    // all-reduce (AdamW in the backward takes it last), split (the norm takes this rank's
+    // slice of it), and with 2 micro-batches (the table's bucket reduces the sums instead).
+    let whole = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            gather_rows: true,
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        Box::new(Ddp::new(c, m, o).unwrap())
+    };
+    let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            gather_rows: true,
+            split: true,
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        Box::new(Ddp::new(c, m, o).unwrap())
+    };
+    let want = reference(1);
+    assert_close("ddp rows, 2 ranks", &with_step(2, 1, whole), &want);
+    assert_close("ddp rows split, 2 ranks", &with_step(2, 1, split), &want);
+    assert_close("ddp rows split, 4 ranks", &with_step(4, 1, split), &want);
+    let want = reference(2);
+    assert_close("ddp rows, 4 ranks, 2 micro", &with_step(4, 2, whole), &want);
+    assert_close(
+        "ddp rows split, 2 ranks, 2 micro",
+        &with_step(2, 2, split),
+        &want,
+    );
+}

@@ -129,6 +129,8 @@ pub fn run_rank(a: &Args, comm: Arc<dyn Communicator>, dev: &Device) -> Result<(
         strategy,
         grad_dtype: a.bf16_grads.then_some(DType::BF16),
         coalesce: a.coalesce,
+        // Every rank's share of the global batch is as large (shard_batch).
+        gather_rows: true,
         ..DdpOptions::new(strategy)
     };
     let mut d = Ddp::new(comm.clone(), m.as_ref(), opts)?;

@@ -56,6 +56,7 @@ fn sync(
         Over::Ddp => {
             let o = DdpOptions {
                 grad_dtype: Some(dtype),
+                gather_rows: true,
                 ..DdpOptions::new(bucketed)
             };
             Box::new(Ddp::new(comm.clone(), lm, o)?)

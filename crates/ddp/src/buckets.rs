@@ -28,6 +28,9 @@ pub struct ParamInfo {
     pub numel: usize,
     /// The stage whose backward makes this gradient final (the earliest stage using it).
     pub ready_stage: usize,
+    /// In a bucket of its own (stage 0's gradients from rows, `ddp::rows`: the bucket is
+    /// launched only in a step that does not take them so).
+    pub alone: bool,
 }
 
 /// Parameters reduced by one collective.
@@ -55,7 +58,10 @@ pub fn plan(strategy: Strategy, params: &[ParamInfo], elem_bytes: usize) -> Vec<
     };
     for i in (0..params.len()).rev() {
         let p = &params[i];
-        if !cur.params.is_empty() && cur.numel + p.numel > cap_elems {
+        let full = cur.numel + p.numel > cap_elems
+            || p.alone
+            || cur.params.iter().any(|&j| params[j].alone);
+        if !cur.params.is_empty() && full {
             out.push(std::mem::replace(
                 &mut cur,
                 Bucket {
@@ -93,6 +99,7 @@ mod tests {
             .map(|(i, &n)| ParamInfo {
                 numel: n,
                 ready_stage: i / 2,
+                alone: false,
             })
             .collect()
     }
@@ -108,6 +115,15 @@ mod tests {
         assert_eq!(b[0].ready_stage, 2);
         let total: usize = b.iter().map(|b| b.numel).sum();
         assert_eq!(total, 650_000);
+    }
+
+    #[test]
+    fn a_parameter_marked_alone_gets_a_bucket_of_its_own() {
+        let mut p = infos(&[10, 10, 10, 10]);
+        p[1].alone = true;
+        let b = plan(Strategy::Bucketed { bucket_mb: 1.0 }, &p, 4);
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![3, 2], vec![1], vec![0]]);
     }
 
     #[test]

@@ -123,13 +123,16 @@ impl Ddp {
                     .into(),
             ));
         }
-        if self.in_flight.is_empty() {
+        if self.in_flight.is_empty() && self.local.is_empty() {
             return Err(DdpError::Input(
                 "finish_gradient_synchronization called with no synchronised backward in flight"
                     .into(),
             ));
         }
         let mut out: Grads = vec![None; self.shapes.len()];
+        for (i, g) in std::mem::take(&mut self.local) {
+            out[i] = Some(g);
+        }
         let scale = self.scale.take();
         for f in std::mem::take(&mut self.in_flight) {
             for (i, g) in f.collect(self, scale)? {

@@ -37,6 +37,7 @@ mod launch;
 pub mod options;
 pub mod plugin;
 pub mod reducer;
+mod rows;
 mod scatter;
 pub mod shard;
 pub mod split;

@@ -53,6 +53,12 @@ pub struct DdpOptions {
     /// its kernels on a second stream, not behind the copy engines: `ddp::tail`). `None`:
     /// `DDP_TAIL_STAGES`, else 0 (measured, not a default: docs/results/gpus-s37.md).
     pub tail_stages: Option<usize>,
+    /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding
+    /// table ([`seam::StagedModel::rows_stage0`]), a step gathers every rank's rows of its
+    /// output's gradient and ids, and each rank computes the table's averaged gradient
+    /// itself instead of reducing it after the backward (`ddp::rows`). Off by default;
+    /// `DDP_ROWS=0` turns it off.
+    pub gather_rows: bool,
 }
 
 impl From<Strategy> for DdpOptions {
@@ -74,6 +80,7 @@ impl DdpOptions {
             sum_micro_batches: false,
             split: false,
             tail_stages: None,
+            gather_rows: false,
         }
     }
 
@@ -102,8 +109,10 @@ impl DdpOptions {
     /// differently would train on silently different gradients.
     pub(crate) fn gradient_options_code(&self) -> f64 {
         let (sum, unused) = (self.sum_micro_batches, self.find_unused_parameters);
-        let tail = 8 * self.tail_stages.unwrap_or(0) as u64;
-        (u64::from(sum) + 2 * u64::from(unused) + 4 * u64::from(self.split) + tail) as f64
+        let rows = 8 * u64::from(self.gather_rows);
+        let tail = 16 * self.tail_stages.unwrap_or(0) as u64;
+        let split = 4 * u64::from(self.split);
+        (u64::from(sum) + 2 * u64::from(unused) + split + rows + tail) as f64
     }
 }
 

@@ -66,6 +66,9 @@ pub struct Ddp {
     /// reduced in place are summed into (ddp::split).
     pub(crate) split_setup: crate::split::SplitSetup,
     pub(crate) squares: Option<crate::squares::Squares>,
+    /// Stage 0's gradients from every rank's rows (`ddp::rows`), and the last step's.
+    pub(crate) rows: Option<crate::rows::Rows>,
+    pub(crate) local: Vec<(usize, Tensor)>,
     /// Whether reduce-scatter launches go deferred (`crate::scatter::deferred`).
     pub(crate) deferred: bool,
     stats: SyncStats,
@@ -96,7 +99,7 @@ impl Ddp {
         // Checked here, reported after every rank has compared notes: a rank with bad
         // options fails with its own reason, the others name it (instead of waiting for
         // it in the comparison until the timeout).
-        let opts = crate::tail::resolved(opts)?;
+        let opts = crate::rows::resolved(crate::tail::resolved(opts)?)?;
         let local = opts
             .check(&device)
             .and_then(|()| crate::buckets::ready_stages(model));
@@ -116,9 +119,17 @@ impl Ddp {
             .map(|(v, &r)| ParamInfo {
                 numel: v.elem_count(),
                 ready_stage: r,
+                alone: false,
             })
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
+        let rows = crate::rows::plan(model, &opts, comm.world_size());
+        let infos: Vec<ParamInfo> = (infos.into_iter().enumerate())
+            .map(|(i, p)| ParamInfo {
+                alone: rows.as_ref().is_some_and(|r| r.params.contains(&i)),
+                ..p
+            })
+            .collect();
         consistency::broadcast_params(comm.as_ref(), model)?;
         let mut d = Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
@@ -139,6 +150,8 @@ impl Ddp {
             early: Vec::new(),
             split_setup: Default::default(),
             squares: None,
+            rows,
+            local: Vec::new(),
             stats: SyncStats::default(),
             stage_hook: None,
             device,
@@ -239,6 +252,7 @@ impl Ddp {
         let eager = self.opts.strategy.eager();
         let (mut launched, mut stats, mut during) =
             (Vec::<InFlight>::new(), SyncStats::default(), 0);
+        let ids = self.rows_begin(batch, self.micro_batches > 0)?;
         let tape = seam::forward_with(model, batch, before_stage)?;
         let loss = tape.loss().clone();
         let acc = Some(self.accumulated.take()?).filter(|a| !a.is_empty());
@@ -285,7 +299,8 @@ impl Ddp {
             }
             Ok(())
         };
-        let result = tape.backward(|s, grads| -> Result<()> {
+        let from_rows = ids.is_some();
+        let on_stage = |s, grads: &mut Grads| -> Result<()> {
             if let Some(h) = hook.as_mut() {
                 h(s)?;
             }
@@ -308,19 +323,37 @@ impl Ddp {
                 drain(&mut launched, Some(s))?;
             }
             Ok(())
-        });
+        };
+        // Stage 0 from every rank's rows (ddp::rows): its backward left to rows_gradients.
+        let mut local = Vec::new();
+        let result = match ids {
+            None => tape.backward(on_stage),
+            Some(ids) => (tape.backward_to(1, on_stage)).and_then(|(grads, up)| {
+                local = this.rows_gradients(model, ids, up)?;
+                Ok(grads)
+            }),
+        };
         if carve > 0 {
             seam::gemm_sms::set_gemm_sm_carveout(&self.device, 0)?;
         }
         let rest = result.and_then(|mut grads| {
+            if let Some(h) = hook.as_mut().filter(|_| from_rows) {
+                h(0)?;
+            }
             if !eager {
-                let all: Vec<usize> = (0..this.buckets.len()).collect();
+                let all: Vec<usize> = (0..this.buckets.len())
+                    .filter(|&b| !(from_rows && this.rows_bucket(b)))
+                    .collect();
                 launch_all(this, (&all, None), &mut grads, acc, &mut launched)?;
             }
             drain(&mut launched, None)
         });
         self.stage_hook = hook;
         rest?;
+        match reduced.as_mut() {
+            Some(f) if !local.is_empty() => f(std::mem::take(&mut local))?,
+            _ => self.local = local,
+        }
         self.early = early;
         for f in &launched {
             count(&mut stats, f);
@@ -381,7 +414,7 @@ impl Ddp {
     }
 
     fn expect_idle(&self, what: &str) -> Result<()> {
-        if self.in_flight.is_empty() && self.early.is_empty() {
+        if self.in_flight.is_empty() && self.early.is_empty() && self.local.is_empty() {
             Ok(())
         } else {
             Err(DdpError::Input(format!(

@@ -40,6 +40,9 @@ use seam::Grads;
 /// Every bucket reduce-scattered, by launch ([`Ddp::finish_split`]).
 pub struct Scattered {
     launches: Vec<Vec<Prepared>>,
+    /// Gradients every rank computed averaged (`ddp::rows`), and this rank's parts of them.
+    local: Vec<(usize, Tensor)>,
+    local_parts: Vec<Tensor>,
     /// The micro-batch averaging factor not yet applied.
     scale: Option<f64>,
 }
@@ -134,7 +137,7 @@ impl Ddp {
     /// Split mode, after the synchronised backward: the compute stream waits for every
     /// bucket's reduce-scatter; the buckets, each rank holding its averaged part.
     pub fn finish_split(&mut self) -> Result<Scattered> {
-        if !self.opts.split || self.in_flight.is_empty() {
+        if !self.opts.split || (self.in_flight.is_empty() && self.local.is_empty()) {
             return Err(DdpError::Input(
                 "finish_split: no backward of a split all-reduce in flight".into(),
             ));
@@ -150,8 +153,16 @@ impl Ddp {
             }
             launches.push(buckets);
         }
+        let local_parts = self.rows_parts()?;
+        beside.extend(local_parts.iter().cloned());
         self.squares_finish(scale, beside)?;
-        Ok(Scattered { launches, scale })
+        let local = std::mem::take(&mut self.local);
+        Ok(Scattered {
+            launches,
+            local,
+            local_parts,
+            scale,
+        })
     }
 
     /// `[norm, coef]` of the last backward's averaged parts over every rank
@@ -194,6 +205,7 @@ impl Scattered {
                 out.push(Some(scaled(ddp.chunk_of(t)?, self.scale)?));
             }
         }
+        out.extend(self.local_parts.iter().cloned().map(Some));
         Ok(out)
     }
 
@@ -206,7 +218,19 @@ impl Scattered {
     /// 177-178).
     /// With the gathers in the backward (`DDP_SPLIT_EARLY`), only the flat buffers are left: one
     /// launch, and every gradient with it.
-    pub fn gather(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
+    pub fn gather(mut self, ddp: &Ddp) -> Result<Vec<Gathered>> {
+        let local = Gathered {
+            work: Work::completed(),
+            grads: std::mem::take(&mut self.local),
+        };
+        let mut out = self.gather_buckets(ddp)?;
+        if !local.grads.is_empty() {
+            out.push(local);
+        }
+        Ok(out)
+    }
+
+    fn gather_buckets(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let c = ddp.comm.as_ref();
         if ddp.split_setup.early {
             let buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();

@@ -287,6 +287,18 @@ impl StagedModel for TransformerLm {
         }
     }
 
+    fn rows_stage0(&self) -> bool {
+        let table = self.params.var(self.emb).as_tensor();
+        crate::kernels::embed::fused_table(table, self.dtype)
+    }
+
+    fn gradients_from_rows(&self, ids: &Tensor, rows: &Tensor) -> Result<Vec<(usize, Tensor)>> {
+        let vocab = self.cfg.vocab;
+        let rows = rows.reshape(((), self.cfg.d_model))?;
+        let dw = crate::kernels::embed::embedding_grad(&rows, ids, vocab)?;
+        Ok(vec![(self.emb, dw)])
+    }
+
     fn checkpointed(&self, s: usize) -> bool {
         self.checkpoint_blocks && (1..=self.cfg.layers).contains(&s)
     }

@@ -82,6 +82,24 @@ pub trait StagedModel {
         false
     }
 
+    /// Whether stage 0's parameters' gradients are sums of its output's gradient rows by
+    /// token id (an embedding table that no other stage uses), so that
+    /// [`Self::gradients_from_rows`] gives them from any tokens' rows: data parallelism can
+    /// then gather every rank's few rows and ids instead of reducing the whole table's
+    /// gradient (`ddp::rows`). `false` (the default): no such stage.
+    fn rows_stage0(&self) -> bool {
+        false
+    }
+
+    /// Stage 0's parameters' gradients, by index, from token ids `ids` (n,) u32 and the
+    /// gradient rows `rows` (n, d) of stage 0's output at those tokens (where
+    /// [`Self::rows_stage0`]).
+    fn gradients_from_rows(&self, _ids: &Tensor, _rows: &Tensor) -> Result<Vec<(usize, Tensor)>> {
+        Err(ModelError::Config(
+            "this model's first stage does not give its gradients from rows".into(),
+        ))
+    }
+
     /// The whole forward in one graph; returns the loss.
     fn loss(&self, batch: &Batch) -> Result<Tensor> {
         self.check_batch(batch)?;
@@ -206,7 +224,18 @@ impl Tape<'_> {
         self,
         on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
     ) -> std::result::Result<Grads, E> {
-        self.backward_with(None, on_stage)
+        Ok(self.backward_with(None, 0, on_stage)?.0)
+    }
+
+    /// [`Self::backward`] of the stages from the last down to `first` only: the gradients
+    /// and ∂loss/∂(the output of stage `first - 1`), whose backward is left to the caller
+    /// (`ddp::rows` takes stage 0's gradients from every rank's rows of it).
+    pub fn backward_to<E: From<ModelError>>(
+        self,
+        first: usize,
+        on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(Grads, Option<Tensor>), E> {
+        self.backward_with(None, first, on_stage)
     }
 
     /// [`Self::backward`] as one micro-batch of an accumulating step: stages may sum their
@@ -220,20 +249,21 @@ impl Tape<'_> {
         on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         sums.lend(scale);
-        let grads = self.backward_with(Some(&mut *sums), on_stage)?;
+        let (grads, _) = self.backward_with(Some(&mut *sums), 0, on_stage)?;
         Ok(sums.add(grads, scale)?)
     }
 
     fn backward_with<E: From<ModelError>>(
         self,
         mut sums: Option<&mut Accumulator>,
+        first: usize,
         mut on_stage: impl FnMut(usize, &mut Grads) -> std::result::Result<(), E>,
-    ) -> std::result::Result<Grads, E> {
+    ) -> std::result::Result<(Grads, Option<Tensor>), E> {
         let model = self.model;
         let mut grads: Grads = vec![None; model.params().len()];
         let mut upstream: Option<Tensor> = None;
         let mut stages = self.stages;
-        for s in (0..stages.len()).rev() {
+        for s in (first.min(stages.len())..stages.len()).rev() {
             let record = stages.pop().expect("one record per stage");
             stage_backward(
                 model,
@@ -246,7 +276,7 @@ impl Tape<'_> {
             )?;
             on_stage(s, &mut grads)?;
         }
-        Ok(grads)
+        Ok((grads, upstream))
     }
 }
 

@@ -126,6 +126,8 @@ impl Engine {
         let wire = |s: Strategy| DdpOptions {
             grad_dtype: c.bf16.then_some(DType::BF16),
             coalesce: true,
+            // The ranks' batches are equal shares of the global batch (check_split).
+            gather_rows: true,
             ..DdpOptions::new(s)
         };
         // The table of `--strategy` names: each builds its plug-in (step::Strategy).

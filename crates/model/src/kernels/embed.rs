@@ -148,8 +148,13 @@ pub fn embedding(w: &Tensor, ids: &Tensor, dtype: DType) -> Result<Tensor> {
 /// Whether [`embedding`] runs as the one op for this table, ids and dtype (and so
 /// [`embedding_grad`] applies).
 pub fn fused(w: &Tensor, ids: &Tensor, dtype: DType) -> bool {
+    ids.dtype() == DType::U32 && fused_table(w, dtype)
+}
+
+/// [`fused`] but for the ids: whether the table and dtype take the one op (and so
+/// [`embedding_grad`] gives the table's gradient from any tokens' rows).
+pub fn fused_table(w: &Tensor, dtype: DType) -> bool {
     w.dtype() == DType::F32
-        && ids.dtype() == DType::U32
         && w.layout().is_contiguous()
         && match w.device() {
             candle_core::Device::Cuda(_) => matches!(dtype, DType::F32 | DType::BF16),
