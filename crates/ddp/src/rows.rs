@@ -9,8 +9,9 @@
 //!
 //! Taken in a step where it moves fewer bytes (world × tokens ≤ twice the table's rows: a
 //! rank receives (world − 1) × tokens rows, a ring all-reduce 2 (world − 1) / world tables), with no
-//! accumulated micro-batch (their sums go through the buckets), and not with
-//! reduce-scatters kept as shards (ZeRO). Every rank's batch must hold as many tokens (the
+//! accumulated micro-batch (their sums go through the buckets). ZeRO-1 keeps this rank's
+//! part of each, as the bucket's reduce-scatter would; not ZeRO-2 or FSDP, which free
+//! gradients during the backward. Every rank's batch must hold as many tokens (the
 //! gathers' sizes must agree), hence opt-in; `DDP_ROWS=0` turns it off.
 
 use crate::error::{DdpError, Result};
@@ -44,10 +45,10 @@ pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
 }
 
 /// The plan where every rank takes stage 0's gradients from rows: asked, above one rank,
-/// not sharding, a model whose stage 0 gives them and whose other stages use none of its
-/// parameters, tables of at most [`MAX_ROWS`] rows.
+/// not releasing gradients, a model whose stage 0 gives them and whose other stages use
+/// none of its parameters, tables of at most [`MAX_ROWS`] rows.
 pub(crate) fn plan(model: &dyn StagedModel, opts: &DdpOptions, world: usize) -> Option<Rows> {
-    let asked = opts.gather_rows && world > 1 && !opts.reduce_scatter;
+    let asked = opts.gather_rows && world > 1 && !opts.release_gradients;
     if !asked || model.num_stages() < 2 || !model.rows_stage0() {
         return None;
     }

@@ -15,7 +15,8 @@ impl Ddp {
     /// gives slice [r·n'/W, (r+1)·n'/W)) and, for each parameter sharded in place
     /// ([`Self::shards_in_place`]), its chunk (in the wire dtype, a view of the gradient).
     pub fn finish_reduce_scatter(&mut self) -> Result<Vec<BucketShard>> {
-        if !self.opts.reduce_scatter || (self.in_flight.is_empty() && self.early.is_empty()) {
+        let idle = self.in_flight.is_empty() && self.early.is_empty() && self.local.is_empty();
+        if !self.opts.reduce_scatter || idle {
             return Err(DdpError::Input(
                 "finish_reduce_scatter: no reduce-scattering backward in flight".into(),
             ));
@@ -26,6 +27,30 @@ impl Ddp {
         for f in std::mem::take(&mut self.in_flight) {
             beside.extend(self.beside_parts(&f)?);
             shards.extend(self.shards_of(f, scale)?);
+        }
+        // Stage 0's gradients from rows (ddp::rows), each alone in its bucket: this rank's
+        // part of each, as its bucket's reduce-scatter would have left it.
+        for (i, g) in std::mem::take(&mut self.local) {
+            let b = (self.buckets.iter().position(|k| k.params == [i])).ok_or_else(|| {
+                DdpError::Input(format!("parameter {i} has no bucket of its own"))
+            })?;
+            let s = match self.shards_in_place(i) {
+                true => BucketShard {
+                    flat: None,
+                    params: vec![(i, self.chunk_of(&g)?)],
+                },
+                false => BucketShard {
+                    flat: Some(self.padded_chunk(&g)?),
+                    params: Vec::new(),
+                },
+            };
+            beside.extend(
+                s.flat
+                    .iter()
+                    .chain(s.params.iter().map(|(_, t)| t))
+                    .cloned(),
+            );
+            shards.push((b, s));
         }
         self.squares_finish(scale, beside)?;
         for (b, s) in shards {
@@ -84,6 +109,15 @@ impl Ddp {
     /// batches small messages, and one rank sends none).
     pub(crate) fn goes_alone(&self, n: usize) -> bool {
         n >= crate::launch::IN_PLACE_MIN || self.comm.world_size() == 1
+    }
+
+    /// This rank's chunk of `t` flattened and zero-padded to a multiple of the world size,
+    /// in f32 (a bucket's flat part of it alone).
+    fn padded_chunk(&self, t: &Tensor) -> Result<Tensor> {
+        let t = t.flatten_all()?.to_dtype(DType::F32)?;
+        let pad = t.elem_count().next_multiple_of(self.comm.world_size()) - t.elem_count();
+        let zeros = Tensor::zeros(pad, DType::F32, t.device())?;
+        self.chunk_of(&Tensor::cat(&[&t, &zeros], 0)?)
     }
 
     /// This rank's chunk of a flat buffer whose size the world size divides (a view).
