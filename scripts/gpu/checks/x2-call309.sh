@@ -8,6 +8,8 @@
 # clipping at 1.0, 20 steps, interleaved against DDP_ROWS=0; bench single --clip 1 first as
 # the base; then bench ddp-check (NCCL, tiny LM, world 2: against one process, captured).
 # Written before: -0.5 to -0.9 ms for bucketed:25 (43.9 -> about 43.1 ms, 1.075x -> 1.055x).
+# Found after: the data here has 683 tokens in its vocabulary, not 50,304: 2 x 1,024 tokens
+# exceed 2 x 683 rows, so no step took rows (call 311 measures them at 50,304).
 CALL=c309; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"
 timeout 100 bin/bench single --size xl --dtype bf16 --mode step --clip 1 --batch 8 --vocab "$vocab" --warmup 5 --steps 30 \
   --out "$R/single.jsonl" 2>&1 | tail -1 | cut -c1-120
