@@ -1,6 +1,7 @@
 //! The switches of the copy-engine reduce-scatters' adds (`super::ce_adds`): where they run,
 //! how many blocks a run takes, and their stream's priority, each from its environment
-//! variable; tested without CUDA.
+//! variable, and whether chained gathers take a lane of their own (`super::ce_lane`); tested
+//! without CUDA.
 
 use crate::error::{CommError, Result};
 
@@ -57,6 +58,22 @@ pub(crate) fn adds_priority(env: Option<&str>) -> Result<i32> {
     }
 }
 
+/// `COMM_CE_GATHER_LANE`: `Some(true)` for 1, `Some(false)` for 0, `None` unset or empty;
+/// another value is an error naming the variable.
+pub(super) fn gather_lane(env: Option<&str>) -> Result<Option<bool>> {
+    match env {
+        None | Some("") => Ok(None),
+        Some("1") => Ok(Some(true)),
+        Some("0") => Ok(Some(false)),
+        Some(v) => Err(CommError::Env {
+            name: "COMM_CE_GATHER_LANE".into(),
+            msg: format!(
+                "{v:?}: 1 (chained gathers on streams of their own) or 0 (on the communication stream)"
+            ),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +110,14 @@ mod tests {
             e.contains("COMM_CE_ADDS_PRIORITY") && e.contains("\"9\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_gather_lane_switch_is_1_0_or_unset_and_anything_else_names_the_variable() {
+        assert_eq!(super::gather_lane(None).unwrap(), None);
+        assert_eq!(super::gather_lane(Some("0")).unwrap(), Some(false));
+        assert_eq!(super::gather_lane(Some("1")).unwrap(), Some(true));
+        let e = super::gather_lane(Some("yes")).unwrap_err().to_string();
+        assert!(e.contains("COMM_CE_GATHER_LANE"), "{e}");
     }
 }

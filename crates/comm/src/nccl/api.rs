@@ -6,7 +6,7 @@ use super::comm::{capturing, drv, NcclComm};
 use super::launch_op::Call;
 use super::watchdog::Pending;
 use crate::error::{CommError, Result};
-use crate::validate::{check_pair, check_root, in_place};
+use crate::validate::check_root;
 use crate::{Communicator, ReduceOp, Tensor, Work};
 use candle_core::{DType, Device};
 use std::sync::atomic::Ordering;
@@ -33,7 +33,7 @@ impl Communicator for NcclComm {
             2,
             &[(input, output)],
             op,
-            (false, false, None, false),
+            (false, None, None, false),
         )
     }
 
@@ -46,19 +46,7 @@ impl Communicator for NcclComm {
             1 => "all_gather",
             _ => "all_gather_coalesced",
         };
-        let mut calls = Vec::with_capacity(pairs.len());
-        for (input, output) in pairs {
-            check_pair(name, self.rank, self.world, input, output)?;
-            self.check_cuda(name, input)?;
-            self.agree(name, 3, input.elem_count(), input.dtype(), 0)?;
-            calls.push(match in_place(name, self.rank, input, output)? {
-                true => {
-                    let (small, at) = (input.elem_count(), self.rank * input.elem_count());
-                    (Call::AllGatherInPlace { small, at }, output, None)
-                }
-                false => (Call::AllGather, output, Some(input)),
-            });
-        }
+        let calls = self.gather_calls(name, pairs, true)?;
         self.launch_all(name, &calls)
     }
 
@@ -99,7 +87,7 @@ impl Communicator for NcclComm {
             6,
             &pairs,
             op,
-            (false, false, None, false),
+            (false, None, None, false),
         )
     }
 
@@ -124,14 +112,22 @@ impl Communicator for NcclComm {
             self.check_cuda(name, t)?;
         }
         let refs: Vec<(&Tensor, &Tensor)> = sums.iter().map(|(i, o)| (i, o)).collect();
-        // With a gather, the communication stream waits for the sums (chained), and the
-        // all-gathers queue behind them.
-        let how = (true, with.gather, with.norm.as_ref(), with.beside);
-        let work = self.reduce_scatter_list(name, 6, &refs, op, how)?;
         if !with.gather {
-            return Ok(work);
+            let how = (true, None, with.norm.as_ref(), with.beside);
+            return self.reduce_scatter_list(name, 6, &refs, op, how);
         }
-        let whole = self.all_gather_coalesced_async(&crate::deferred::gathers(sums, pairs))?;
+        // With a gather, the stream it goes on waits for the sums (chained): its own
+        // (`super::ce_lane`), so that the next reduce-scatter need not wait for these adds,
+        // or the communication stream, where the all-gathers then queue behind them.
+        let gathers = crate::deferred::gathers(sums.clone(), pairs);
+        let lane = self.gather_lane_for(name, &refs, op, &gathers)?;
+        let chain = lane.map_or(&*self.stream, |l| &*l.stream);
+        let how = (true, Some(chain), with.norm.as_ref(), with.beside);
+        let work = self.reduce_scatter_list(name, 6, &refs, op, how)?;
+        let whole = match lane {
+            Some(l) => self.gather_on_lane("all_gather_coalesced", &gathers, l)?,
+            None => self.all_gather_coalesced_async(&gathers)?,
+        };
         Ok(Work::all(vec![work, whole]))
     }
 

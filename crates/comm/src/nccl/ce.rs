@@ -46,6 +46,9 @@ use cudarc::driver::sys::{self, CUstream};
 use cudarc::driver::{result, CudaContext, CudaStream};
 use std::sync::Arc;
 
+/// A launch's `S` and its peer streams.
+pub(super) type Lane<'a> = (&'a CudaStream, &'a [Arc<CudaStream>]);
+
 /// The streams the copies run on: one per peer (`world - 1`), or none with the copy
 /// engines off.
 pub(super) fn peer_streams(
@@ -121,17 +124,21 @@ impl NcclComm {
         Ok((!windows.is_empty()).then_some((windows, rest)))
     }
 
-    /// Queues the copy-engine gather of `parts` in window `w` (see the module's doc).
+    /// Queues the copy-engine gather of `parts` in window `w` (see the module's doc), its
+    /// `S` and peer streams `lane`'s (the communication stream's, or the chained gathers'
+    /// own: `super::ce_lane`).
     pub(super) fn launch_ce(
         &self,
         op: &'static str,
         w: Span,
         parts: &[(u64, u64)],
         keep: Vec<Tensor>,
+        lane: Lane<'_>,
     ) -> Result<Work> {
-        self.before(&self.stream)?;
+        let s = lane.0;
+        self.before(s)?;
         let timing = self.log().is_some();
-        let start = timing.then(|| EventLog::begin(&self.stream)).transpose()?;
+        let start = timing.then(|| EventLog::begin(s)).transpose()?;
         let sch = schedule(self.rank, self.world, self.ce_one_stream);
         let push = |s: CUstream, to: usize| {
             for &(at, part) in parts {
@@ -147,31 +154,35 @@ impl NcclComm {
             Ok(())
         };
         for &o in &sch.first {
-            flag_op(self.stream.cu_stream(), w, o, &push)?;
+            flag_op(s.cu_stream(), w, o, &push)?;
         }
-        self.ce_peers_then_last(w, &sch, &push)?;
+        self.ce_peers_then_last(w, &sch, &push, lane)?;
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
             let bytes = parts.iter().map(|p| p.1 * self.world as u64).sum::<u64>();
-            log.end(&self.stream, op, bytes as usize, start)?;
+            log.end(s, op, bytes as usize, start)?;
         }
-        self.after(op, keep, &self.stream)
+        self.after(op, keep, s)
     }
 
-    /// Queues `sch`'s peers' operations in window `w`, each list on a peer stream forked from
-    /// the communication stream, then, once they have ended, its `last` on the
-    /// communication stream; `push(s, to)` makes the copies into rank `to` (a gather's here,
-    /// a reduce-scatter's in `super::ce_reduce`).
+    /// The communication stream and the peer streams: where every copy-engine launch but
+    /// the chained gathers runs.
+    pub(super) fn main_lane(&self) -> Lane<'_> {
+        (&self.stream, &self.ce_streams)
+    }
+
+    /// Queues `sch`'s peers' operations in window `w`, each list on one of `lane`'s peer
+    /// streams forked from its `S`, then, once they have ended, its `last` on `S`;
+    /// `push(s, to)` makes the copies into rank `to` (a gather's here, a reduce-scatter's
+    /// in `super::ce_reduce`).
     pub(super) fn ce_peers_then_last(
         &self,
         w: Span,
         sch: &Schedule,
         push: &dyn Fn(CUstream, usize) -> Result<()>,
+        (s, peers): Lane<'_>,
     ) -> Result<()> {
-        let fork = self
-            .stream
-            .record_event(None)
-            .map_err(drv("cuEventRecord"))?;
-        for (ops, ps) in sch.peers.iter().zip(&self.ce_streams) {
+        let fork = s.record_event(None).map_err(drv("cuEventRecord"))?;
+        for (ops, ps) in sch.peers.iter().zip(peers) {
             ps.wait(&fork).map_err(drv(
                 "cuStreamWaitEvent (copy-engine peer stream after the communication stream)",
             ))?;
@@ -179,12 +190,12 @@ impl NcclComm {
                 flag_op(ps.cu_stream(), w, o, push)?;
             }
             let e = ps.record_event(None).map_err(drv("cuEventRecord"))?;
-            self.stream.wait(&e).map_err(drv(
+            s.wait(&e).map_err(drv(
                 "cuStreamWaitEvent (communication stream after a peer stream)",
             ))?;
         }
         for &o in &sch.last {
-            flag_op(self.stream.cu_stream(), w, o, push)?;
+            flag_op(s.cu_stream(), w, o, push)?;
         }
         Ok(())
     }

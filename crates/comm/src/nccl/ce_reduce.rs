@@ -52,6 +52,7 @@ use crate::{ReduceOp, Tensor, Work};
 use candle_core::cuda_backend::cudarc::driver::result;
 use candle_core::DType;
 use cudarc::driver::sys::CUstream;
+use cudarc::driver::CudaStream;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/sum.ptx"));
 
@@ -133,16 +134,17 @@ impl NcclComm {
     }
 
     /// Queues the copy-engine reduce-scatter of `calls` (each [`reducible`]): see the
-    /// module's doc. With `chain`, the communication stream also waits for the adds (queued
-    /// at the launch, on its own stream where there is none for them), so that what is
-    /// queued on it next reads the sums (an all-gather of them: `crate::Deferred::gather`).
+    /// module's doc. With `chain`, that stream (the communication stream, or the chained
+    /// gathers' own: `super::ce_lane`) also waits for the adds (queued at the launch, on
+    /// their own stream where there is one), so that what is queued on it next reads the
+    /// sums (an all-gather of them: `crate::Deferred::gather`).
     /// With `norm` (one f32), the adds also sum the squares of what they write, each block
     /// into the window, and one more kernel sums the blocks' in order, its root into `norm`.
     pub(super) fn launch_ce_reduce(
         &self,
         op: &'static str,
         calls: &[(Call, &Tensor, Option<&Tensor>)],
-        (chain, norm): (bool, Option<&Tensor>),
+        (chain, norm): (Option<&CudaStream>, Option<&Tensor>),
     ) -> Result<Work> {
         let (me, world) = (self.rank, self.world);
         let mut chunks = Vec::with_capacity(calls.len());
@@ -213,7 +215,7 @@ impl NcclComm {
             }
             Ok(())
         };
-        self.ce_peers_then_last(span, &sch, &push)?;
+        self.ce_peers_then_last(span, &sch, &push, self.main_lane())?;
         if let (Some(start), Some(log)) = (start, self.log().as_mut()) {
             let bytes = chunks.iter().map(|c| 2 * c * world as u64).sum::<u64>();
             log.end(&self.stream, op, bytes as usize, start)?;
@@ -251,13 +253,13 @@ impl NcclComm {
             work.at_launch = true;
             work.queue_adds(adds)?;
             let added = adds.record_event(None).map_err(drv("cuEventRecord"))?;
-            if chain {
-                self.stream.wait(&added).map_err(drv(
+            if let Some(c) = chain {
+                c.wait(&added).map_err(drv(
                     "cuStreamWaitEvent (communication stream after the adds)",
                 ))?;
             }
             work.added = Some(added);
-        } else if chain {
+        } else if let Some(c) = chain {
             // The adds on the communication stream itself, right after the parts.
             work.at_launch = true;
             work.queue_adds(&self.stream)?;
@@ -265,6 +267,9 @@ impl NcclComm {
                 .stream
                 .record_event(None)
                 .map_err(drv("cuEventRecord"))?;
+            c.wait(&added).map_err(drv(
+                "cuStreamWaitEvent (chained gathers' stream after the adds)",
+            ))?;
             work.added = Some(added);
         }
         Ok(Work::new(Box::new(work)))

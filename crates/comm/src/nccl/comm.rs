@@ -70,6 +70,9 @@ pub struct NcclComm {
     /// Where the copy-engine reduce-scatters are on: a second communication stream, for
     /// the deferred reduce-scatters that go beside their queue ([`crate::Deferred::beside`]).
     pub(super) beside: Option<Arc<CudaStream>>,
+    /// The chained gathers' own `S` and peer streams (`super::ce_lane`), where both the
+    /// gathers and the reduce-scatters are on the copy engines.
+    pub(super) gather_lane: Option<super::ce_lane::GatherLane>,
 }
 
 impl NcclComm {
@@ -115,6 +118,10 @@ impl NcclComm {
             true => Some(super::device::comm_stream(&ctx)?),
             false => None,
         };
+        let lane = std::env::var("COMM_CE_GATHER_LANE").ok();
+        let on = windows.ce && windows.ce_reduce;
+        let gather_lane =
+            super::ce_lane::GatherLane::new(on, lane.as_deref(), &ctx, env.world_size)?;
         Ok(Self {
             rank: env.rank,
             world: env.world_size,
@@ -133,6 +140,7 @@ impl NcclComm {
             reduces: Default::default(),
             adds,
             beside,
+            gather_lane,
         })
     }
 
@@ -209,7 +217,9 @@ impl NcclComm {
             // One copy-engine gather a window, each keeping the whole launch's tensors.
             let keep: Vec<Tensor> = calls.iter().map(|c| c.1.clone()).collect();
             let mut works = (windows.iter())
-                .map(|(span, parts)| self.launch_ce(op, *span, parts, keep.clone()))
+                .map(|(span, parts)| {
+                    self.launch_ce(op, *span, parts, keep.clone(), self.main_lane())
+                })
                 .collect::<Result<Vec<_>>>()?;
             if !rest.is_empty() {
                 let rest: Vec<_> = rest.into_iter().map(|i| calls[i]).collect();

@@ -26,6 +26,8 @@ mod ce;
 #[cfg(feature = "cuda")]
 mod ce_adds;
 #[cfg(feature = "cuda")]
+mod ce_lane;
+#[cfg(feature = "cuda")]
 mod ce_reduce;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // tested without CUDA too
 mod ce_schedule;

@@ -7,12 +7,13 @@ use super::launch_op::Call;
 use crate::error::Result;
 use crate::validate::{check_pair, in_place};
 use crate::{ReduceOp, Tensor, Work};
+use cudarc::driver::CudaStream;
 
 impl NcclComm {
     /// Reduce-scatters of (input, output) `pairs` as one launch, checked as
     /// [`Self::all_reduce_list`] checks; where `deferred` (the caller waits after its
     /// backward), the in-place bf16 ones on the copy engines if they are on
-    /// (`super::ce_reduce`). `chain`: the communication stream waits for their adds;
+    /// (`super::ce_reduce`). `chain`: that stream waits for their adds;
     /// `norm`: the L2 norm of the outputs, taken by the adds where
     /// [`Self::norm_in_adds`], else at the wait (`crate::Deferred::norm`); `beside`: NCCL's
     /// kernels on the second communication stream, where there is one
@@ -23,7 +24,7 @@ impl NcclComm {
         code: i64,
         pairs: &[(&Tensor, &Tensor)],
         op: ReduceOp,
-        (deferred, chain, norm, beside): (bool, bool, Option<&Tensor>, bool),
+        (deferred, chain, norm, beside): (bool, Option<&CudaStream>, Option<&Tensor>, bool),
     ) -> Result<Work> {
         for &(input, output) in pairs {
             check_pair(name, self.rank, self.world, output, input)?;
@@ -37,7 +38,7 @@ impl NcclComm {
         let side = self
             .beside
             .as_ref()
-            .filter(|_| deferred && beside && !chain);
+            .filter(|_| deferred && beside && chain.is_none());
         let ce = deferred && self.windows.ce_reduce && side.is_none();
         let fused = norm.filter(|_| ce && self.norm_in_adds(&calls));
         let work = if let Some(side) = side {
