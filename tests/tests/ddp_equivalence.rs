@@ -111,20 +111,7 @@ fn bf16_gradient_communication_stays_close() {
 #[test]
 fn averaged_gradients_equal_full_batch_gradients() {
     for kind in [Kind::Toy, Kind::Lm, Kind::Wide] {
-        let m = build(kind, 0);
-        let (_, want) =
-            model::forward_backward(m.as_ref(), &global_batch(kind, 0), |_, _| Ok(())).unwrap();
-        let want: Vec<Vec<f32>> = want
-            .iter()
-            .map(|g| {
-                g.as_ref()
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap()
-            })
-            .collect();
+        let want = full_batch_gradients(kind);
         let runs = strategies()
             .into_iter()
             .flat_map(|s| [false, true].map(|coalesce| (s, coalesce)));
@@ -139,18 +126,7 @@ fn averaged_gradients_equal_full_batch_gradients() {
                     let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
                     let local = shard_batch(&global_batch(kind, 0), rank, world).unwrap();
                     ddp.forward_backward(m.as_ref(), &local).unwrap();
-                    let g = ddp.finish_gradient_synchronization().unwrap();
-                    let g: Vec<Vec<f32>> = g
-                        .iter()
-                        .map(|g| {
-                            g.as_ref()
-                                .unwrap()
-                                .flatten_all()
-                                .unwrap()
-                                .to_vec1()
-                                .unwrap()
-                        })
-                        .collect();
+                    let g = flat(&ddp.finish_gradient_synchronization().unwrap());
                     (g, ddp.last_stats())
                 });
                 for (r, (g, stats)) in got.iter().enumerate() {
@@ -173,18 +149,7 @@ fn averaged_gradients_equal_full_batch_gradients() {
 #[test]
 fn the_embedding_gradient_from_gathered_rows_equals_the_full_batch_gradient() {
     let kind = Kind::Lm;
-    let m = build(kind, 0);
-    let (_, want) =
-        model::forward_backward(m.as_ref(), &global_batch(kind, 0), |_, _| Ok(())).unwrap();
-    let flat = |g: &Option<candle_core::Tensor>| -> Vec<f32> {
-        g.as_ref()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap()
-    };
-    let want: Vec<Vec<f32>> = want.iter().map(flat).collect();
+    let want = full_batch_gradients(kind);
     let s = Strategy::Bucketed { bucket_mb: 0.004 };
     for world in [2, 4] {
         let got = on_ranks(world, move |rank, comm| {
@@ -196,8 +161,7 @@ fn the_embedding_gradient_from_gathered_rows_equals_the_full_batch_gradient() {
             let mut ddp = Ddp::new(comm, m.as_ref(), opts).unwrap();
             let local = shard_batch(&global_batch(kind, 0), rank, world).unwrap();
             ddp.forward_backward(m.as_ref(), &local).unwrap();
-            let g = ddp.finish_gradient_synchronization().unwrap();
-            let g: Vec<Vec<f32>> = g.iter().map(flat).collect();
+            let g = flat(&ddp.finish_gradient_synchronization().unwrap());
             (g, ddp.last_stats().collectives, ddp.buckets().len())
         });
         for (r, (g, collectives, buckets)) in got.iter().enumerate() {
@@ -207,6 +171,23 @@ fn the_embedding_gradient_from_gathered_rows_equals_the_full_batch_gradient() {
             assert_eq!(g, &got[0].0, "rank {r} differs from rank 0");
         }
     }
+}
+
+/// One process's gradients of `kind`'s global batch 0, flattened.
+fn full_batch_gradients(kind: Kind) -> Vec<Vec<f32>> {
+    let m = build(kind, 0);
+    let b = global_batch(kind, 0);
+    flat(
+        &model::forward_backward(m.as_ref(), &b, |_, _| Ok(()))
+            .unwrap()
+            .1,
+    )
+}
+
+/// Every gradient flattened to f32 values.
+fn flat(grads: &model::Grads) -> Vec<Vec<f32>> {
+    let one = |g: &Option<candle_core::Tensor>| g.as_ref().unwrap().flatten_all().unwrap();
+    grads.iter().map(|g| one(g).to_vec1().unwrap()).collect()
 }
 
 fn ddp_buckets(kind: Kind, s: Strategy) -> usize {
