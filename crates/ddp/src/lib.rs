@@ -24,7 +24,8 @@
 //! parameters and AdamW state), [`check`] (what the correctness checks
 //! share), [`buckets`] (which gradients travel
 //! together), [`consistency`] (same model everywhere, initial broadcast), [`options`]
-//! (`DdpOptions`), [`reducer`] (`Ddp`), `launch` (a bucket's buffer and its collective, coalesced or not), [`split`] (the all-reduce as a
+//! (`DdpOptions`), [`reducer`] (`Ddp`), `no_sync` (micro-batches summed locally), `rows` (the embedding's
+//! gradient from every rank's rows), `launch` (a bucket's buffer and its collective, coalesced or not), [`split`] (the all-reduce as a
 //! reduce-scatter in the backward and an all-gather, in the backward or beside AdamW), [`shard`] (splitting a global
 //! batch).
 
@@ -34,6 +35,7 @@ pub mod checkpoint;
 pub mod consistency;
 pub mod error;
 mod launch;
+mod no_sync;
 pub mod options;
 pub mod plugin;
 pub mod reducer;

@@ -55,8 +55,8 @@ pub struct Ddp {
     pub(crate) names: Vec<(String, usize)>,
     /// Local gradients summed over `forward_backward_no_sync` calls (seam::accum: f32
     /// sums, made in place), and how many.
-    accumulated: seam::accum::Accumulator,
-    micro_batches: usize,
+    pub(crate) accumulated: seam::accum::Accumulator,
+    pub(crate) micro_batches: usize,
     /// What the gradients in flight are multiplied by when collected (1/micro-batches).
     pub(crate) scale: Option<f64>,
     pub(crate) in_flight: Vec<InFlight>,
@@ -72,7 +72,7 @@ pub struct Ddp {
     /// Whether reduce-scatter launches go deferred (`crate::scatter::deferred`).
     pub(crate) deferred: bool,
     stats: SyncStats,
-    stage_hook: Option<StageHook>,
+    pub(crate) stage_hook: Option<StageHook>,
     pub(crate) device: Device,
 }
 
@@ -364,43 +364,6 @@ impl Ddp {
         Ok((loss, observing))
     }
 
-    /// Forward and backward without communication: gradients are summed locally and
-    /// reduced by the next [`Self::forward_backward`] (PyTorch's `no_sync`), which
-    /// averages them over the micro-batches unless [`DdpOptions::sum_micro_batches`].
-    pub fn forward_backward_no_sync(
-        &mut self,
-        model: &dyn StagedModel,
-        batch: &Batch,
-    ) -> Result<Tensor> {
-        self.forward_backward_no_sync_with(model, batch, |_| Ok(()))
-    }
-
-    /// [`Self::forward_backward_no_sync`] with `before_stage(s)` right before forward stage
-    /// `s` and the stage hook ([`Self::set_stage_hook`]) after each stage's backward, as in
-    /// a synchronised micro-batch (FSDP gathers its stages' parameters there).
-    pub fn forward_backward_no_sync_with(
-        &mut self,
-        model: &dyn StagedModel,
-        batch: &Batch,
-        before_stage: impl FnMut(usize) -> Result<()>,
-    ) -> Result<Tensor> {
-        self.expect_idle("forward_backward_no_sync")?;
-        // Accumulated in f32 (as PyTorch's .grad of f32 parameters), whatever the compute
-        // dtype, in place (seam::accum: in the weight-gradient GEMMs where the model sums
-        // there, else one pass per micro-batch).
-        let tape = seam::forward_with(model, batch, before_stage)?;
-        let loss = tape.loss().clone();
-        let (sums, hook) = (&mut self.accumulated, &mut self.stage_hook);
-        tape.backward_into(sums, None, |s, _| -> Result<()> {
-            if let Some(h) = hook.as_mut() {
-                h(s)?;
-            }
-            Ok(())
-        })?;
-        self.micro_batches += 1;
-        Ok(loss)
-    }
-
     /// Averages gradients computed elsewhere (no backward here): launches every bucket
     /// and collects them. Benchmarks use it to time communication alone.
     pub fn synchronize_grads(&mut self, grads: &Grads) -> Result<Grads> {
@@ -413,7 +376,7 @@ impl Ddp {
         self.finish_gradient_synchronization()
     }
 
-    fn expect_idle(&self, what: &str) -> Result<()> {
+    pub(crate) fn expect_idle(&self, what: &str) -> Result<()> {
         if self.in_flight.is_empty() && self.early.is_empty() && self.local.is_empty() {
             Ok(())
         } else {
