@@ -1,6 +1,7 @@
 //! candle-nn adapters: a ParamSet from a VarMap (by name) or from Vars, a Sequential of
 //! candle-nn modules and closures whose staged gradients equal one ordinary backward, and
-//! the errors that name a parameter under no stage or two, a duplicate, a non-scalar loss.
+//! the errors that name a parameter under no stage or two, a duplicate, a non-scalar loss;
+//! `Tape::backward_to`, which leaves the first stages to the caller.
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::{linear, loss::cross_entropy, VarBuilder, VarMap};
@@ -120,4 +121,38 @@ fn a_loss_that_is_not_a_scalar_is_an_error() {
         .unwrap()
         .to_string();
     assert!(e.contains("loss closure returned shape [8, 4]"), "{e}");
+}
+
+/// `Tape::backward_to(1)` runs every stage's backward but stage 0's and hands over
+/// ∂loss/∂(stage 0's output): the later stages' gradients are the whole backward's, stage
+/// 0's are missing, and stage 0's backward from that gradient gives the whole backward's.
+#[test]
+fn a_backward_to_stage_1_leaves_stage_0_to_the_caller_with_its_output_gradient() {
+    let m = mlp(["l1", "l2", "l3"]).unwrap();
+    let b = batch();
+    let (_, whole) = forward_backward(&m, &b, |_, _| Ok(())).unwrap();
+    let tape = seam::forward(&m, &b).unwrap();
+    let (grads, up) = tape
+        .backward_to(1, |_, _| Ok::<_, seam::ModelError>(()))
+        .unwrap();
+    let up = up.expect("stage 0's output gradient");
+    let first = m.stage_params(0);
+    let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    for (i, g) in grads.iter().enumerate() {
+        match first.contains(&i) {
+            true => assert!(g.is_none(), "stage 0's parameter {i} got a gradient"),
+            false => assert_eq!(
+                values(g.as_ref().unwrap()),
+                values(whole[i].as_ref().unwrap())
+            ),
+        }
+    }
+    let out = m.forward_stage(0, None, &b).unwrap();
+    let store = (out * up).unwrap().sum_all().unwrap().backward().unwrap();
+    for i in first {
+        let g = store.get(m.params().var(i).as_tensor()).unwrap();
+        let want = values(whole[i].as_ref().unwrap());
+        let d = (values(g).iter().zip(&want)).fold(0f32, |a, (x, y)| a.max((x - y).abs()));
+        assert!(d < 1e-6, "stage 0's parameter {i}: {d}");
+    }
 }
