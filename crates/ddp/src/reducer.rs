@@ -112,24 +112,16 @@ impl Ddp {
             opts.gradient_options_code(),
             local,
         )?;
-        let infos: Vec<ParamInfo> = p
-            .vars()
-            .iter()
-            .zip(&ready)
-            .map(|(v, &r)| ParamInfo {
+        // Stage 0's parameters taken from rows (ddp::rows) go in buckets of their own.
+        let rows = crate::rows::plan(model, &opts, comm.world_size());
+        let infos: Vec<ParamInfo> = (p.vars().iter().zip(&ready).enumerate())
+            .map(|(i, (v, &r))| ParamInfo {
                 numel: v.elem_count(),
                 ready_stage: r,
-                alone: false,
+                alone: rows.as_ref().is_some_and(|r| r.params.contains(&i)),
             })
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
-        let rows = crate::rows::plan(model, &opts, comm.world_size());
-        let infos: Vec<ParamInfo> = (infos.into_iter().enumerate())
-            .map(|(i, p)| ParamInfo {
-                alone: rows.as_ref().is_some_and(|r| r.params.contains(&i)),
-                ..p
-            })
-            .collect();
         consistency::broadcast_params(comm.as_ref(), model)?;
         let mut d = Self {
             buckets: buckets::plan(opts.strategy, &infos, elem_bytes),

@@ -77,7 +77,7 @@ impl Ddp {
     pub(crate) fn rows_begin(&self, batch: &Batch, acc: bool) -> Result<Option<IdsInFlight>> {
         let w = self.comm.world_size();
         let n = batch.input.elem_count();
-        let fewer = |r: &crate::rows::Rows| w * n <= 2 * r.table_rows;
+        let fewer = |r: &Rows| w * n <= 2 * r.table_rows;
         let take = (self.rows.as_ref()).is_some_and(|r| !acc && n > 0 && fewer(r));
         if !take {
             return Ok(None);
