@@ -94,6 +94,22 @@ fn reference(accum: u64) -> (Vec<Vec<f32>>, Vec<f64>, usize) {
     (weights(m.as_ref()), norms, clipped)
 }
 
+/// The tests' buckets: 0.01 MiB, several for the tiny LM.
+fn bucketed() -> DdpOptions {
+    DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+}
+
+/// ZeRO-1 (or 2, per `o`) gathering ahead, as `train` builds it.
+fn zero_over(
+    m: &dyn StagedModel,
+    c: std::sync::Arc<dyn comm::Communicator>,
+    o: DdpOptions,
+) -> Box<dyn step::Strategy> {
+    let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
+    z.set_gather_ahead(true);
+    Box::new(z)
+}
+
 fn opts() -> StepOptions {
     StepOptions {
         clip: CLIP,
@@ -171,7 +187,7 @@ fn one_rank_equals_the_reference_step() {
 fn ddp_on_2_and_4_ranks_equals_the_reference_step() {
     let want = reference(1);
     let bucketed = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
-        let o = DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 });
+        let o = bucketed();
         Box::new(Ddp::new(c, m, o).unwrap())
     };
     assert_close("ddp bucketed, 2 ranks", &with_step(2, 1, bucketed), &want);
@@ -201,14 +217,7 @@ fn sharded_optimizer_on_2_ranks_equals_the_reference_step() {
 
 #[test]
 fn zero1_on_2_and_4_ranks_equals_the_reference_step() {
-    let zero1 = |m: &dyn StagedModel,
-                 c: std::sync::Arc<dyn comm::Communicator>|
-     -> Box<dyn step::Strategy> {
-        let s = Strategy::Bucketed { bucket_mb: 0.01 };
-        let mut z = Zero1Overlap::new(c, m, s, AdamWConfig::default()).unwrap();
-        z.set_gather_ahead(true);
-        Box::new(z)
-    };
+    let zero1 = |m: &dyn StagedModel, c| zero_over(m, c, bucketed());
     // Issue 47's bar: 2 and 4 ranks, with and without accumulation.
     for accum in [1, 2] {
         let want = reference(accum);
@@ -225,17 +234,13 @@ fn zero1_on_2_and_4_ranks_equals_the_reference_step() {
 #[test]
 fn zero2_on_2_and_4_ranks_equals_the_reference_step() {
     let want = reference(2);
-    let zero2 = |m: &dyn StagedModel,
-                 c: std::sync::Arc<dyn comm::Communicator>|
-     -> Box<dyn step::Strategy> {
-        // ZeRO-2: each bucket's gradients freed once scattered, two stages on.
+    // ZeRO-2: each bucket's gradients freed once scattered, two stages on.
+    let zero2 = |m: &dyn StagedModel, c| {
         let o = DdpOptions {
             release_gradients: true,
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
-        let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
-        z.set_gather_ahead(true);
-        Box::new(z)
+        zero_over(m, c, o)
     };
     assert_close(
         "zero2, 2 ranks, 2 micro-batches",
@@ -257,7 +262,7 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions {
             split: true,
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     };
@@ -282,22 +287,18 @@ fn the_last_stages_reduced_beside_the_others_equal_the_reference_step() {
         let o = DdpOptions {
             split: true,
             tail_stages: Some(2),
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     };
     let got = with_step(4, 2, split);
     assert_close("ddp split, 4 ranks, tail beside", &got, &want);
-    let zero1 = |m: &dyn StagedModel,
-                 c: std::sync::Arc<dyn comm::Communicator>|
-     -> Box<dyn step::Strategy> {
+    let zero1 = |m: &dyn StagedModel, c| {
         let o = DdpOptions {
             tail_stages: Some(2),
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
-        let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
-        z.set_gather_ahead(true);
-        Box::new(z)
+        zero_over(m, c, o)
     };
     let got = with_step(2, 2, zero1);
     assert_close("zero1, 2 ranks, tail beside", &got, &want);
@@ -313,7 +314,7 @@ fn ddp_taking_the_embedding_gradient_from_gathered_rows_equals_the_reference_ste
     let whole = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions {
             gather_rows: true,
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     };
@@ -321,22 +322,18 @@ fn ddp_taking_the_embedding_gradient_from_gathered_rows_equals_the_reference_ste
         let o = DdpOptions {
             gather_rows: true,
             split: true,
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     };
     // ZeRO-1 keeps this rank's part of it: the tiny LM's table (64 × 32) is too small to
     // shard in place, so a slice of its zero-padded flat part.
-    let zero1 = |m: &dyn StagedModel,
-                 c: std::sync::Arc<dyn comm::Communicator>|
-     -> Box<dyn step::Strategy> {
+    let zero1 = |m: &dyn StagedModel, c| {
         let o = DdpOptions {
             gather_rows: true,
-            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+            ..bucketed()
         };
-        let mut z = Zero1Overlap::new(c, m, o, AdamWConfig::default()).unwrap();
-        z.set_gather_ahead(true);
-        Box::new(z)
+        zero_over(m, c, o)
     };
     let want = reference(1);
     assert_close("zero1 rows, 2 ranks", &with_step(2, 1, zero1), &want);
