@@ -121,7 +121,7 @@ impl Communicator for NcclComm {
         // or the communication stream, where the all-gathers then queue behind them.
         let gathers = crate::deferred::gathers(sums.clone(), pairs);
         let lane = self.gather_lane_for(name, &refs, op, &gathers)?;
-        let chain = lane.map_or(&*self.stream, |l| &*l.stream);
+        let chain = lane.as_ref().map_or(&*self.stream, |l| &*l.0.stream);
         let how = (true, Some(chain), with.norm.as_ref(), with.beside);
         let work = self.reduce_scatter_list(name, 6, &refs, op, how)?;
         let whole = match lane {

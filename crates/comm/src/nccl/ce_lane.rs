@@ -12,10 +12,10 @@
 //! `super::ce_schedule`; a launch takes the lane only where every reduce-scatter of it
 //! goes by the copy engines (its sums then come from its adds alone) and every gather too.
 
-use super::ce::Lane;
+use super::ce::{CePlan, Lane};
 use super::comm::NcclComm;
 use super::launch_op::Call;
-use crate::error::{CommError, Result};
+use crate::error::Result;
 use crate::validate::{check_pair, in_place};
 use crate::{ReduceOp, Tensor, Work};
 use cudarc::driver::{CudaContext, CudaStream};
@@ -79,15 +79,15 @@ impl NcclComm {
     }
 
     /// The lane for a deferred launch's reduce-scatters of `refs` and the gathers of their
-    /// sums `gathers` chained to them: the chained gathers' own, where there is one and every
-    /// one of both goes by the copy engines.
+    /// sums `gathers` chained to them, and those gathers' copy-engine plan: the chained
+    /// gathers' own, where there is one and every one of both goes by the copy engines.
     pub(super) fn gather_lane_for(
         &self,
         name: &'static str,
         refs: &[(&Tensor, &Tensor)],
         op: ReduceOp,
         gathers: &[(Tensor, Tensor)],
-    ) -> Result<Option<&GatherLane>> {
+    ) -> Result<Option<(&GatherLane, CePlan)>> {
         let Some(lane) = &self.gather_lane else {
             return Ok(None);
         };
@@ -97,29 +97,25 @@ impl NcclComm {
         }
         let calls = self.gather_calls(name, gathers, false)?;
         Ok(match self.ce_plan(&calls)? {
-            Some((_, rest)) if rest.is_empty() => Some(lane),
+            Some(plan) if plan.1.is_empty() => Some((lane, plan)),
             _ => None,
         })
     }
 
-    /// The copy-engine gathers of `pairs` on `lane` (each window's, as `launch_on` queues
-    /// them on the communication stream), after `lane`'s stream has waited for compute.
+    /// The copy-engine gathers of `pairs` on `lane`, by the plan [`Self::gather_lane_for`]
+    /// made of them (each window's, as `launch_on` queues them on the communication
+    /// stream), after the other ranks' pairs are checked against these and `lane`'s stream
+    /// has waited for compute.
     pub(super) fn gather_on_lane(
         &self,
         name: &'static str,
         pairs: &[(Tensor, Tensor)],
-        lane: &GatherLane,
+        (lane, (windows, _)): (&GatherLane, CePlan),
     ) -> Result<Work> {
-        let calls = self.gather_calls(name, pairs, true)?;
-        let Some((windows, rest)) = self.ce_plan(&calls)?.filter(|p| p.1.is_empty()) else {
-            return Err(CommError::invalid(
-                name,
-                self.rank,
-                "a chained gather off the copy engines",
-            ));
-        };
-        debug_assert!(rest.is_empty());
-        let keep: Vec<Tensor> = calls.iter().map(|c| c.1.clone()).collect();
+        for (input, _) in pairs {
+            self.agree(name, 3, input.elem_count(), input.dtype(), 0)?;
+        }
+        let keep: Vec<Tensor> = pairs.iter().map(|p| p.1.clone()).collect();
         let works = (windows.iter())
             .map(|(span, parts)| self.launch_ce(name, *span, parts, keep.clone(), lane.lane()))
             .collect::<Result<Vec<_>>>()?;
