@@ -89,6 +89,24 @@ fn gradients_reduced_in_place_every_strategy() {
     }
 }
 
+/// Split DDP (ddp::split) with a gradient reduce-scattered in place: at 2 ranks each
+/// launch's gathers run in the backward, or after the norm for the launches at the
+/// model's first stage or at every stage (`late_gathers`, ddp::tail), their AdamW last.
+#[test]
+fn split_gradients_in_place_gathered_in_the_backward_or_late() {
+    for late in [0, 1, usize::MAX] {
+        for micro in [1, 2] {
+            let s = Strategy::Bucketed { bucket_mb: 0.0002 };
+            let opts = DdpOptions {
+                split: true,
+                late_gathers: Some(late),
+                ..DdpOptions::new(s)
+            };
+            check(Kind::Wide, 2, opts, micro, 1e-5);
+        }
+    }
+}
+
 #[test]
 fn gradient_accumulation_without_communication() {
     for s in [Strategy::Flat, Strategy::Bucketed { bucket_mb: 0.004 }] {

@@ -277,7 +277,7 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
 }
 
 #[test]
-fn the_last_stages_reduced_beside_the_others_equal_the_reference_step() {
+fn the_last_stages_reduced_beside_or_gathered_late_equal_the_reference_step() {
     // ddp::tail: the reduce-scatters launched at the model's first 2 stages (the backward's
     // last) go beside the others (NCCL: by its kernels on a second stream); the norm takes
     // their parts and the other launches' slots together. Split DDP on 4 ranks, ZeRO-1 on
@@ -302,6 +302,24 @@ fn the_last_stages_reduced_beside_the_others_equal_the_reference_step() {
     };
     let got = with_step(2, 2, zero1);
     assert_close("zero1, 2 ranks, tail beside", &got, &want);
+    // Split DDP on 2 ranks gathers each launch in the backward; the launches at the first
+    // 2 stages (or at every stage) leave their gathers to after the norm, their AdamW last.
+    fn late<const K: usize>(
+        m: &dyn StagedModel,
+        c: std::sync::Arc<dyn comm::Communicator>,
+    ) -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            split: true,
+            late_gathers: Some(K),
+            ..bucketed()
+        };
+        Box::new(Ddp::new(c, m, o).unwrap())
+    }
+    let got = with_step(2, 2, late::<2>);
+    assert_close("ddp split, 2 ranks, last 2 stages gathered late", &got, &want);
+    let want = reference(1);
+    let got = with_step(2, 1, late::<{ usize::MAX }>);
+    assert_close("ddp split, 2 ranks, every gather late", &got, &want);
 }
 
 #[test]

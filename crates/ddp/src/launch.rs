@@ -173,7 +173,9 @@ fn launch(ddp: &Ddp, buckets: Vec<Prepared>, stage: Option<usize>) -> Result<InF
     let beside = ddp.beside(stage);
     let work = if ddp.scatters() {
         let (mut pairs, mut whole) = (Vec::new(), Vec::new());
-        let early = ddp.split_setup.early;
+        // Split DDP's gathers in the backward, unless this launch leaves its own to after
+        // the norm (`ddp::tail`): then its in-place gradients go as the others' parts.
+        let early = ddp.split_setup.early && !ddp.late_gather(stage);
         for p in &buckets {
             if p.buf.is_some() {
                 pairs.push((flat(p)?.clone(), shard(p)?.clone()));

@@ -53,6 +53,11 @@ pub struct DdpOptions {
     /// its kernels on a second stream, not behind the copy engines: `ddp::tail`). `None`:
     /// `DDP_TAIL_STAGES`, else 0 (measured, not a default: docs/results/gpus-s37.md).
     pub tail_stages: Option<usize>,
+    /// Split DDP with its gathers in the backward (`DDP_SPLIT_EARLY`): the launches at the
+    /// model's first this many stages (the backward's last) are not gathered there but
+    /// after the norm, beside the AdamW of every other bucket, which goes first
+    /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else 0.
+    pub late_gathers: Option<usize>,
     /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding
     /// table ([`seam::StagedModel::rows_stage0`]), a step gathers every rank's rows of its
     /// output's gradient and ids, and each rank computes the table's averaged gradient
@@ -80,6 +85,7 @@ impl DdpOptions {
             sum_micro_batches: false,
             split: false,
             tail_stages: None,
+            late_gathers: None,
             gather_rows: false,
         }
     }
@@ -110,9 +116,12 @@ impl DdpOptions {
     pub(crate) fn gradient_options_code(&self) -> f64 {
         let (sum, unused) = (self.sum_micro_batches, self.find_unused_parameters);
         let rows = 8 * u64::from(self.gather_rows);
-        let tail = 16 * self.tail_stages.unwrap_or(0) as u64;
+        // Counts of stages, capped where any model's stages end (and the sum stays exact).
+        let stages = |k: Option<usize>| k.unwrap_or(0).min(0xffff) as u64;
+        let tail = 16 * stages(self.tail_stages);
+        let late = (1 << 20) * stages(self.late_gathers);
         let split = 4 * u64::from(self.split);
-        (u64::from(sum) + 2 * u64::from(unused) + split + rows + tail) as f64
+        (u64::from(sum) + 2 * u64::from(unused) + split + rows + tail + late) as f64
     }
 }
 

@@ -33,13 +33,16 @@ use crate::error::{DdpError, Result};
 use crate::launch::{scaled, views, Prepared};
 use crate::options::switch;
 use crate::reducer::Ddp;
+pub use crate::squares::{norm_and_coef, norm_and_coef_from_local};
 use candle_core::Tensor;
-use comm::{Communicator, ReduceOp, Work};
+use comm::{Communicator, Work};
 use seam::Grads;
 
 /// Every bucket reduce-scattered, by launch ([`Ddp::finish_split`]).
 pub struct Scattered {
     launches: Vec<Vec<Prepared>>,
+    /// By launch: its gathers left to after the norm (`Ddp::late_gather`).
+    late: Vec<bool>,
     /// Gradients every rank computed averaged (`ddp::rows`), and this rank's parts of them.
     local: Vec<(usize, Tensor)>,
     local_parts: Vec<Tensor>,
@@ -144,8 +147,10 @@ impl Ddp {
         }
         let scale = self.scale.take();
         let (mut launches, mut beside) = (Vec::with_capacity(self.in_flight.len()), Vec::new());
+        let mut late = Vec::with_capacity(self.in_flight.len());
         for f in std::mem::take(&mut self.in_flight) {
             beside.extend(self.beside_parts(&f)?);
+            late.push(self.late_gather(f.stage));
             f.work.wait()?;
             let mut buckets = f.buckets;
             for p in &mut buckets {
@@ -159,24 +164,11 @@ impl Ddp {
         let local = std::mem::take(&mut self.local);
         Ok(Scattered {
             launches,
+            late,
             local,
             local_parts,
             scale,
         })
-    }
-
-    /// `[norm, coef]` of the last backward's averaged parts over every rank
-    /// ([`norm_and_coef`]): from this rank's norm where its launches took it
-    /// ([`Ddp::parts_norm`]: one scalar all-reduced), else from `parts()`, read.
-    pub fn parts_norm_and_coef(
-        &self,
-        parts: impl FnOnce() -> Result<Vec<Option<Tensor>>>,
-        clip: f64,
-    ) -> Result<Tensor> {
-        match self.parts_norm() {
-            Some(n) => norm_and_coef_from_local(self.comm(), &n, clip),
-            None => norm_and_coef(self.comm(), &parts()?, clip),
-        }
     }
 
     /// Split mode's [`Ddp::finish_gradient_synchronization`]: every bucket gathered, the
@@ -217,7 +209,8 @@ impl Scattered {
     /// beside AdamW and a step of 51.2 ms, against 46.4 in groups of 100 MiB: calls
     /// 177-178).
     /// With the gathers in the backward (`DDP_SPLIT_EARLY`), only the flat buffers are left: one
-    /// launch, and every gradient with it.
+    /// launch, and every gradient with it; then the launches that left their gathers to now
+    /// (`ddp::tail`), all of their buffers in one launch, their AdamW last.
     pub fn gather(mut self, ddp: &Ddp) -> Result<Vec<Gathered>> {
         let local = Gathered {
             work: Work::completed(),
@@ -231,18 +224,21 @@ impl Scattered {
     }
 
     fn gather_buckets(self, ddp: &Ddp) -> Result<Vec<Gathered>> {
-        let c = ddp.comm.as_ref();
+        let all = |p: &Prepared| p.bufs().cloned().collect::<Vec<_>>();
         if ddp.split_setup.early {
-            let buckets: Vec<Prepared> = self.launches.into_iter().flatten().collect();
-            let pairs = (buckets.iter().filter_map(|p| p.buf.as_ref()))
-                .map(|t| Ok((ddp.chunk_of(t)?, t.clone())))
-                .collect::<Result<Vec<_>>>()?;
-            let work = match pairs.is_empty() {
-                true => Work::completed(),
-                false => c.all_gather_coalesced_async(&pairs)?,
-            };
-            let grads = views(ddp, buckets, self.scale)?;
-            return Ok(vec![Gathered { work, grads }]);
+            let (mut now, mut late) = (Vec::new(), Vec::new());
+            for (l, buckets) in self.late.iter().zip(self.launches) {
+                match l {
+                    true => late.extend(buckets),
+                    false => now.extend(buckets),
+                }
+            }
+            let flat = |p: &Prepared| p.buf.iter().cloned().collect::<Vec<_>>();
+            let mut out = vec![gathered(ddp, now, flat, self.scale)?];
+            if !late.is_empty() {
+                out.push(gathered(ddp, late, all, self.scale)?);
+            }
+            return Ok(out);
         }
         let bytes = |p: &Prepared| {
             p.bufs()
@@ -256,19 +252,28 @@ impl Scattered {
         let groups: Vec<Vec<Prepared>> = (grouped.into_iter())
             .map(|g| g.into_iter().filter_map(|k| buckets[k].take()).collect())
             .collect();
-        let mut out = Vec::with_capacity(groups.len());
-        for g in groups {
-            let pairs = g
-                .iter()
-                .flat_map(|p| p.bufs())
-                .map(|t| Ok((ddp.chunk_of(t)?, t.clone())))
-                .collect::<Result<Vec<_>>>()?;
-            let work = c.all_gather_coalesced_async(&pairs)?;
-            let grads = views(ddp, g, self.scale)?;
-            out.push(Gathered { work, grads });
-        }
-        Ok(out)
+        (groups.into_iter())
+            .map(|g| gathered(ddp, g, all, self.scale))
+            .collect()
     }
+}
+
+/// `buckets`' gradients, once the gather of `bufs` of each (one launch, or none) is in.
+fn gathered(
+    ddp: &Ddp,
+    buckets: Vec<Prepared>,
+    bufs: impl Fn(&Prepared) -> Vec<Tensor>,
+    scale: Option<f64>,
+) -> Result<Gathered> {
+    let pairs = (buckets.iter().flat_map(bufs))
+        .map(|t| Ok((ddp.chunk_of(&t)?, t)))
+        .collect::<Result<Vec<_>>>()?;
+    let work = match pairs.is_empty() {
+        true => Work::completed(),
+        false => ddp.comm.all_gather_coalesced_async(&pairs)?,
+    };
+    let grads = views(ddp, buckets, scale)?;
+    Ok(Gathered { work, grads })
 }
 
 /// The gathers of buckets of `sizes` bytes (in the backward's order), by bucket index: the
@@ -320,46 +325,6 @@ fn early(world: usize) -> Result<bool> {
         switch("DDP_SPLIT_EARLY", what)?
             .unwrap_or(memplan::DDP_SPLIT_EARLY_WORLDS.contains(&world)),
     )
-}
-
-/// `[norm, coef]` of the gradients whose parts `parts` are on every rank (each rank's
-/// sums of squares all-reduced), clipped at `clip` (0: no clipping, coef 1), as
-/// `seam::clip::norm_and_coef` takes them: coef = min(1, clip ÷ (norm + 1e-6)), NaN where
-/// the norm is not finite, so that AdamW skips the step. On one rank the parts are every
-/// gradient, with one process's bits.
-pub fn norm_and_coef(
-    comm: &dyn Communicator,
-    parts: &[Option<Tensor>],
-    clip: f64,
-) -> Result<Tensor> {
-    if comm.world_size() == 1 {
-        return Ok(seam::clip::norm_and_coef(parts, clip)?);
-    }
-    let mine = seam::clip::norm_and_coef(parts, 0.0)?;
-    norm_and_coef_from_local(comm, &mine.narrow(0, 0, 1)?, clip)
-}
-
-/// [`norm_and_coef`] from the norm of this rank's parts (one f32: `Ddp::parts_norm`, taken
-/// by the reduce-scatters): its square all-reduced.
-pub fn norm_and_coef_from_local(
-    comm: &dyn Communicator,
-    local: &Tensor,
-    clip: f64,
-) -> Result<Tensor> {
-    let sumsq = local.sqr()?;
-    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
-    let norm = sumsq.sqrt()?;
-    let coef = match clip > 0.0 {
-        true => norm
-            .affine(1.0, 1e-6)?
-            .recip()?
-            .affine(clip, 0.0)?
-            .minimum(1f64)?,
-        false => norm.ones_like()?,
-    };
-    // 0·norm is 0, or NaN for an inf or NaN norm.
-    let coef = (coef + norm.affine(0.0, 0.0)?)?;
-    Ok(Tensor::cat(&[&norm, &coef], 0)?)
 }
 
 /// Whether DDP splits its all-reduce: `DDP_SPLIT` (see [`asked`]); unset, on NCCL at

@@ -9,11 +9,13 @@
 //! One slot a launch, taken in launch order; a backward with a launch that took none
 //! (slots full, or a launch whose communicator would take the norm at the wait:
 //! `Communicator::norm_with_sums`) has none, and the norm reads the shards as before.
-//! `DDP_SUMSQ=0`: no slots.
+//! `DDP_SUMSQ=0`: no slots. The global norm and clipping coefficient from this rank's
+//! norm or parts: [`norm_and_coef`] (also `ddp::split::norm_and_coef`).
 
 use crate::error::Result;
 use crate::reducer::Ddp;
 use candle_core::{DType, Device, Tensor};
+use comm::{Communicator, ReduceOp};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A Ddp's slots (f32), how many this backward took, whether a launch took none, and the
@@ -141,4 +143,58 @@ impl Ddp {
         let s = self.squares.as_ref()?;
         s.valid.load(Ordering::Relaxed).then(|| s.norm.clone())
     }
+
+    /// `[norm, coef]` of the last backward's averaged parts over every rank
+    /// ([`norm_and_coef`]): from this rank's norm where its launches took it
+    /// ([`Ddp::parts_norm`]: one scalar all-reduced), else from `parts()`, read.
+    pub fn parts_norm_and_coef(
+        &self,
+        parts: impl FnOnce() -> Result<Vec<Option<Tensor>>>,
+        clip: f64,
+    ) -> Result<Tensor> {
+        match self.parts_norm() {
+            Some(n) => norm_and_coef_from_local(self.comm(), &n, clip),
+            None => norm_and_coef(self.comm(), &parts()?, clip),
+        }
+    }
+}
+
+/// `[norm, coef]` of the gradients whose parts `parts` are on every rank (each rank's
+/// sums of squares all-reduced), clipped at `clip` (0: no clipping, coef 1), as
+/// `seam::clip::norm_and_coef` takes them: coef = min(1, clip ÷ (norm + 1e-6)), NaN where
+/// the norm is not finite, so that AdamW skips the step. On one rank the parts are every
+/// gradient, with one process's bits.
+pub fn norm_and_coef(
+    comm: &dyn Communicator,
+    parts: &[Option<Tensor>],
+    clip: f64,
+) -> Result<Tensor> {
+    if comm.world_size() == 1 {
+        return Ok(seam::clip::norm_and_coef(parts, clip)?);
+    }
+    let mine = seam::clip::norm_and_coef(parts, 0.0)?;
+    norm_and_coef_from_local(comm, &mine.narrow(0, 0, 1)?, clip)
+}
+
+/// [`norm_and_coef`] from the norm of this rank's parts (one f32: `Ddp::parts_norm`, taken
+/// by the reduce-scatters): its square all-reduced.
+pub fn norm_and_coef_from_local(
+    comm: &dyn Communicator,
+    local: &Tensor,
+    clip: f64,
+) -> Result<Tensor> {
+    let sumsq = local.sqr()?;
+    comm.all_reduce(&sumsq, ReduceOp::Sum)?;
+    let norm = sumsq.sqrt()?;
+    let coef = match clip > 0.0 {
+        true => norm
+            .affine(1.0, 1e-6)?
+            .recip()?
+            .affine(clip, 0.0)?
+            .minimum(1f64)?,
+        false => norm.ones_like()?,
+    };
+    // 0·norm is 0, or NaN for an inf or NaN norm.
+    let coef = (coef + norm.affine(0.0, 0.0)?)?;
+    Ok(Tensor::cat(&[&norm, &coef], 0)?)
 }

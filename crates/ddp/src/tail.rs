@@ -14,6 +14,13 @@
 //! backlog was mostly the tracer's: recording each copy made the traced step 48.6 ms; with
 //! kernel records only (`CUPTI_TRACE_KERNELS_ONLY=1`, call 204) it is 46.1, and 0.3-1.8 ms
 //! of copies are left after the backward. So it is not the default.
+//!
+//! Split DDP with its gathers in the backward (world 2) has a tail of its own: the last
+//! launches' reduce-scatters, adds and chained gathers all run after the backward's last
+//! kernel, before the norm. `DDP_SPLIT_LATE_STAGES=K` ([`DdpOptions::late_gathers`])
+//! leaves the gathers of the launches at the model's first K stages (and any after the
+//! backward) to after the norm: every other bucket's AdamW runs first, and the last
+//! buckets' AdamW waits for their gather (`ddp::split`).
 
 use crate::error::{DdpError, Result};
 use crate::launch::InFlight;
@@ -21,12 +28,17 @@ use crate::reducer::Ddp;
 use crate::DdpOptions;
 use candle_core::Tensor;
 
-/// `opts` with [`DdpOptions::tail_stages`] set: as given, else `DDP_TAIL_STAGES` (a count
-/// of stages), else 0. Every rank's must agree (`DdpOptions::gradient_options_code`).
+/// `opts` with [`DdpOptions::tail_stages`] and [`DdpOptions::late_gathers`] set: as
+/// given, else `DDP_TAIL_STAGES` and `DDP_SPLIT_LATE_STAGES` (counts of stages), else 0.
+/// Every rank's must agree (`DdpOptions::gradient_options_code`).
 pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
+    let tail = "whose reduce-scatters go beside the copy engines' queue";
     if opts.tail_stages.is_none() {
-        let env = parse(std::env::var("DDP_TAIL_STAGES").ok().as_deref())?;
-        opts.tail_stages = Some(env.unwrap_or(0));
+        opts.tail_stages = Some(stages("DDP_TAIL_STAGES", tail)?.unwrap_or(0));
+    }
+    let late = "whose gathers wait for the norm (split DDP, gathers in the backward)";
+    if opts.late_gathers.is_none() {
+        opts.late_gathers = Some(stages("DDP_SPLIT_LATE_STAGES", late)?.unwrap_or(0));
     }
     Ok(opts)
 }
@@ -42,6 +54,14 @@ impl Ddp {
         deferred && k > 0 && stage.is_none_or(|s| s < k)
     }
 
+    /// Whether a launch at backward stage `stage` (`None`: after the backward) that would
+    /// gather during the backward (split DDP's early gathers) leaves its gather to after
+    /// the norm: one of the first `late_gathers` stages.
+    pub(crate) fn late_gather(&self, stage: Option<usize>) -> bool {
+        let k = self.opts.late_gathers.unwrap_or(0);
+        self.split_setup.early && k > 0 && stage.is_none_or(|s| s < k)
+    }
+
     /// This rank's reduced parts of a launch that went beside the others, for the norm.
     pub(crate) fn beside_parts(&self, f: &InFlight) -> Result<Vec<Tensor>> {
         match f.beside {
@@ -53,12 +73,16 @@ impl Ddp {
     }
 }
 
-fn parse(v: Option<&str>) -> Result<Option<usize>> {
+fn stages(var: &str, what: &str) -> Result<Option<usize>> {
+    parse(var, std::env::var(var).ok().as_deref(), what)
+}
+
+fn parse(var: &str, v: Option<&str>, what: &str) -> Result<Option<usize>> {
     match v {
         None | Some("") => Ok(None),
         Some(v) => v.parse().map(Some).map_err(|_| {
             DdpError::Input(format!(
-                "DDP_TAIL_STAGES={v}: expected a count of stages (0 or more) whose reduce-scatters go beside the copy engines' queue"
+                "{var}={v}: expected a count of stages (0 or more) {what}"
             ))
         }),
     }
@@ -68,9 +92,10 @@ fn parse(v: Option<&str>) -> Result<Option<usize>> {
 mod tests {
     #[test]
     fn tail_stages_is_a_count_and_anything_else_names_the_variable() {
-        assert_eq!(super::parse(None).unwrap(), None);
-        assert_eq!(super::parse(Some("7")).unwrap(), Some(7));
-        let e = super::parse(Some("-1")).unwrap_err().to_string();
+        let parse = |v| super::parse("DDP_TAIL_STAGES", v, "beside");
+        assert_eq!(parse(None).unwrap(), None);
+        assert_eq!(parse(Some("7")).unwrap(), Some(7));
+        let e = parse(Some("-1")).unwrap_err().to_string();
         assert!(e.contains("DDP_TAIL_STAGES=-1"), "{e}");
     }
 }
