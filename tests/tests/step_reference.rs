@@ -257,7 +257,8 @@ fn ddp_split_on_2_and_4_ranks_equals_the_reference_step() {
     // The all-reduce as a reduce-scatter in the backward, the norm from the parts and an
     // all-gather per bucket beside AdamW (ddp::split); the model's tiny bucket size gives
     // flat buffers and gradients sharded in place both. 2 ranks gather each launch during
-    // the backward (memplan::DDP_SPLIT_EARLY_WORLDS), 4 ranks after the norm, into gather
+    // the backward (memplan::DDP_SPLIT_EARLY_WORLDS; the last stages' after the norm:
+    // ddp::tail::LATE_STAGES), 4 ranks after the norm, into gather
     // buffers of their own (DDP_SPLIT_WINDOW_WORLDS); both also with 2 micro-batches.
     let split = |m: &dyn StagedModel, c| -> Box<dyn step::Strategy> {
         let o = DdpOptions {
@@ -302,8 +303,9 @@ fn the_last_stages_reduced_beside_or_gathered_late_equal_the_reference_step() {
     };
     let got = with_step(2, 2, zero1);
     assert_close("zero1, 2 ranks, tail beside", &got, &want);
-    // Split DDP on 2 ranks gathers each launch in the backward; the launches at the first
-    // 2 stages (or at every stage) leave their gathers to after the norm, their AdamW last.
+    // Split DDP on 2 ranks gathers each launch in the backward (K = 0), or the launches at
+    // the first K stages leave their gathers to after the norm, their AdamW last (2; every
+    // stage; the default, ddp::tail::LATE_STAGES, in the split test above).
     fn late<const K: usize>(
         m: &dyn StagedModel,
         c: std::sync::Arc<dyn comm::Communicator>,
@@ -315,8 +317,18 @@ fn the_last_stages_reduced_beside_or_gathered_late_equal_the_reference_step() {
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     }
+    let got = with_step(2, 2, late::<0>);
+    assert_close(
+        "ddp split, 2 ranks, every gather in the backward",
+        &got,
+        &want,
+    );
     let got = with_step(2, 2, late::<2>);
-    assert_close("ddp split, 2 ranks, last 2 stages gathered late", &got, &want);
+    assert_close(
+        "ddp split, 2 ranks, last 2 stages gathered late",
+        &got,
+        &want,
+    );
     let want = reference(1);
     let got = with_step(2, 1, late::<{ usize::MAX }>);
     assert_close("ddp split, 2 ranks, every gather late", &got, &want);

@@ -45,7 +45,7 @@ pub mod shard;
 pub mod split;
 mod squares;
 pub mod strategy;
-mod tail;
+pub mod tail;
 
 pub use error::{DdpError, Result};
 pub use reducer::{BucketShard, Ddp, DdpOptions, SyncStats};

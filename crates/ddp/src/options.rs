@@ -56,7 +56,7 @@ pub struct DdpOptions {
     /// Split DDP with its gathers in the backward (`DDP_SPLIT_EARLY`): the launches at the
     /// model's first this many stages (the backward's last) are not gathered there but
     /// after the norm, beside the AdamW of every other bucket, which goes first
-    /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else 0.
+    /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else [`crate::tail::LATE_STAGES`].
     pub late_gathers: Option<usize>,
     /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding
     /// table ([`seam::StagedModel::rows_stage0`]), a step gathers every rank's rows of its

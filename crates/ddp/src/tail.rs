@@ -20,7 +20,11 @@
 //! kernel, before the norm. `DDP_SPLIT_LATE_STAGES=K` ([`DdpOptions::late_gathers`])
 //! leaves the gathers of the launches at the model's first K stages (and any after the
 //! backward) to after the norm: every other bucket's AdamW runs first, and the last
-//! buckets' AdamW waits for their gather (`ddp::split`).
+//! buckets' AdamW waits for their gather (`ddp::split`). By default K = [`LATE_STAGES`]:
+//! xl bf16 bucketed:25 at world 2 (nvidia-h200-x2, docs/results/gpus-s57.md) took 43.39-43.71
+//! ms with K = 4 and 43.28-43.50 with K = 8 against 43.75-43.84 with K = 0 (call 318, three
+//! runs each, one GEMM table); traced, the gaps after the backward went from 0.40-0.65 ms to
+//! 0.11-0.14.
 
 use crate::error::{DdpError, Result};
 use crate::launch::InFlight;
@@ -28,9 +32,12 @@ use crate::reducer::Ddp;
 use crate::DdpOptions;
 use candle_core::Tensor;
 
+/// The default of [`DdpOptions::late_gathers`] (see the module's doc).
+pub const LATE_STAGES: usize = 4;
+
 /// `opts` with [`DdpOptions::tail_stages`] and [`DdpOptions::late_gathers`] set: as
-/// given, else `DDP_TAIL_STAGES` and `DDP_SPLIT_LATE_STAGES` (counts of stages), else 0.
-/// Every rank's must agree (`DdpOptions::gradient_options_code`).
+/// given, else `DDP_TAIL_STAGES` and `DDP_SPLIT_LATE_STAGES` (counts of stages), else 0
+/// and [`LATE_STAGES`]. Every rank's must agree (`DdpOptions::gradient_options_code`).
 pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
     let tail = "whose reduce-scatters go beside the copy engines' queue";
     if opts.tail_stages.is_none() {
@@ -38,7 +45,7 @@ pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
     }
     let late = "whose gathers wait for the norm (split DDP, gathers in the backward)";
     if opts.late_gathers.is_none() {
-        opts.late_gathers = Some(stages("DDP_SPLIT_LATE_STAGES", late)?.unwrap_or(0));
+        opts.late_gathers = Some(stages("DDP_SPLIT_LATE_STAGES", late)?.unwrap_or(LATE_STAGES));
     }
     Ok(opts)
 }

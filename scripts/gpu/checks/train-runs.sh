@@ -8,7 +8,9 @@
 #       (--stop-after), env from ENVS, timeout TMO (120 s); prints its median step (from
 #       step 6) and peak line.
 #   xl NAME WORLD STRATEGY [ENV...]: `train` of xl, 8 x 128 tokens a GPU, 20 steps, fresh,
-#       with env ENV (NAME's run directory /tmp/r-NAME).
+#       with env ENV (NAME's run directory /tmp/r-NAME). The table is rank 0's: where runs
+#       are compared bit for bit, run `xl NAME 1 single` first, so that both ranks of every
+#       later run read one table (a world-2 first run's rank 1 tunes its own).
 #   $N: the env that loads NCCL 2.28.9 (nccl/libnccl.so.2.gz from scripts/gpu/build-nccl.sh,
 #       where the packed folder has it).
 #   same A B [AFTER]: whether runs A and B logged the same loss and gradient norm, bit for
