@@ -127,7 +127,9 @@ pub const DDP_SPLIT_EARLY_WORLDS: &[usize] = &[2];
 /// - world 2 (NCCL's symmetric kernels then): K = 0 42.35 ms, K = 3 41.85, K = 5 41.54.
 ///
 /// At world 2 NCCL now gathers on the copy engines (comm's `NCCL_CE_WORLDS`), where K = 4
-/// took 38.67 ms against 39.80 with K = 5 (call 172, docs/results/gpus-s32.md).
+/// took 38.67 ms against 39.80 with K = 5 (call 172, docs/results/gpus-s32.md). Again on 2
+/// H200s with one GEMM table (calls 321-322, docs/results/gpus-s57.md): K = 3 39.60-39.77,
+/// 4 37.46-38.10, 5 37.28-37.93, 6 38.45-38.70; 5 within the spread of 4, which stays.
 pub fn gathers_beside_adamw(buckets: usize, world: usize) -> usize {
     match world {
         2 => (2 * buckets).div_ceil(5),
