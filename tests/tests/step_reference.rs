@@ -335,6 +335,72 @@ fn the_last_stages_reduced_beside_or_gathered_late_equal_the_reference_step() {
 }
 
 #[test]
+fn the_last_buckets_first_stages_apart_equal_the_reference_step() {
+    // DdpOptions::last_bucket_mb (ddp::tail): the last bucket's first stages go in a bucket
+    // of their own, launched last. Buckets of 0.1 MiB leave the tiny LM a last bucket of
+    // several stages; 0.01 MiB of them go apart (one bucket more).
+    let o = |mb| DdpOptions {
+        last_bucket_mb: Some(mb),
+        ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.1 })
+    };
+    let counts = on_ranks(2, move |_, c| {
+        let m = build(Kind::Lm, 0);
+        let n = |mb| {
+            Ddp::new(c.clone(), m.as_ref(), o(mb))
+                .unwrap()
+                .buckets()
+                .len()
+        };
+        (n(0.0), n(0.01))
+    });
+    assert_eq!(counts[0].1, counts[0].0 + 1, "{counts:?}");
+    fn zero1(
+        m: &dyn StagedModel,
+        c: std::sync::Arc<dyn comm::Communicator>,
+    ) -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            last_bucket_mb: Some(0.01),
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.1 })
+        };
+        zero_over(m, c, o)
+    }
+    fn split(
+        m: &dyn StagedModel,
+        c: std::sync::Arc<dyn comm::Communicator>,
+    ) -> Box<dyn step::Strategy> {
+        let o = DdpOptions {
+            last_bucket_mb: Some(0.01),
+            split: true,
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.1 })
+        };
+        Box::new(Ddp::new(c, m, o).unwrap())
+    }
+    let want = reference(1);
+    assert_close(
+        "zero1, last bucket apart, 2 ranks",
+        &with_step(2, 1, zero1),
+        &want,
+    );
+    assert_close(
+        "zero1, last bucket apart, 4 ranks",
+        &with_step(4, 1, zero1),
+        &want,
+    );
+    assert_close(
+        "ddp split, last bucket apart, 2 ranks",
+        &with_step(2, 1, split),
+        &want,
+    );
+    let want = reference(2);
+    let got = with_step(2, 2, zero1);
+    assert_close(
+        "zero1, last bucket apart, 2 ranks, 2 micro-batches",
+        &got,
+        &want,
+    );
+}
+
+#[test]
 fn ddp_taking_the_embedding_gradient_from_gathered_rows_equals_the_reference_step() {
     // ddp::rows: every rank gathers every rank's rows of the embedding's output gradient
     // and their ids, and computes the table's averaged gradient itself (that the table's

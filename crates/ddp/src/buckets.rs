@@ -81,6 +81,53 @@ pub fn plan(strategy: Strategy, params: &[ParamInfo], elem_bytes: usize) -> Vec<
     out
 }
 
+/// `buckets` (a plan) with its last bucket's earliest stages apart in a bucket of their own,
+/// launched last: as many of its stages, from the first, as `cap_mb` MiB of `elem_bytes`
+/// elements hold (at least its first stage's), where that leaves the bucket some. The
+/// bucket left then becomes ready with its own last stage, a stage or more before the
+/// backward ends, and the backward's tail holds the small bucket's collective only
+/// (`ddp::tail`).
+pub fn last_apart(
+    mut buckets: Vec<Bucket>,
+    params: &[ParamInfo],
+    cap_mb: f64,
+    elem_bytes: usize,
+) -> Vec<Bucket> {
+    let Some(last) = buckets.pop() else {
+        return buckets;
+    };
+    let cap = cap_elems(cap_mb, elem_bytes);
+    let mut stages: Vec<usize> = last.params.iter().map(|&i| params[i].ready_stage).collect();
+    stages.sort_unstable();
+    stages.dedup();
+    let numel_to = |s: usize| -> usize {
+        (last.params.iter())
+            .filter(|&&i| params[i].ready_stage <= s)
+            .map(|&i| params[i].numel)
+            .sum()
+    };
+    let upto = (stages.iter().copied())
+        .take_while(|&s| numel_to(s) <= cap)
+        .last()
+        .unwrap_or(stages[0]);
+    if upto == stages[stages.len() - 1] {
+        buckets.push(last);
+        return buckets;
+    }
+    let part = |early: bool| {
+        let ps: Vec<usize> = (last.params.iter().copied())
+            .filter(|&i| (params[i].ready_stage <= upto) == early)
+            .collect();
+        Bucket {
+            numel: ps.iter().map(|&i| params[i].numel).sum(),
+            ready_stage: ps.iter().map(|&i| params[i].ready_stage).min().unwrap_or(0),
+            params: ps,
+        }
+    };
+    buckets.extend([part(false), part(true)]);
+    buckets
+}
+
 /// `bucket_mb` MiB in elements of `elem_bytes` (at least 1).
 fn cap_elems(bucket_mb: f64, elem_bytes: usize) -> usize {
     ((bucket_mb * 1024.0 * 1024.0) / elem_bytes as f64)
@@ -124,6 +171,26 @@ mod tests {
         let b = plan(Strategy::Bucketed { bucket_mb: 1.0 }, &p, 4);
         let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
         assert_eq!(groups, vec![vec![3, 2], vec![1], vec![0]]);
+    }
+
+    #[test]
+    fn the_last_buckets_first_stages_go_apart_up_to_the_cap() {
+        // Stages 0, 0, 1, 1, 2, 2 (infos): one bucket of everything, launched at stage 0.
+        let p = infos(&[10, 20, 30, 40, 50, 60]);
+        let all = plan(Strategy::Flat, &p, 4);
+        let mib = |n: usize| (n * 4) as f64 / (1 << 20) as f64;
+        // Room for stages 0 and 1 (100 elements): they go apart, launched last.
+        let b = last_apart(all.clone(), &p, mib(100), 4);
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![5, 4], vec![3, 2, 1, 0]]);
+        assert_eq!((b[0].ready_stage, b[0].numel), (2, 110));
+        assert_eq!((b[1].ready_stage, b[1].numel), (0, 100));
+        // Less room than stage 0 takes: stage 0 alone all the same.
+        let b = last_apart(all.clone(), &p, mib(5), 4);
+        assert_eq!(b[1].params, vec![1, 0]);
+        // Room for every stage: the plan as it was.
+        assert_eq!(last_apart(all.clone(), &p, mib(1000), 4), all);
+        assert!(last_apart(Vec::new(), &p, 1.0, 4).is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ const FIELDS: [&str; 8] = [
     "stage count",
     "strategy",
     "gradient dtype",
-    "gradient options (sum_micro_batches, find_unused_parameters, split, tail_stages / DDP_TAIL_STAGES, late_gathers / DDP_SPLIT_LATE_STAGES, gather_rows / DDP_ROWS)",
+    "gradient options (sum_micro_batches, find_unused_parameters, split, tail_stages / DDP_TAIL_STAGES, late_gathers / DDP_SPLIT_LATE_STAGES, last_bucket_mb / DDP_LAST_BUCKET_MB, gather_rows / DDP_ROWS)",
 ];
 
 /// FNV-1a over names and shapes, folded to 48 bits so f64 carries it exactly.

@@ -58,6 +58,10 @@ pub struct DdpOptions {
     /// after the norm, beside the AdamW of every other bucket, which goes first
     /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else [`crate::tail::LATE_STAGES`].
     pub late_gathers: Option<usize>,
+    /// The last bucket's first stages, up to this many MiB, go apart in a bucket launched
+    /// last ([`crate::buckets::last_apart`]; `ddp::tail`). `None`: `DDP_LAST_BUCKET_MB`,
+    /// else 0 (off). Ranks compare it to 1/16 MiB.
+    pub last_bucket_mb: Option<f64>,
     /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding
     /// table ([`seam::StagedModel::rows_stage0`]), a step gathers every rank's rows of its
     /// output's gradient and ids, and each rank computes the table's averaged gradient
@@ -86,6 +90,7 @@ impl DdpOptions {
             split: false,
             tail_stages: None,
             late_gathers: None,
+            last_bucket_mb: None,
             gather_rows: false,
         }
     }
@@ -120,8 +125,10 @@ impl DdpOptions {
         let stages = |k: Option<usize>| k.unwrap_or(0).min(0xffff) as u64;
         let tail = 16 * stages(self.tail_stages);
         let late = (1 << 20) * stages(self.late_gathers);
+        let sixteenths = (self.last_bucket_mb.unwrap_or(0.0) * 16.0).ceil();
+        let last = (1 << 36) * sixteenths.clamp(0.0, 65535.0) as u64;
         let split = 4 * u64::from(self.split);
-        (u64::from(sum) + 2 * u64::from(unused) + split + rows + tail + late) as f64
+        (u64::from(sum) + 2 * u64::from(unused) + split + rows + tail + late + last) as f64
     }
 }
 

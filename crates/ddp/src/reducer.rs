@@ -123,8 +123,12 @@ impl Ddp {
             .collect();
         let elem_bytes = opts.grad_dtype.unwrap_or(DType::F32).size_in_bytes();
         consistency::broadcast_params(comm.as_ref(), model)?;
+        let mut plan = buckets::plan(opts.strategy, &infos, elem_bytes);
+        if let Some(mb) = opts.last_bucket_mb.filter(|&mb| mb > 0.0) {
+            plan = buckets::last_apart(plan, &infos, mb, elem_bytes);
+        }
         let mut d = Self {
-            buckets: buckets::plan(opts.strategy, &infos, elem_bytes),
+            buckets: plan,
             shapes: p.vars().iter().map(|v| v.shape().clone()).collect(),
             names: p
                 .names()

@@ -25,6 +25,13 @@
 //! ms with K = 4 and 43.28-43.50 with K = 8 against 43.75-43.84 with K = 0 (call 318, three
 //! runs each, one GEMM table); traced, the gaps after the backward went from 0.40-0.65 ms to
 //! 0.11-0.14.
+//!
+//! A large last bucket (ZeRO-1's 400 MB) becomes ready only when the backward's last stage
+//! has run, and all of its collective is then the tail: 0.38-0.55 ms of idle after the
+//! backward in zero1's world-2 timeline (call 320). `DDP_LAST_BUCKET_MB=M`
+//! ([`DdpOptions::last_bucket_mb`], off by default) puts the last bucket's first stages, up
+//! to M MiB, in a bucket of their own, launched last ([`crate::buckets::last_apart`]): the
+//! rest launches a stage or more before the backward ends.
 
 use crate::error::{DdpError, Result};
 use crate::launch::InFlight;
@@ -35,13 +42,19 @@ use candle_core::Tensor;
 /// The default of [`DdpOptions::late_gathers`] (see the module's doc).
 pub const LATE_STAGES: usize = 4;
 
-/// `opts` with [`DdpOptions::tail_stages`] and [`DdpOptions::late_gathers`] set: as
-/// given, else `DDP_TAIL_STAGES` and `DDP_SPLIT_LATE_STAGES` (counts of stages), else 0
-/// and [`LATE_STAGES`]. Every rank's must agree (`DdpOptions::gradient_options_code`).
+/// `opts` with [`DdpOptions::tail_stages`], [`DdpOptions::late_gathers`] and
+/// [`DdpOptions::last_bucket_mb`] set: as given, else `DDP_TAIL_STAGES`,
+/// `DDP_SPLIT_LATE_STAGES` (counts of stages) and `DDP_LAST_BUCKET_MB`, else 0,
+/// [`LATE_STAGES`] and 0. Every rank's must agree (`DdpOptions::gradient_options_code`).
 pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
     let tail = "whose reduce-scatters go beside the copy engines' queue";
     if opts.tail_stages.is_none() {
         opts.tail_stages = Some(stages("DDP_TAIL_STAGES", tail)?.unwrap_or(0));
+    }
+    if opts.last_bucket_mb.is_none() {
+        opts.last_bucket_mb = Some(last_mb(
+            std::env::var("DDP_LAST_BUCKET_MB").ok().as_deref(),
+        )?);
     }
     let late = "whose gathers wait for the norm (split DDP, gathers in the backward)";
     if opts.late_gathers.is_none() {
@@ -95,6 +108,19 @@ fn parse(var: &str, v: Option<&str>, what: &str) -> Result<Option<usize>> {
     }
 }
 
+/// `DDP_LAST_BUCKET_MB`: MiB (0, or unset, for none).
+fn last_mb(v: Option<&str>) -> Result<f64> {
+    match v {
+        None | Some("") => Ok(0.0),
+        Some(s) => match s.parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb >= 0.0 => Ok(mb),
+            _ => Err(DdpError::Input(format!(
+                "DDP_LAST_BUCKET_MB={s}: expected the MiB (a number >= 0) of the last bucket's first stages to launch apart, last"
+            ))),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -104,5 +130,9 @@ mod tests {
         assert_eq!(parse(Some("7")).unwrap(), Some(7));
         let e = parse(Some("-1")).unwrap_err().to_string();
         assert!(e.contains("DDP_TAIL_STAGES=-1"), "{e}");
+        assert_eq!(super::last_mb(Some("12.5")).unwrap(), 12.5);
+        assert_eq!(super::last_mb(None).unwrap(), 0.0);
+        let e = super::last_mb(Some("-3")).unwrap_err().to_string();
+        assert!(e.contains("DDP_LAST_BUCKET_MB=-3"), "{e}");
     }
 }
