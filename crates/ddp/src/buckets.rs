@@ -81,27 +81,33 @@ pub fn plan(strategy: Strategy, params: &[ParamInfo], elem_bytes: usize) -> Vec<
     out
 }
 
-/// `buckets` (a plan) with its last bucket's earliest stages apart in a bucket of their own,
-/// launched last: as many of its stages, from the first, as `cap_mb` MiB of `elem_bytes`
-/// elements hold (at least its first stage's), where that leaves the bucket some. The
-/// bucket left then becomes ready with its own last stage, a stage or more before the
-/// backward ends, and the backward's tail holds the small bucket's collective only
-/// (`ddp::tail`).
+/// `buckets` (a plan) with the model's first stages apart in a bucket of their own, launched
+/// last: as many stages, from the first, as `cap_mb` MiB of `elem_bytes` elements hold (at
+/// least the first stage's), taken out of whichever buckets hold them, where that leaves
+/// other buckets. The bucket that held the first stage's neighbours then becomes ready a
+/// stage or more before the backward ends, and the backward's tail holds the small bucket's
+/// collective only (`ddp::tail`). A parameter in a bucket of its own (`ParamInfo::alone`)
+/// stays there.
 pub fn last_apart(
-    mut buckets: Vec<Bucket>,
+    buckets: Vec<Bucket>,
     params: &[ParamInfo],
     cap_mb: f64,
     elem_bytes: usize,
 ) -> Vec<Bucket> {
-    let Some(last) = buckets.pop() else {
-        return buckets;
-    };
     let cap = cap_elems(cap_mb, elem_bytes);
-    let mut stages: Vec<usize> = last.params.iter().map(|&i| params[i].ready_stage).collect();
+    let movable = |i: usize| !params[i].alone;
+    let all: Vec<usize> = (buckets.iter())
+        .flat_map(|b| b.params.iter().copied())
+        .filter(|&i| movable(i))
+        .collect();
+    let mut stages: Vec<usize> = all.iter().map(|&i| params[i].ready_stage).collect();
     stages.sort_unstable();
     stages.dedup();
+    let Some(&first) = stages.first() else {
+        return buckets;
+    };
     let numel_to = |s: usize| -> usize {
-        (last.params.iter())
+        (all.iter())
             .filter(|&&i| params[i].ready_stage <= s)
             .map(|&i| params[i].numel)
             .sum()
@@ -109,23 +115,22 @@ pub fn last_apart(
     let upto = (stages.iter().copied())
         .take_while(|&s| numel_to(s) <= cap)
         .last()
-        .unwrap_or(stages[0]);
-    if upto == stages[stages.len() - 1] {
-        buckets.push(last);
+        .unwrap_or(first);
+    let apart = |i: usize| movable(i) && params[i].ready_stage <= upto;
+    if all.iter().all(|&i| apart(i)) {
         return buckets;
     }
-    let part = |early: bool| {
-        let ps: Vec<usize> = (last.params.iter().copied())
-            .filter(|&i| (params[i].ready_stage <= upto) == early)
-            .collect();
-        Bucket {
-            numel: ps.iter().map(|&i| params[i].numel).sum(),
-            ready_stage: ps.iter().map(|&i| params[i].ready_stage).min().unwrap_or(0),
-            params: ps,
-        }
+    let bucket = |ps: Vec<usize>| Bucket {
+        numel: ps.iter().map(|&i| params[i].numel).sum(),
+        ready_stage: ps.iter().map(|&i| params[i].ready_stage).min().unwrap_or(0),
+        params: ps,
     };
-    buckets.extend([part(false), part(true)]);
-    buckets
+    let mut out: Vec<Bucket> = (buckets.iter())
+        .map(|b| bucket(b.params.iter().copied().filter(|&i| !apart(i)).collect()))
+        .filter(|b| !b.params.is_empty())
+        .collect();
+    out.push(bucket(all.into_iter().filter(|&i| apart(i)).collect()));
+    out
 }
 
 /// `bucket_mb` MiB in elements of `elem_bytes` (at least 1).
@@ -174,8 +179,8 @@ mod tests {
     }
 
     #[test]
-    fn the_last_buckets_first_stages_go_apart_up_to_the_cap() {
-        // Stages 0, 0, 1, 1, 2, 2 (infos): one bucket of everything, launched at stage 0.
+    fn the_first_stages_go_apart_up_to_the_cap() {
+        // Stages 0, 0, 1, 1, 2, 2 (infos). One bucket of everything, launched at stage 0.
         let p = infos(&[10, 20, 30, 40, 50, 60]);
         let all = plan(Strategy::Flat, &p, 4);
         let mib = |n: usize| (n * 4) as f64 / (1 << 20) as f64;
@@ -191,6 +196,28 @@ mod tests {
         // Room for every stage: the plan as it was.
         assert_eq!(last_apart(all.clone(), &p, mib(1000), 4), all);
         assert!(last_apart(Vec::new(), &p, 1.0, 4).is_empty());
+        // Buckets of 100 elements cut stage 1 in two ([5], [4, 3], [2, 1, 0]): stage 1's
+        // parameter in the bucket before the last comes out too, and that bucket is then
+        // ready at stage 2, before the backward's last stages.
+        let b = plan(
+            Strategy::Bucketed {
+                bucket_mb: mib(100),
+            },
+            &p,
+            4,
+        );
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![5], vec![4, 3], vec![2, 1, 0]]);
+        let b = last_apart(b, &p, mib(100), 4);
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![5], vec![4], vec![3, 2, 1, 0]]);
+        assert_eq!(b[1].ready_stage, 2);
+        // A parameter alone in its bucket stays there.
+        let mut q = p.clone();
+        q[0].alone = true;
+        let b = last_apart(plan(Strategy::Flat, &p, 4), &q, mib(100), 4);
+        let groups: Vec<Vec<usize>> = b.iter().map(|b| b.params.clone()).collect();
+        assert_eq!(groups, vec![vec![5, 4, 0], vec![3, 2, 1]]);
     }
 
     #[test]

@@ -58,8 +58,7 @@ pub struct DdpOptions {
     /// after the norm, beside the AdamW of every other bucket, which goes first
     /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else [`crate::tail::LATE_STAGES`].
     pub late_gathers: Option<usize>,
-    /// The last bucket's first stages, up to this many MiB, go apart in a bucket launched
-    /// last ([`crate::buckets::last_apart`]; `ddp::tail`). `None`: `DDP_LAST_BUCKET_MB`,
+    /// The model's first stages, up to this many MiB, go apart in a bucket launched last ([`crate::buckets::last_apart`]; `ddp::tail`). `None`: `DDP_LAST_BUCKET_MB`,
     /// else 0 (off). Ranks compare it to 1/16 MiB.
     pub last_bucket_mb: Option<f64>,
     /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding

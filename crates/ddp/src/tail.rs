@@ -29,9 +29,11 @@
 //! A large last bucket (ZeRO-1's 400 MB) becomes ready only when the backward's last stage
 //! has run, and all of its collective is then the tail: 0.38-0.55 ms of idle after the
 //! backward in zero1's world-2 timeline (call 320). `DDP_LAST_BUCKET_MB=M`
-//! ([`DdpOptions::last_bucket_mb`], off by default) puts the last bucket's first stages, up
-//! to M MiB, in a bucket of their own, launched last ([`crate::buckets::last_apart`]): the
-//! rest launches a stage or more before the backward ends.
+//! ([`DdpOptions::last_bucket_mb`], off by default) puts the model's first stages, up to M
+//! MiB, in a bucket of their own, launched last, out of whichever buckets held them
+//! ([`crate::buckets::last_apart`]): the bucket before it launches a stage or more before
+//! the backward ends. (A first try split the last bucket alone, which at xl already held
+//! less than block 0: it changed nothing, call 323.)
 
 use crate::error::{DdpError, Result};
 use crate::launch::InFlight;
