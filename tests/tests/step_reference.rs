@@ -335,10 +335,10 @@ fn the_last_stages_reduced_beside_or_gathered_late_equal_the_reference_step() {
 }
 
 #[test]
-fn the_last_buckets_first_stages_apart_equal_the_reference_step() {
-    // DdpOptions::last_bucket_mb (ddp::tail): the last bucket's first stages go in a bucket
-    // of their own, launched last. Buckets of 0.1 MiB leave the tiny LM a last bucket of
-    // several stages; 0.01 MiB of them go apart (one bucket more).
+fn the_first_stages_apart_equal_the_reference_step() {
+    // DdpOptions::last_bucket_mb (ddp::tail): the model's first stages, up to 0.01 MiB, go
+    // out of their buckets into one of their own, launched last (the tiny LM in buckets of
+    // 0.1 MiB: one bucket more).
     let o = |mb| DdpOptions {
         last_bucket_mb: Some(mb),
         ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.1 })
@@ -375,29 +375,18 @@ fn the_last_buckets_first_stages_apart_equal_the_reference_step() {
         };
         Box::new(Ddp::new(c, m, o).unwrap())
     }
-    let want = reference(1);
-    assert_close(
-        "zero1, last bucket apart, 2 ranks",
-        &with_step(2, 1, zero1),
-        &want,
-    );
-    assert_close(
-        "zero1, last bucket apart, 4 ranks",
-        &with_step(4, 1, zero1),
-        &want,
-    );
-    assert_close(
-        "ddp split, last bucket apart, 2 ranks",
-        &with_step(2, 1, split),
-        &want,
-    );
-    let want = reference(2);
-    let got = with_step(2, 2, zero1);
-    assert_close(
-        "zero1, last bucket apart, 2 ranks, 2 micro-batches",
-        &got,
-        &want,
-    );
+    let want = [reference(1), reference(2)];
+    let cases: [(&str, usize, u64, MakeStrategy); 4] = [
+        ("zero1, 2 ranks", 2, 1, zero1),
+        ("zero1, 4 ranks", 4, 1, zero1),
+        ("ddp split, 2 ranks", 2, 1, split),
+        ("zero1, 2 ranks, 2 micro-batches", 2, 2, zero1),
+    ];
+    for (name, world, accum, s) in cases {
+        let got = with_step(world, accum, s);
+        let name = format!("{name}, first stages apart");
+        assert_close(&name, &got, &want[accum as usize - 1]);
+    }
 }
 
 #[test]
