@@ -44,11 +44,14 @@ fn different_strategies_fail_on_every_rank() {
 fn ranks_whose_gradient_options_differ_fail_on_every_rank() {
     // One rank summing and the other averaging would train on a silently wrong gradient;
     // one reduce-scattering (a split all-reduce) while the other all-reduces would hang, as
-    // would one reduce-scattering its last stages beside the copy engines (ddp::tail).
-    let options: [fn(&mut DdpOptions); 3] = [
+    // would one reduce-scattering its last stages beside the copy engines, gathering
+    // other launches late, or bucketing its first stages apart (ddp::tail).
+    let options: [fn(&mut DdpOptions); 5] = [
         |o| o.sum_micro_batches = true,
         |o| o.split = true,
         |o| o.tail_stages = Some(2),
+        |o| o.late_gathers = Some(2),
+        |o| o.last_bucket_mb = Some(1.0),
     ];
     for set in options {
         let errs = on_ranks(2, move |rank, comm| {
@@ -66,6 +69,22 @@ fn ranks_whose_gradient_options_differ_fail_on_every_rank() {
             assert!(e.contains("rank 1's gradient options"), "{e}");
         }
     }
+}
+
+#[test]
+fn a_bad_first_stages_bucket_fails_on_every_rank_naming_it() {
+    let errs = on_ranks(2, |rank, comm| {
+        let m = build(Kind::Toy, 0);
+        let o = DdpOptions {
+            last_bucket_mb: Some(if rank == 1 { f64::NAN } else { 1.0 }),
+            ..DdpOptions::new(Strategy::Bucketed { bucket_mb: 0.01 })
+        };
+        Ddp::new(comm, m.as_ref(), o).err().map(|e| e.to_string())
+    });
+    let e0 = errs[0].as_deref().expect("rank 0 accepted it");
+    let e1 = errs[1].as_deref().expect("rank 1 accepted it");
+    assert!(e0.contains("rank 1's DDP options are invalid"), "{e0}");
+    assert!(e1.contains("last_bucket_mb NaN"), "{e1}");
 }
 
 #[test]

@@ -58,8 +58,9 @@ pub struct DdpOptions {
     /// after the norm, beside the AdamW of every other bucket, which goes first
     /// (`ddp::tail`). `None`: `DDP_SPLIT_LATE_STAGES`, else [`crate::tail::LATE_STAGES`].
     pub late_gathers: Option<usize>,
-    /// The model's first stages, up to this many MiB, go apart in a bucket launched last ([`crate::buckets::last_apart`]; `ddp::tail`). `None`: `DDP_LAST_BUCKET_MB`,
-    /// else 0 (off). Ranks compare it to 1/16 MiB.
+    /// The model's first stages, up to this many MiB, go apart in a bucket launched last
+    /// ([`crate::buckets::last_apart`]; `ddp::tail`). `None`: `DDP_LAST_BUCKET_MB`, else 0
+    /// (off). Ranks compare it to 1/16 MiB.
     pub last_bucket_mb: Option<f64>,
     /// Every rank's batches hold as many tokens: where the model's stage 0 is an embedding
     /// table ([`seam::StagedModel::rows_stage0`]), a step gathers every rank's rows of its
@@ -106,6 +107,14 @@ impl DdpOptions {
             }
         }
         seam::gemm_sms::check_carveout(device, self.gemm_sm_carveout)?;
+        if let Some(mb) = self
+            .last_bucket_mb
+            .filter(|mb| !(mb.is_finite() && *mb >= 0.0))
+        {
+            return Err(DdpError::Input(format!(
+                "last_bucket_mb {mb}: expected the MiB (a number >= 0) of the first stages to launch apart, last"
+            )));
+        }
         if self.split && (self.reduce_scatter || self.release_gradients) {
             return Err(DdpError::Input(
                 "split all-reduce (DDP) with reduce_scatter or release_gradients (ZeRO): choose one".into(),
