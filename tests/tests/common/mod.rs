@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod reference_step;
+
 use candle_core::{Device, Tensor};
 use model::{AdamW, AdamWConfig, Batch, LmConfig, StagedModel, ToyModel, TransformerLm};
 use rand::{Rng, SeedableRng};
