@@ -176,8 +176,44 @@ fn parse_switch(var: &str, v: Option<&str>, (one, zero): (&str, &str)) -> Result
     }
 }
 
+/// A MiB environment variable of ddp's (`DDP_SPLIT_GATHER_MB`, `DDP_LAST_BUCKET_MB`):
+/// `None` unset or empty, else a number >= 0; another value is an error naming the
+/// variable and `what` it gives.
+pub(crate) fn mib(var: &str, what: &str) -> Result<Option<f64>> {
+    parse_mib(var, std::env::var(var).ok().as_deref(), what)
+}
+
+fn parse_mib(var: &str, v: Option<&str>, what: &str) -> Result<Option<f64>> {
+    match v {
+        None | Some("") => Ok(None),
+        Some(v) => match v.parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb >= 0.0 => Ok(Some(mb)),
+            _ => Err(DdpError::Input(format!(
+                "{var}={v}: expected {what} (a number >= 0)"
+            ))),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mib_is_a_number_of_at_least_0_or_unset_and_anything_else_names_the_variable() {
+        let p = |v| super::parse_mib("DDP_X_MB", v, "the MiB of x");
+        assert_eq!((p(None).unwrap(), p(Some("")).unwrap()), (None, None));
+        assert_eq!(
+            (p(Some("12.5")).unwrap(), p(Some("0")).unwrap()),
+            (Some(12.5), Some(0.0))
+        );
+        for bad in ["-3", "NaN", "inf", "x"] {
+            let e = p(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("DDP_X_MB={bad}: expected the MiB of x")),
+                "{e}"
+            );
+        }
+    }
+
     #[test]
     fn a_switch_is_1_0_or_unset_and_anything_else_names_the_variable() {
         let p = |v| super::parse_switch("DDP_X", v, ("on", "off"));

@@ -303,15 +303,9 @@ fn groups(sizes: &[usize], group_bytes: usize) -> Vec<Vec<usize>> {
 /// Bytes of gradients a split all-reduce gathers in one launch (after the first bucket,
 /// alone): `DDP_SPLIT_GATHER_MB` (MiB; 0: one bucket a launch), 100 MiB by default.
 fn gather_bytes() -> Result<usize> {
-    match std::env::var("DDP_SPLIT_GATHER_MB").ok().as_deref() {
-        None | Some("") => Ok(100 << 20),
-        Some(v) => match v.parse::<f64>() {
-            Ok(mb) if mb.is_finite() && mb >= 0.0 => Ok((mb * (1 << 20) as f64) as usize),
-            _ => Err(DdpError::Input(format!(
-                "DDP_SPLIT_GATHER_MB={v}: expected the MiB of gradients one gather launch takes (a number >= 0)"
-            ))),
-        },
-    }
+    let what = "the MiB of gradients one gather launch takes";
+    let mb = crate::options::mib("DDP_SPLIT_GATHER_MB", what)?.unwrap_or(100.0);
+    Ok((mb * (1 << 20) as f64) as usize)
 }
 
 /// Whether a split all-reduce gathers during the backward: `DDP_SPLIT_EARLY` (1 or 0);

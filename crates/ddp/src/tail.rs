@@ -55,9 +55,8 @@ pub(crate) fn resolved(mut opts: DdpOptions) -> Result<DdpOptions> {
         opts.tail_stages = Some(stages("DDP_TAIL_STAGES", tail)?.unwrap_or(0));
     }
     if opts.last_bucket_mb.is_none() {
-        opts.last_bucket_mb = Some(last_mb(
-            std::env::var("DDP_LAST_BUCKET_MB").ok().as_deref(),
-        )?);
+        let last = "the MiB of the model's first stages to launch apart, last";
+        opts.last_bucket_mb = Some(crate::options::mib("DDP_LAST_BUCKET_MB", last)?.unwrap_or(0.0));
     }
     let late = "whose gathers wait for the norm (split DDP, gathers in the backward)";
     if opts.late_gathers.is_none() {
@@ -111,19 +110,6 @@ fn parse(var: &str, v: Option<&str>, what: &str) -> Result<Option<usize>> {
     }
 }
 
-/// `DDP_LAST_BUCKET_MB`: MiB (0, or unset, for none).
-fn last_mb(v: Option<&str>) -> Result<f64> {
-    match v {
-        None | Some("") => Ok(0.0),
-        Some(s) => match s.parse::<f64>() {
-            Ok(mb) if mb.is_finite() && mb >= 0.0 => Ok(mb),
-            _ => Err(DdpError::Input(format!(
-                "DDP_LAST_BUCKET_MB={s}: expected the MiB (a number >= 0) of the last bucket's first stages to launch apart, last"
-            ))),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -133,9 +119,5 @@ mod tests {
         assert_eq!(parse(Some("7")).unwrap(), Some(7));
         let e = parse(Some("-1")).unwrap_err().to_string();
         assert!(e.contains("DDP_TAIL_STAGES=-1"), "{e}");
-        assert_eq!(super::last_mb(Some("12.5")).unwrap(), 12.5);
-        assert_eq!(super::last_mb(None).unwrap(), 0.0);
-        let e = super::last_mb(Some("-3")).unwrap_err().to_string();
-        assert!(e.contains("DDP_LAST_BUCKET_MB=-3"), "{e}");
     }
 }
