@@ -30,25 +30,73 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> C;
 __device__ __forceinline__ int sf(int T, int E) { return max(T, E) + 4; }
 __device__ __forceinline__ int sh(int T) { return T + 8; }
 
-// rows × E elements from src (row stride lds) to dst (row stride ldd), by the whole block;
-// when `rotate`, each interleaved pair of row r turned by RoPE's angle (cos, sin: (T, E / 2)
-// tables) as qkv_rope_split does (f32, rounded once).
+// 16 bytes from global src to shared dst by cp.async: issued, not waited (wait_all is).
+__device__ __forceinline__ void async16(bf16 *dst, const bf16 *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src));
+}
+__device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// q, k and v, T rows of E each, from the qkv rows (q's first; k's ldy on, v's 2 · ldy;
+// rows ldr apart) to shared rows of E + 8, q and k turned by RoPE's angle (cos, sin: (T,
+// E / 2) tables) as qkv_rope_split turns them (f32, rounded once). Every load is in flight
+// at once: v's by cp.async (waited at the end), then q's and k's 16-byte chunks with their
+// angles, G chunks of each a thread, before any is turned and stored. Until session 58 a
+// loop took a chunk at a time, each waiting a memory latency: 12 in a row at E = 64, the
+// kernels' largest stall (call 325). The block has 2T threads (T / 16 warps), so a thread
+// has E / 16 chunks of each.
 template <int E>
-__device__ __forceinline__ void stage(const bf16 *src, size_t lds, bf16 *dst, int ldd, int rows,
-                                      const float *cos_t = nullptr, const float *sin_t = nullptr,
-                                      bool rotate = false) {
-  for (int c = threadIdx.x; c < rows * (E / 8); c += blockDim.x) {
-    const int r = c / (E / 8), col = (c % (E / 8)) * 8;
-    if (!rotate) {
-      *reinterpret_cast<uint4 *>(dst + r * ldd + col) = *reinterpret_cast<const uint4 *>(src + r * lds + col);
-      continue;
-    }
-    float f[8];
-    load16(src + r * lds + col, f);
-    const int at = r * (E / 2) + col / 2;
-    rope_turn4(f, cos_t + at, sin_t + at, false);
-    store16(dst + r * ldd + col, f);
+__device__ __forceinline__ void stage_qkv(const bf16 *rows, size_t ldy, size_t ldr, bf16 *qs, bf16 *ks,
+                                          bf16 *vs, int T, const float *cos_t, const float *sin_t) {
+  constexpr int CH = E / 8, PER = E / 16, G = PER < 4 ? PER : 4, LE = E + 8;
+  const int n = T * CH;
+#pragma unroll
+  for (int i = 0; i < PER; i++) {
+    const int c = threadIdx.x + i * blockDim.x, r = c / CH, col = (c % CH) * 8;
+    if (c < n) async16(vs + r * LE + col, rows + 2 * ldy + r * ldr + col);
   }
+#pragma unroll
+  for (int g = 0; g < PER; g += G) {
+    uint4 q[G], k[G];
+    float4 cs[G][2], sn[G][2];
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+      const int c = threadIdx.x + (g + i) * blockDim.x, r = c / CH, col = (c % CH) * 8;
+      if (c >= n) continue;
+      q[i] = *reinterpret_cast<const uint4 *>(rows + r * ldr + col);
+      k[i] = *reinterpret_cast<const uint4 *>(rows + ldy + r * ldr + col);
+      const int at = r * (E / 2) + col / 2;
+      cs[i][0] = *reinterpret_cast<const float4 *>(cos_t + at);
+      cs[i][1] = *reinterpret_cast<const float4 *>(cos_t + at + 4);
+      sn[i][0] = *reinterpret_cast<const float4 *>(sin_t + at);
+      sn[i][1] = *reinterpret_cast<const float4 *>(sin_t + at + 4);
+    }
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+      const int c = threadIdx.x + (g + i) * blockDim.x, r = c / CH, col = (c % CH) * 8;
+      if (c >= n) continue;
+      const float *ca = reinterpret_cast<const float *>(cs[i]), *sa = reinterpret_cast<const float *>(sn[i]);
+      float f[8];
+      load16(reinterpret_cast<const bf16 *>(&q[i]), f);
+      rope_turn4(f, ca, sa, false);
+      store16(qs + r * LE + col, f);
+      load16(reinterpret_cast<const bf16 *>(&k[i]), f);
+      rope_turn4(f, ca, sa, false);
+      store16(ks + r * LE + col, f);
+    }
+  }
+  wait_all();
+}
+
+// rows × E elements from src (row stride lds) to shared rows of E + 8, by the whole block's
+// cp.async: issued and waited.
+template <int E> __device__ __forceinline__ void stage_async(const bf16 *src, size_t lds, bf16 *dst, int rows) {
+  constexpr int CH = E / 8, LE = E + 8;
+  for (int c = threadIdx.x; c < rows * CH; c += blockDim.x) {
+    const int r = c / CH, col = (c % CH) * 8;
+    async16(dst + r * LE + col, src + r * lds + col);
+  }
+  wait_all();
 }
 
 // A warp's share of a 16 × E output strip: accumulators acc[m] for the 16-column tiles
@@ -102,9 +150,7 @@ __device__ void attn_fwd(const bf16 *qkv, const float *cos_t, const float *sin_t
   bf16 *p = reinterpret_cast<bf16 *>(strips + (W / 2) * 16 * SF) + pair * 16 * SH;
   const size_t ldy = (size_t)H * E, ldr = 3 * ldy;
   const bf16 *rows = qkv + (size_t)b * T * ldr + (size_t)h * E;
-  stage<E>(rows, ldr, qs, LE, T, cos_t, sin_t, true);
-  stage<E>(rows + ldy, ldr, ks, LE, T, cos_t, sin_t, true);
-  stage<E>(rows + 2 * ldy, ldr, vs, LE, T);
+  stage_qkv<E>(rows, ldy, ldr, qs, ks, vs, T, cos_t, sin_t);
   __syncthreads();
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - pair : pair, i0 = st * 16;
@@ -213,9 +259,7 @@ __device__ void attn_bwd(const bf16 *qkv, const float *cos_t, const float *sin_t
   const bf16 *ph = pg + (size_t)bh * T * T;
   const bf16 *dyh = dy + (size_t)b * T * ldy + (size_t)h * E, *yh = y + (size_t)b * T * ldy + (size_t)h * E;
   const bf16 *rows = qkv + (size_t)b * T * ldr + (size_t)h * E;
-  stage<E>(rows, ldr, qs, LE, T, cos_t, sin_t, true);
-  stage<E>(rows + ldy, ldr, ks, LE, T, cos_t, sin_t, true);
-  stage<E>(rows + 2 * ldy, ldr, vs, LE, T);
+  stage_qkv<E>(rows, ldy, ldr, qs, ks, vs, T, cos_t, sin_t);
   __syncthreads();
   // Lane l works on row l / 2 of a tile, columns (l & 1) · 8 .. + 8.
   const int rr = lane >> 1, cc = (lane & 1) * 8;
@@ -265,7 +309,7 @@ __device__ void attn_bwd(const bf16 *qkv, const float *cos_t, const float *sin_t
     }
   }
   __syncthreads();
-  stage<E>(dyh, ldy, vs, LE, T);  // v is done with: dY in its place
+  stage_async<E>(dyh, ldy, vs, T);  // v is done with: dY in its place
   __syncthreads();
   for (int half = 0; half < 2; half++) {
     const int st = half ? W - 1 - pair : pair, i0 = st * 16;
