@@ -26,7 +26,7 @@ pub mod shape;
 pub mod strategy;
 pub mod time;
 
-pub use attention::{attention, Attention};
+pub use attention::{attention, whole, Attention};
 pub use plan::{paper, plan, Bytes, Input, Phase, Row, Strategy, WORLDS};
 pub use report::{check, fitting, fitting_text, table};
 pub use shape::{size_names, Kind, Shape, SIZES};

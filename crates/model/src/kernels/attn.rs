@@ -3,13 +3,13 @@
 //! rows and the projection's gradient rows as they are, and writes ∂qkv in the qkv rows'
 //! layout (∂q, ∂k turned back). Two kinds of kernel, by the sequence t:
 //!
-//! - t a multiple of 32 up to 128 (fused.cu `attn_fwd_e*_bf16`, `attn_bwd_e*_bf16`;
-//!   kernels/attn.cuh): one kernel a direction, roping q and k as it loads the rows; one
-//!   block per (batch, head), the scores and their gradient in shared
+//! - t a multiple of 32 up to 128 where t is not one of 64 (fused.cu `attn_fwd_e*_bf16`,
+//!   `attn_bwd_e*_bf16`; kernels/attn.cuh): one kernel a direction, roping q and k as it
+//!   loads the rows; one block per (batch, head), the scores and their gradient in shared
 //!   memory as f32; it keeps the probabilities P (b, h, t, t) for the backward. It replaces
 //!   the q/k/v split and its merge, six batched GEMMs (76 TFLOP/s at batch 32 on
 //!   nvidia-h200, run 32), the two softmax kernels and two head transposes.
-//! - t a multiple of 64 above 128 (`flash_fwd_e*_bf16`, `flash_bwd_kv_e*_bf16` then
+//! - t a multiple of 64 (`flash_fwd_e*_bf16`, `flash_bwd_kv_e*_bf16` then
 //!   `flash_bwd_q_e*_bf16`, through each pair of tiles' dSᵀ; `flash_fwd2`, `flash_bwd_q2`
 //!   with 128 queries a block where t is a multiple of 128;
 //!   kernels/flash.cuh on mma.cuh): tiled as FlashAttention-2, no t × t matrix anywhere,
@@ -17,8 +17,10 @@
 //!   backward makes P again from it. The forward first splits the rows into heads
 //!   (3, b, h, t, e), q and k roped (`qkv_rope_split`), so that the kernels load each tile
 //!   with cp.async while they compute on the last; the backward starts from those heads,
-//!   kept in the rows' place (as many elements).
-//!   `MODEL_ATTN_TILED=0` turns it off (the composed ops run instead), to measure against.
+//!   kept in the rows' place (as many elements). Since session 58 it also takes 64 and 128
+//!   tokens (`memplan::attention`'s doc has the measurement).
+//!   `MODEL_ATTN_TILED=0` turns it off, to measure against: the one-block kernel then takes
+//!   64 and 128 tokens, the composed ops longer sequences.
 //!
 //! Both need e a multiple of 16 up to 128 (the rule: `memplan::attention`, which the memory
 //! plan reads too). Where neither applies (not CUDA, not bf16, other shapes) the callers get
@@ -29,17 +31,21 @@ use crate::error::Result;
 use crate::plan::Attention as Kernel;
 use candle_core::{DType, Tensor};
 
-/// Whether `MODEL_ATTN_TILED` leaves the tiled kernel on (anything but `0`), read once.
-fn tiled_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MODEL_ATTN_TILED").as_deref() != Ok("0"))
+/// Whether `MODEL_ATTN_TILED=0` turns the tiled kernel off, read once.
+fn tiled_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("MODEL_ATTN_TILED").as_deref() == Ok("0"))
 }
 
-/// The kernel for sequence t and head width e ([`crate::plan::attention`]) on CUDA, the tiled
-/// one unless `MODEL_ATTN_TILED=0`, if one applies.
+/// The kernel for sequence t and head width e ([`crate::plan::attention`]) on CUDA, if one
+/// applies; where `MODEL_ATTN_TILED=0`, the one-block kernel in the tiled one's place up to
+/// 128 tokens, and none above.
 fn kernel(qkv: &Tensor, t: usize, e: usize) -> Option<Kernel> {
     let bf16 = qkv.device().is_cuda() && qkv.dtype() == DType::BF16;
-    crate::plan::attention(bf16, t, e).filter(|&k| k == Kernel::Whole || tiled_on())
+    match crate::plan::attention(bf16, t, e)? {
+        Kernel::Tiled if tiled_off() => crate::plan::whole(t).then_some(Kernel::Whole),
+        k => Some(k),
+    }
 }
 
 /// Softmax(scale · q kᵀ, causal) and its product with v, with q, k, v (q and k roped by the
