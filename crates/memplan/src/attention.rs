@@ -8,8 +8,9 @@ pub enum Attention {
     /// 32 (query strips of 16 in pairs) up to 128; the rule takes it at 32 and 96.
     Whole,
     /// Tiles of 64 queries or keys, keeping each row's log-sum-exp (b, h, t) f32: t a
-    /// multiple of 64. At 128 tokens it took xl bf16's step 0.3 ms below `Whole`'s (call
-    /// 327, nvidia-h200: 40.25 and 40.14 ms against 40.54 and 40.47), at 0.22 GiB less.
+    /// multiple of 64. At 8 × 128 tokens on one H200 it took the step below `Whole`'s at
+    /// every head width: xl 0.15-0.31 ms, the 2.7B 0.72, the 6.7B 1.97, at 0.16-0.25 GiB
+    /// less (calls 327-330, docs/results/gpus-s58.md).
     Tiled,
 }
 

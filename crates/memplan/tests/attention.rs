@@ -12,7 +12,7 @@ fn activations(t: usize, rows: usize, bf16: bool) -> u64 {
     plan(&i, Strategy::Single).bytes.activations
 }
 
-/// Above 128 tokens the bf16 attention is tiled and keeps each row's log-sum-exp, no
+/// At multiples of 64 tokens the bf16 attention is tiled and keeps each row's log-sum-exp, no
 /// probabilities: what the same tokens a micro-batch hold grows with the length only by the
 /// tiled backward's dSᵀ of each pair of 64-token tiles, heads·(t + 64)/2 bf16 a token, in
 /// one block's backward. The composed ops (f32) keep heads·t probabilities a token in every

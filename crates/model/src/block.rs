@@ -51,8 +51,8 @@ struct Saved {
 }
 
 /// What the attention's backward starts from: what the attention kernel returned for it
-/// where one ran (the qkv projection's rows up to 128 tokens, roped as loaded; above, the
-/// heads the forward split them into), else q, k, v (b, h, t, e).
+/// where one ran (the qkv projection's rows after the one-block kernel, roped as loaded;
+/// after the tiled one, the heads the forward split them into), else q, k, v (b, h, t, e).
 enum Qkv {
     Kernel(Tensor),
     Heads(Tensor, Tensor, Tensor),
@@ -80,7 +80,7 @@ pub(crate) fn forward(
     let scale = 1.0 / (e as f64).sqrt();
     let tables = [&dims.cos, &dims.sin];
     // bf16 on CUDA: one kernel from the qkv rows (rope, scores, softmax, values, rows; tiled
-    // above 128 tokens); otherwise q, k, v split and roped in one kernel, then composed.
+    // at multiples of 64 tokens); otherwise q, k, v split and roped in one kernel, then composed.
     let (attn, p, y) = match kernels::attn::forward(&qkv, (b, t, h), tables, scale)? {
         Some((saved, p, y)) => {
             mark("fwd/block/attn/core");

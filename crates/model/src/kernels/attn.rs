@@ -51,9 +51,10 @@ fn kernel(qkv: &Tensor, t: usize, e: usize) -> Option<Kernel> {
 /// Softmax(scale · q kᵀ, causal) and its product with v, with q, k, v (q and k roped by the
 /// f32 tables cos, sin (t, e/2)) taken from the qkv projection's rows (b·t, 3·h·e): (the
 /// backward's input, what else it needs, the heads' output as rows (b·t, h·e)), or `None`
-/// where no kernel applies. Up to 128 tokens the backward starts from the rows themselves and
-/// P (b, h, t, t) bf16; above, from the heads the forward split the rows into (3, b, h, t, e),
-/// as many elements, and L (b, h, t) f32.
+/// where no kernel applies. After the one-block kernel (32 and 96 tokens) the backward starts
+/// from the rows themselves and P (b, h, t, t) bf16; after the tiled one (multiples of 64),
+/// from the heads the forward split the rows into (3, b, h, t, e), as many elements, and L
+/// (b, h, t) f32.
 pub(crate) fn forward(
     qkv: &Tensor,
     (b, t, h): (usize, usize, usize),

@@ -172,14 +172,16 @@ pub fn compare_all(dev: &Device, dtype: DType) -> Result<Vec<Comparison>> {
 
     if dev.is_cuda() && dtype == DType::BF16 {
         // The LM's shapes (t 128; e 64, 80 for 2.7B, 128 for 6.7B and 13B), e past a shorter
-        // t, the widest e.
+        // t, the widest e: the tiled kernel at t 64 and 128 since session 58, the one-block
+        // kernel at t 32 and 96 (and at 64 and 128 under MODEL_ATTN_TILED=0).
         for (op, shape) in [
             ("attention", [2usize, 3, 128, 64]),
+            ("attention t96 e64", [2, 3, 96, 64]),
             ("attention e80", [1, 2, 128, 80]),
             ("attention t64 e80", [2, 2, 64, 80]),
             ("attention t32 e128", [1, 2, 32, 128]),
             ("attention e128", [1, 2, 128, 128]),
-            // The tiled kernel (t a multiple of 64 above 128): three tiles (a query tile a
+            // The tiled kernel above 128 tokens: three tiles (a query tile a
             // block), several query tiles per key tile, the widest e and an odd count of
             // 16-column tiles; two query tiles a block where t / 64 is even, at the widest e.
             ("attention tiled t192 e128", [1, 2, 192, 128]),
@@ -269,7 +271,7 @@ fn norm_backward_add(
 
 /// The one-kernel attention (bf16, CUDA), from the qkv rows with RoPE, against the f32
 /// composition (split, rope, scores, softmax, values): value, the worst of P (where the
-/// kernel keeps it, up to 128 tokens) and the output rows; grad, ∂qkv from a random gradient
+/// one-block kernel keeps it: 32 and 96 tokens) and the output rows; grad, ∂qkv from a random gradient
 /// of the rows. An error where two runs of the backward differ in a bit.
 fn attention(op: &'static str, [b, h, t, e]: [usize; 4], dev: &Device) -> Result<Comparison> {
     let scale = 1.0 / (e as f64).sqrt();
