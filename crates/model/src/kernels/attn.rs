@@ -246,6 +246,12 @@ mod imp {
         })
     }
 
+    /// The lanes `flash_dot` gives a row of e (flash.cuh `dot_lanes`): e / 8 chunks of 16
+    /// bytes, rounded up to a power of two.
+    fn dot_lanes(e: usize) -> usize {
+        (e / 8).next_power_of_two().max(2)
+    }
+
     /// D = dY · Y of every row and head, (b, h, t) f32 (`flash_dot_e*_bf16`).
     fn dot(
         (b, t, h, e): (usize, usize, usize, usize),
@@ -258,7 +264,7 @@ mod imp {
                 ins,
                 out_dtype: DType::F32,
                 out_len: b * h * t,
-                grid: (b * t * h).div_ceil(256),
+                grid: (b * t * h * dot_lanes(e)).div_ceil(256),
                 block: 256,
                 n: [b, h, t],
                 f: 0.0,
