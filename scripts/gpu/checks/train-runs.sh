@@ -50,6 +50,8 @@
 #       REGEX after SKIP inside bench profile of SIZE at 8 x 1024 with VARIANT's binaries:
 #       duration, DRAM throughput and bytes read, L2 hit rate, tensor pipe ($R/ncu-*.csv);
 #       ncusum prints every such file's rows.
+#   ncudur FILE: the durations (gpu__time_duration.sum, with its unit) of the launches in one
+#       such CSV (`ncu --metrics gpu__time_duration.sum --csv --page raw`); $NCU: Nsight Compute.
 #   beside1k NAME MODEL STEPS VARIANT: `train run` of MODEL on one GPU, 8 sequences of 1024
 #       tokens, STEPS steps captured (run NAME): its step and peak; then PyTorch's trainer in
 #       VARIANT at the same shape (torchc).
@@ -206,6 +208,16 @@ NCU_M="gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 ncukern() { use $1; timeout 150 ncu --clock-control none --cache-control none --kernel-name regex:"$3" --launch-skip $4 --launch-count $5 \
   --metrics $NCU_M --csv --page raw bin/bench profile --size $2 --dtype bf16 --context 1024 --out /tmp/kp.jsonl --svg-dir /tmp/svg \
   > "$R/ncu-$1-$2-$6.csv" 2> "$R/ncu-$1-$2-$6.err"; echo "ncu $1 $2 $6 rc=$?"; use new; }
+NCU="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"; [ -n "$NCU" ] || NCU=ncu
+ncudur() { python3 - "$1" <<'PY'
+import csv, io, sys
+t = open(sys.argv[1]).read(); i = t.find('"ID"')
+rows = list(csv.reader(io.StringIO(t[i:]))) if i >= 0 else []
+if not rows: print("no rows"); sys.exit()
+h, u = rows[0], rows[1]; k = h.index("gpu__time_duration.sum")
+print(u[k], " ".join(r[k] for r in rows[2:]))
+PY
+}
 ncusum() { python3 - "$R" <<'PY'
 import csv, glob, io, sys
 for f in sorted(glob.glob(sys.argv[1] + "/ncu-*.csv")):

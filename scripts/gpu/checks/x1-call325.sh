@@ -5,7 +5,6 @@
 # sections on one launch of each inside `bench single`: speed of light, occupancy, launch,
 # warp states, scheduler, memory.
 CALL=c325; TABLE_ONLY=none; source "$(dirname "$0")/train-runs.sh"
-NCU="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"; [ -n "$NCU" ] || NCU=ncu
 for k in fwd bwd; do
   timeout 200 "$NCU" --clock-control none --kernel-name regex:"attn_${k}_e64" --launch-skip 60 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \

@@ -9,21 +9,11 @@
 #    each pair's losses and norms compared bit for bit.
 CALL=c326; TABLE_ONLY=; source "$(dirname "$0")/train-runs.sh"
 for z in old/bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done; cp bin/comm-launch old/bin/
-NCU="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"; [ -n "$NCU" ] || NCU=ncu
-dur() { python3 - "$1" <<'PY'
-import csv, io, sys
-t = open(sys.argv[1]).read(); i = t.find('"ID"')
-rows = list(csv.reader(io.StringIO(t[i:]))) if i >= 0 else []
-if not rows: print("no rows"); sys.exit()
-h, u = rows[0], rows[1]; k = h.index("gpu__time_duration.sum")
-print(u[k], " ".join(r[k] for r in rows[2:]))
-PY
-}
 for v in old new; do use $v; for k in fwd bwd; do
   timeout 120 "$NCU" --clock-control none --kernel-name regex:"attn_${k}_e64" --launch-skip 60 --launch-count 3 \
     --metrics gpu__time_duration.sum --csv --page raw bin/bench single --size xl --dtype bf16 --mode step \
     --warmup 2 --steps 1 --batch 8 --out /tmp/s.jsonl > "$R/ncu-$v-$k.csv" 2> /dev/null
-  echo "ncu $v attn_${k}_e64: $(dur "$R/ncu-$v-$k.csv")"
+  echo "ncu $v attn_${k}_e64: $(ncudur "$R/ncu-$v-$k.csv")"
 done; done; use new; pack
 modelcheck attention
 xl t-1 1 single

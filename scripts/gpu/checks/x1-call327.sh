@@ -7,7 +7,6 @@
 # 2. Nsight Compute: each attention kernel's duration inside `bench single`, both ways;
 # 3. `train run` single, 20 steps, one GEMM table, interleaved; bits compared.
 CALL=c327; TABLE_ONLY=; source "$(dirname "$0")/train-runs.sh"
-NCU="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"; [ -n "$NCU" ] || NCU=ncu
 MODEL_ATTN_TILED=128 modelcheck attention
 kern() { python3 - "$1" <<'PY'
 import csv, io, sys, collections

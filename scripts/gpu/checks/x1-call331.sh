@@ -8,25 +8,15 @@
 # 3. `train run` single, xl bf16, 8 x 128, 20 steps, one GEMM table, new and old interleaved.
 CALL=c331; TABLE_ONLY=; source "$(dirname "$0")/train-runs.sh"
 for z in old/bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done; cp bin/comm-launch old/bin/
-NCU="$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)"; [ -n "$NCU" ] || NCU=ncu
-dur() { python3 - "$1" <<'PY'
-import csv, io, sys
-t = open(sys.argv[1]).read(); i = t.find('"ID"')
-rows = list(csv.reader(io.StringIO(t[i:]))) if i >= 0 else []
-if not rows: print("no rows"); sys.exit()
-h, u = rows[0], rows[1]; k = h.index("gpu__time_duration.sum")
-print(u[k], " ".join(r[k] for r in rows[2:]))
-PY
-}
 for v in old new; do use $v
   timeout 100 "$NCU" --clock-control none --kernel-name regex:"flash_dot" --launch-skip 100 --launch-count 3 \
     --metrics gpu__time_duration.sum --csv --page raw bin/bench single --size xl --dtype bf16 --mode step \
     --warmup 2 --steps 1 --batch 8 --out /tmp/s.jsonl > "$R/ncu-$v-128.csv" 2> /dev/null
-  echo "ncu $v flash_dot 8x128: $(dur "$R/ncu-$v-128.csv")"
+  echo "ncu $v flash_dot 8x128: $(ncudur "$R/ncu-$v-128.csv")"
   timeout 120 "$NCU" --clock-control none --kernel-name regex:"flash_dot" --launch-skip 60 --launch-count 3 \
     --metrics gpu__time_duration.sum --csv --page raw bin/bench profile --size xl --dtype bf16 --context 1024 \
     --out /tmp/kp.jsonl --svg-dir /tmp/svg > "$R/ncu-$v-1024.csv" 2> /dev/null
-  echo "ncu $v flash_dot 8x1024: $(dur "$R/ncu-$v-1024.csv")"
+  echo "ncu $v flash_dot 8x1024: $(ncudur "$R/ncu-$v-1024.csv")"
 done; use new; pack
 modelcheck "attention\|fail"
 xl t-1 1 single
