@@ -19,10 +19,9 @@
 //!   largest first to the least loaded rank) or slices (ZeRO-1: Ψ/N).
 //! - Activations the hand-written backward keeps per block (`model::block`): x, h1, qkv
 //!   (3d), y, x2, h2, the SwiGLU's a, b, s (3·d_ff) and the probabilities (heads·t) per
-//!   token (where the bf16 attention is tiled, at multiples of 64 tokens: each head's log-sum-exp
-//!   instead); the head's input
-//!   and norm (2d) and the logits with their gradient (2·vocab). A block's backward adds
-//!   its own temporaries.
+//!   token (where the bf16 attention is tiled, at multiples of 64 tokens: each head's
+//!   log-sum-exp instead); the head's input and norm (2d) and the logits with their
+//!   gradient (2·vocab). A block's backward adds its own temporaries.
 //! - `sharded`'s step with clipping scales a f32 copy of every gradient (`seam::clip::scale`)
 //!   and each owner's parameters travel as one flat f32 buffer; ZeRO-1 gathers its flat
 //!   parts into a f32 buffer. Above one rank NCCL's own buffers ([`NCCL_RESERVE`]) and

@@ -3,10 +3,10 @@
 //! rows and the projection's gradient rows as they are, and writes ∂qkv in the qkv rows'
 //! layout (∂q, ∂k turned back). Two kinds of kernel, by the sequence t:
 //!
-//! - t a multiple of 32 up to 128 where t is not one of 64 (fused.cu `attn_fwd_e*_bf16`,
-//!   `attn_bwd_e*_bf16`; kernels/attn.cuh): one kernel a direction, roping q and k as it
-//!   loads the rows; one block per (batch, head), the scores and their gradient in shared
-//!   memory as f32; it keeps the probabilities P (b, h, t, t) for the backward. It replaces
+//! - t 32 or 96 (fused.cu `attn_fwd_e*_bf16`, `attn_bwd_e*_bf16`; kernels/attn.cuh; any
+//!   multiple of 32 up to 128 where `MODEL_ATTN_TILED=0`): one kernel a direction, roping
+//!   q and k as it loads the rows; one block per (batch, head), the scores and their
+//!   gradient in shared memory as f32; it keeps the probabilities P (b, h, t, t) for the backward. It replaces
 //!   the q/k/v split and its merge, six batched GEMMs (76 TFLOP/s at batch 32 on
 //!   nvidia-h200, run 32), the two softmax kernels and two head transposes.
 //! - t a multiple of 64 (`flash_fwd_e*_bf16`, `flash_bwd_kv_e*_bf16` then
