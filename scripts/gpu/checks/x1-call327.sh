@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Session 58, call 327 (nvidia-h200): the tiled (FlashAttention-2) kernels at 128 tokens in
 # the one-block kernel's place (MODEL_ATTN_TILED=128), against the default, xl bf16, 8 x 128.
+# MODEL_ATTN_TILED=128 was an experiment switch, never committed: this call's binaries were
+# 700f243 with it. 38121e4 made the tiled kernel the rule at 128 tokens instead; with its
+# binaries compare the default against MODEL_ATTN_TILED=0, as x1-call328.sh does.
 # Written before: unknown sign; the one-block kernels take about 62 us a layer (call 326),
 # the tiled path adds the split into heads and D, and has 4-warp blocks at 4 a SM.
 # 1. bench model-check's attention rows with MODEL_ATTN_TILED=128;
