@@ -14,7 +14,7 @@
 // 126 µs per layer on nvidia-h200) each warp's chain of dependent tile steps was the limit. Part of fused.cu (see its header for the
 // kernels' arguments).
 #pragma once
-#include "common.cuh"
+#include "mma.cuh"
 #include <mma.h>
 
 namespace attn {
@@ -31,10 +31,7 @@ __device__ __forceinline__ int sf(int T, int E) { return max(T, E) + 4; }
 __device__ __forceinline__ int sh(int T) { return T + 8; }
 
 // 16 bytes from global src to shared dst by cp.async: issued, not waited (wait_all is).
-__device__ __forceinline__ void async16(bf16 *dst, const bf16 *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-               "l"(src));
-}
+__device__ __forceinline__ void async16(bf16 *dst, const bf16 *src) { mma::cp16(mma::smem(dst), src); }
 __device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 // q, k and v, T rows of E each, from the qkv rows (q's first; k's ldy on, v's 2 · ldy;

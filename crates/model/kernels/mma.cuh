@@ -20,6 +20,11 @@ namespace mma {
 __device__ __forceinline__ uint32_t smem(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
+// 16 bytes from global src to the shared-memory address at by cp.async: issued, not waited
+// (the attention kernels' staging: attn.cuh, stage.cuh).
+__device__ __forceinline__ void cp16(uint32_t at, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(src));
+}
 // Four 8 × 8 matrices from the shared-memory address (state space .shared) a lane gives.
 __device__ __forceinline__ void ldm(uint32_t (&r)[4], uint32_t at) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

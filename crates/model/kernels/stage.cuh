@@ -22,13 +22,14 @@ template <int E> __device__ __forceinline__ void tile(const bf16 *src, size_t ld
     const uint32_t d = mma::smem(dst + r * LE + col);
 #pragma unroll
     for (unsigned i = 0; i < PER; i++)
+      // As mma::cp16 writes it; through cp16 the odd-tile flash_bwd_q's PTX came out in
+      // another order (session 58), not measured on a GPU, so this one stays spelled out.
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + i * RP * LE * 2), "l"(s + i * RP * ld));
   } else {
 #pragma unroll
     for (unsigned i = 0; i < PER; i++) {
       const unsigned c = threadIdx.x + i * 128, r = c / C, col = c % C * 8;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(dst + r * LE + col)),
-                   "l"(src + r * ld + col));
+      mma::cp16(mma::smem(dst + r * LE + col), src + r * ld + col);
     }
   }
 }
@@ -38,7 +39,7 @@ __device__ __forceinline__ void rows64(const float *a, float *as, const float *b
     const int i = (threadIdx.x & 15) * 4;
     const float *s = threadIdx.x < 16 ? a : b;
     float *d = threadIdx.x < 16 ? as : bs;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mma::smem(d + i)), "l"(s + i));
+    mma::cp16(mma::smem(d + i), s + i);
   }
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
