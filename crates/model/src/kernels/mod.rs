@@ -16,6 +16,8 @@
 //! CI runs it on the CPU, `bench model-check` on the GPU.
 
 pub(crate) mod attn;
+#[cfg(feature = "cuda")]
+mod attn_geometry;
 mod cast;
 pub mod check;
 pub(crate) mod embed;
