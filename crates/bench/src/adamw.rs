@@ -5,9 +5,11 @@
 //! and g in bf16; writes p, m, v and the copy), and the rows give that rate beside a
 //! device-to-device copy's (read and write counted), the memory's rate with nothing else.
 //!
-//! Layouts: `tensorwise` launches once per parameter tensor, as the step does; `flat`
-//! once over one buffer of all of them (the difference is the launches' cost). Each at the
-//! kernel's default grid and at caps on it (the kernel then loops over its elements).
+//! Layouts: `tensorwise` launches once per parameter tensor, as the step did until session
+//! 59; `grouped` up to 64 tensors a launch (`seam::fused_adamw::group`), as the step does
+//! now; `flat` once over one buffer of all of them (the difference is the launches' cost).
+//! `tensorwise` and `flat` also at caps on the grid (the kernel then loops over its
+//! elements).
 
 use anyhow::Result;
 
@@ -130,6 +132,20 @@ pub fn run(cfg: &model::LmConfig, iters: usize) -> Result<Vec<Row>> {
             })?;
             rows.push(row("tensorwise", shapes.len(), cap, bytes, ms));
         }
+        // Up to fa::group::MAX tensors a launch, as the step (seam::fused_adamw::group).
+        let launches = shapes.len().div_ceil(fa::group::MAX);
+        let ms = timed(&mut || {
+            let mut items: Vec<fa::group::Item> = (each.iter_mut())
+                .map(|(p, g, m, c)| fa::group::Item {
+                    p,
+                    g,
+                    moments: m,
+                    copy: Some(c),
+                })
+                .collect();
+            Ok(fa::group::step(&mut items, &s, None, Some(&scale))?)
+        })?;
+        rows.push(row("grouped", launches, None, bytes, ms));
     }
     {
         let mut flat = alloc(&[total])?;

@@ -15,6 +15,8 @@
 
 mod accumcheck;
 mod adamw;
+#[cfg(feature = "cuda")]
+mod adamwcheck;
 mod allreduce;
 mod allreduce_run;
 mod budget;

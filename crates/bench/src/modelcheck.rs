@@ -271,6 +271,11 @@ pub fn print_all() -> Result<()> {
     println!("model-check gradient norm kernel (170 f32/bf16 gradients, offsets 0/1/4, 7 to 2^20+5 elements) vs the host's: worst relative error {d:.2e}; an infinite gradient: NaN coefficient, fused AdamW skips the step: OK");
     let d = fused_adamw_layouts(&gpu)?;
     println!("model-check fused AdamW kernels (f32/bf16 gradients, offsets 0/1/4, 4096/1003 elements) vs candle-op AdamW, 3 steps: max |param diff| = {d:.2e}: OK");
+    #[cfg(feature = "cuda")]
+    {
+        let n = crate::adamwcheck::run(&gpu)?;
+        println!("model-check grouped fused AdamW ({n} tensors, 64 a launch; f32/bf16 gradients at offsets 0/1/4; bf16 copies aligned, unaligned, none) vs the kernel a tensor, 3 steps: parameters, moments and copies bit-identical: OK");
+    }
     for (dtype, c) in fused_kernels(&gpu)? {
         println!(
             "model-check fused {:<20} {dtype:?} vs composition (GPU): value {:.2e}, gradient {:.2e} (relative): OK",

@@ -114,3 +114,89 @@ ADAMW_KERNEL(adamw_f32, adamw, float)
 ADAMW_KERNEL(adamw_f32_gbf16, adamw, __nv_bfloat16)
 ADAMW_KERNEL(adamw_f32_v4, adamw_vec4, float)
 ADAMW_KERNEL(adamw_f32_gbf16_v4, adamw_vec4, __nv_bfloat16)
+
+// Many tensors in one launch (PyTorch's multi_tensor_apply): up to AW_MAX parameters'
+// addresses passed by value (3.6 KB, under the 4 KB of kernel parameters every driver
+// takes). Block b updates AW_BLOCK_ELEMS elements of the tensor k whose blocks
+// bstart[k] .. bstart[k+1] hold b, so the launch has one tail instead of one a tensor.
+// Each element's update is `update` above: the same bits as the kernels one a tensor.
+#define AW_MAX 64
+#define AW_THREADS 256
+#define AW_BLOCK_ELEMS (4 * AW_THREADS)
+
+struct AdamwTable {
+  unsigned long long p[AW_MAX], g[AW_MAX], m[AW_MAX], v[AW_MAX];
+  unsigned long long s16[AW_MAX]; // 0: no bf16 copy
+  unsigned long long n[AW_MAX];
+  unsigned int bstart[AW_MAX + 1];
+  unsigned int count;
+  unsigned long long vec4; // bit k: tensor k's p, m, v 16-byte, g and s16 8-byte aligned
+};
+
+template <typename G>
+__device__ void adamw_table(const AdamwTable &t, const float *__restrict__ s,
+                            const float *__restrict__ gs) {
+  const float sc = gs ? gs[0] : 1.0f;
+  if (!isfinite(sc)) return; // a non-finite norm: the step is skipped, nothing written
+  unsigned int lo = 0, hi = t.count;
+  while (hi - lo > 1) {
+    const unsigned int mid = (lo + hi) / 2;
+    if (t.bstart[mid] <= blockIdx.x) lo = mid;
+    else hi = mid;
+  }
+  const unsigned int k = lo;
+  const unsigned long long n = t.n[k];
+  const unsigned long long base = (unsigned long long)(blockIdx.x - t.bstart[k]) * AW_BLOCK_ELEMS;
+  float *__restrict__ p = reinterpret_cast<float *>(t.p[k]);
+  const G *__restrict__ g = reinterpret_cast<const G *>(t.g[k]);
+  float *__restrict__ m = reinterpret_cast<float *>(t.m[k]);
+  float *__restrict__ v = reinterpret_cast<float *>(t.v[k]);
+  __nv_bfloat16 *__restrict__ s16 = reinterpret_cast<__nv_bfloat16 *>(t.s16[k]);
+  const float decay = s[0], b1 = s[1], b2 = s[2], eps = s[3], step_size = s[4], bc2_sqrt = s[5];
+  const unsigned long long e0 = base + 4 * threadIdx.x;
+  if (((t.vec4 >> k) & 1ull) && e0 + 3 < n) {
+    const unsigned long long i = e0 / 4;
+    float4 gi = grad4(g, i);
+    gi.x *= sc;
+    gi.y *= sc;
+    gi.z *= sc;
+    gi.w *= sc;
+    float4 pi = reinterpret_cast<float4 *>(p)[i], mi = reinterpret_cast<float4 *>(m)[i],
+           vi = reinterpret_cast<float4 *>(v)[i];
+    update(pi.x, gi.x, mi.x, vi.x, decay, b1, b2, eps, step_size, bc2_sqrt);
+    update(pi.y, gi.y, mi.y, vi.y, decay, b1, b2, eps, step_size, bc2_sqrt);
+    update(pi.z, gi.z, mi.z, vi.z, decay, b1, b2, eps, step_size, bc2_sqrt);
+    update(pi.w, gi.w, mi.w, vi.w, decay, b1, b2, eps, step_size, bc2_sqrt);
+    reinterpret_cast<float4 *>(p)[i] = pi;
+    reinterpret_cast<float4 *>(m)[i] = mi;
+    reinterpret_cast<float4 *>(v)[i] = vi;
+    if (s16) {
+      __nv_bfloat162 a = __floats2bfloat162_rn(pi.x, pi.y), b = __floats2bfloat162_rn(pi.z, pi.w);
+      uint2 out;
+      out.x = *reinterpret_cast<unsigned int *>(&a);
+      out.y = *reinterpret_cast<unsigned int *>(&b);
+      reinterpret_cast<uint2 *>(s16)[i] = out;
+    }
+    return;
+  }
+  // Unaligned tensors, and an aligned tensor's last n % 4 elements: one by one, the
+  // block's threads on adjacent elements.
+  for (unsigned int j = 0; j < 4; ++j) {
+    const unsigned long long e = ((t.vec4 >> k) & 1ull) ? e0 + j : base + j * AW_THREADS + threadIdx.x;
+    if (e < n) {
+      update(p[e], grad_f(g[e]) * sc, m[e], v[e], decay, b1, b2, eps, step_size, bc2_sqrt);
+      if (s16) s16[e] = __float2bfloat16(p[e]);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(AW_THREADS)
+    adamw_table_f32(const __grid_constant__ AdamwTable t, const float *__restrict__ s,
+                    const float *__restrict__ gs) {
+  adamw_table<float>(t, s, gs);
+}
+extern "C" __global__ void __launch_bounds__(AW_THREADS)
+    adamw_table_gbf16(const __grid_constant__ AdamwTable t, const float *__restrict__ s,
+                      const float *__restrict__ gs) {
+  adamw_table<__nv_bfloat16>(t, s, gs);
+}

@@ -202,8 +202,8 @@ impl AdamW {
         grads: &[Option<Tensor>],
     ) -> Result<()> {
         let shadows = Some(params.bf16_shadows()).filter(|s| s.enabled());
-        let none = |_| Ok::<(), ModelError>(());
-        self.step_inner(params.vars(), grads, 0..params.len(), none, shadows)
+        let spans: Vec<crate::Span> = params.vars().iter().map(crate::Span::whole).collect();
+        self.step_spans_grouped(&spans, grads, shadows)
     }
 
     /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a
@@ -227,21 +227,8 @@ impl AdamW {
         order: impl IntoIterator<Item = usize>,
         after: impl FnMut(usize) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        self.step_inner(params, grads, order, after, None)
-    }
-
-    fn step_inner<E: From<ModelError>>(
-        &mut self,
-        params: &[Var],
-        grads: &[Option<Tensor>],
-        order: impl IntoIterator<Item = usize>,
-        after: impl FnMut(usize) -> std::result::Result<(), E>,
-        shadows: Option<&crate::shadow::Bf16Shadows>,
-    ) -> std::result::Result<(), E> {
         let spans: Vec<crate::Span> = params.iter().map(crate::Span::whole).collect();
-        let index: Vec<Option<usize>> = (0..params.len()).map(Some).collect();
-        let shadows = shadows.map(|s| (s, &index[..]));
-        self.step_spans_in(&spans, grads, order, after, shadows)
+        self.step_spans_in(&spans, grads, order, after, None)
     }
 
     /// Starts a step over `params` (all of them, in index order) whose parameters are then
@@ -352,16 +339,23 @@ impl AdamW {
         Ok(())
     }
 
-    /// Queues parameter `i`'s update for the current step count (and, with `shadows` on the
-    /// fused path, the write of its bf16 copy).
-    pub(crate) fn update(
+    /// Queues the update of each `(i, g)`, parameter `vars[i]` with gradient `g`, for the
+    /// current step count (and, with `shadows` on the fused path, the write of its bf16
+    /// copy); the fused updates together.
+    pub(crate) fn update_many(
         &mut self,
-        i: usize,
-        p: &Var,
-        g: &Tensor,
+        vars: &[Var],
+        taken: &[(usize, Tensor)],
         shadows: Option<&crate::shadow::Bf16Shadows>,
         on: Option<&crate::in_backward::SideStream>,
     ) -> Result<()> {
-        self.update_span(i, &crate::Span::whole(p), g, shadows.map(|s| (s, i)), on)
+        let spans: Vec<crate::Span> = taken
+            .iter()
+            .map(|(i, _)| crate::Span::whole(&vars[*i]))
+            .collect();
+        let items: Vec<crate::update::SpanUpdate> = (taken.iter().zip(&spans))
+            .map(|((i, g), s)| (*i, s, g, shadows.map(|sh| (sh, *i))))
+            .collect();
+        self.update_spans(&items, on)
     }
 }

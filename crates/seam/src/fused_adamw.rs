@@ -1,7 +1,10 @@
 //! The fused AdamW kernel (kernels/adamw.cu) for f32 parameters on a CUDA device: one
 //! launch per parameter tensor that reads p, g, m, v once and writes p, m, v once. The
 //! moments live in plain device buffers owned by the optimizer (not candle tensors), so a
-//! sharded optimizer can keep only its shard.
+//! sharded optimizer can keep only its shard. [`group`]: many parameters' updates in one
+//! launch (what the step uses).
+
+pub mod group;
 
 use crate::error::{ModelError, Result};
 use candle_core::backend::BackendStorage;

@@ -214,26 +214,22 @@ impl<'a> InBackward<'a> {
         let shadows = Some(self.params.bf16_shadows()).filter(|s| s.enabled());
         let Some(side) = self.side else {
             // Same stream: each gradient is freed after its update, in stream order.
-            for (i, g) in &taken {
-                self.opt.update(*i, &vars[*i], g, shadows, None)?;
-            }
-            return Ok(());
+            return self.opt.update_many(vars, &taken, shadows, None);
         };
         // Everything the side launches read or write exists before the fork.
-        let mut ready = Vec::with_capacity(taken.len());
+        let (mut ready, mut here) = (Vec::with_capacity(taken.len()), Vec::new());
         for (i, g) in taken {
             match self.opt.prepare_side(i, &vars[i], &g, shadows)? {
                 Some(g) => ready.push((i, g)),
-                None => self.opt.update(i, &vars[i], &g, shadows, None)?,
+                None => here.push((i, g)),
             }
         }
+        self.opt.update_many(vars, &here, shadows, None)?;
         if ready.is_empty() {
             return Ok(());
         }
         side.fork()?;
-        for (i, g) in &ready {
-            self.opt.update(*i, &vars[*i], g, shadows, Some(side))?;
-        }
+        self.opt.update_many(vars, &ready, shadows, Some(side))?;
         self.pending
             .push_back((side.done()?, ready.into_iter().map(|(_, g)| g).collect()));
         while self.pending.len() > side.lag {

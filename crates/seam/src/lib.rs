@@ -35,6 +35,7 @@ pub mod shadow;
 pub mod span;
 pub mod staged;
 pub mod staged_norm;
+mod update;
 
 pub use adamw::{AdamW, AdamWConfig, Moment};
 pub use error::{ModelError, Result};

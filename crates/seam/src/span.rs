@@ -19,7 +19,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::adamw::{AdamW, Moment, Moments};
+use crate::adamw::{AdamW, Moment};
 use crate::error::{ModelError, Result};
 use crate::shadow::Bf16Shadows;
 use candle_core::{DType, Device, Tensor, Var};
@@ -61,7 +61,7 @@ impl Span {
     }
 
     /// A detached master's bf16 copy target: its part of the parameter's copy `whole`.
-    fn copy_target(&self, whole: Option<Tensor>, j: usize) -> Result<Tensor> {
+    pub(crate) fn copy_target(&self, whole: Option<Tensor>, j: usize) -> Result<Tensor> {
         let c = whole.ok_or_else(|| {
             ModelError::Input(format!("parameter {j}: a detached master but no bf16 copy"))
         })?;
@@ -168,102 +168,6 @@ impl AdamW {
         v: &[f32],
     ) -> Result<()> {
         self.restore_of(steps, i, &span.view()?, m, v)
-    }
-
-    /// Queues state `i`'s update of `span` with gradient `g` (as many elements, any shape)
-    /// for the current step count; `shadow`: the bf16 copies and the parameter's index
-    /// there, written (fused path) where the span is the whole parameter, else made stale.
-    pub(crate) fn update_span(
-        &mut self,
-        i: usize,
-        span: &Span,
-        g: &Tensor,
-        shadow: Option<(&Bf16Shadows, usize)>,
-        on: Option<&crate::in_backward::SideStream>,
-    ) -> Result<()> {
-        let p = span.view()?;
-        #[cfg(not(feature = "cuda"))]
-        let _ = on;
-        #[cfg(feature = "cuda")]
-        if self.uses_fused(&p) {
-            let mut mom = match self.state[i].take() {
-                Some(Moments::Device(d)) => d,
-                _ => crate::fused_adamw::zero_moments(&p)?,
-            };
-            let s = self.scalars.as_ref().ok_or_else(|| {
-                ModelError::Input("fused AdamW: step scalars not uploaded".into())
-            })?;
-            // The whole copy where the span is the whole parameter; the span's part of it
-            // where the copy alone may carry the value (a ZeRO-1 rank then all-gathers the
-            // copy and holds it: Bf16Shadows::hold).
-            let writes = shadow.filter(|&(sh, j)| span.is_whole() || sh.gatherable(j));
-            let copy = match writes {
-                // A detached master: the copy is the parameter's value, gathered whole.
-                Some((sh, j)) if span.copy_at.is_some() => {
-                    sh.mark_stale(j); // until gathered and held
-                    Some(span.copy_target(sh.copy(j), j)?)
-                }
-                Some((sh, j)) => {
-                    let c = sh.target(j, span.var.as_tensor())?;
-                    Some(match span.is_whole() {
-                        true => c,
-                        false => c.flatten_all()?.narrow(0, span.start, span.len)?,
-                    })
-                }
-                None => None,
-            };
-            let on = on.map(|side| (side.stream(), side.max_blocks()));
-            let scale = self.grad_scale.as_ref();
-            crate::fused_adamw::step(&p, g, &mut mom, s, copy.as_ref(), on, scale)?;
-            self.state[i] = Some(Moments::Device(mom));
-            match (writes, shadow) {
-                (Some((sh, j)), _) if span.is_whole() => sh.mark_fresh(j),
-                (Some(_), _) => {} // stale (target) until gathered and held
-                (None, Some((sh, j))) => sh.mark_stale(j),
-                _ => {}
-            }
-            return Ok(());
-        }
-        // A non-finite clipping coefficient (a non-finite norm) skips the step, as the fused
-        // kernel does (a host read: this path is the CPU's).
-        if let Some(nc) = &self.grad_scale {
-            let coef = nc
-                .narrow(0, 1, 1)?
-                .to_dtype(candle_core::DType::F32)?
-                .to_vec1::<f32>()?;
-            if !coef[0].is_finite() {
-                return Ok(());
-            }
-        }
-        if let Some((sh, j)) = shadow {
-            sh.mark_stale(j);
-        }
-        let c = self.cfg;
-        let (bc1, bc2_sqrt) = self.bias_corrections();
-        let g = g.flatten_all()?.to_dtype(p.dtype())?;
-        let g = match &self.grad_scale {
-            Some(nc) => g.broadcast_mul(&nc.narrow(0, 1, 1)?.to_dtype(p.dtype())?)?,
-            None => g,
-        };
-        let (m, v) = match self.state[i].take() {
-            Some(Moments::Tensors(m, v)) => (m, v),
-            _ => (g.zeros_like()?, g.zeros_like()?),
-        };
-        let m = ((m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
-        let v = ((v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
-        let decayed = (p * (1.0 - c.lr * c.weight_decay))?;
-        let denom = ((v.sqrt()? / bc2_sqrt)? + c.eps)?;
-        let upd = (m.div(&denom)? * (c.lr / bc1))?;
-        let new = (decayed - upd)?;
-        span.write(&new)?;
-        // A detached master's part of the bf16 copy, as the fused kernel writes it (the
-        // cast, rounding to nearest even), for the step to gather.
-        if let (Some(_), Some((sh, j))) = (span.copy_at, shadow) {
-            let x = new.to_dtype(candle_core::DType::BF16)?.contiguous()?;
-            span.copy_target(sh.copy(j), j)?.slice_set(&x, 0, 0)?;
-        }
-        self.state[i] = Some(Moments::Tensors(m, v));
-        Ok(())
     }
 }
 
