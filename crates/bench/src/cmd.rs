@@ -221,8 +221,9 @@ pub enum Cmd {
     },
     /// A tiny LM on GPU 0 against the CPU: loss and gradients, fp32 and bf16.
     ModelCheck,
-    /// AdamW's fused update alone: parameters shaped as LM `size`'s, one launch per tensor
-    /// and one over a flat buffer, beside a device-to-device copy's rate (GPU 0).
+    /// AdamW's fused update alone: parameters shaped as LM `size`'s, one launch per tensor,
+    /// up to 64 tensors a launch (the step's) and one over a flat buffer, beside a
+    /// device-to-device copy's rate (GPU 0).
     Adamw {
         /// The model whose parameters are updated (tiny, small, medium, large, xl, 2.7B,
         /// 6.7B, 13B).

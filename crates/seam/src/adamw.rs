@@ -203,7 +203,11 @@ impl AdamW {
     ) -> Result<()> {
         let shadows = Some(params.bf16_shadows()).filter(|s| s.enabled());
         let spans: Vec<crate::Span> = params.vars().iter().map(crate::Span::whole).collect();
-        self.step_spans_grouped(&spans, grads, shadows)
+        let index: Vec<Option<usize>> = (0..spans.len()).map(Some).collect();
+        let none = |_| Ok::<(), ModelError>(());
+        let order = 0..spans.len();
+        let shadows = shadows.map(|s| (s, &index[..]));
+        self.step_spans_together(&spans, grads, order, |_, _| true, none, shadows)
     }
 
     /// [`Self::step`], calling `after(i)` as soon as parameter `i`'s update is queued (a

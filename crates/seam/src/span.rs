@@ -113,38 +113,10 @@ impl AdamW {
         params: &[Span],
         grads: &[Option<Tensor>],
         order: impl IntoIterator<Item = usize>,
-        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+        after: impl FnMut(usize) -> std::result::Result<(), E>,
         shadows: Option<(&Bf16Shadows, &[Option<usize>])>,
     ) -> std::result::Result<(), E> {
-        if params.len() != grads.len() {
-            return Err(ModelError::Input(format!(
-                "{} parameters but {} gradients",
-                params.len(),
-                grads.len()
-            ))
-            .into());
-        }
-        let order: Vec<usize> = order.into_iter().collect();
-        let mut seen = vec![false; params.len()];
-        let duplicate_or_out = order
-            .iter()
-            .any(|&i| i >= params.len() || std::mem::replace(&mut seen[i], true));
-        if duplicate_or_out || seen.contains(&false) {
-            return Err(ModelError::Input(format!(
-                "step order {order:?} is not a permutation of 0..{}",
-                params.len()
-            ))
-            .into());
-        }
-        self.begin(params.len(), params.iter().map(|s| s.var.as_tensor()))?;
-        for i in order {
-            let Some(g) = &grads[i] else { continue };
-            let shadow = shadows.and_then(|(sh, ix)| Some((sh, ix.get(i).copied().flatten()?)));
-            self.update_span(i, &params[i], g, shadow, None)?;
-            after(i)?;
-        }
-        self.grad_scale = None;
-        Ok(())
+        self.step_spans_together(params, grads, order, |_, _| false, after, shadows)
     }
 
     /// Span `i`'s moments on the host (`None` before its first step).

@@ -19,45 +19,67 @@ pub(crate) type SpanUpdate<'a> = (
 );
 
 impl AdamW {
-    /// A step over every span with a gradient (`grads[i]` for span `i`), in few launches on
-    /// CUDA; [`Self::step_spans_in`] without a callback.
-    pub(crate) fn step_spans_grouped(
+    /// [`Self::step_spans_in`], the updates of consecutive spans (in `order`) for which
+    /// `together(previous, next)` holds queued together (on CUDA in few launches), and
+    /// `after(i)` called for each of them, in order, once they are queued. ZeRO-1 updates a
+    /// bucket's spans together, then launches its gather.
+    pub fn step_spans_together<E: From<ModelError>>(
         &mut self,
         params: &[Span],
         grads: &[Option<Tensor>],
-        shadows: Option<&Bf16Shadows>,
-    ) -> Result<()> {
+        order: impl IntoIterator<Item = usize>,
+        together: impl Fn(usize, usize) -> bool,
+        mut after: impl FnMut(usize) -> std::result::Result<(), E>,
+        shadows: Option<(&Bf16Shadows, &[Option<usize>])>,
+    ) -> std::result::Result<(), E> {
         if params.len() != grads.len() {
             return Err(ModelError::Input(format!(
                 "{} parameters but {} gradients",
                 params.len(),
                 grads.len()
-            )));
+            ))
+            .into());
+        }
+        let order: Vec<usize> = order.into_iter().collect();
+        let mut seen = vec![false; params.len()];
+        let duplicate_or_out = order
+            .iter()
+            .any(|&i| i >= params.len() || std::mem::replace(&mut seen[i], true));
+        if duplicate_or_out || seen.contains(&false) {
+            return Err(ModelError::Input(format!(
+                "step order {order:?} is not a permutation of 0..{}",
+                params.len()
+            ))
+            .into());
         }
         self.begin(params.len(), params.iter().map(|s| s.var.as_tensor()))?;
-        let items: Vec<SpanUpdate> = (params.iter().zip(grads).enumerate())
-            .filter_map(|(i, (s, g))| Some((i, s, g.as_ref()?, shadows.map(|sh| (sh, i)))))
-            .collect();
-        self.update_spans(&items, None)?;
+        let mut group: Vec<usize> = Vec::new();
+        for (at, &i) in order.iter().enumerate() {
+            group.push(i);
+            let next = order.get(at + 1);
+            if next.is_some_and(|&j| together(i, j)) {
+                continue;
+            }
+            let items: Vec<SpanUpdate> = (group.iter())
+                .filter_map(|&k| {
+                    let shadow =
+                        shadows.and_then(|(sh, ix)| Some((sh, ix.get(k).copied().flatten()?)));
+                    Some((k, &params[k], grads[k].as_ref()?, shadow))
+                })
+                .collect();
+            self.update_spans(&items, None)?;
+            for &k in &items {
+                after(k.0)?;
+            }
+            group.clear();
+        }
         self.grad_scale = None;
         Ok(())
     }
 
-    /// Queues state `i`'s update of `span` with gradient `g` for the current step count;
-    /// `shadow`: the bf16 copies and the parameter's index there, written (fused path)
-    /// where the span is the whole parameter, else made stale.
-    pub(crate) fn update_span(
-        &mut self,
-        i: usize,
-        span: &Span,
-        g: &Tensor,
-        shadow: Option<(&Bf16Shadows, usize)>,
-        on: Option<&crate::in_backward::SideStream>,
-    ) -> Result<()> {
-        self.update_spans(&[(i, span, g, shadow)], on)
-    }
-
-    /// Queues every item's update ([`Self::update_span`]'s), the fused ones together.
+    /// Queues every item's update for the current step count, the fused ones together:
+    /// state `i`'s of its span with its gradient; with bf16 copies, the parameter's copy
+    /// written (fused path) where the span is the whole parameter, else made stale.
     /// `on`: launch them on this side stream instead (the caller orders it; gradients there
     /// must be contiguous f32 or bf16 already, as [`Self::prepare_side`] leaves them).
     pub(crate) fn update_spans(

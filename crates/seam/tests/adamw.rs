@@ -113,3 +113,61 @@ fn step_each_in_follows_the_order_and_matches_step() {
         assert!(err.contains("not a permutation"), "{err}");
     }
 }
+
+/// `step_spans_together` queues a group's updates (consecutive spans in the order for which
+/// the predicate holds) before it calls `after` for any of them: when `after` sees a span,
+/// every span of its group is already updated, and none of the next group is. The
+/// parameters equal `step`'s, a span without a gradient is skipped (no callback).
+#[test]
+fn step_spans_together_updates_a_group_before_its_callbacks() {
+    let dev = Device::Cpu;
+    let make = || -> Vec<Var> {
+        (0..5)
+            .map(|i| Var::from_tensor(&Tensor::new(&[i as f32, 1.0], &dev).unwrap()).unwrap())
+            .collect()
+    };
+    let mut grads: Vec<Option<Tensor>> = (0..5)
+        .map(|i| Some(Tensor::new(&[0.3 * i as f32 - 0.2, 0.7], &dev).unwrap()))
+        .collect();
+    grads[3] = None;
+    let (a, b) = (make(), make());
+    let spans: Vec<seam::Span> = b.iter().map(seam::Span::whole).collect();
+    let (mut oa, mut ob) = (
+        AdamW::new(AdamWConfig::default()).unwrap(),
+        AdamW::new(AdamWConfig::default()).unwrap(),
+    );
+    // Groups in the order [4, 3, 2, 1, 0]: {4, 3, 2} and {1, 0}.
+    let group = |i: usize| usize::from(i < 2);
+    for step in 0..2 {
+        oa.step(&a, &grads).unwrap();
+        let before: Vec<Vec<f32>> = b.iter().map(|v| v.as_tensor().to_vec1().unwrap()).collect();
+        let mut seen = Vec::new();
+        ob.step_spans_together(
+            &spans,
+            &grads,
+            (0..5).rev(),
+            |i, j| group(i) == group(j),
+            |k| {
+                let moved = |j: usize| b[j].as_tensor().to_vec1::<f32>().unwrap() != before[j];
+                for j in [4, 2, 1, 0] {
+                    assert_eq!(
+                        moved(j),
+                        group(j) <= group(k),
+                        "step {step}: span {j} at after({k})"
+                    );
+                }
+                seen.push(k);
+                Ok::<(), seam::ModelError>(())
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(seen, [4, 2, 1, 0]);
+    }
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            x.as_tensor().to_vec1::<f32>().unwrap(),
+            y.as_tensor().to_vec1::<f32>().unwrap()
+        );
+    }
+}

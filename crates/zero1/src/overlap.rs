@@ -315,10 +315,12 @@ impl Zero1Overlap {
             }
             Ok(())
         };
-        self.opt.step_spans_in(
+        // A bucket's spans in few launches, its gather queued after them.
+        self.opt.step_spans_together(
             spans,
             &grads,
             (0..spans.len()).rev(),
+            |k, j| owner[k].0 == owner[j].0,
             |k| -> Result<()> {
                 let (b, who) = owner[k];
                 if open.as_ref().is_some_and(|o| o.0 != b) {
