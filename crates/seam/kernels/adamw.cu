@@ -53,6 +53,40 @@ __device__ __forceinline__ float4 grad4(const __nv_bfloat16 *__restrict__ g, uns
   return make_float4(a.x, a.y, b.x, b.y);
 }
 
+// Four elements at 16-byte vector i: p, m, v, the gradient scaled by sc, and (where s16
+// is not null) the bf16 copy. Both the kernel a tensor and the grouped one run it.
+template <typename G>
+__device__ __forceinline__ void update4(float *__restrict__ p, const G *__restrict__ g,
+                                        float *__restrict__ m, float *__restrict__ v,
+                                        const unsigned long long i, const float decay,
+                                        const float b1, const float b2, const float eps,
+                                        const float step_size, const float bc2_sqrt,
+                                        __nv_bfloat16 *__restrict__ s16, const float sc) {
+  float4 gi = grad4(g, i);
+  gi.x *= sc;
+  gi.y *= sc;
+  gi.z *= sc;
+  gi.w *= sc;
+  float4 *__restrict__ p4 = reinterpret_cast<float4 *>(p);
+  float4 *__restrict__ m4 = reinterpret_cast<float4 *>(m);
+  float4 *__restrict__ v4 = reinterpret_cast<float4 *>(v);
+  float4 pi = p4[i], mi = m4[i], vi = v4[i];
+  update(pi.x, gi.x, mi.x, vi.x, decay, b1, b2, eps, step_size, bc2_sqrt);
+  update(pi.y, gi.y, mi.y, vi.y, decay, b1, b2, eps, step_size, bc2_sqrt);
+  update(pi.z, gi.z, mi.z, vi.z, decay, b1, b2, eps, step_size, bc2_sqrt);
+  update(pi.w, gi.w, mi.w, vi.w, decay, b1, b2, eps, step_size, bc2_sqrt);
+  p4[i] = pi;
+  m4[i] = mi;
+  v4[i] = vi;
+  if (s16) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(pi.x, pi.y), b = __floats2bfloat162_rn(pi.z, pi.w);
+    uint2 out;
+    out.x = *reinterpret_cast<unsigned int *>(&a);
+    out.y = *reinterpret_cast<unsigned int *>(&b);
+    reinterpret_cast<uint2 *>(s16)[i] = out;
+  }
+}
+
 // The same update with 16-byte loads and stores (the launcher picks it when p, m, v and g
 // are 16-/8-byte aligned, i.e. g's start offset is a multiple of 4): four elements per
 // thread per iteration, then the last n % 4 elements one by one.
@@ -65,31 +99,8 @@ __device__ void adamw_vec4(float *__restrict__ p, const G *__restrict__ g, float
   const unsigned long long n4 = n / 4;
   const unsigned long long first = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
   const unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
-  float4 *__restrict__ p4 = reinterpret_cast<float4 *>(p);
-  float4 *__restrict__ m4 = reinterpret_cast<float4 *>(m);
-  float4 *__restrict__ v4 = reinterpret_cast<float4 *>(v);
-  for (unsigned long long i = first; i < n4; i += stride) {
-    float4 gi = grad4(g, i);
-    gi.x *= sc;
-    gi.y *= sc;
-    gi.z *= sc;
-    gi.w *= sc;
-    float4 pi = p4[i], mi = m4[i], vi = v4[i];
-    update(pi.x, gi.x, mi.x, vi.x, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.y, gi.y, mi.y, vi.y, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.z, gi.z, mi.z, vi.z, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.w, gi.w, mi.w, vi.w, decay, b1, b2, eps, step_size, bc2_sqrt);
-    p4[i] = pi;
-    m4[i] = mi;
-    v4[i] = vi;
-    if (s16) {
-      __nv_bfloat162 a = __floats2bfloat162_rn(pi.x, pi.y), b = __floats2bfloat162_rn(pi.z, pi.w);
-      uint2 out;
-      out.x = *reinterpret_cast<unsigned int *>(&a);
-      out.y = *reinterpret_cast<unsigned int *>(&b);
-      reinterpret_cast<uint2 *>(s16)[i] = out;
-    }
-  }
+  for (unsigned long long i = first; i < n4; i += stride)
+    update4(p, g, m, v, i, decay, b1, b2, eps, step_size, bc2_sqrt, s16, sc);
   for (unsigned long long i = 4 * n4 + first; i < n; i += stride) {
     update(p[i], grad_f(g[i]) * sc, m[i], v[i], decay, b1, b2, eps, step_size, bc2_sqrt);
     if (s16) s16[i] = __float2bfloat16(p[i]);
@@ -155,28 +166,7 @@ __device__ void adamw_table(const AdamwTable &t, const float *__restrict__ s,
   const float decay = s[0], b1 = s[1], b2 = s[2], eps = s[3], step_size = s[4], bc2_sqrt = s[5];
   const unsigned long long e0 = base + 4 * threadIdx.x;
   if (((t.vec4 >> k) & 1ull) && e0 + 3 < n) {
-    const unsigned long long i = e0 / 4;
-    float4 gi = grad4(g, i);
-    gi.x *= sc;
-    gi.y *= sc;
-    gi.z *= sc;
-    gi.w *= sc;
-    float4 pi = reinterpret_cast<float4 *>(p)[i], mi = reinterpret_cast<float4 *>(m)[i],
-           vi = reinterpret_cast<float4 *>(v)[i];
-    update(pi.x, gi.x, mi.x, vi.x, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.y, gi.y, mi.y, vi.y, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.z, gi.z, mi.z, vi.z, decay, b1, b2, eps, step_size, bc2_sqrt);
-    update(pi.w, gi.w, mi.w, vi.w, decay, b1, b2, eps, step_size, bc2_sqrt);
-    reinterpret_cast<float4 *>(p)[i] = pi;
-    reinterpret_cast<float4 *>(m)[i] = mi;
-    reinterpret_cast<float4 *>(v)[i] = vi;
-    if (s16) {
-      __nv_bfloat162 a = __floats2bfloat162_rn(pi.x, pi.y), b = __floats2bfloat162_rn(pi.z, pi.w);
-      uint2 out;
-      out.x = *reinterpret_cast<unsigned int *>(&a);
-      out.y = *reinterpret_cast<unsigned int *>(&b);
-      reinterpret_cast<uint2 *>(s16)[i] = out;
-    }
+    update4(p, g, m, v, e0 / 4, decay, b1, b2, eps, step_size, bc2_sqrt, s16, sc);
     return;
   }
   // Unaligned tensors, and an aligned tensor's last n % 4 elements: one by one, the

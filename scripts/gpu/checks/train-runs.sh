@@ -52,6 +52,9 @@
 #       ncusum prints every such file's rows.
 #   ncudur FILE: the durations (gpu__time_duration.sum, with its unit) of the launches in one
 #       such CSV (`ncu --metrics gpu__time_duration.sum --csv --page raw`); $NCU: Nsight Compute.
+#   rows2 [N]: issue 47's world-2 rows (x2-call329.sh's), N (2) times: bench single --clip 1
+#       (xl, steps 6-20, the table $R/gemm-xl.json: run `xl t-1 1 single` first), `train run`
+#       single, zero1 and bucketed:25 at world 2; then `same` on each pair.
 #   beside1k NAME MODEL STEPS VARIANT: `train run` of MODEL on one GPU, 8 sequences of 1024
 #       tokens, STEPS steps captured (run NAME): its step and peak; then PyTorch's trainer in
 #       VARIANT at the same shape (torchc).
@@ -234,5 +237,11 @@ PY
 }
 trace1() { OUT="$R/trace-$1" TRACE_MODEL=$2 TRACE_CONTEXT=$3 TRACE_STRATEGIES=single TRACE_KERNELS=1 TRACE_KEEP=1 \
     timeout ${TMO:-120} bash run.sh trace > /dev/null; echo "trace1 $1 rc=$?"; head -26 "$R/trace-$1/trace.txt"; pack; }
+rows2() { local i; for i in $(seq 1 ${1:-2}); do
+  bin/bench single --size xl --dtype bf16 --mode step --batch 8 --vocab "$vocab" --warmup 5 --steps 15 \
+    --gemm-choices "$R/gemm-xl.json" --clip 1 --out "$R/bench.jsonl" > "$R/bench$i.txt" 2>&1
+  python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; print('bench single --clip 1:', {k: v for k, v in r.items() if 'ms' in k and not isinstance(v, list)})" "$R/bench.jsonl"
+  xl single$i 1 single; xl zero1-$i 2 zero1; xl ddp$i 2 bucketed:25
+done; same single1 single2 0; same zero1-1 zero1-2 0; same ddp1 ddp2 0; }
 beside1k() { train $1 /tmp/r-b $2 1 single 8 $3 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
   echo "$2 8x1024 captured: $(msc $1 8 1024) ms; $(peak $1)"; TV=$4 torchc $2 1024; }

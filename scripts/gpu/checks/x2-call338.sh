@@ -11,11 +11,5 @@
 CALL=c338; TABLE_ONLY=; source "$(dirname "$0")/train-runs.sh"
 eval "export $N"
 xl t-1 1 single
-for i in 1 2; do
-  bin/bench single --size xl --dtype bf16 --mode step --batch 8 --vocab "$vocab" --warmup 5 --steps 15 \
-    --gemm-choices "$R/gemm-xl.json" --clip 1 --out "$R/bench.jsonl" > "$R/bench$i.txt" 2>&1
-  python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])][-1]; print('bench single --clip 1:', {k: v for k, v in r.items() if 'ms' in k and not isinstance(v, list)})" "$R/bench.jsonl"
-  xl single$i 1 single; xl zero1-$i 2 zero1; xl ddp$i 2 bucketed:25
-done
-same single1 single2 0; same zero1-1 zero1-2 0; same ddp1 ddp2 0
+rows2 2
 pack; echo "done $(date -u +%T)"
