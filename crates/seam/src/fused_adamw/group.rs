@@ -46,7 +46,8 @@ pub struct Item<'a> {
     /// The f32 parameter: contiguous, a whole tensor or a view of one (its storage is
     /// written in place).
     pub p: &'a Tensor,
-    /// Its gradient: contiguous f32 or bf16 (anything else is refused: cast it first), as many elements.
+    /// Its gradient: contiguous f32 or bf16 (anything else is refused: cast it first), as
+    /// many elements.
     pub g: &'a Tensor,
     pub moments: &'a mut DeviceMoments,
     /// Where to write the updated parameter in bf16 (contiguous, as many elements).
