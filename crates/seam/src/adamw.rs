@@ -189,8 +189,9 @@ impl AdamW {
     }
 
     /// One step over `params` with `grads` (same order; `None` = no gradient, skipped).
+    /// On CUDA the fused updates go in few launches (`fused_adamw::group`, `cuda` feature).
     pub fn step(&mut self, params: &[Var], grads: &[Option<Tensor>]) -> Result<()> {
-        self.step_each(params, grads, |_| Ok::<(), ModelError>(()))
+        self.step_all(params, grads, None)
     }
 
     /// [`Self::step`] over a [`crate::ParamSet`]: where its bf16 copies are enabled, the fused
@@ -202,7 +203,17 @@ impl AdamW {
         grads: &[Option<Tensor>],
     ) -> Result<()> {
         let shadows = Some(params.bf16_shadows()).filter(|s| s.enabled());
-        let spans: Vec<crate::Span> = params.vars().iter().map(crate::Span::whole).collect();
+        self.step_all(params.vars(), grads, shadows)
+    }
+
+    /// Every parameter's update, in index order, the fused ones together.
+    fn step_all(
+        &mut self,
+        params: &[Var],
+        grads: &[Option<Tensor>],
+        shadows: Option<&crate::shadow::Bf16Shadows>,
+    ) -> Result<()> {
+        let spans: Vec<crate::Span> = params.iter().map(crate::Span::whole).collect();
         let index: Vec<Option<usize>> = (0..spans.len()).map(Some).collect();
         let none = |_| Ok::<(), ModelError>(());
         let order = 0..spans.len();
