@@ -1,7 +1,8 @@
 //! AdamW's update of a list of spans ([`crate::Span`]): on CUDA the fused kernel, the
 //! list's f32 parameters in few launches ([`crate::fused_adamw::group`]); elsewhere
-//! candle's ops, one span at a time. The step's replicated AdamW, DDP's per-bucket AdamW and
-//! the in-backward AdamW hand it every parameter they update at once.
+//! candle's ops, one span at a time. `AdamW::step`, the step's replicated AdamW, DDP's
+//! per-bucket AdamW and the in-backward AdamW hand it every parameter they update at once;
+//! ZeRO-1 a bucket's spans at a time ([`AdamW::step_spans_together`]).
 
 use crate::adamw::{AdamW, Moments};
 use crate::error::{ModelError, Result};
