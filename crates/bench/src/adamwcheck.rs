@@ -12,7 +12,7 @@ struct Side {
     copy: Option<Tensor>,
 }
 
-/// 150 tensors (three launches of bf16 gradients, one of f32): 1 to 65,537 elements (tails
+/// 150 tensors (two launches of bf16 gradients, one of f32): 1 to 65,537 elements (tails
 /// of 1-3 after the four-at-a-time loads), gradients f32 or bf16 at element offsets 0, 1
 /// and 4 of larger buffers (1: loaded one by one), bf16 copies whole, at offset 1 of a
 /// larger buffer or none, every gradient scaled by 0.5; three steps. Parameters, both
