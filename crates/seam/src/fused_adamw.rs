@@ -104,6 +104,19 @@ pub(crate) fn kernel_grad(g: &Tensor) -> Result<Tensor> {
     })
 }
 
+/// A gradient that an update on a second stream can read as it is: contiguous f32 or bf16
+/// ([`kernel_grad`] would convert anything else on the parameter's stream, unordered with
+/// the second one).
+pub(crate) fn side_grad(g: &Tensor) -> Result<()> {
+    if g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::BF16) {
+        return Ok(());
+    }
+    Err(ModelError::Input(format!(
+        "fused AdamW on a second stream: the gradient must be contiguous f32 or bf16, got {:?}",
+        g.dtype()
+    )))
+}
+
 pub fn zero_moments(p: &Tensor) -> Result<DeviceMoments> {
     let s = stream_of(p)?;
     let n = p.elem_count();
@@ -275,11 +288,8 @@ pub fn step(
     on: Option<(&std::sync::Arc<CudaStream>, Option<u32>)>,
     scale: Option<&Tensor>,
 ) -> Result<()> {
-    if on.is_some() && !(g.is_contiguous() && matches!(g.dtype(), DType::F32 | DType::BF16)) {
-        return Err(ModelError::Input(format!(
-            "fused AdamW on a second stream: the gradient must be contiguous f32 or bf16, got {:?}",
-            g.dtype()
-        )));
+    if on.is_some() {
+        side_grad(g)?;
     }
     let g = kernel_grad(g)?;
     let guard = copy.map(|c| c.storage_and_layout());

@@ -125,17 +125,8 @@ impl AdamW {
                 rest.push((i, span, g, shadow));
                 continue;
             }
-            if on.is_some()
-                && !(g.is_contiguous()
-                    && matches!(
-                        g.dtype(),
-                        candle_core::DType::F32 | candle_core::DType::BF16
-                    ))
-            {
-                return Err(ModelError::Input(format!(
-                    "fused AdamW on a second stream: the gradient must be contiguous f32 or bf16, got {:?}",
-                    g.dtype()
-                )));
+            if on.is_some() {
+                fa::side_grad(g)?;
             }
             // The whole copy where the span is the whole parameter; the span's part of it
             // where the copy alone may carry the value (a ZeRO-1 rank then all-gathers the

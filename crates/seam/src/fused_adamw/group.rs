@@ -11,12 +11,12 @@
 
 use super::{DeviceMoments, DeviceScalars};
 use crate::error::{ModelError, Result};
-use candle_core::backend::BackendStorage;
+use crate::pinned::device_ptr;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg, SyncOnDrop,
+    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
-use candle_core::cuda_backend::{CudaStorage, WrapErr};
-use candle_core::{DType, Storage, Tensor};
+use candle_core::cuda_backend::WrapErr;
+use candle_core::{DType, Tensor};
 use std::sync::Arc;
 
 /// Tensors a launch (AW_MAX in kernels/adamw.cu).
@@ -58,25 +58,20 @@ fn input(what: String) -> ModelError {
     ModelError::Input(format!("fused AdamW (grouped): {what}"))
 }
 
-/// A contiguous CUDA tensor's storage, checked to be `dtype` and `n` elements long.
-fn cuda_of<'s>(
-    st: &'s Storage,
-    l: &candle_core::Layout,
-    dtype: DType,
-    n: usize,
-    what: &str,
-) -> Result<&'s CudaStorage> {
-    let Storage::Cuda(cs) = st else {
+/// `t` on CUDA, contiguous, of `dtype` and `n` elements: the kernel reads it from its
+/// first element's address.
+fn check(t: &Tensor, dtype: DType, n: usize, what: &str) -> Result<()> {
+    if !t.device().is_cuda() {
         return Err(input(format!("the {what} is not on CUDA")));
-    };
-    if !l.is_contiguous() || cs.dtype() != dtype || l.shape().elem_count() != n {
+    }
+    if !t.is_contiguous() || t.dtype() != dtype || t.elem_count() != n {
         return Err(input(format!(
             "the {what} must be contiguous {dtype:?} of {n} elements, got {:?} of {}",
-            cs.dtype(),
-            l.shape().elem_count()
+            t.dtype(),
+            t.elem_count()
         )));
     }
-    Ok(cs)
+    Ok(())
 }
 
 /// Queues every item's update: the scalars last uploaded to `s`, each gradient scaled by
@@ -97,13 +92,11 @@ pub fn step(
         Some(st) => st.clone(),
         None => super::stream_of(first.p)?,
     };
-    let sguard = scale.map(|t| t.storage_and_layout());
-    let scale_ptr = match &sguard {
+    let scale_ptr = match scale {
         None => 0u64,
-        Some((st, l)) => {
-            let cs = cuda_of(st, l, DType::F32, 2, "gradient scale ([norm, coef])")?;
-            let (ptr, _) = cs.as_cuda_slice::<f32>()?.device_ptr(&stream);
-            ptr + 4 * (l.start_offset() as u64 + 1)
+        Some(t) => {
+            check(t, DType::F32, 2, "gradient scale ([norm, coef])")?;
+            device_ptr(t, &stream)? + 4 // the coefficient
         }
     };
     for bf16 in [false, true] {
@@ -115,22 +108,7 @@ pub fn step(
             launch(chunk, bf16, s, &stream, scale_ptr)?;
         }
     }
-    drop(sguard);
     Ok(())
-}
-
-/// The address of a contiguous f32 or bf16 tensor's first element, read on `stream`.
-fn addr<'a>(
-    cs: &'a CudaStorage,
-    l: &candle_core::Layout,
-    stream: &'a CudaStream,
-) -> Result<(u64, SyncOnDrop<'a>)> {
-    let size = cs.dtype().size_in_bytes() as u64;
-    let (ptr, sync) = match cs.dtype() {
-        DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(stream),
-        _ => cs.as_cuda_slice::<half::bf16>()?.device_ptr(stream),
-    };
-    Ok((ptr + size * l.start_offset() as u64, sync))
 }
 
 /// One launch over up to [`MAX`] items whose gradients are all bf16 (`bf16`) or all f32.
@@ -156,33 +134,18 @@ fn launch(
         count: count as u32,
         vec4: 0,
     };
-    // The storages stay borrowed, and every address's read or write is recorded, until the
-    // launch is queued.
-    let guards: Vec<_> = chunk
-        .iter()
-        .map(|it| {
-            (
-                it.p.storage_and_layout(),
-                it.g.storage_and_layout(),
-                it.copy.map(|c| c.storage_and_layout()),
-            )
-        })
-        .collect();
-    let mut syncs: Vec<SyncOnDrop> = Vec::with_capacity(5 * chunk.len());
     let gdtype = if bf16 { DType::BF16 } else { DType::F32 };
     let mut blocks = 0usize;
-    for (k, (it, (pg, gg, cg))) in chunk.iter_mut().zip(&guards).enumerate() {
-        let n = pg.1.shape().elem_count();
-        let addr = |cs, l| addr(cs, l, stream);
-        let (p, sp) = addr(cuda_of(&pg.0, pg.1, DType::F32, n, "parameter")?, pg.1)?;
-        let (g, sg) = addr(cuda_of(&gg.0, gg.1, gdtype, n, "gradient")?, gg.1)?;
-        syncs.extend([sp, sg]);
-        let s16 = match cg {
+    for (k, it) in chunk.iter_mut().enumerate() {
+        let n = it.p.elem_count();
+        check(it.p, DType::F32, n, "parameter")?;
+        check(it.g, gdtype, n, "gradient")?;
+        let (p, g) = (device_ptr(it.p, stream)?, device_ptr(it.g, stream)?);
+        let s16 = match it.copy {
             None => 0,
-            Some((st, l)) => {
-                let (c, sc) = addr(cuda_of(st, l, DType::BF16, n, "bf16 copy")?, l)?;
-                syncs.push(sc);
-                c
+            Some(c) => {
+                check(c, DType::BF16, n, "bf16 copy")?;
+                device_ptr(c, stream)?
             }
         };
         let mom = &mut *it.moments;
@@ -192,9 +155,10 @@ fn launch(
                 mom.m.len()
             )));
         }
-        let (m, sm) = mom.m.device_ptr_mut(stream);
-        let (v, sv) = mom.v.device_ptr_mut(stream);
-        syncs.extend([sm, sv]);
+        let (m, v) = (
+            mom.m.device_ptr_mut(stream).0,
+            mom.v.device_ptr_mut(stream).0,
+        );
         let gsize = if bf16 { 2 } else { 4 };
         let aligned = p % 16 == 0 && m % 16 == 0 && v % 16 == 0 && g % (4 * gsize) == 0;
         if aligned && s16 % 8 == 0 {
@@ -215,7 +179,7 @@ fn launch(
         "adamw_table_f32"
     };
     let func = dev.get_or_load_custom_func(kernel, "model_adamw", super::PTX)?;
-    let (sp, ss) = s.dev.device_ptr(stream);
+    let sp = s.dev.device_ptr(stream).0;
     let cfg = LaunchConfig {
         grid_dim: (total, 1, 1),
         block_dim: (THREADS, 1, 1),
@@ -229,7 +193,5 @@ fn launch(
     // scale_ptr (where not 0) one f32.
     unsafe { b.launch(cfg) }.w()?;
     crate::profile::mark_kernel(kernel);
-    drop((ss, syncs));
-    drop(guards);
     Ok(())
 }
