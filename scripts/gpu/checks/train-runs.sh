@@ -52,6 +52,8 @@
 #       ncusum prints every such file's rows.
 #   ncudur FILE: the durations (gpu__time_duration.sum, with its unit) of the launches in one
 #       such CSV (`ncu --metrics gpu__time_duration.sum --csv --page raw`); $NCU: Nsight Compute.
+#   adamwcheck: bench model-check (its AdamW lines), then xl `train run` single twice (s1,
+#       s2) and zero1 at world 1 (z1), one table: their steps, and `same` on s1 against both.
 #   rows2 [N]: issue 47's world-2 rows (x2-call329.sh's), N (2) times: bench single --clip 1
 #       (xl, steps 6-20, the table $R/gemm-xl.json: run `xl t-1 1 single` first), `train run`
 #       single, zero1 and bucketed:25 at world 2; then `same` on each pair.
@@ -237,6 +239,11 @@ PY
 }
 trace1() { OUT="$R/trace-$1" TRACE_MODEL=$2 TRACE_CONTEXT=$3 TRACE_STRATEGIES=single TRACE_KERNELS=1 TRACE_KEEP=1 \
     timeout ${TMO:-120} bash run.sh trace > /dev/null; echo "trace1 $1 rc=$?"; head -26 "$R/trace-$1/trace.txt"; pack; }
+adamwcheck() { modelcheck "grouped\|AdamW\|fail\|error\|panic"
+  xl t-1 1 single > /dev/null
+  xl s1 1 single > /dev/null; xl s2 1 single > /dev/null; xl z1 1 zero1 > /dev/null
+  for r in s1 s2 z1; do echo "$r: $(msc $r 8 128) ms; $(peak $r)"; done
+  same s1 s2 0; same s1 z1 0; }
 rows2() { local i; for i in $(seq 1 ${1:-2}); do
   bin/bench single --size xl --dtype bf16 --mode step --batch 8 --vocab "$vocab" --warmup 5 --steps 15 \
     --gemm-choices "$R/gemm-xl.json" --clip 1 --out "$R/bench.jsonl" > "$R/bench$i.txt" 2>&1
