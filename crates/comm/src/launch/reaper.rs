@@ -97,13 +97,50 @@ impl Watchdog {
     }
 
     /// The launcher is done with the ranks: the watchdog exits without killing anything.
+    /// It is killed too, so that a watchdog that cannot run (stopped, frozen) does not hold
+    /// the launcher: with the ranks gone it has nothing left to do.
     pub(crate) fn stand_down(self) {
-        // SAFETY: write/close our pipe end, reap our child.
+        // SAFETY: write/close our pipe end, kill and reap our child (not yet reaped, so its
+        // pid is still ours).
         unsafe {
             libc::write(self.fd, b"d".as_ptr().cast(), 1);
             libc::close(self.fd);
+            libc::kill(self.pid, libc::SIGKILL);
             let mut status = 0;
             libc::waitpid(self.pid, &mut status, 0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A watchdog that was stopped (SIGSTOP) does not hold the launcher at the end, and
+    /// standing down kills no rank.
+    #[test]
+    fn stand_down_returns_though_the_watchdog_is_stopped() {
+        let mut rank = Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let dog = Watchdog::start(&[rank.id()]).unwrap();
+        // SAFETY: our own child.
+        assert_eq!(unsafe { libc::kill(dog.pid, libc::SIGSTOP) }, 0);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            dog.stand_down();
+            let _ = tx.send(());
+        });
+        // Returns at once when it works; the bound only turns a hang into a failure.
+        let done = rx.recv_timeout(Duration::from_secs(120));
+        let alive = rank.try_wait().unwrap().is_none();
+        let _ = rank.kill();
+        let _ = rank.wait();
+        assert!(done.is_ok(), "stand_down hung on a stopped watchdog");
+        assert!(alive, "standing down killed the rank");
     }
 }
