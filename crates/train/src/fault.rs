@@ -16,10 +16,7 @@ pub fn kill_if_asked(rank: usize, step: u64) {
     let Ok(spec) = std::env::var("TRAIN_FAULT_KILL") else {
         return;
     };
-    let attempt = std::env::var("COMM_RESTART_COUNT")
-        .ok()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(0);
+    let attempt = crate::launch::restart_count();
     if asks(&spec, rank, step, attempt) {
         eprintln!("train: TRAIN_FAULT_KILL: rank {rank} kills itself (SIGKILL) at step {step}");
         let me = std::process::id().to_string();

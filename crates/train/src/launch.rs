@@ -44,6 +44,16 @@ pub fn launched() -> bool {
     std::env::var_os("RANK").is_some() || std::env::var_os("SLURM_PROCID").is_some()
 }
 
+/// Which start of the job this is under a launcher that restarts failed jobs: 0 the first,
+/// N the N-th restart (`COMM_RESTART_COUNT` from comm-launch `--max-restarts`, else
+/// torchrun's `TORCHELASTIC_RESTART_COUNT`); 0 without either.
+pub fn restart_count() -> u64 {
+    ["COMM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Runs `f` on every rank; returns rank 0's result (or the first error, naming the rank).
 pub fn run<T: Send>(
     backend: Backend,

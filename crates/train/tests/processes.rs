@@ -93,7 +93,20 @@ fn launch(
     (ckpt_every, restarts): (u64, usize),
     env: &[(&str, &str)],
 ) -> Result<(), String> {
-    let mut spec = LaunchSpec::local(2, TRAIN, args(c, out, ckpt_every));
+    launch_with(c, out, (ckpt_every, restarts), env, &[])
+}
+
+/// [`launch`] with `extra` arguments after the others.
+fn launch_with(
+    c: &TrainConfig,
+    out: &Path,
+    (ckpt_every, restarts): (u64, usize),
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Result<(), String> {
+    let mut a = args(c, out, ckpt_every);
+    a.extend(extra.iter().map(|x| x.to_string()));
+    let mut spec = LaunchSpec::local(2, TRAIN, a);
     spec.env.push(("COMM_TIMEOUT_S".into(), "60".into()));
     spec.env
         .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -119,8 +132,15 @@ fn max_restarts_survives_two_kill_9s_with_the_bits_of_a_run_never_killed() {
     let without = tmp.path().join("without");
     let e = launch(&c, &without, (5, 0), &kills).unwrap_err();
     assert!(e.contains("rank 1 failed (signal: 9"), "{e}");
+    // With --fresh, as a user starting a new job writes it: only the first start begins
+    // afresh; each restart resumes (else it would move the job's progress aside).
     let killed = tmp.path().join("killed");
-    launch(&c, &killed, (5, 3), &kills).unwrap_or_else(|e| panic!("restarted job: {e}"));
+    launch_with(&c, &killed, (5, 3), &kills, &["--fresh"])
+        .unwrap_or_else(|e| panic!("restarted job: {e}"));
+    assert!(
+        !killed.join("previous-1").exists(),
+        "a restart started afresh and moved the job's progress aside"
+    );
     let (t, want) = (trajectory(&killed), trajectory(&clean));
     assert_eq!(t.len(), want.len(), "every step logged once");
     for (a, b) in t.iter().zip(&want) {

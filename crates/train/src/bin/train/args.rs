@@ -177,7 +177,8 @@ pub struct Run {
     /// The initial weights', the training windows' and the samples' seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Start from scratch even if --out holds checkpoints.
+    /// Start from scratch even if --out holds checkpoints (the previous run moved aside;
+    /// under a launcher's restarts, the job's first start only: a restart resumes).
     #[arg(long)]
     pub fresh: bool,
     /// Stop after this many steps as if killed (tests resume).

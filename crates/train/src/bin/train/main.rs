@@ -85,12 +85,21 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
     if let Some(f) = a.gemm_choices.as_ref().filter(|f| !f.is_file()) {
         bail!("--gemm-choices {}: no such file", f.display());
     }
+    // A restarted job (--max-restarts) resumes what its first start began: --fresh is for
+    // that first start, else every restart would discard the job's progress.
+    let restart = launch::restart_count();
+    if a.fresh && restart > 0 && comm::env::prints_for_all_ranks() {
+        eprintln!(
+            "train: --fresh applies to the job's first start; restart {restart} resumes from the newest checkpoint in {}",
+            a.out.display()
+        );
+    }
     let o = RunOpts {
         data: a.data.clone(),
         out: a.out.clone(),
         ckpt_every: a.ckpt_every,
         keep: a.keep,
-        resume: !a.fresh,
+        resume: !a.fresh || restart > 0,
         stop_after: a.stop_after,
         progress: !a.no_progress,
         samples: Some(opts(&a.gen)?),
