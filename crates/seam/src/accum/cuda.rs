@@ -3,7 +3,7 @@
 use super::{in_place_ok, operand, same_size, Job};
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaStream, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaStream, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda_backend::{CudaDevice, CudaStorage, WrapErr};
 use candle_core::{DType, Device, Shape, Storage, Tensor};
@@ -96,18 +96,9 @@ struct AccumTable {
 // SAFETY: plain old data with the kernel's layout (kernels/accum.cu AccumTable).
 unsafe impl candle_core::cuda_backend::cudarc::driver::DeviceRepr for AccumTable {}
 
-/// Device address of `t`'s first element (f32 or bf16, on CUDA).
+/// Device address of `t`'s first element ([`crate::pinned::device_ptr`], the error named).
 fn addr(t: &Tensor, s: &Arc<CudaStream>) -> candle_core::Result<u64> {
-    let (st, l) = t.storage_and_layout();
-    let Storage::Cuda(cs) = &*st else {
-        candle_core::bail!("accumulate: a tensor off CUDA among CUDA sums");
-    };
-    let base = match cs.dtype() {
-        DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(s).0,
-        DType::BF16 => cs.as_cuda_slice::<half::bf16>()?.device_ptr(s).0,
-        d => candle_core::bail!("accumulate: {d:?} (f32 or bf16)"),
-    };
-    Ok(base + (l.start_offset() * cs.dtype().size_in_bytes()) as u64)
+    crate::pinned::device_ptr(t, s).map_err(|e| candle_core::Error::Msg(format!("accumulate: {e}")))
 }
 
 /// `out[j] ← (x[j] + y[j])·s` for up to [`MANY`] sums of one (x, y) dtype pair in one
