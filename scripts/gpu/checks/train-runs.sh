@@ -60,6 +60,8 @@
 #   beside1k NAME MODEL STEPS VARIANT: `train run` of MODEL on one GPU, 8 sequences of 1024
 #       tokens, STEPS steps captured (run NAME): its step and peak; then PyTorch's trainer in
 #       VARIANT at the same shape (torchc).
+#   smi NAME ... smistop NAME: nvidia-smi samples every 100 ms between the two ($R/smi-NAME.csv),
+#       then the SM clock and power of the samples above 600 W (the training steps).
 #   trace1 NAME MODEL CONTEXT: run.sh's trace job for `train run` of MODEL on one GPU, 8
 #       sequences of CONTEXT tokens (cupti/ in the packed folder: scripts/cupti/build.sh):
 #       its peak, step, and every kernel's time and launches a replay, in $R/trace-NAME/
@@ -252,3 +254,16 @@ rows2() { local i; for i in $(seq 1 ${1:-2}); do
 done; same single1 single2 0; same zero1-1 zero1-2 0; same ddp1 ddp2 0; }
 beside1k() { train $1 /tmp/r-b $2 1 single 8 $3 --fresh --context 1024 > /dev/null; rm -rf /tmp/r-b
   echo "$2 8x1024 captured: $(msc $1 8 1024) ms; $(peak $1)"; TV=$4 torchc $2 1024; }
+smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv,noheader,nounits -lms 100 > "$R/smi-$1.csv" 2>/dev/null & SMI=$!; }
+smistop() { kill $SMI 2>/dev/null; wait $SMI 2>/dev/null; python3 - "$R/smi-$1.csv" "$1" <<'PY'
+import statistics, sys
+rows = [l.split(", ") for l in open(sys.argv[1]) if l.count(",") >= 5]
+busy = [r for r in rows if float(r[3]) > 600]
+if not busy: print(sys.argv[2], f"no sample above 600 W of {len(rows)}"); sys.exit()
+sm = sorted(float(r[1]) for r in busy); pw = sorted(float(r[3]) for r in busy)
+print(f"{sys.argv[2]}: {len(busy)} of {len(rows)} samples above 600 W: SM clock median {statistics.median(sm):.0f} MHz "
+      f"(p10 {sm[len(sm) // 10]:.0f}, p90 {sm[9 * len(sm) // 10]:.0f}), power median {statistics.median(pw):.0f} W, "
+      f"throttle reasons {sorted({r[5].strip() for r in busy})}")
+PY
+pack; }
