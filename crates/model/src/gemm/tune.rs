@@ -8,10 +8,6 @@
 //! two timings choosing alike at xl.) `MODEL_GEMM_TUNE=stream` times in the stream instead
 //! (the timing before session 24); `MODEL_GEMM_TUNE=0` times nothing;
 //! `MODEL_GEMM_TUNE_LOG=1` prints every candidate's two timings and kernel count.
-//! `MODEL_GEMM_TUNE_HOT_MS=N` replays each candidate's graph for N ms before timing it over
-//! about N ms more: timed as a long step runs it, at the clock the power cap leaves (at
-//! 8 × 1024 tokens the step holds the H200 at its 700 W cap, the SMs at 0.77 × their boost
-//! clock: call 342), not at the boost clock of a GPU that was idle.
 
 use super::choices::chosen;
 use super::lt::{e, launch, queue, Args, Key, Plan, Stream, WORKSPACE};
@@ -252,41 +248,11 @@ fn graph_us(
             .map_err(|e| candle_core::Error::Msg(e.to_string()))
     };
     replay(&graph)?;
-    let mut reps = REPS;
-    let hot = hot_ms();
-    if hot > 0.0 {
-        // Replays in batches until `hot` ms have run on the GPU; then as many as take
-        // about `hot` ms are timed.
-        let (mut spent, mut n) = (0.0, 0);
-        while spent < hot {
-            t.0.record(s).w()?;
-            for _ in 0..REPS {
-                replay(&graph)?;
-            }
-            t.1.record(s).w()?;
-            spent += t.0.elapsed_ms(&t.1).w()? as f64;
-            n += REPS;
-        }
-        reps = ((n as f64 * hot / spent).ceil() as usize).max(REPS);
-    }
     t.0.record(s).w()?;
-    for _ in 0..reps {
+    for _ in 0..REPS {
         replay(&graph)?;
     }
     t.1.record(s).w()?;
-    let us = t.0.elapsed_ms(&t.1).w()? as f64 * 1e3 / reps as f64;
+    let us = t.0.elapsed_ms(&t.1).w()? as f64 * 1e3 / REPS as f64;
     Ok(Some((us, kernels)))
-}
-
-/// `MODEL_GEMM_TUNE_HOT_MS`: how long each candidate's graph runs before and while it is
-/// timed (ms; unset or 0: [`REPS`] replays after one).
-fn hot_ms() -> f64 {
-    static H: OnceLock<f64> = OnceLock::new();
-    *H.get_or_init(|| {
-        std::env::var("MODEL_GEMM_TUNE_HOT_MS")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v > 0.0)
-            .unwrap_or(0.0)
-    })
 }
