@@ -103,15 +103,18 @@ fn run(mut cli: Cli) -> Result<()> {
             let save = save_gemm_choices.as_deref();
             single_step::gemm_table_in(gemm_choices.as_deref(), save, &device)?;
             let out = records::Out::open(&out)?;
+            let gpu_peak = seam::device::name(&device)?
+                .and_then(|n| model::plan::peak::of(&n))
+                .filter(|_| !cpu);
             println!("{}", single::header());
             for s in &size {
                 for &d in &dtype {
-                    // Dense peak of an H100/H200 SXM: fp32 (no tensor cores), TF32 and bf16
-                    // tensor cores.
-                    let peak = (!cpu).then_some(match d {
-                        single::Precision::Fp32 if tf32 => 494.7,
-                        single::Precision::Fp32 => 67.0,
-                        single::Precision::Bf16 => 989.0,
+                    // The GPU's dense peak (memplan::peak; none for a GPU not in it), TFLOP/s:
+                    // fp32 (no tensor cores), TF32 and bf16 tensor cores.
+                    let peak = gpu_peak.map(|p| match d {
+                        single::Precision::Fp32 if tf32 => p.tf32 / 1e12,
+                        single::Precision::Fp32 => p.fp32 / 1e12,
+                        single::Precision::Bf16 => p.bf16 / 1e12,
                     });
                     let r = if mode == single::Mode::Step {
                         single_step::run(s, d, warmup, steps, batch, &device, peak, flags)?

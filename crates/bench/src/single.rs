@@ -12,13 +12,14 @@ use candle_core::{DType, Device, Tensor};
 use model::{Batch, LmConfig, StagedModel, TransformerLm};
 pub use step::AdamwPlace;
 
-/// Training FLOPs of one step: 6·N·tokens for the matmuls with parameters (forward 2,
-/// backward 4) plus attention scores and values (2·2·b·t²·d per layer forward, ×3).
+/// Training FLOPs of one step of `batch` windows of `seq` tokens
+/// (`memplan::Shape::flops_per_token`, which `train`'s MFU takes too).
 pub fn step_flops(cfg: &LmConfig, batch: usize, seq: usize) -> f64 {
-    let tokens = (batch * seq) as f64;
-    let matmul_params =
-        (cfg.param_count() - cfg.vocab * cfg.d_model - cfg.d_model * (2 * cfg.layers + 1)) as f64;
-    6.0 * matmul_params * tokens + 12.0 * (cfg.layers * batch * seq * seq * cfg.d_model) as f64
+    let shape = model::plan::Shape {
+        context: seq,
+        ..cfg.shape()
+    };
+    shape.flops_per_token() * (batch * seq) as f64
 }
 
 /// The LM of `size` in `dtype` on `device` (with `vocab` tokens where given, else the

@@ -6,6 +6,7 @@
 //! dependencies, so that xtask need not build candle. [`time`]: a step's time per GPU on
 //! paper, each strategy at any world size, from measured rates. [`mod@attention`]: which
 //! attention kernel the LM's block runs, by sequence and head width (the model reads it).
+//! [`peak`]: GPUs' dense peak FLOP/s, for the MFU that `train` and `bench` print.
 //!
 //! ```
 //! use memplan::{plan, Input, Shape, Strategy};
@@ -20,6 +21,7 @@
 
 pub mod attention;
 mod input;
+pub mod peak;
 pub mod plan;
 pub mod report;
 pub mod shape;

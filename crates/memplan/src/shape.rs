@@ -111,6 +111,22 @@ impl Shape {
             .saturating_add(u(self.d_model))
     }
 
+    /// Training FLOPs a token of a window of `context` tokens, as nanoGPT's and torchtitan's
+    /// MFU count them (PaLM's appendix B): 6 a weight of every matrix multiply (the blocks'
+    /// and the untied head's; not the embedding's lookup nor the norms' weights), and
+    /// 12 · layers · context · d_model for the attention's scores and their use (the causal
+    /// mask not discounted). Activation checkpointing's recompute is not counted.
+    pub fn flops_per_token(&self) -> f64 {
+        let matmul = self
+            .tensors()
+            .iter()
+            .filter(|t| t.1 == Kind::Linear)
+            .map(|t| t.0 as f64)
+            .sum::<f64>();
+        let attention = 12.0 * (self.layers * self.context * self.d_model) as f64;
+        6.0 * matmul + attention
+    }
+
     /// The head width d_model / heads (0 without heads).
     pub fn head_dim(&self) -> usize {
         self.d_model.checked_div(self.heads).unwrap_or(0)
@@ -139,6 +155,16 @@ mod tests {
         let sum: u64 = s.tensors().iter().map(|t| t.0).sum();
         assert_eq!(sum, s.params());
         assert_eq!(s.tensors().len(), 40 * 7 + 3);
+    }
+
+    #[test]
+    fn flops_per_token_count_the_matrix_weights_and_the_attention() {
+        let s = Shape::by_name("xl", 683, 1024).unwrap();
+        let (v, d, l) = (683.0, 1600.0, 48.0);
+        // Every weight but the embedding table's and the norms' (2 a block, 1 at the end).
+        let matmul = s.params() as f64 - v * d - d * (2.0 * l + 1.0);
+        assert_eq!(matmul, 48.0 * (4.0 * d * d + 3.0 * d * 6400.0) + v * d);
+        assert_eq!(s.flops_per_token(), 6.0 * matmul + 12.0 * l * 1024.0 * d);
     }
 
     #[test]

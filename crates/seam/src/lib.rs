@@ -11,7 +11,7 @@
 //! AdamW writes for a bf16 forward), [`span`] (AdamW on part of a parameter, in place: ZeRO-1's shards), [`in_backward`] (AdamW stage by stage inside the
 //! backward, optionally on a second CUDA stream), [`accum`] (gradient accumulation in place), [`staged_norm`] (the clipping norm summed
 //! stage by stage inside the backward), [`gemm_sms`] (how many SMs cuBLAS
-//! plans GEMMs for), [`profile`] (named marks for profilers), [`error`].
+//! plans GEMMs for), [`device`] (the GPU's name), [`profile`] (named marks for profilers), [`error`].
 
 pub mod accum;
 pub mod adamw;
@@ -19,6 +19,7 @@ mod adopt;
 pub mod batch;
 pub mod capture;
 pub mod clip;
+pub mod device;
 pub mod error;
 #[cfg(feature = "cuda")]
 pub mod fused_adamw;

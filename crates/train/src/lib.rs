@@ -5,7 +5,7 @@
 //! ([`schedule`]), one rank's model and optimizer with gradient clipping ([`engine`]),
 //! checkpoints with the training state ([`state`]), the memory check before the model is
 //! built ([`preflight`]), the loop ([`trainer`]), where ranks
-//! run ([`launch`]), the log and loss curve ([`log`]), sampling ([`generate`], [`load`]);
+//! run ([`launch`]), the log and loss curve ([`log`]), the MFU ([`mfu`]), sampling ([`generate`], [`load`]);
 //! for parity with another trainer, the configuration and initial weights ([`export`]) and
 //! two logs compared ([`compare`]).
 
@@ -22,6 +22,7 @@ pub mod generate;
 pub mod launch;
 pub mod load;
 pub mod log;
+pub mod mfu;
 pub mod preflight;
 pub mod rng;
 pub mod rundir;

@@ -57,8 +57,12 @@ impl Summary {
                 s.resumed_from
             );
         }
+        let mfu = match &s.mfu {
+            Some((m, of)) => format!(", MFU {:.1}% of {of}", 100.0 * m),
+            None => String::new(),
+        };
         let mut line = format!(
-            "trained steps {}..{} in {:.1} s ({:.0} tokens/s)",
+            "trained steps {}..{} in {:.1} s ({:.0} tokens/s{mfu})",
             s.resumed_from, s.steps, s.seconds, s.tokens_per_s
         );
         if let Some(l) = s.final_train_loss {

@@ -78,6 +78,9 @@ pub struct Summary {
     pub unigram_entropy: f64,
     pub seconds: f64,
     pub tokens_per_s: f64,
+    /// The MFU that `tokens_per_s` makes, and of what peak (`train::mfu`); `None` where
+    /// there is none.
+    pub mfu: Option<(f64, String)>,
     pub samples: Vec<(String, String)>,
     /// Steps skipped for a non-finite loss or norm (`--skip-nonfinite`), and how many of
     /// the last ones in a row.
@@ -186,6 +189,7 @@ pub fn run_rank(
     )?);
     bar.set_position(start);
     let tokens_per_step = (c.global_batch * c.model.context) as f64;
+    let mfu = crate::mfu::Mfu::of(&c.model, c.bf16, vocab, world, &dev)?;
     let t0 = Instant::now();
     let mut s = Summary {
         resumed_from: start,
@@ -235,9 +239,14 @@ pub fn run_rank(
                 grad_norm: out.grad_norm,
                 tokens_per_s: tps,
                 elapsed_s: t0.elapsed().as_secs_f64(),
+                mfu: mfu.as_ref().map(|m| m.at(tps)),
             },
         )?;
-        bar.set_message(format!("loss {:.4} | {:.0} tok/s", out.loss, tps));
+        let util = match &mfu {
+            Some(m) => format!(" | MFU {:.1}%", 100.0 * m.at(tps)),
+            None => String::new(),
+        };
+        bar.set_message(format!("loss {:.4} | {:.0} tok/s{util}", out.loss, tps));
         bar.set_position(done);
         Ok(())
     };
@@ -338,6 +347,7 @@ pub fn run_rank(
     s.steps = end.max(start);
     s.seconds = t0.elapsed().as_secs_f64();
     s.tokens_per_s = tokens_per_step * end.saturating_sub(start) as f64 / s.seconds.max(1e-9);
+    s.mfu = mfu.map(|m| (m.at(s.tokens_per_s), m.gpu));
     if let Some(log) = &log {
         let (t, v) = log.series();
         let title = format!(
