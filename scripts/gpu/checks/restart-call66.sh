@@ -14,7 +14,11 @@
 # 4. bench model-check.
 # (Its first run called `timeout` on a shell function, so parts 1-2 did not run; the second
 # run, ONLY_RESTARTS=1, ran them without it.)
+# Session 60, call 345 (one GPU): ran again with NP=1 KILLS="0:23:0,0:47:1" CALL=call345
+# ONLY_RESTARTS=1, after 9423361: until then `--fresh` held on every restart, so part 1's
+# restarted job started afresh each time and matched the clean run without resuming.
 export NCCL_NVLS_ENABLE=0
+NP=${NP:-2}; KILLS=${KILLS:-1:23:0,0:47:1}
 cd "$(dirname "$0")"
 for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"; done
 C="${CALL:-call66}"; R="${OUT:-/tmp/out}/$C"; mkdir -p "$R"
@@ -23,7 +27,7 @@ D=/tmp/d66; bin/train prepare --data "$D" > /dev/null 2>&1
 T="$R/gemm-small.json"
 go() { # out, extra launcher flags..., --, extra train flags...
   local out="$1"; shift; local lf=(); while [ "$1" != -- ]; do lf+=("$1"); shift; done; shift
-  bin/comm-launch --nproc-per-node 2 "${lf[@]}" -- bin/train run --data "$D" --out "$out" --model small --bf16 --global-batch 16 \
+  bin/comm-launch --nproc-per-node $NP "${lf[@]}" -- bin/train run --data "$D" --out "$out" --model small --bf16 --global-batch $((8 * NP)) \
     --steps 2000 --eval-every 100000 --ckpt-every 10 --strategy zero1 --backend nccl --no-progress --max-new 1 "$@"
 }
 losses() { python3 -c "import json,sys; print([json.loads(l)['loss'] for l in open(sys.argv[1]) if '\"train\"' in l])" "$1/log.jsonl"; }
@@ -32,8 +36,8 @@ rm -rf /tmp/clean; go /tmp/clean -- --fresh --stop-after 60 > "$R/clean.txt" 2>&
 cp /tmp/clean/gemm-choices.json "$T" 2>/dev/null || cp /tmp/clean/gemm-choices-rank0.json "$T" 2>/dev/null; ls /tmp/clean
 losses /tmp/clean > "$R/clean.losses"
 echo "=== two kill -9s under --max-restarts 3 ($(date -u +%T))"
-rm -rf /tmp/killed; TRAIN_FAULT_KILL="1:23:0,0:47:1" go /tmp/killed --max-restarts 3 -- --fresh --stop-after 60 --gemm-choices "$T" > "$R/killed.txt" 2>&1; echo "rc $?"
-grep -E "restart|TRAIN_FAULT" "$R/killed.txt" | head -6
+rm -rf /tmp/killed; TRAIN_FAULT_KILL="$KILLS" go /tmp/killed --max-restarts 3 -- --fresh --stop-after 60 --gemm-choices "$T" > "$R/killed.txt" 2>&1; echo "rc $?"
+grep -E "restart|TRAIN_FAULT|--fresh" "$R/killed.txt" | head -8; ls /tmp/killed
 losses /tmp/killed > "$R/killed.losses"
 python3 - "$R/clean.losses" "$R/killed.losses" <<'PY'
 import ast, sys
@@ -43,7 +47,7 @@ PY
 echo "=== SIGTERM to the launcher ($(date -u +%T))"
 rm -rf /tmp/term; (go /tmp/term -- --fresh --gemm-choices "$T" > "$R/term.txt" 2>&1; echo "rc $?" > "$R/term.rc") &
 for i in $(seq 1 600); do n=$(grep -c '"train"' /tmp/term/log.jsonl 2>/dev/null || echo 0); [ "$n" -ge 25 ] && break; sleep 0.1; done
-pkill -TERM -f "comm-launch --nproc-per-node 2" ; wait; cat "$R/term.rc"; grep -E "stopped by|got SIGTERM" "$R/term.txt" | head -3
+pkill -TERM -f "comm-launch --nproc-per-node $NP" ; wait; cat "$R/term.rc"; grep -E "stopped by|got SIGTERM" "$R/term.txt" | head -3
 ls /tmp/term/checkpoints
 go /tmp/term -- --stop-after 60 --gemm-choices "$T" > "$R/term-resume.txt" 2>&1; echo "resume rc $?"
 losses /tmp/term > "$R/term.losses"
