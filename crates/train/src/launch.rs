@@ -44,14 +44,26 @@ pub fn launched() -> bool {
     std::env::var_os("RANK").is_some() || std::env::var_os("SLURM_PROCID").is_some()
 }
 
-/// Which start of the job this is under a launcher that restarts failed jobs: 0 the first,
-/// N the N-th restart (`COMM_RESTART_COUNT` from comm-launch `--max-restarts`, else
-/// torchrun's `TORCHELASTIC_RESTART_COUNT`); 0 without either.
+/// Which start of the job this is under a launcher or scheduler that starts failed jobs
+/// again: 0 the first, N the N-th restart; the largest of comm-launch's
+/// `COMM_RESTART_COUNT` (`--max-restarts`), torchrun's `TORCHELASTIC_RESTART_COUNT` and
+/// Slurm's `SLURM_RESTART_COUNT` (a requeued job; comm-launch may run inside it), 0
+/// without any.
 pub fn restart_count() -> u64 {
-    ["COMM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.trim().parse().ok())
-        .unwrap_or(0)
+    restart_count_in(|k| std::env::var(k).ok())
+}
+
+/// [`restart_count`] over any variable source.
+pub fn restart_count_in(var: impl Fn(&str) -> Option<String>) -> u64 {
+    [
+        "COMM_RESTART_COUNT",
+        "TORCHELASTIC_RESTART_COUNT",
+        "SLURM_RESTART_COUNT",
+    ]
+    .iter()
+    .filter_map(|k| var(k)?.trim().parse().ok())
+    .max()
+    .unwrap_or(0)
 }
 
 /// Runs `f` on every rank; returns rank 0's result (or the first error, naming the rank).
@@ -125,5 +137,24 @@ pub fn run<T: Send>(
             let out = f(Arc::new(c), dev)?;
             Ok((rank == 0).then_some(out))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_restart_is_the_largest_count_any_launcher_or_scheduler_set() {
+        let of = |vars: &[(&str, &str)]| {
+            super::restart_count_in(|k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_string()))
+        };
+        assert_eq!(of(&[]), 0);
+        assert_eq!(of(&[("COMM_RESTART_COUNT", "2")]), 2);
+        assert_eq!(of(&[("TORCHELASTIC_RESTART_COUNT", "1")]), 1);
+        // comm-launch's first start inside a job Slurm requeued once: a restart.
+        assert_eq!(
+            of(&[("COMM_RESTART_COUNT", "0"), ("SLURM_RESTART_COUNT", "1")]),
+            1
+        );
+        assert_eq!(of(&[("COMM_RESTART_COUNT", "x")]), 0);
     }
 }

@@ -178,7 +178,8 @@ pub struct Run {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Start from scratch even if --out holds checkpoints (the previous run moved aside;
-    /// under a launcher's restarts, the job's first start only: a restart resumes).
+    /// under a launcher's restarts or a Slurm requeue, the job's first start only: a restart
+    /// resumes).
     #[arg(long)]
     pub fresh: bool,
     /// Stop after this many steps as if killed (tests resume).

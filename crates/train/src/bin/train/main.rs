@@ -85,8 +85,9 @@ fn run_config(a: &Run) -> Result<(TrainConfig, RunOpts)> {
     if let Some(f) = a.gemm_choices.as_ref().filter(|f| !f.is_file()) {
         bail!("--gemm-choices {}: no such file", f.display());
     }
-    // A restarted job (--max-restarts) resumes what its first start began: --fresh is for
-    // that first start, else every restart would discard the job's progress.
+    // A restarted job (--max-restarts, torchrun's, a Slurm requeue) resumes what its first
+    // start began: --fresh is for that first start, else every restart would discard the
+    // job's progress.
     let restart = launch::restart_count();
     if a.fresh && restart > 0 && comm::env::prints_for_all_ranks() {
         eprintln!(
