@@ -261,7 +261,6 @@ mod tests {
             grad_norm: Some(1.0),
             tokens_per_s: 1.0,
             elapsed_s: step as f64,
-            mfu: None,
         }
     }
 

@@ -21,9 +21,6 @@ pub enum Record {
         grad_norm: Option<f64>,
         tokens_per_s: f64,
         elapsed_s: f64,
-        /// The step's model FLOPs utilization (`train::mfu`): bf16 on a GPU of known peak.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        mfu: Option<f64>,
     },
     /// Validation loss after `step` steps (0: the initial model).
     Val { step: u64, loss: f64 },

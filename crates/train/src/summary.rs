@@ -47,7 +47,41 @@ pub(crate) fn peak_line(
     Some(format!("train: peak GPU memory {gib:.2} GiB (tensors and graphs; NCCL's own buffers and the CUDA context aside){later}{parts}{win}"))
 }
 
+/// Steps a run's median leaves out at its start (the GEMM tuning, the capture): as
+/// run.sh's train-speed and `bench` time from step 6.
+const WARM_STEPS: usize = 5;
+/// Steps the median needs past those.
+const MIN_KEPT: usize = 3;
+
 impl Summary {
+    /// "; steps A-B: median N tokens/s, MFU M% of …": the median of the logged steps after
+    /// the first [`WARM_STEPS`], and its MFU where there is one; empty where fewer than
+    /// [`MIN_KEPT`] are left.
+    fn steady(&self) -> String {
+        let all = &self.step_tokens_per_s;
+        // A record's tokens/s is the time since the one before: where a step's results
+        // were in before the previous record was written (the captured second step on a
+        // GPU, the last on the CPU, whose steps run as they are queued) it is too short.
+        // The median of at least MIN_KEPT steps past the first WARM_STEPS is not moved by
+        // one such record.
+        let skip = WARM_STEPS.min(all.len());
+        let kept = &all[skip..];
+        if kept.len() < MIN_KEPT {
+            return String::new();
+        }
+        let (Some(&(first, _)), Some(&(last, _))) = (kept.first(), kept.last()) else {
+            return String::new();
+        };
+        let mut t: Vec<f64> = kept.iter().map(|s| s.1).collect();
+        t.sort_by(f64::total_cmp);
+        let median = (t[(t.len() - 1) / 2] + t[t.len() / 2]) / 2.0;
+        let mfu = match &self.mfu {
+            Some(m) => format!(", MFU {:.1}% of {}", 100.0 * m.at(median), m.gpu),
+            None => String::new(),
+        };
+        format!("; steps {first}-{last}: median {median:.0} tokens/s{mfu}")
+    }
+
     /// What the run measured, and nothing it did not: `train run`'s closing line.
     pub fn line(&self) -> String {
         let s = self;
@@ -57,13 +91,13 @@ impl Summary {
                 s.resumed_from
             );
         }
-        let mfu = match &s.mfu {
-            Some((m, of)) => format!(", MFU {:.1}% of {of}", 100.0 * m),
-            None => String::new(),
-        };
         let mut line = format!(
-            "trained steps {}..{} in {:.1} s ({:.0} tokens/s{mfu})",
-            s.resumed_from, s.steps, s.seconds, s.tokens_per_s
+            "trained steps {}..{} in {:.1} s ({:.0} tokens/s{})",
+            s.resumed_from,
+            s.steps,
+            s.seconds,
+            s.tokens_per_s,
+            s.steady()
         );
         if let Some(l) = s.final_train_loss {
             line += &format!(": train loss {l:.4}");
@@ -76,5 +110,42 @@ impl Summary {
             line += &format!(", {} steps skipped (non-finite)", s.skipped);
         }
         line + &format!(", unigram entropy {:.4} nats/token", s.unigram_entropy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::shape_by_name;
+    use crate::mfu::Mfu;
+
+    #[test]
+    fn the_steady_rate_is_the_median_past_the_first_steps_and_one_short_interval_moves_it_not() {
+        let xl = shape_by_name("xl", Some(128)).unwrap();
+        let mut s = Summary {
+            resumed_from: 10,
+            steps: 20,
+            mfu: Some(Mfu::new(&xl, 683, 1, "NVIDIA H200", 989e12).unwrap()),
+            ..Summary::default()
+        };
+        // Steps 11-15 warm (tuning, capture); 16-20 at 25,600 tokens/s but one record whose
+        // step was in before the record before it.
+        let rates = [
+            1e3, 3e6, 2e4, 2e4, 2e4, 25_600.0, 25_600.0, 3e6, 25_600.0, 25_600.0,
+        ];
+        s.step_tokens_per_s = (11..).zip(rates).collect();
+        let mfu = Mfu::new(&xl, 683, 1, "NVIDIA H200", 989e12)
+            .unwrap()
+            .at(25_600.0);
+        assert_eq!(
+            s.steady(),
+            format!(
+                "; steps 16-20: median 25600 tokens/s, MFU {:.1}% of NVIDIA H200's bf16 dense peak, 989 TFLOP/s",
+                100.0 * mfu
+            )
+        );
+        // Too few steps past the warm ones: no median rather than one of a short interval.
+        s.step_tokens_per_s.truncate(7);
+        assert_eq!(s.steady(), "");
     }
 }

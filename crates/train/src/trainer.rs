@@ -78,9 +78,10 @@ pub struct Summary {
     pub unigram_entropy: f64,
     pub seconds: f64,
     pub tokens_per_s: f64,
-    /// The MFU that `tokens_per_s` makes, and of what peak (`train::mfu`); `None` where
-    /// there is none.
-    pub mfu: Option<(f64, String)>,
+    /// Each logged training step and its tokens/s, in order.
+    pub step_tokens_per_s: Vec<(u64, f64)>,
+    /// What turns tokens/s into MFU (`train::mfu`); `None` where there is none.
+    pub mfu: Option<crate::mfu::Mfu>,
     pub samples: Vec<(String, String)>,
     /// Steps skipped for a non-finite loss or norm (`--skip-nonfinite`), and how many of
     /// the last ones in a row.
@@ -229,6 +230,7 @@ pub fn run_rank(
         }
         let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
         *tick = Instant::now();
+        s.step_tokens_per_s.push((done, tps));
         s.final_train_loss = Some(out.loss);
         push(
             log,
@@ -239,14 +241,9 @@ pub fn run_rank(
                 grad_norm: out.grad_norm,
                 tokens_per_s: tps,
                 elapsed_s: t0.elapsed().as_secs_f64(),
-                mfu: mfu.as_ref().map(|m| m.at(tps)),
             },
         )?;
-        let util = match &mfu {
-            Some(m) => format!(" | MFU {:.1}%", 100.0 * m.at(tps)),
-            None => String::new(),
-        };
-        bar.set_message(format!("loss {:.4} | {:.0} tok/s{util}", out.loss, tps));
+        bar.set_message(format!("loss {:.4} | {:.0} tok/s", out.loss, tps));
         bar.set_position(done);
         Ok(())
     };
@@ -347,7 +344,7 @@ pub fn run_rank(
     s.steps = end.max(start);
     s.seconds = t0.elapsed().as_secs_f64();
     s.tokens_per_s = tokens_per_step * end.saturating_sub(start) as f64 / s.seconds.max(1e-9);
-    s.mfu = mfu.map(|m| (m.at(s.tokens_per_s), m.gpu));
+    s.mfu = mfu;
     if let Some(log) = &log {
         let (t, v) = log.series();
         let title = format!(

@@ -139,7 +139,6 @@ pub fn trajectory(out: &Path) -> Vec<Record> {
                 grad_norm,
                 tokens_per_s: 0.0,
                 elapsed_s: 0.0,
-                mfu: None,
             },
             v => v,
         })
