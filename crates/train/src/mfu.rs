@@ -49,7 +49,7 @@ impl Mfu {
         Ok(Self {
             flops_per_token: model.lm_config(vocab)?.shape().flops_per_token(),
             peak: peak * world as f64,
-            gpu: format!("{name}'s bf16 dense peak, {:.0} TFLOP/s", peak / 1e12),
+            gpu: format!("{name}'s bf16 dense peak, {:.0} TFLOP/s a GPU", peak / 1e12),
         })
     }
 

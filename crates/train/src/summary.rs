@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(
             s.steady(),
             format!(
-                "; steps 16-20: median 25600 tokens/s, MFU {:.1}% of NVIDIA H200's bf16 dense peak, 989 TFLOP/s",
+                "; steps 16-20: median 25600 tokens/s, MFU {:.1}% of NVIDIA H200's bf16 dense peak, 989 TFLOP/s a GPU",
                 100.0 * mfu
             )
         );
