@@ -103,9 +103,7 @@ fn run(mut cli: Cli) -> Result<()> {
             let save = save_gemm_choices.as_deref();
             single_step::gemm_table_in(gemm_choices.as_deref(), save, &device)?;
             let out = records::Out::open(&out)?;
-            let gpu_peak = seam::device::name(&device)?
-                .and_then(|n| model::plan::peak::of(&n))
-                .filter(|_| !cpu);
+            let gpu_peak = seam::device::name(&device)?.and_then(|n| model::plan::peak::of(&n));
             println!("{}", single::header());
             for s in &size {
                 for &d in &dtype {

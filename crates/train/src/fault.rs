@@ -1,6 +1,6 @@
 //! Fault injection for the restart tests: `TRAIN_FAULT_KILL="rank:step:attempt,..."` makes
 //! rank `rank` SIGKILL itself once step `step` is queued, in launcher attempt `attempt`
-//! (`COMM_RESTART_COUNT`, 0 without a restart). A real kill -9, as a preempted or crashed
+//! (`launch::restart_count`, 0 without a restart). A real kill -9, as a preempted or crashed
 //! process dies: nothing of the step is flushed, no checkpoint is written. Unset: nothing.
 
 /// Whether `spec` names (rank, step, attempt).

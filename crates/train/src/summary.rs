@@ -69,9 +69,7 @@ impl Summary {
         if kept.len() < MIN_KEPT {
             return String::new();
         }
-        let (Some(&(first, _)), Some(&(last, _))) = (kept.first(), kept.last()) else {
-            return String::new();
-        };
+        let (first, last) = (kept[0].0, kept[kept.len() - 1].0);
         let mut t: Vec<f64> = kept.iter().map(|s| s.1).collect();
         t.sort_by(f64::total_cmp);
         let median = (t[(t.len() - 1) / 2] + t[t.len() / 2]) / 2.0;
