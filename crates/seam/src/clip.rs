@@ -141,7 +141,7 @@ pub(crate) mod cuda {
     use candle_core::cuda_backend::cudarc::driver::{
         CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
     };
-    use candle_core::cuda_backend::{CudaStorage, WrapErr};
+    use candle_core::cuda_backend::WrapErr;
     use candle_core::{DType, Device, Storage, Tensor};
     use std::sync::Arc;
 
@@ -231,14 +231,18 @@ pub(crate) mod cuda {
                 count: chunk.len() as u32,
                 ragged: 0,
             };
+            for (k, g) in chunk.iter().enumerate() {
+                if !matches!(g.dtype(), DType::F32 | DType::BF16) {
+                    return Err(cuda_err(&format!("{:?} gradient (f32 or bf16)", g.dtype())));
+                }
+                t.ptr[k] = crate::pinned::device_ptr(g, stream)?;
+            }
             // The guards keep every gradient's storage borrowed until the launch.
             let guards: Vec<_> = chunk.iter().map(|g| g.storage_and_layout()).collect();
             for (k, (st, l)) in guards.iter().enumerate() {
                 let Storage::Cuda(cs) = &**st else {
                     return Err(cuda_err("a gradient is not on CUDA"));
                 };
-                t.ptr[k] =
-                    base_ptr(cs, stream)? + (l.start_offset() * cs.dtype().size_in_bytes()) as u64;
                 t.n[k] = l.shape().elem_count() as u64;
                 t.bf16[k] = u32::from(cs.dtype() == DType::BF16);
                 // Whole 16-byte vectors (none where the start is not 16-byte aligned).
@@ -299,15 +303,5 @@ pub(crate) mod cuda {
             unsafe { b.launch(cfg) }.w()?;
         }
         Ok(out)
-    }
-
-    /// The device address of a CUDA storage's first element.
-    fn base_ptr(cs: &CudaStorage, stream: &Arc<CudaStream>) -> Result<u64> {
-        use candle_core::cuda_backend::cudarc::driver::DevicePtr;
-        Ok(match cs.dtype() {
-            DType::F32 => cs.as_cuda_slice::<f32>()?.device_ptr(stream).0,
-            DType::BF16 => cs.as_cuda_slice::<half::bf16>()?.device_ptr(stream).0,
-            d => return Err(cuda_err(&format!("{d:?} gradient (f32 or bf16)"))),
-        })
     }
 }
