@@ -1,12 +1,12 @@
 //! The one timing loop for `step::TrainStep` (bench single's step mode, the DDP and ZeRO
 //! benchmarks; [`time_local`]: their own 1-GPU step):
-//! steps queued back to back as a training loop queues them, a CUDA event between steps
-//! read once at the end, the loss read one step late as `train` reads it.
+//! steps queued back to back as a training loop queues them, each timed by the step itself
+//! (`StepOut::seconds`: CUDA events after each step, as `train`'s log), the loss read one
+//! step late as `train` reads it.
 
 use crate::memory;
 use crate::telemetry::{GpuTelemetry, Sampler};
-use crate::timer::Marks;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::Device;
 use seam::{Batch, StagedModel};
 use step::{StepOptions, TrainStep};
@@ -34,29 +34,32 @@ pub fn time_steps(
 ) -> Result<StepRun> {
     let warmup = warmup.max(2);
     let mut losses = Vec::new();
-    let mut marks = Marks::new(device);
+    let mut ms = Vec::new();
     let mut sampler = None;
     seam::graph::reset_mem_high(device);
-    for i in 0..warmup + steps {
+    // Step `warmup` is run but not timed: its time holds the flush before it. Its values
+    // come back from step warmup + 1.
+    let mut keep = |out: step::StepOut| -> Result<()> {
+        let s = out.seconds.context("a step after the first is timed")?;
+        ms.push(s * 1e3);
+        losses.push(out.loss as f32);
+        Ok(())
+    };
+    for i in 0..=warmup + steps {
         if i == warmup {
             st.flush()?;
             memory::reset_peak(device);
             sampler = Sampler::start(device);
-            marks.mark()?;
         }
         if let Some(out) = st.step(model, micro, lr)? {
-            if i > warmup {
-                losses.push(out.loss as f32);
+            if i > warmup + 1 {
+                keep(out)?;
             }
-        }
-        if i >= warmup {
-            marks.mark()?;
         }
     }
     if let Some(out) = st.flush()? {
-        losses.push(out.loss as f32);
+        keep(out)?;
     }
-    let ms = marks.intervals_ms()?;
     let telemetry = sampler.and_then(Sampler::stop);
     let graph_pool = st
         .graph_status()

@@ -113,59 +113,6 @@ pub fn mean_ms(
     Ok(t.stop()? / iters as f64 * 1e3)
 }
 
-/// Marks queued between back-to-back calls (a CUDA event each on a CUDA device, the wall
-/// clock elsewhere), read once at the end: the time of each call in a pipelined loop,
-/// where the host queues call i + 1 while the device runs call i.
-pub struct Marks {
-    device: Device,
-    at: Vec<Instant>,
-    #[cfg(feature = "cuda")]
-    events: Vec<cudarc::driver::CudaEvent>,
-}
-
-impl Marks {
-    pub fn new(device: &Device) -> Self {
-        Self {
-            device: device.clone(),
-            at: Vec::new(),
-            #[cfg(feature = "cuda")]
-            events: Vec::new(),
-        }
-    }
-
-    /// Records a mark after everything queued so far.
-    pub fn mark(&mut self) -> anyhow::Result<()> {
-        #[cfg(feature = "cuda")]
-        if let Device::Cuda(d) = &self.device {
-            let e = d
-                .cuda_stream()
-                .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?;
-            self.events.push(e);
-            return Ok(());
-        }
-        debug_assert!(!self.device.is_cuda() || cfg!(feature = "cuda"));
-        self.at.push(Instant::now());
-        Ok(())
-    }
-
-    /// Milliseconds between consecutive marks (waits for the last).
-    pub fn intervals_ms(&self) -> anyhow::Result<Vec<f64>> {
-        #[cfg(feature = "cuda")]
-        if self.device.is_cuda() {
-            let mut v = Vec::new();
-            for w in self.events.windows(2) {
-                v.push(w[0].elapsed_ms(&w[1])? as f64);
-            }
-            return Ok(v);
-        }
-        Ok(self
-            .at
-            .windows(2)
-            .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3)
-            .collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,7 +1,9 @@
 //! Page-locked host buffers and the copies through them (CUDA), queued on the compute
 //! stream so the host queues step s + 1 while the GPU runs step s: AdamW's per-step
 //! scalars and a step's batch go up, its `[loss, norm]` comes down. Two buffers alternate;
-//! before rewriting one the host waits only for the copy that last used it.
+//! before rewriting one the host waits only for the copy that last used it. A download's
+//! event is timed: [`Ring::read`] gives the device time since the download read before it
+//! (the step's time, without the host's clock, which sees results one step late).
 
 use crate::error::{ModelError, Result};
 use candle_core::cuda_backend::cudarc::driver::{result, CudaEvent, CudaStream, DevicePtr};
@@ -53,6 +55,8 @@ pub struct Ring {
     done: [Option<CudaEvent>; 2],
     next: usize,
     stream: Arc<CudaStream>,
+    /// The event of the download read last (timed).
+    last_read: Option<CudaEvent>,
 }
 
 // SAFETY: the buffers are only touched through &mut self.
@@ -123,6 +127,7 @@ impl Ring {
             done: [None, None],
             next: 0,
             stream: stream(device)?,
+            last_read: None,
         })
     }
 
@@ -146,10 +151,17 @@ impl Ring {
         Ok(k)
     }
 
-    fn record(&mut self, k: usize) -> Result<()> {
+    /// Records buffer `k`'s event: `timed` for downloads (an untimed event is cheaper).
+    fn record(&mut self, k: usize, timed: bool) -> Result<()> {
+        use candle_core::cuda_backend::cudarc::driver::sys::CUevent_flags as F;
+        let flags = if timed {
+            F::CU_EVENT_DEFAULT
+        } else {
+            F::CU_EVENT_DISABLE_TIMING
+        };
         let e = self
             .stream
-            .record_event(None)
+            .record_event(Some(flags))
             .map_err(|e| anyhow!("recording a copy's event: {e:?}"))?;
         self.done[k] = Some(e);
         Ok(())
@@ -173,7 +185,7 @@ impl Ring {
                 .map_err(|e| anyhow!("copying to the device: {e:?}"))?;
             at += bytes.len();
         }
-        self.record(k)
+        self.record(k, false)
     }
 
     /// Queues a copy of `t` (f32, on the device) into the next buffer; returns the ticket
@@ -189,23 +201,33 @@ impl Ring {
         // SAFETY: n f32 from a live device buffer into pinned memory of at least 4n bytes.
         unsafe { result::memcpy_dtoh_async(&mut buf[..4 * n], src, self.stream.cu_stream()) }
             .map_err(|e| anyhow!("reading back a step: {e:?}"))?;
-        self.record(k)?;
+        self.record(k, true)?;
         Ok(k)
     }
 
-    /// Waits for download `k` and returns its `n` f32.
-    pub fn read(&mut self, k: usize, n: usize) -> Result<Vec<f32>> {
+    /// Waits for download `k` and returns its `n` f32, with the device's seconds from the
+    /// download read before it to this one (`None` for the first).
+    pub fn read(&mut self, k: usize, n: usize) -> Result<(Vec<f32>, Option<f64>)> {
+        let mut seconds = None;
         if let Some(e) = self.done[k].take() {
             e.synchronize()
                 .map_err(|e| anyhow!("waiting for a step's readback: {e:?}"))?;
+            if let Some(last) = &self.last_read {
+                let ms = last
+                    .elapsed_ms(&e)
+                    .map_err(|e| anyhow!("timing a step: {e:?}"))?;
+                seconds = Some(f64::from(ms) / 1e3);
+            }
+            self.last_read = Some(e);
         }
         let buf = self.bufs[k]
             .as_mut()
             .ok_or_else(|| err("readback buffer"))?
             .bytes();
-        Ok(buf[..4 * n]
+        let v = buf[..4 * n]
             .chunks_exact(4)
             .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+            .collect();
+        Ok((v, seconds))
     }
 }

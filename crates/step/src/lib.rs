@@ -103,6 +103,11 @@ pub struct StepOut {
     /// Some rank asked for a checkpoint by this step ([`TrainStep::request_checkpoint`]),
     /// or to stop: every rank reads the same value from the same step.
     pub checkpoint: bool,
+    /// Seconds from the end of the step before it (on this `TrainStep`) to the end of this
+    /// one: on a GPU the device's clock, between events after each step; on the CPU the
+    /// host's. It holds whatever ran between them (an evaluation, a checkpoint, the host's
+    /// stalls). `None` for the first step.
+    pub seconds: Option<f64>,
 }
 
 pub(crate) enum Graph {
@@ -281,12 +286,13 @@ impl TrainStep {
     }
 
     fn read(&mut self, t: slots::Ticket) -> Result<StepOut> {
-        let v = self.slots.read(t)?;
+        let (v, seconds) = self.slots.read(t)?;
         Ok(StepOut {
             loss: v[0] as f64,
             grad_norm: self.core.takes_norm().then_some(v[1] as f64),
             stop: v.get(2).is_some_and(|&f| f >= stop::STOP),
             checkpoint: v.get(2).is_some_and(|&f| f >= stop::CHECKPOINT),
+            seconds,
         })
     }
 

@@ -5,6 +5,10 @@
 //! both queued on the compute stream; the values come back through pinned memory, the
 //! host waiting only when it reads them. Elsewhere the batches are used as they are and
 //! the values read directly.
+//!
+//! A read also gives the step's time: from the end of the step read before it to the end
+//! of this one, on the device's clock (CUDA events after the steps' readbacks) or, where
+//! a step computes as it is queued (the CPU), the host's when its values were queued.
 
 use anyhow::{bail, Result};
 use candle_core::{Device, Tensor};
@@ -14,7 +18,8 @@ use seam::Batch;
 pub struct Ticket(Inner);
 
 enum Inner {
-    Host(Tensor),
+    /// The values, and when they were queued (computed: the CPU).
+    Host(Tensor, std::time::Instant),
     #[cfg(feature = "cuda")]
     Pinned(usize, usize),
 }
@@ -27,6 +32,8 @@ pub struct Slots {
     up: Option<seam::pinned::Ring>,
     #[cfg(feature = "cuda")]
     down: Option<seam::pinned::Ring>,
+    /// When the host values read last were queued.
+    last_host: Option<std::time::Instant>,
 }
 
 /// Whether `b` has the shapes and dtypes of `f`, tensor by tensor.
@@ -56,6 +63,7 @@ impl Slots {
             up: rings.0,
             #[cfg(feature = "cuda")]
             down: rings.1,
+            last_host: None,
         })
     }
 
@@ -134,15 +142,23 @@ impl Slots {
             let t = t.to_dtype(candle_core::DType::F32)?.contiguous()?;
             return Ok(Ticket(Inner::Pinned(r.download(&t)?, t.elem_count())));
         }
-        Ok(Ticket(Inner::Host(t.clone())))
+        Ok(Ticket(Inner::Host(t.clone(), std::time::Instant::now())))
     }
 
-    /// The values of a queued read (waits for them).
-    pub fn read(&mut self, t: Ticket) -> Result<Vec<f32>> {
+    /// The values of a queued read (waits for them), and the seconds since the end of the
+    /// step read before it (`None` for the first read).
+    pub fn read(&mut self, t: Ticket) -> Result<(Vec<f32>, Option<f64>)> {
         match t.0 {
-            Inner::Host(t) => Ok(t.to_dtype(candle_core::DType::F32)?.to_vec1()?),
+            Inner::Host(t, at) => {
+                let since = self.last_host.replace(at);
+                let seconds = since.map(|s| at.duration_since(s).as_secs_f64());
+                Ok((t.to_dtype(candle_core::DType::F32)?.to_vec1()?, seconds))
+            }
             #[cfg(feature = "cuda")]
-            Inner::Pinned(k, n) => Ok(self.down.as_mut().expect("rings").read(k, n)?),
+            Inner::Pinned(k, n) => match self.down.as_mut() {
+                Some(r) => Ok(r.read(k, n)?),
+                None => bail!("a pinned read without its ring"),
+            },
         }
     }
 }

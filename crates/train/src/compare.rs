@@ -260,6 +260,7 @@ mod tests {
             lr: 1e-3,
             grad_norm: Some(1.0),
             tokens_per_s: 1.0,
+            mfu: None,
             elapsed_s: step as f64,
         }
     }

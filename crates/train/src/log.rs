@@ -19,8 +19,13 @@ pub enum Record {
         /// backward (no clipping: no norm was taken).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grad_norm: Option<f64>,
+        /// The step's tokens (every rank's) over its time: from the end of the step
+        /// before it to its own end, on the GPU's clock where it ran on one.
         tokens_per_s: f64,
         elapsed_s: f64,
+        /// The MFU that `tokens_per_s` makes (`train::mfu`): bf16 on a GPU of known peak.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mfu: Option<f64>,
     },
     /// Validation loss after `step` steps (0: the initial model).
     Val { step: u64, loss: f64 },

@@ -52,19 +52,29 @@ pub(crate) fn peak_line(
 const WARM_STEPS: usize = 5;
 /// Steps the median needs past those.
 const MIN_KEPT: usize = 3;
+/// The median is of the latest this many steps at most (the record is bounded).
+const LATEST: usize = 10_000;
 
 impl Summary {
-    /// "; steps A-B: median N tokens/s, MFU M% of …": the median of the logged steps after
-    /// the first [`WARM_STEPS`], and its MFU where there is one; empty where fewer than
-    /// [`MIN_KEPT`] are left.
+    /// Keeps step `step`'s tokens/s for the median: the first [`WARM_STEPS`] and, of the
+    /// rest, at least the latest [`LATEST`] (at most twice that are held).
+    pub fn record_rate(&mut self, step: u64, tokens_per_s: f64) {
+        let all = &mut self.step_tokens_per_s;
+        all.push((step, tokens_per_s));
+        if all.len() >= WARM_STEPS + 2 * LATEST {
+            all.drain(WARM_STEPS..WARM_STEPS + LATEST);
+        }
+    }
+
+    /// "; steps A-B: median N tokens/s, MFU M% of …": the median of the latest [`LATEST`]
+    /// logged steps after the first [`WARM_STEPS`], and its MFU where there is one; empty
+    /// where fewer than [`MIN_KEPT`] are left. A step that held an evaluation or a
+    /// checkpoint, or the host's stall, does not move the median.
     fn steady(&self) -> String {
         let all = &self.step_tokens_per_s;
-        // A record's tokens/s is the time since the one before: where a step's results
-        // were in before the previous record was written (the captured second step on a
-        // GPU, the last on the CPU, whose steps run as they are queued) it is too short.
-        // The median of at least MIN_KEPT steps past the first WARM_STEPS is not moved by
-        // one such record.
-        let skip = WARM_STEPS.min(all.len());
+        let skip = WARM_STEPS
+            .min(all.len())
+            .max(all.len().saturating_sub(LATEST));
         let kept = &all[skip..];
         if kept.len() < MIN_KEPT {
             return String::new();
@@ -126,8 +136,7 @@ mod tests {
             mfu: Some(Mfu::new(&xl, 683, 1, "NVIDIA H200", 989e12).unwrap()),
             ..Summary::default()
         };
-        // Steps 11-15 warm (tuning, capture); 16-20 at 25,600 tokens/s but one record whose
-        // step was in before the record before it.
+        // Steps 11-15 warm (tuning, capture); 16-20 at 25,600 tokens/s but one far off.
         let rates = [
             1e3, 3e6, 2e4, 2e4, 2e4, 25_600.0, 25_600.0, 3e6, 25_600.0, 25_600.0,
         ];
@@ -145,5 +154,17 @@ mod tests {
         // Too few steps past the warm ones: no median rather than one of a short interval.
         s.step_tokens_per_s.truncate(7);
         assert_eq!(s.steady(), "");
+    }
+
+    #[test]
+    fn the_rates_held_are_bounded_and_the_median_is_of_the_latest() {
+        let mut s = Summary::default();
+        for step in 1..=25_000u64 {
+            // The last LATEST steps at 2.0, every one before at 1.0.
+            s.record_rate(step, if step > 15_000 { 2.0 } else { 1.0 });
+            assert!(s.step_tokens_per_s.len() < WARM_STEPS + 2 * LATEST);
+        }
+        assert_eq!(s.step_tokens_per_s[0].0, 1, "the first steps are kept");
+        assert_eq!(s.steady(), "; steps 15001-25000: median 2 tokens/s");
     }
 }

@@ -78,7 +78,8 @@ pub struct Summary {
     pub unigram_entropy: f64,
     pub seconds: f64,
     pub tokens_per_s: f64,
-    /// Each logged training step and its tokens/s, in order.
+    /// Logged training steps and their tokens/s, in order: the first ones of the run
+    /// and the latest ones ([`Summary::record_rate`] bounds it).
     pub step_tokens_per_s: Vec<(u64, f64)>,
     /// What turns tokens/s into MFU (`train::mfu`); `None` where there is none.
     pub mfu: Option<crate::mfu::Mfu>,
@@ -228,9 +229,12 @@ pub fn run_rank(
         if let Some(n) = out.grad_norm {
             diverged(&ckpts, done, "gradient norm", n)?;
         }
-        let tps = tokens_per_step / tick.elapsed().as_secs_f64().max(1e-9);
+        // The step's own time (the device's clock on a GPU: `StepOut::seconds`); the
+        // first step of a run has none, and takes the host's since the loop began.
+        let seconds = out.seconds.unwrap_or_else(|| tick.elapsed().as_secs_f64());
         *tick = Instant::now();
-        s.step_tokens_per_s.push((done, tps));
+        let tps = tokens_per_step / seconds.max(1e-9);
+        s.record_rate(done, tps);
         s.final_train_loss = Some(out.loss);
         push(
             log,
@@ -241,9 +245,14 @@ pub fn run_rank(
                 grad_norm: out.grad_norm,
                 tokens_per_s: tps,
                 elapsed_s: t0.elapsed().as_secs_f64(),
+                mfu: mfu.as_ref().map(|m| m.at(tps)),
             },
         )?;
-        bar.set_message(format!("loss {:.4} | {:.0} tok/s", out.loss, tps));
+        let util = match &mfu {
+            Some(m) => format!(" | MFU {:.1}%", 100.0 * m.at(tps)),
+            None => String::new(),
+        };
+        bar.set_message(format!("loss {:.4} | {:.0} tok/s{util}", out.loss, tps));
         bar.set_position(done);
         Ok(())
     };

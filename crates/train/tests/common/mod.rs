@@ -138,6 +138,7 @@ pub fn trajectory(out: &Path) -> Vec<Record> {
                 lr,
                 grad_norm,
                 tokens_per_s: 0.0,
+                mfu: None,
                 elapsed_s: 0.0,
             },
             v => v,
