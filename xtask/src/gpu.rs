@@ -107,6 +107,7 @@ pub fn pack(jobs: &[String]) -> Result<()> {
         "adamw_torch.py",
         "torch_train.py",
         "torch_train_best.py",
+        "torch_ckpt.py",
     ] {
         std::fs::copy(
             root().join("scripts/anchors").join(f),

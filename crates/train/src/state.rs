@@ -177,13 +177,49 @@ pub fn read_data(dir: &Path) -> Result<Option<DataId>> {
 }
 
 /// Saves step `step` into `root` (collective), then removes all but the newest `keep`.
+/// What a save wrote, and how long the run waited for it.
+pub struct Saved {
+    pub dir: PathBuf,
+    /// The checkpoint's bytes, every rank's files (rank 0 reads their sizes).
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for Saved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gb = self.bytes as f64 / 1e9;
+        write!(
+            f,
+            "checkpoint {}: {:.2} GiB written in {:.2} s ({:.2} GB/s; training waited for it)",
+            self.dir.display(),
+            self.bytes as f64 / (1u64 << 30) as f64,
+            self.seconds,
+            gb / self.seconds.max(1e-9)
+        )
+    }
+}
+
+/// The bytes of the files under `dir`.
+fn bytes_in(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter_map(|e| e.ok())
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => bytes_in(&e.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    })
+}
+
 pub fn save(
     e: &mut Engine,
     root: &Path,
     step: u64,
     (cfg, data, run): (&TrainConfig, &DataId, &str),
     keep: usize,
-) -> Result<()> {
+) -> Result<Saved> {
+    let t0 = std::time::Instant::now();
     let dir = step_dir(root, step);
     if e.comm.rank() == 0 && dir.symlink_metadata().is_ok() {
         // A run killed while saving this step left it (the resume took an older
@@ -223,7 +259,11 @@ pub fn save(
         }
     }
     e.comm.barrier()?;
-    Ok(())
+    Ok(Saved {
+        bytes: bytes_in(&dir),
+        seconds: t0.elapsed().as_secs_f64(),
+        dir,
+    })
 }
 
 /// Resumes from the newest complete checkpoint under `root` that every rank agrees on;
@@ -284,4 +324,20 @@ pub fn resume(
         );
     }
     Ok((step, read_run(&dir)?))
+}
+
+/// A non-finite loss or norm after step `step` stops the run (every rank sees the same
+/// value: they are means over the ranks): nothing from that step on is logged or saved,
+/// so the log and the checkpoints stay readable, and the error says where to go on from.
+pub(crate) fn diverged(ckpts: &Path, step: u64, what: &str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        return Ok(());
+    }
+    let newest = list(ckpts)
+        .ok()
+        .and_then(|l| l.first().map(|(_, d)| d.display().to_string()));
+    bail!(
+        "step {step}: the {what} is {v}: training diverged; nothing from step {step} on was logged or saved ({}). Lower --lr and start again with --fresh",
+        newest.map_or("no checkpoint yet".to_string(), |d| format!("the newest checkpoint is {d}"))
+    )
 }

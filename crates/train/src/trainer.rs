@@ -225,9 +225,9 @@ pub fn run_rank(
             });
             return push(log, Record::Skipped { step: done, lr });
         }
-        diverged(&ckpts, done, "loss", out.loss)?;
+        state::diverged(&ckpts, done, "loss", out.loss)?;
         if let Some(n) = out.grad_norm {
-            diverged(&ckpts, done, "gradient norm", n)?;
+            state::diverged(&ckpts, done, "gradient norm", n)?;
         }
         // The step's own time (the device's clock on a GPU: `StepOut::seconds`); the
         // first step of a run has none, and takes the host's since the loop began.
@@ -313,7 +313,7 @@ pub fn run_rank(
         }
         if eval_now {
             let v = e.eval_loss(&val)?;
-            diverged(&ckpts, done, "validation loss", v)?;
+            state::diverged(&ckpts, done, "validation loss", v)?;
             s.final_val = Some((done, v));
             push(
                 &mut log,
@@ -332,7 +332,10 @@ pub fn run_rank(
         }
         if ckpt_now {
             gemm_saved = crate::gemm_table::save(&o.out, rank, &dev, gemm_saved)?;
-            state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
+            let saved = state::save(&mut e, &ckpts, done, (c, &data_id, &run_id), o.keep)?;
+            if rank == 0 {
+                bar.suspend(|| eprintln!("train: {saved}"));
+            }
             clock.saved();
             e.checkpoint_done();
         }
@@ -386,20 +389,4 @@ pub fn run_rank(
         }
     }
     Ok(s)
-}
-
-/// A non-finite loss or norm after step `step` stops the run (every rank sees the same
-/// value: they are means over the ranks): nothing from that step on is logged or saved,
-/// so the log and the checkpoints stay readable, and the error says where to go on from.
-fn diverged(ckpts: &std::path::Path, step: u64, what: &str, v: f64) -> Result<()> {
-    if v.is_finite() {
-        return Ok(());
-    }
-    let newest = state::list(ckpts)
-        .ok()
-        .and_then(|l| l.first().map(|(_, d)| d.display().to_string()));
-    bail!(
-        "step {step}: the {what} is {v}: training diverged; nothing from step {step} on was logged or saved ({}). Lower --lr and start again with --fresh",
-        newest.map_or("no checkpoint yet".to_string(), |d| format!("the newest checkpoint is {d}"))
-    )
 }
